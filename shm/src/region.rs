@@ -1,0 +1,414 @@
+//! Memory regions a ring lives in: anonymous memory (threads of one process)
+//! and named segments in `/dev/shm` (processes of one node).
+//!
+//! A segment's name is `air-<uid>-<job>-<channel>` (see [`SegmentName`]), so
+//! two users or two jobs never collide. It is created with `O_EXCL` and mode
+//! 0600, its space is checked against the free space of the directory and then
+//! reserved with `posix_fallocate` (a full tmpfs is a clear error at creation,
+//! never a SIGBUS later), and it is unlinked as soon as both ends have mapped
+//! it ([`Region::unlink`]), so a crash afterwards leaves nothing behind.
+
+use crate::error::{Result, ShmError};
+use memmap2::MmapMut;
+use std::fs::{File, OpenOptions};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+/// Prefix of every segment this project creates.
+pub const SEGMENT_PREFIX: &str = "air-";
+
+/// Directory that holds segments: `$AIR_SHM_DIR` when set, else `/dev/shm`.
+pub fn shm_dir() -> PathBuf {
+    std::env::var_os("AIR_SHM_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/dev/shm"))
+}
+
+/// This job's id, the same in every process of the job:
+/// `$AIR_JOB_ID` when set (the `air` command sets it for the processes it
+/// starts), else `$SLURM_JOB_ID` (with `.$SLURM_STEP_ID` when set), else one
+/// generated once per process from the pid and the start time.
+pub fn job_id() -> &'static str {
+    static ID: OnceLock<String> = OnceLock::new();
+    ID.get_or_init(|| {
+        if let Ok(id) = std::env::var("AIR_JOB_ID") {
+            if !id.is_empty() {
+                return sanitize(&id);
+            }
+        }
+        if let Ok(id) = std::env::var("SLURM_JOB_ID") {
+            let step = std::env::var("SLURM_STEP_ID").unwrap_or_default();
+            return if step.is_empty() {
+                sanitize(&id)
+            } else {
+                sanitize(&format!("{id}.{step}"))
+            };
+        }
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(0);
+        format!("p{}x{:x}", std::process::id(), nanos & 0xffff_ffff_ffff)
+    })
+}
+
+fn sanitize(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '.' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+/// The effective user id of this process.
+pub fn uid() -> u32 {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() }
+}
+
+/// The file name of a named segment: `air-<uid>-<job>-<channel>`.
+///
+/// `job` and `channel` are sanitized to `[A-Za-z0-9._]` (anything else becomes
+/// `_`), so the name is always a single path component.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct SegmentName(String);
+
+impl SegmentName {
+    /// The name for `channel` (e.g. `"r0w1-r1w0"`, the two ends) in `job`.
+    pub fn new(job: &str, channel: &str) -> SegmentName {
+        SegmentName(format!(
+            "{SEGMENT_PREFIX}{}-{}-{}",
+            uid(),
+            sanitize(job),
+            sanitize(channel)
+        ))
+    }
+
+    /// The name for `channel` in this process's [`job_id`].
+    pub fn for_channel(channel: &str) -> SegmentName {
+        SegmentName::new(job_id(), channel)
+    }
+
+    /// The file name.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// Full path under [`shm_dir`].
+    pub fn path(&self) -> PathBuf {
+        shm_dir().join(&self.0)
+    }
+}
+
+impl std::fmt::Display for SegmentName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Bytes free for an unprivileged user in the file system holding `dir`.
+pub fn free_bytes(dir: &Path) -> Result<u64> {
+    let c = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes()).map_err(|_| ShmError::Io {
+        op: "statvfs",
+        path: dir.to_owned(),
+        source: std::io::Error::from(std::io::ErrorKind::InvalidInput),
+    })?;
+    // SAFETY: an all-zero statvfs is a valid value of this plain C struct.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `c` is a NUL-terminated path that outlives the call; `st` is a
+    // valid, writable statvfs.
+    let rc = unsafe { libc::statvfs(c.as_ptr(), &mut st) };
+    if rc != 0 {
+        return Err(ShmError::Io {
+            op: "statvfs",
+            path: dir.to_owned(),
+            source: std::io::Error::last_os_error(),
+        });
+    }
+    Ok(st.f_bavail as u64 * st.f_frsize as u64)
+}
+
+enum Backing {
+    Anon(MmapMut),
+    Segment {
+        map: MmapMut,
+        path: PathBuf,
+        /// (device, inode) of the file we mapped, so we never unlink a
+        /// different file that took the same name later.
+        id: (u64, u64),
+        unlinked: AtomicBool,
+        creator: bool,
+    },
+}
+
+/// A mapped memory region: page-aligned, zero-filled at creation, `len` bytes.
+pub struct Region {
+    backing: Backing,
+}
+
+impl std::fmt::Debug for Region {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.backing {
+            Backing::Anon(m) => write!(f, "Region::Anon({} bytes)", m.len()),
+            Backing::Segment { map, path, .. } => {
+                write!(f, "Region::Segment({}, {} bytes)", path.display(), map.len())
+            }
+        }
+    }
+}
+
+impl Region {
+    /// Anonymous private memory of `len` bytes, for rings between threads.
+    pub fn anonymous(len: usize) -> Result<Region> {
+        let map = MmapMut::map_anon(len).map_err(|e| ShmError::Io {
+            op: "mmap anonymous",
+            path: PathBuf::from(format!("<{len} bytes>")),
+            source: e,
+        })?;
+        Ok(Region {
+            backing: Backing::Anon(map),
+        })
+    }
+
+    /// Creates the named segment `name` of `len` bytes in [`shm_dir`]:
+    /// `O_CREAT|O_EXCL`, mode 0600, space checked and reserved.
+    ///
+    /// Errors: [`ShmError::SegmentExists`] if the name is taken,
+    /// [`ShmError::NoSpace`] if the directory has less than `len` bytes free,
+    /// [`ShmError::Io`] for other failures.
+    pub fn create_segment(name: &SegmentName, len: usize) -> Result<Region> {
+        let dir = shm_dir();
+        let path = dir.join(name.as_str());
+        let free = free_bytes(&dir)?;
+        if len as u64 > free {
+            return Err(ShmError::NoSpace {
+                dir,
+                needed: len as u64,
+                free,
+            });
+        }
+        let file = match OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(&path)
+        {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                let owner_uid = std::fs::symlink_metadata(&path)
+                    .map(|m| m.uid())
+                    .unwrap_or(u32::MAX);
+                return Err(ShmError::SegmentExists { path, owner_uid });
+            }
+            Err(e) => {
+                return Err(ShmError::Io {
+                    op: "create segment",
+                    path,
+                    source: e,
+                })
+            }
+        };
+        let fail = |op: &'static str, source: std::io::Error| {
+            let _ = std::fs::remove_file(&path);
+            ShmError::Io {
+                op,
+                path: path.clone(),
+                source,
+            }
+        };
+        file.set_len(len as u64).map_err(|e| fail("ftruncate", e))?;
+        reserve(&file, len).map_err(|e| {
+            if e.raw_os_error() == Some(libc::ENOSPC) {
+                let _ = std::fs::remove_file(&path);
+                ShmError::NoSpace {
+                    dir: dir.clone(),
+                    needed: len as u64,
+                    free: free_bytes(&dir).unwrap_or(0),
+                }
+            } else {
+                fail("posix_fallocate", e)
+            }
+        })?;
+        let meta = file.metadata().map_err(|e| fail("fstat", e))?;
+        // SAFETY: the file is ours (just created with O_EXCL, mode 0600) and
+        // sized to `len`; all later access to the mapping goes through the
+        // ring's atomics and its single-producer/single-consumer protocol.
+        let map = unsafe { MmapMut::map_mut(&file) }.map_err(|e| fail("mmap", e))?;
+        Ok(Region {
+            backing: Backing::Segment {
+                map,
+                path,
+                id: (meta.dev(), meta.ino()),
+                unlinked: AtomicBool::new(false),
+                creator: true,
+            },
+        })
+    }
+
+    /// Opens the named segment `name` created by the other end, waiting up to
+    /// `timeout` for it to appear and be sized. The file must belong to this
+    /// user and be closed to everyone else (mode 0600), or it is refused.
+    pub fn open_segment(name: &SegmentName, timeout: Duration) -> Result<Region> {
+        let path = name.path();
+        let start = Instant::now();
+        let file: File = loop {
+            match OpenOptions::new()
+                .read(true)
+                .write(true)
+                .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+                .open(&path)
+            {
+                Ok(f) => {
+                    let meta = f.metadata().map_err(|e| ShmError::Io {
+                        op: "fstat",
+                        path: path.clone(),
+                        source: e,
+                    })?;
+                    if !meta.file_type().is_file() {
+                        return Err(ShmError::SegmentRejected {
+                            path,
+                            reason: "not a regular file".into(),
+                        });
+                    }
+                    if meta.uid() != uid() {
+                        return Err(ShmError::SegmentRejected {
+                            path,
+                            reason: format!(
+                                "owned by uid {}, not by this user (uid {})",
+                                meta.uid(),
+                                uid()
+                            ),
+                        });
+                    }
+                    if meta.mode() & 0o077 != 0 {
+                        return Err(ShmError::SegmentRejected {
+                            path,
+                            reason: format!("mode {:o} is open to other users", meta.mode() & 0o777),
+                        });
+                    }
+                    if meta.len() > 0 {
+                        break f;
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => {
+                    return Err(ShmError::Io {
+                        op: "open segment",
+                        path,
+                        source: e,
+                    })
+                }
+            }
+            if start.elapsed() >= timeout {
+                return Err(ShmError::SegmentTimeout {
+                    path,
+                    waited_ms: start.elapsed().as_millis() as u64,
+                });
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        };
+        let meta = file.metadata().map_err(|e| ShmError::Io {
+            op: "fstat",
+            path: path.clone(),
+            source: e,
+        })?;
+        // SAFETY: the file belongs to this user with mode 0600 (checked above);
+        // the creator sized it before we could see a non-zero length, and it is
+        // never shrunk. Access goes through the ring protocol.
+        let map = unsafe { MmapMut::map_mut(&file) }.map_err(|e| ShmError::Io {
+            op: "mmap",
+            path: path.clone(),
+            source: e,
+        })?;
+        Ok(Region {
+            backing: Backing::Segment {
+                map,
+                path,
+                id: (meta.dev(), meta.ino()),
+                unlinked: AtomicBool::new(false),
+                creator: false,
+            },
+        })
+    }
+
+    /// Start of the region (page-aligned).
+    pub fn as_ptr(&self) -> *mut u8 {
+        match &self.backing {
+            Backing::Anon(m) => m.as_ptr() as *mut u8,
+            Backing::Segment { map, .. } => map.as_ptr() as *mut u8,
+        }
+    }
+
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        match &self.backing {
+            Backing::Anon(m) => m.len(),
+            Backing::Segment { map, .. } => map.len(),
+        }
+    }
+
+    /// Whether the region is empty (never, for a region we made).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The segment's path, or `None` for anonymous memory.
+    pub fn path(&self) -> Option<&Path> {
+        match &self.backing {
+            Backing::Anon(_) => None,
+            Backing::Segment { path, .. } => Some(path),
+        }
+    }
+
+    /// Removes the segment's name from the file system (the mapping stays
+    /// valid). Called once both ends have mapped it; idempotent; a no-op for
+    /// anonymous memory or when the name now points to another file.
+    pub fn unlink(&self) {
+        if let Backing::Segment {
+            path, id, unlinked, ..
+        } = &self.backing
+        {
+            if unlinked.swap(true, Ordering::AcqRel) {
+                return;
+            }
+            if let Ok(m) = std::fs::symlink_metadata(path) {
+                if (m.dev(), m.ino()) == *id {
+                    let _ = std::fs::remove_file(path);
+                }
+            }
+        }
+    }
+
+    /// Whether this process created the segment (false for anonymous memory).
+    pub fn is_creator(&self) -> bool {
+        matches!(&self.backing, Backing::Segment { creator: true, .. })
+    }
+}
+
+impl Drop for Region {
+    fn drop(&mut self) {
+        // A creator whose peer never attached still removes its name.
+        self.unlink();
+    }
+}
+
+fn reserve(file: &File, len: usize) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: the fd is open for writing for the duration of the call.
+    let rc = unsafe { libc::posix_fallocate(file.as_raw_fd(), 0, len as libc::off_t) };
+    match rc {
+        0 => Ok(()),
+        // Some file systems cannot fallocate; the statvfs check above still holds.
+        libc::EOPNOTSUPP | libc::EINVAL => Ok(()),
+        e => Err(std::io::Error::from_raw_os_error(e)),
+    }
+}

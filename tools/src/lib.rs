@@ -1,0 +1,4 @@
+//! # air-tools: microbenchmarks and tools of the `air` command
+#![deny(missing_docs)]
+
+pub mod ring_bench;
