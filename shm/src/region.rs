@@ -115,11 +115,12 @@ impl std::fmt::Display for SegmentName {
 
 /// Bytes free for an unprivileged user in the file system holding `dir`.
 pub fn free_bytes(dir: &Path) -> Result<u64> {
-    let c = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes()).map_err(|_| ShmError::Io {
-        op: "statvfs",
-        path: dir.to_owned(),
-        source: std::io::Error::from(std::io::ErrorKind::InvalidInput),
-    })?;
+    let c =
+        std::ffi::CString::new(dir.as_os_str().as_encoded_bytes()).map_err(|_| ShmError::Io {
+            op: "statvfs",
+            path: dir.to_owned(),
+            source: std::io::Error::from(std::io::ErrorKind::InvalidInput),
+        })?;
     // SAFETY: an all-zero statvfs is a valid value of this plain C struct.
     let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
     // SAFETY: `c` is a NUL-terminated path that outlives the call; `st` is a
@@ -158,7 +159,12 @@ impl std::fmt::Debug for Region {
         match &self.backing {
             Backing::Anon(m) => write!(f, "Region::Anon({} bytes)", m.len()),
             Backing::Segment { map, path, .. } => {
-                write!(f, "Region::Segment({}, {} bytes)", path.display(), map.len())
+                write!(
+                    f,
+                    "Region::Segment({}, {} bytes)",
+                    path.display(),
+                    map.len()
+                )
             }
         }
     }
@@ -292,7 +298,10 @@ impl Region {
                     if meta.mode() & 0o077 != 0 {
                         return Err(ShmError::SegmentRejected {
                             path,
-                            reason: format!("mode {:o} is open to other users", meta.mode() & 0o777),
+                            reason: format!(
+                                "mode {:o} is open to other users",
+                                meta.mode() & 0o777
+                            ),
                         });
                     }
                     if meta.len() > 0 {
@@ -396,8 +405,11 @@ impl Region {
 
 impl Drop for Region {
     fn drop(&mut self) {
-        // A creator whose peer never attached still removes its name.
-        self.unlink();
+        // A creator whose peer never attached still removes its name; an
+        // opener that refused a segment leaves it alone.
+        if self.is_creator() {
+            self.unlink();
+        }
     }
 }
 

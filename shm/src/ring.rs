@@ -43,7 +43,9 @@
 
 use crate::error::{Result, ShmError};
 use crate::futex;
-use crate::region::{Region, SegmentName};
+use crate::region::Region;
+#[cfg(not(loom))]
+use crate::region::SegmentName;
 use crate::sync::{fence, spin_hint, yield_now, AtomicU32, AtomicU64, Ordering};
 use crate::wait::{Backoff, Step, WaitPolicy};
 use crossbeam_utils::CachePadded;
@@ -202,10 +204,19 @@ impl RingHeader {
     }
 }
 
+#[cfg_attr(loom, allow(dead_code))]
 enum Backing {
     Region(#[allow(dead_code)] Region),
+    /// Loom builds: header and data on the heap, plus one loom cell per
+    /// 16-byte granule of the data area, through which every byte the ring
+    /// protocol hands over is tracked, so loom reports a read that is not
+    /// ordered after its write (a missing Release/Acquire) as a data race.
     #[cfg(loom)]
-    Heap(#[allow(dead_code)] Box<RingHeader>, #[allow(dead_code)] Box<[u128]>),
+    Heap(
+        #[allow(dead_code)] Box<RingHeader>,
+        #[allow(dead_code)] Box<[u128]>,
+        Box<[loom::cell::UnsafeCell<()>]>,
+    ),
 }
 
 /// The memory of one ring, shared by its endpoints.
@@ -224,6 +235,32 @@ unsafe impl Send for Shared {}
 unsafe impl Sync for Shared {}
 
 impl Shared {
+    /// Loom only: records a write of data bytes `[offset, offset + len)`.
+    #[inline(always)]
+    fn track_write(&self, offset: usize, len: usize) {
+        #[cfg(loom)]
+        if let Backing::Heap(_, _, cells) = &self.backing {
+            for g in offset / 16..(offset + len).div_ceil(16) {
+                cells[g].with_mut(|_| ());
+            }
+        }
+        #[cfg(not(loom))]
+        let _ = (offset, len);
+    }
+
+    /// Loom only: records a read of data bytes `[offset, offset + len)`.
+    #[inline(always)]
+    fn track_read(&self, offset: usize, len: usize) {
+        #[cfg(loom)]
+        if let Backing::Heap(_, _, cells) = &self.backing {
+            for g in offset / 16..(offset + len).div_ceil(16) {
+                cells[g].with(|_| ());
+            }
+        }
+        #[cfg(not(loom))]
+        let _ = (offset, len);
+    }
+
     #[inline(always)]
     fn header(&self) -> &RingHeader {
         // SAFETY: `header` points into `backing`, which lives as long as self,
@@ -285,6 +322,7 @@ impl FrameRing {
     /// in anonymous memory, for two threads of this process; returns both
     /// endpoints with the default [`WaitPolicy`]. The calling thread touches
     /// every page first (see [`FrameRing::anonymous`]).
+    #[allow(clippy::new_ret_no_self)] // like rtrb's RingBuffer::new: one call, two ends
     pub fn new(capacity: usize) -> Result<(Producer, Consumer)> {
         Self::with_policy(capacity, WaitPolicy::default(), WaitPolicy::default())
     }
@@ -326,7 +364,13 @@ impl FrameRing {
                 header: h,
                 data: d,
                 capacity: cap,
-                backing: Backing::Heap(header, data),
+                backing: Backing::Heap(
+                    header,
+                    data,
+                    (0..cap / 16)
+                        .map(|_| loom::cell::UnsafeCell::new(()))
+                        .collect(),
+                ),
             }),
         })
     }
@@ -715,6 +759,7 @@ impl Producer {
                     seq: 0,
                 })
             };
+            self.shared.track_write(self.offset, FRAME_HEADER);
             self.tail += pad as u64;
             self.offset = 0;
         }
@@ -802,12 +847,10 @@ impl Producer {
                     peer_status(&h.consumer, "consumer")?;
                 }
                 Step::Park(d) => {
-                    let need = (size + self.cap - self.offset.max(0)) as u64;
-                    let cap = self.cap as u64;
-                    let tail = self.tail;
+                    // Any credit returned since place() looked may make room.
+                    let seen = self.cached_head;
                     park(&h.producer, d, || {
-                        let head = h.head.load(Ordering::SeqCst);
-                        cap - (tail - head) >= need.min(cap)
+                        h.head.load(Ordering::SeqCst) != seen
                             || h.consumer.closed.load(Ordering::SeqCst) != OPEN
                     });
                     peer_status(&h.consumer, "consumer")?;
@@ -898,7 +941,11 @@ impl FrameMut<'_> {
     /// Shrinks the payload to `len` bytes (e.g. after serializing into a
     /// frame reserved at its largest size). Panics if `len` is larger.
     pub fn truncate(&mut self, len: usize) {
-        assert!(len <= self.len, "truncate({len}) beyond reserved {}", self.len);
+        assert!(
+            len <= self.len,
+            "truncate({len}) beyond reserved {}",
+            self.len
+        );
         self.len = len;
     }
 
@@ -943,6 +990,7 @@ impl FrameMut<'_> {
             })
         };
         let size = frame_size(len);
+        producer.shared.track_write(offset, FRAME_HEADER + len);
         producer.tail += size as u64;
         producer.offset += size;
         if producer.offset == producer.cap {
@@ -1032,6 +1080,7 @@ impl Consumer {
             // inside the data area; the Acquire load of tail made its header
             // visible, and the producer will not touch it until we release it.
             let hdr = unsafe { (self.data.add(self.offset) as *const FrameHeader).read() };
+            self.shared.track_read(self.offset, FRAME_HEADER);
             let avail = self.cached_tail - self.head;
             if hdr.kind == KIND_PADDING {
                 let pad = self.cap - self.offset;
@@ -1112,16 +1161,16 @@ impl Consumer {
     /// died (after every committed frame has been read); [`ShmError::Corrupt`].
     #[inline]
     pub fn peek(&mut self) -> Result<Option<Frame<'_>>> {
-        if let Some(info) = self.next_frame()? {
-            return Ok(Some(self.frame(info)));
-        }
-        match self.wait_for_frame() {
-            Ok(()) => match self.next_frame()? {
-                Some(info) => Ok(Some(self.frame(info))),
-                None => Ok(None),
-            },
-            Err(ShmError::Closed) => Ok(None),
-            Err(e) => Err(e),
+        loop {
+            if let Some(info) = self.next_frame()? {
+                return Ok(Some(self.frame(info)));
+            }
+            // Published bytes may have been only padding: wait again then.
+            match self.wait_for_frame() {
+                Ok(()) => continue,
+                Err(ShmError::Closed) => return Ok(None),
+                Err(e) => return Err(e),
+            }
         }
     }
 
@@ -1270,14 +1319,14 @@ impl Frame<'_> {
     /// The payload, in place in the ring, 16-byte aligned.
     #[inline(always)]
     pub fn payload(&self) -> &[u8] {
+        self.consumer
+            .shared
+            .track_read(self.offset + FRAME_HEADER, self.len);
         // SAFETY: next_frame() validated that the frame lies inside the data
         // area and below the published tail; the producer does not write it
         // until we release it, which needs `self` by value.
         unsafe {
-            std::slice::from_raw_parts(
-                self.consumer.data.add(self.offset + FRAME_HEADER),
-                self.len,
-            )
+            std::slice::from_raw_parts(self.consumer.data.add(self.offset + FRAME_HEADER), self.len)
         }
     }
 
