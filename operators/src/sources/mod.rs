@@ -1,0 +1,7 @@
+//! Sources: where the records of a job come from (generators and files).
+//!
+//! Every source is sharded: a job of `W` workers builds one source per worker
+//! (`worker_index` in `0..W`), and the shards together produce the job's
+//! stream exactly once.
+
+pub mod ysb;

@@ -1,0 +1,113 @@
+//! `air gen ysb`: a YSB data set on disk (events as JSON lines plus the
+//! campaign file).
+
+use std::fs::File;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+use super::campaigns::{Campaigns, CampaignsFormat};
+use super::event::YsbEvent;
+use super::generator::{EventTimeMode, YsbGenConfig, YsbGenerator};
+use super::json::write_json_line;
+
+/// Options of [`gen_to_files`] beyond the event count and seed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GenFilesOptions {
+    /// Number of campaigns (YSB: 100).
+    pub num_campaigns: usize,
+    /// Ads per campaign (YSB: 10).
+    pub ads_per_campaign: usize,
+    /// Event times of the file. Default: deterministic, starting at
+    /// 1461024576817 ms (an event time of YSB's own data) at 100 000
+    /// events/s of event time.
+    pub event_time: EventTimeMode,
+    /// Format of the campaign file (default [`CampaignsFormat::Mapping`]).
+    pub campaigns_format: CampaignsFormat,
+}
+
+impl Default for GenFilesOptions {
+    fn default() -> GenFilesOptions {
+        GenFilesOptions {
+            num_campaigns: Campaigns::DEFAULT_CAMPAIGNS,
+            ads_per_campaign: Campaigns::DEFAULT_ADS_PER_CAMPAIGN,
+            event_time: EventTimeMode::Deterministic {
+                start_ms: 1_461_024_576_817,
+                events_per_s: 100_000,
+            },
+            campaigns_format: CampaignsFormat::Mapping,
+        }
+    }
+}
+
+/// What [`gen_to_files`] wrote.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GenSummary {
+    /// Events written.
+    pub events: u64,
+    /// Bytes of the event file.
+    pub bytes: u64,
+    /// The campaigns written to the campaign file (and drawn from).
+    pub campaigns: Campaigns,
+}
+
+/// A failure of [`gen_to_files`]: the file and the I/O error.
+#[derive(Debug, thiserror::Error)]
+#[error("{}: {source}", path.display())]
+pub struct GenError {
+    /// The file being written.
+    pub path: PathBuf,
+    /// The I/O error.
+    #[source]
+    pub source: io::Error,
+}
+
+/// Writes `events` YSB events as JSON lines to `out` and the campaigns they
+/// draw from to `campaigns_out`, deterministically from `seed`: campaigns
+/// are `Campaigns::generate(num_campaigns, ads_per_campaign, seed)` and
+/// events the stream of a one-worker [`YsbGenerator`] with that seed (the
+/// same file for the same arguments).
+pub fn gen_to_files(
+    events: u64,
+    seed: u64,
+    out: &Path,
+    campaigns_out: &Path,
+    opts: &GenFilesOptions,
+) -> Result<GenSummary, GenError> {
+    let campaigns = Campaigns::generate(opts.num_campaigns, opts.ads_per_campaign, seed);
+    campaigns
+        .write(campaigns_out, opts.campaigns_format)
+        .map_err(|source| GenError {
+            path: campaigns_out.to_path_buf(),
+            source,
+        })?;
+    let err = |source| GenError {
+        path: out.to_path_buf(),
+        source,
+    };
+    let config = YsbGenConfig::new(seed, &campaigns)
+        .with_events(Some(events))
+        .with_event_time(opts.event_time);
+    let mut gen = YsbGenerator::new(&config, 0, 1);
+    let mut file = File::create(out).map_err(err)?;
+    let mut batch = vec![YsbEvent::default(); 4096];
+    let mut text = Vec::with_capacity(batch.len() * 300);
+    let mut bytes = 0u64;
+    loop {
+        let n = gen.fill(&mut batch);
+        if n == 0 {
+            break;
+        }
+        text.clear();
+        for e in &batch[..n] {
+            write_json_line(e, &mut text);
+        }
+        file.write_all(&text).map_err(err)?;
+        bytes += text.len() as u64;
+    }
+    file.flush().map_err(err)?;
+    Ok(GenSummary {
+        events: gen.generated(),
+        bytes,
+        campaigns,
+    })
+}

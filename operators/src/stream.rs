@@ -1,0 +1,551 @@
+//! The graph API: a source, stateless operators fused into the worker's loop
+//! (`map`, `filter`, `flat_map`), `key_by`, and a windowed aggregate whose
+//! partial aggregate runs before the exchange and whose final aggregate runs
+//! at the key's owner.
+//!
+//! ```
+//! use air_operators::stream::{Stream, VecSource, WindowOptions};
+//! use air_operators::window::{Aggregate, WindowSpec};
+//! use air_runtime::JobConfig;
+//! let cfg = JobConfig { workers: 2, pin: false, ..JobConfig::default() };
+//! let out = air_operators::stream::run_window_job(&cfg, WindowSpec::tumbling(10), Aggregate::Sum, |w| {
+//!     // Each worker reads its own shard: (key, time, value) triples.
+//!     let data: Vec<(u64, u64, i64)> = (0..100u64).filter(|i| i % 2 == w.index as u64).map(|i| (i % 3, i, 1)).collect();
+//!     Stream::source(VecSource::new(data))
+//!         .filter(|&(k, _, _)| k != 2)
+//!         .map(|(k, t, v)| (k, t, v * 10))
+//!         .key_by(|r: &(u64, u64, i64)| r.0)
+//!         .window(|r| r.1, |r| r.2, WindowOptions::default())
+//! }).unwrap();
+//! let total: i64 = out.results.iter().map(|r| r.state.sum).sum();
+//! assert_eq!(total, 10 * (0..100).filter(|i| i % 3 != 2).count() as i64);
+//! ```
+
+use crate::window::{
+    mix64, AggState, Aggregate, WindowPartial, WindowResult, WindowSpec, WindowTable,
+};
+use air_runtime::{
+    ChannelMetrics, Downstream, Emitter, ExchangeData, JobConfig, LatencySummary, Progress,
+    RuntimeError, Upstream, WorkerInfo,
+};
+use hdrhistogram::Histogram;
+use std::marker::PhantomData;
+use std::time::Duration;
+
+/// What a source's poll produced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SourcePoll {
+    /// Items were appended (possibly none).
+    Ready,
+    /// Nothing now (a paced source ahead of its schedule).
+    Idle,
+    /// Exhausted (or stopped on an error it keeps for the caller).
+    Done,
+}
+
+/// A source of records for one worker.
+pub trait Source: Send {
+    /// The records it yields.
+    type Item: Send;
+    /// Appends up to `max` records to `buf`.
+    fn poll(&mut self, buf: &mut Vec<Self::Item>, max: usize) -> SourcePoll;
+}
+
+/// A source over a vector (tests and examples).
+pub struct VecSource<T> {
+    items: std::vec::IntoIter<T>,
+}
+
+impl<T> VecSource<T> {
+    /// Yields `items` in order.
+    pub fn new(items: Vec<T>) -> Self {
+        VecSource {
+            items: items.into_iter(),
+        }
+    }
+}
+
+impl<T: Send> Source for VecSource<T> {
+    type Item = T;
+    fn poll(&mut self, buf: &mut Vec<T>, max: usize) -> SourcePoll {
+        buf.extend(self.items.by_ref().take(max));
+        if self.items.len() == 0 {
+            SourcePoll::Done
+        } else {
+            SourcePoll::Ready
+        }
+    }
+}
+
+/// A chain of fused stateless operators from `In` to `Self::Out`.
+pub trait Pipe<In>: Send {
+    /// Output record type.
+    type Out;
+    /// Pushes `x` through the chain, calling `emit` for every output.
+    fn run<E: FnMut(Self::Out)>(&mut self, x: In, emit: &mut E);
+}
+
+/// The empty chain.
+pub struct Identity;
+
+impl<T> Pipe<T> for Identity {
+    type Out = T;
+    #[inline(always)]
+    fn run<E: FnMut(T)>(&mut self, x: T, emit: &mut E) {
+        emit(x)
+    }
+}
+
+/// `map`: one output per input.
+pub struct Map<P, F, O>(P, F, PhantomData<fn() -> O>);
+
+impl<In, P: Pipe<In>, F: FnMut(P::Out) -> O + Send, O> Pipe<In> for Map<P, F, O> {
+    type Out = O;
+    #[inline(always)]
+    fn run<E: FnMut(O)>(&mut self, x: In, emit: &mut E) {
+        let f = &mut self.1;
+        self.0.run(x, &mut |y| emit(f(y)))
+    }
+}
+
+/// `filter`: keeps inputs for which the predicate holds.
+pub struct Filter<P, F>(P, F);
+
+impl<In, P: Pipe<In>, F: FnMut(&P::Out) -> bool + Send> Pipe<In> for Filter<P, F> {
+    type Out = P::Out;
+    #[inline(always)]
+    fn run<E: FnMut(P::Out)>(&mut self, x: In, emit: &mut E) {
+        let f = &mut self.1;
+        self.0.run(x, &mut |y| {
+            if f(&y) {
+                emit(y)
+            }
+        })
+    }
+}
+
+/// `flat_map` (split): zero or more outputs per input.
+pub struct FlatMap<P, F, I>(P, F, PhantomData<fn() -> I>);
+
+impl<In, P: Pipe<In>, F: FnMut(P::Out) -> I + Send, I: IntoIterator> Pipe<In> for FlatMap<P, F, I> {
+    type Out = I::Item;
+    #[inline(always)]
+    fn run<E: FnMut(I::Item)>(&mut self, x: In, emit: &mut E) {
+        let f = &mut self.1;
+        self.0.run(x, &mut |y| {
+            for z in f(y) {
+                emit(z)
+            }
+        })
+    }
+}
+
+/// A source with fused stateless operators.
+pub struct Stream<S, P> {
+    source: S,
+    pipe: P,
+}
+
+impl<S: Source> Stream<S, Identity> {
+    /// A stream from `source`.
+    pub fn source(source: S) -> Self {
+        Stream {
+            source,
+            pipe: Identity,
+        }
+    }
+}
+
+impl<S: Source, P: Pipe<S::Item>> Stream<S, P> {
+    /// Applies `f` to every record.
+    pub fn map<O, F: FnMut(P::Out) -> O + Send>(self, f: F) -> Stream<S, Map<P, F, O>> {
+        Stream {
+            source: self.source,
+            pipe: Map(self.pipe, f, PhantomData),
+        }
+    }
+
+    /// Keeps the records for which `f` holds.
+    pub fn filter<F: FnMut(&P::Out) -> bool + Send>(self, f: F) -> Stream<S, Filter<P, F>> {
+        Stream {
+            source: self.source,
+            pipe: Filter(self.pipe, f),
+        }
+    }
+
+    /// Replaces every record by zero or more records (e.g. `Option`, `Vec`).
+    pub fn flat_map<I: IntoIterator, F: FnMut(P::Out) -> I + Send>(
+        self,
+        f: F,
+    ) -> Stream<S, FlatMap<P, F, I>> {
+        Stream {
+            source: self.source,
+            pipe: FlatMap(self.pipe, f, PhantomData),
+        }
+    }
+
+    /// Partitions by `key` (a u64; the owner worker is `mix64(key) % workers`).
+    pub fn key_by<K: Fn(&P::Out) -> u64 + Send>(self, key: K) -> Keyed<S, P, K> {
+        Keyed {
+            source: self.source,
+            pipe: self.pipe,
+            key,
+        }
+    }
+}
+
+/// A keyed stream.
+pub struct Keyed<S, P, K> {
+    source: S,
+    pipe: P,
+    key: K,
+}
+
+/// Options of a windowed aggregate.
+#[derive(Debug, Clone, Copy)]
+pub struct WindowOptions {
+    /// Bounded out-of-orderness, ms: the watermark is the newest event time
+    /// seen minus this. An event older than the watermark is late: it is
+    /// dropped and counted in `late_records` (never silently).
+    pub max_delay_ms: u64,
+    /// Partial aggregate per worker before the exchange (true, default), or
+    /// send every event through the exchange (false: the shuffle-heavy mode).
+    pub pre_aggregate: bool,
+    /// Records taken from the source per step.
+    pub source_batch: usize,
+}
+
+impl Default for WindowOptions {
+    fn default() -> Self {
+        WindowOptions {
+            max_delay_ms: 0,
+            pre_aggregate: true,
+            source_batch: 1024,
+        }
+    }
+}
+
+impl<S: Source, P: Pipe<S::Item>, K: Fn(&P::Out) -> u64 + Send> Keyed<S, P, K> {
+    /// A windowed aggregate over this keyed stream: `time` gives a record's
+    /// event time (ms), `value` the value aggregated.
+    pub fn window<TF, VF>(
+        self,
+        time: TF,
+        value: VF,
+        opts: WindowOptions,
+    ) -> WindowedUpstream<S, P, K, TF, VF>
+    where
+        TF: Fn(&P::Out) -> u64 + Send,
+        VF: Fn(&P::Out) -> i64 + Send,
+    {
+        WindowedUpstream {
+            source: self.source,
+            pipe: self.pipe,
+            key: self.key,
+            time,
+            value,
+            opts,
+            spec: WindowSpec::tumbling(1),
+            reduce: None,
+            buf: Vec::with_capacity(opts.source_batch),
+            table: WindowTable::default(),
+            max_seen: 0,
+            wm: 0,
+            counters: UpstreamCounters::default(),
+        }
+    }
+}
+
+/// Counters of a worker's upstream.
+#[derive(Debug, Default, Clone, Copy, serde::Serialize)]
+pub struct UpstreamCounters {
+    /// Records taken from the source.
+    pub source_records: u64,
+    /// Records that reached the window after the stateless operators.
+    pub windowed_records: u64,
+    /// Records older than the watermark: dropped and counted.
+    pub late_records: u64,
+}
+
+/// The upstream of a windowed aggregate at one worker: source → fused
+/// operators → (partial aggregate) → exchange.
+pub struct WindowedUpstream<S: Source, P, K, TF, VF> {
+    source: S,
+    pipe: P,
+    key: K,
+    time: TF,
+    value: VF,
+    opts: WindowOptions,
+    spec: WindowSpec,
+    reduce: Option<fn(i64, i64) -> i64>,
+    buf: Vec<S::Item>,
+    table: WindowTable,
+    max_seen: u64,
+    wm: u64,
+    /// Counters.
+    pub counters: UpstreamCounters,
+}
+
+impl<S: Source, P, K, TF, VF> WindowedUpstream<S, P, K, TF, VF> {
+    /// The source (for its own counters and errors after the job).
+    pub fn source(&self) -> &S {
+        &self.source
+    }
+}
+
+impl<S, P, K, TF, VF> Upstream<WindowPartial> for WindowedUpstream<S, P, K, TF, VF>
+where
+    S: Source,
+    P: Pipe<S::Item>,
+    K: Fn(&P::Out) -> u64 + Send,
+    TF: Fn(&P::Out) -> u64 + Send,
+    VF: Fn(&P::Out) -> i64 + Send,
+{
+    fn step(&mut self, out: &mut Emitter<'_, '_, WindowPartial>) -> Progress {
+        self.buf.clear();
+        let poll = self.source.poll(&mut self.buf, self.opts.source_batch);
+        let n = self.buf.len();
+        self.counters.source_records += n as u64;
+        let WindowedUpstream {
+            pipe,
+            key,
+            time,
+            value,
+            opts,
+            spec,
+            buf,
+            table,
+            max_seen,
+            wm,
+            counters,
+            ..
+        } = self;
+        let spec = *spec;
+        let pre = opts.pre_aggregate;
+        let mut newest = *max_seen;
+        for item in buf.drain(..) {
+            pipe.run(item, &mut |r| {
+                let t = time(&r);
+                counters.windowed_records += 1;
+                if t < *wm {
+                    counters.late_records += 1;
+                    return;
+                }
+                newest = newest.max(t);
+                let k = key(&r);
+                let v = value(&r);
+                let one = AggState::one(v, t);
+                if pre {
+                    spec.assign(t, |s| table.entry(s, k).merge(&one, None));
+                } else {
+                    let h = mix64(k);
+                    spec.assign(t, |s| {
+                        out.emit(
+                            h,
+                            WindowPartial {
+                                key: k,
+                                window_start: s,
+                                state: one,
+                            },
+                        )
+                    });
+                }
+            });
+        }
+        *max_seen = newest;
+        let new_wm = newest.saturating_sub(opts.max_delay_ms);
+        if new_wm > *wm {
+            *wm = new_wm;
+            if pre {
+                table.drain_closed(spec.size(), new_wm, |s, k, st| {
+                    out.emit(
+                        mix64(k),
+                        WindowPartial {
+                            key: k,
+                            window_start: s,
+                            state: *st,
+                        },
+                    )
+                });
+            }
+        }
+        match poll {
+            SourcePoll::Done => Progress::Done,
+            SourcePoll::Idle if n == 0 => Progress::Idle,
+            _ => Progress::Busy,
+        }
+    }
+
+    fn watermark(&self) -> u64 {
+        self.wm
+    }
+
+    fn finish(&mut self, out: &mut Emitter<'_, '_, WindowPartial>) {
+        self.table
+            .drain_closed(self.spec.size(), u64::MAX, |s, k, st| {
+                out.emit(
+                    mix64(k),
+                    WindowPartial {
+                        key: k,
+                        window_start: s,
+                        state: *st,
+                    },
+                )
+            });
+    }
+}
+
+/// Milliseconds since the Unix epoch, wall clock.
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// The downstream of a windowed aggregate: the final aggregate at the key's owner.
+pub struct WindowedDownstream {
+    spec: WindowSpec,
+    reduce: Option<fn(i64, i64) -> i64>,
+    table: WindowTable,
+    fired_wm: u64,
+    /// Result rows in emission order.
+    pub results: Vec<WindowResult>,
+    /// Latency of every row: emit time − newest event time in it (ms; the YSB definition).
+    pub latency: Histogram<u64>,
+    /// Partials that arrived for an already fired window (0 unless the
+    /// watermark protocol is broken).
+    pub late_partials: u64,
+}
+
+impl WindowedDownstream {
+    /// A final aggregate for `spec` (with `reduce` for `Aggregate::Reduce`).
+    pub fn new(spec: WindowSpec, reduce: Option<fn(i64, i64) -> i64>) -> Self {
+        WindowedDownstream {
+            spec,
+            reduce,
+            table: WindowTable::default(),
+            fired_wm: 0,
+            results: Vec::new(),
+            latency: air_runtime::metrics::latency_histogram(),
+            late_partials: 0,
+        }
+    }
+}
+
+impl Downstream<WindowPartial> for WindowedDownstream {
+    #[inline]
+    fn on_batch(&mut self, _from: usize, items: &[<WindowPartial as ExchangeData>::Item]) {
+        let size = self.spec.size();
+        for p in items {
+            let start = p.window_start.to_native();
+            if start.saturating_add(size) <= self.fired_wm {
+                self.late_partials += 1;
+                continue;
+            }
+            self.table
+                .entry(start, p.key.to_native())
+                .merge_archived(&p.state, self.reduce);
+        }
+    }
+
+    fn on_watermark(&mut self, wm: u64) {
+        self.fired_wm = wm;
+        if self
+            .table
+            .oldest()
+            .is_none_or(|s| s.saturating_add(self.spec.size()) > wm)
+        {
+            return;
+        }
+        let now = now_ms();
+        let results = &mut self.results;
+        let latency = &mut self.latency;
+        self.table.drain_closed(self.spec.size(), wm, |s, k, st| {
+            results.push(WindowResult {
+                window_start: s,
+                key: k,
+                state: *st,
+                emitted_ms: now,
+            });
+            let _ = latency.record(now.saturating_sub(st.max_event_time).max(1));
+        });
+    }
+}
+
+/// What a windowed aggregation job produced.
+pub struct WindowJobOutput<S> {
+    /// Every result row, sorted by (window_start, key).
+    pub results: Vec<WindowResult>,
+    /// Each worker's source, in worker order (their counters and errors).
+    pub sources: Vec<S>,
+    /// Each worker's upstream counters.
+    pub upstream: Vec<UpstreamCounters>,
+    /// Each worker's channel counters.
+    pub channels: Vec<ChannelMetrics>,
+    /// Each worker's planned/pinned CPU.
+    pub cores: Vec<Option<usize>>,
+    /// Latency over all rows, merged across workers.
+    pub latency: LatencySummary,
+    /// Partials that arrived after their window fired (must be 0).
+    pub late_partials: u64,
+    /// Longest worker wall time.
+    pub elapsed: Duration,
+}
+
+/// Runs a windowed aggregation: `build` makes each worker's upstream (its
+/// source shard and operators); the final aggregate runs at each key's owner.
+pub fn run_window_job<S, P, K, TF, VF, B>(
+    cfg: &JobConfig,
+    spec: WindowSpec,
+    agg: Aggregate,
+    build: B,
+) -> Result<WindowJobOutput<S>, RuntimeError>
+where
+    S: Source,
+    P: Pipe<S::Item>,
+    K: Fn(&P::Out) -> u64 + Send,
+    TF: Fn(&P::Out) -> u64 + Send,
+    VF: Fn(&P::Out) -> i64 + Send,
+    B: Fn(&WorkerInfo) -> WindowedUpstream<S, P, K, TF, VF> + Sync,
+{
+    let reduce = match agg {
+        Aggregate::Reduce(f) => Some(f),
+        _ => None,
+    };
+    let outcomes = air_runtime::run::<WindowPartial, _, _, _>(cfg, |info| {
+        let mut up = build(info);
+        up.spec = spec;
+        up.reduce = reduce;
+        (up, WindowedDownstream::new(spec, reduce))
+    })?;
+    let mut results = Vec::new();
+    let mut hist = air_runtime::metrics::latency_histogram();
+    let mut sources = Vec::new();
+    let mut upstream = Vec::new();
+    let mut channels = Vec::new();
+    let mut cores = Vec::new();
+    let mut late_partials = 0;
+    let mut elapsed = Duration::ZERO;
+    for o in outcomes {
+        results.extend_from_slice(&o.downstream.results);
+        let _ = hist.add(&o.downstream.latency);
+        late_partials += o.downstream.late_partials;
+        upstream.push(o.upstream.counters);
+        sources.push(o.upstream.source);
+        channels.push(o.channels);
+        cores.push(o.info.core);
+        elapsed = elapsed.max(o.elapsed);
+    }
+    results.sort_unstable_by_key(|r| (r.window_start, r.key));
+    Ok(WindowJobOutput {
+        results,
+        sources,
+        upstream,
+        channels,
+        cores,
+        latency: LatencySummary::of(&hist),
+        late_partials,
+        elapsed,
+    })
+}

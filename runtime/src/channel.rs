@@ -1,0 +1,113 @@
+//! One channel interface, several transports.
+//!
+//! A channel is a single-producer single-consumer stream of frames (data
+//! batches, watermarks, end-of-stream) with backpressure. The runtime only
+//! sees [`ChannelTx`] and [`ChannelRx`]; the thread tier (a [`FrameRing`] in
+//! this process's memory) and the node tier (a [`FrameRing`] in a `/dev/shm`
+//! segment) implement them with the shared-memory ring, and the network tier
+//! (MPI RMA) will implement them with a remote ring.
+
+use air_shm::{Consumer, FrameKind, FrameRing, Producer, ShmError, WaitPolicy};
+
+/// What a non-blocking receive found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Recv {
+    /// A frame was handed to the callback.
+    Frame,
+    /// Nothing now.
+    Empty,
+    /// The producer closed and every frame has been read.
+    Closed,
+}
+
+/// The sending end of a channel.
+pub trait ChannelTx: Send {
+    /// Writes one frame of `kind` without blocking: `write` gets a buffer of
+    /// `max_len` bytes (16-byte aligned) and returns how many it used, or
+    /// `None` to abandon the frame. Returns `Ok(false)` when the channel is
+    /// full (nothing written). Frames become visible at the next
+    /// [`ChannelTx::flush`] (or immediately if the transport has no batching).
+    fn try_send(
+        &mut self,
+        kind: FrameKind,
+        max_len: usize,
+        write: &mut dyn FnMut(&mut [u8]) -> Option<usize>,
+    ) -> Result<bool, ShmError>;
+
+    /// Makes every frame sent so far visible to the receiver.
+    fn flush(&mut self);
+
+    /// Largest frame payload in bytes.
+    fn max_frame(&self) -> usize;
+}
+
+/// The receiving end of a channel.
+pub trait ChannelRx: Send {
+    /// Hands the next frame (kind, payload in place) to `read` without blocking.
+    fn try_recv(&mut self, read: &mut dyn FnMut(FrameKind, &[u8])) -> Result<Recv, ShmError>;
+
+    /// Returns credit for frames read so far (the transport may batch it).
+    fn release(&mut self);
+}
+
+impl ChannelTx for Producer {
+    #[inline]
+    fn try_send(
+        &mut self,
+        kind: FrameKind,
+        max_len: usize,
+        write: &mut dyn FnMut(&mut [u8]) -> Option<usize>,
+    ) -> Result<bool, ShmError> {
+        let mut f = match self.try_reserve(max_len) {
+            Ok(f) => f,
+            Err(ShmError::Full) => return Ok(false),
+            Err(e) => return Err(e),
+        };
+        if let Some(n) = write(f.payload_mut()) {
+            f.truncate(n);
+            f.set_kind(kind);
+            f.commit_deferred();
+        }
+        Ok(true)
+    }
+
+    #[inline]
+    fn flush(&mut self) {
+        self.publish();
+    }
+
+    fn max_frame(&self) -> usize {
+        self.max_payload()
+    }
+}
+
+impl ChannelRx for Consumer {
+    #[inline]
+    fn try_recv(&mut self, read: &mut dyn FnMut(FrameKind, &[u8])) -> Result<Recv, ShmError> {
+        match self.try_peek() {
+            Ok(Some(f)) => {
+                read(f.kind(), f.payload());
+                f.release_deferred();
+                Ok(Recv::Frame)
+            }
+            Ok(None) => Ok(Recv::Empty),
+            Err(ShmError::Closed) => Ok(Recv::Closed),
+            Err(e) => Err(e),
+        }
+    }
+
+    #[inline]
+    fn release(&mut self) {
+        self.release_pending();
+    }
+}
+
+/// A thread-tier channel: a ring of `capacity` bytes in this process's memory.
+/// Call it on the consumer's thread (the pages are touched there first).
+pub fn thread_channel(capacity: usize) -> Result<(Producer, Consumer), ShmError> {
+    let ring = FrameRing::anonymous(capacity)?;
+    Ok((
+        ring.producer(WaitPolicy::default())?,
+        ring.consumer(WaitPolicy::default())?,
+    ))
+}

@@ -1,0 +1,345 @@
+//! The exchange (key_by): per-destination staging batches pushed into
+//! channels, and the receiving side that reads them in place, tracks each
+//! input's watermark and end-of-stream, and hands records downstream.
+
+use crate::channel::{ChannelRx, ChannelTx, Recv};
+use crate::data::ExchangeData;
+use crate::metrics::ChannelMetrics;
+use crate::RuntimeError;
+use air_shm::FrameKind;
+
+/// What the receiving side of an exchange feeds: the downstream operator.
+pub trait Downstream<T: ExchangeData>: Send {
+    /// A batch of records from worker `from`, archived, read in place.
+    fn on_batch(&mut self, from: usize, items: &[T::Item]);
+    /// The minimum watermark over all inputs advanced to `wm` (ms of event
+    /// time; `u64::MAX` once every input has ended): no record with an event
+    /// time below `wm` will arrive any more.
+    fn on_watermark(&mut self, wm: u64);
+}
+
+/// Callback that drains this worker's inputs while a send waits for room
+/// (so two workers blocked on each other's full rings cannot deadlock).
+pub type Drain<'a> = dyn FnMut() -> Result<(), RuntimeError> + 'a;
+
+/// The sending side of an exchange at one worker: one channel and one staging
+/// batch per destination worker (itself included).
+pub struct Exchange<T: ExchangeData> {
+    me: usize,
+    tx: Vec<Box<dyn ChannelTx>>,
+    staging: Vec<Vec<T>>,
+    batch_records: usize,
+    unflushed: bool,
+    /// Counters of the sending side.
+    pub metrics: ChannelMetrics,
+}
+
+impl<T: ExchangeData> Exchange<T> {
+    /// An exchange at worker `me` over `tx` (indexed by destination worker),
+    /// staging up to `batch_records` records per destination (clamped so a
+    /// batch always fits a frame).
+    pub fn new(me: usize, tx: Vec<Box<dyn ChannelTx>>, batch_records: usize) -> Self {
+        let max_frame = tx.iter().map(|t| t.max_frame()).min().unwrap_or(usize::MAX);
+        let mut batch = batch_records.max(1);
+        while batch > 1 && T::size_hint(batch) > max_frame {
+            batch /= 2;
+        }
+        let n = tx.len();
+        Exchange {
+            me,
+            tx,
+            staging: (0..n).map(|_| Vec::with_capacity(batch)).collect(),
+            batch_records: batch,
+            unflushed: false,
+            metrics: ChannelMetrics::default(),
+        }
+    }
+
+    /// Number of destination workers.
+    #[inline]
+    pub fn workers(&self) -> usize {
+        self.tx.len()
+    }
+
+    /// This worker's index.
+    pub fn me(&self) -> usize {
+        self.me
+    }
+
+    /// Records per batch after clamping.
+    pub fn batch_records(&self) -> usize {
+        self.batch_records
+    }
+
+    /// The worker that owns `key_hash`: `key_hash % workers`.
+    #[inline]
+    pub fn owner(&self, key_hash: u64) -> usize {
+        (key_hash % self.tx.len() as u64) as usize
+    }
+
+    /// Stages `item` for worker `dest`; sends the batch when it is full.
+    #[inline]
+    pub fn push(
+        &mut self,
+        dest: usize,
+        item: T,
+        drain: &mut Drain<'_>,
+    ) -> Result<(), RuntimeError> {
+        let s = &mut self.staging[dest];
+        s.push(item);
+        if s.len() >= self.batch_records {
+            self.send_batch(dest, drain)?;
+        }
+        Ok(())
+    }
+
+    /// Sends worker `dest`'s staged batch, waiting (and draining) while its
+    /// channel is full.
+    fn send_batch(&mut self, dest: usize, drain: &mut Drain<'_>) -> Result<(), RuntimeError> {
+        if self.staging[dest].is_empty() {
+            return Ok(());
+        }
+        let items = std::mem::take(&mut self.staging[dest]);
+        let n = items.len() as u64;
+        let mut hint = T::size_hint(items.len()).min(self.tx[dest].max_frame());
+        let mut fallback: Option<rkyv::util::AlignedVec> = None;
+        let mut waited = false;
+        let mut spins = 0u32;
+        let bytes = loop {
+            let mut written = 0usize;
+            let mut too_small = false;
+            let ok = {
+                let fb = &fallback;
+                self.tx[dest]
+                    .try_send(FrameKind::Data, hint, &mut |buf| {
+                        let r = match fb {
+                            Some(bytes) => {
+                                buf[..bytes.len()].copy_from_slice(bytes);
+                                Some(bytes.len())
+                            }
+                            None => T::write_batch(&items, buf),
+                        };
+                        match r {
+                            Some(len) => written = len,
+                            None => too_small = true,
+                        }
+                        r
+                    })
+                    .map_err(|e| RuntimeError::channel(self.me, dest, e))?
+            };
+            if ok && !too_small {
+                break written;
+            }
+            if too_small {
+                // Variable-size records: archive off-ring once, then copy.
+                let bytes = T::to_bytes(&items);
+                if bytes.len() > self.tx[dest].max_frame() {
+                    return Err(RuntimeError::BatchTooLarge {
+                        bytes: bytes.len(),
+                        max: self.tx[dest].max_frame(),
+                    });
+                }
+                hint = bytes.len();
+                fallback = Some(bytes);
+                continue;
+            }
+            // The destination ring is full: backpressure. Publish what we
+            // sent, keep our own inputs moving, and retry.
+            if !waited {
+                waited = true;
+                self.metrics.ring_full_waits += 1;
+            }
+            self.tx[dest].flush();
+            drain()?;
+            spins += 1;
+            if spins > 64 {
+                std::thread::yield_now();
+            } else {
+                std::hint::spin_loop();
+            }
+        };
+        self.metrics.records_out += n;
+        self.metrics.bytes_out += bytes as u64;
+        self.metrics.batches_out += 1;
+        self.unflushed = true;
+        let mut items = items;
+        items.clear();
+        self.staging[dest] = items;
+        Ok(())
+    }
+
+    /// Sends every staged batch and publishes every channel.
+    pub fn flush_all(&mut self, drain: &mut Drain<'_>) -> Result<(), RuntimeError> {
+        for dest in 0..self.tx.len() {
+            self.send_batch(dest, drain)?;
+        }
+        if self.unflushed {
+            for t in &mut self.tx {
+                t.flush();
+            }
+            self.unflushed = false;
+        }
+        Ok(())
+    }
+
+    /// Sends a control frame (`Watermark` with `value` as u64 LE, or `End`)
+    /// to every destination, after its staged records (in-band order), and
+    /// publishes.
+    pub fn broadcast(
+        &mut self,
+        kind: FrameKind,
+        value: u64,
+        drain: &mut Drain<'_>,
+    ) -> Result<(), RuntimeError> {
+        for dest in 0..self.tx.len() {
+            self.send_batch(dest, drain)?;
+            let mut spins = 0u32;
+            loop {
+                let ok = self.tx[dest]
+                    .try_send(kind, 8, &mut |buf| {
+                        buf[..8].copy_from_slice(&value.to_le_bytes());
+                        Some(8)
+                    })
+                    .map_err(|e| RuntimeError::channel(self.me, dest, e))?;
+                if ok {
+                    break;
+                }
+                self.tx[dest].flush();
+                drain()?;
+                spins += 1;
+                if spins > 64 {
+                    std::thread::yield_now();
+                }
+            }
+        }
+        if kind == FrameKind::Watermark {
+            self.metrics.watermarks_out += 1;
+        }
+        for t in &mut self.tx {
+            t.flush();
+        }
+        self.unflushed = false;
+        Ok(())
+    }
+}
+
+/// The receiving side of an exchange at one worker: one channel per source
+/// worker, each with its own watermark.
+pub struct Inputs {
+    me: usize,
+    rx: Vec<Box<dyn ChannelRx>>,
+    wm: Vec<u64>,
+    ended: Vec<bool>,
+    n_ended: usize,
+    min_wm: u64,
+    /// Counters of the receiving side.
+    pub metrics: ChannelMetrics,
+}
+
+impl Inputs {
+    /// Inputs at worker `me` from `rx` (indexed by source worker).
+    pub fn new(me: usize, rx: Vec<Box<dyn ChannelRx>>) -> Self {
+        let n = rx.len();
+        Inputs {
+            me,
+            rx,
+            wm: vec![0; n],
+            ended: vec![false; n],
+            n_ended: 0,
+            min_wm: 0,
+            metrics: ChannelMetrics::default(),
+        }
+    }
+
+    /// Whether every input has delivered end-of-stream.
+    pub fn all_ended(&self) -> bool {
+        self.n_ended == self.rx.len()
+    }
+
+    /// The minimum watermark over all inputs (ms).
+    pub fn watermark(&self) -> u64 {
+        self.min_wm
+    }
+
+    /// Reads up to `budget` frames from each input and feeds `down`; calls
+    /// `down.on_watermark` when the minimum watermark advances. Returns the
+    /// number of frames read.
+    pub fn poll<T: ExchangeData, D: Downstream<T>>(
+        &mut self,
+        down: &mut D,
+        budget: usize,
+    ) -> Result<usize, RuntimeError> {
+        let mut frames = 0;
+        let mut bad: Option<String> = None;
+        for from in 0..self.rx.len() {
+            if self.ended[from] {
+                continue;
+            }
+            let mut got = 0;
+            while got < budget {
+                let wm = &mut self.wm[from];
+                let ended = &mut self.ended[from];
+                let m = &mut self.metrics;
+                let r = self.rx[from]
+                    .try_recv(&mut |kind, payload| match kind {
+                        FrameKind::Data => match T::read_batch(payload) {
+                            Ok(items) => {
+                                m.records_in += items.len() as u64;
+                                m.bytes_in += payload.len() as u64;
+                                m.batches_in += 1;
+                                down.on_batch(from, items);
+                            }
+                            Err(e) => bad = Some(e),
+                        },
+                        FrameKind::Watermark => {
+                            let v = u64::from_le_bytes(payload[..8].try_into().unwrap_or([0; 8]));
+                            *wm = (*wm).max(v);
+                        }
+                        FrameKind::End => {
+                            *wm = u64::MAX;
+                            *ended = true;
+                        }
+                    })
+                    .map_err(|e| RuntimeError::channel(from, self.me, e))?;
+                if let Some(e) = bad.take() {
+                    return Err(RuntimeError::BadBatch {
+                        from,
+                        to: self.me,
+                        reason: e,
+                    });
+                }
+                match r {
+                    Recv::Frame => {
+                        got += 1;
+                        if self.ended[from] {
+                            self.n_ended += 1;
+                            break;
+                        }
+                    }
+                    Recv::Empty => break,
+                    Recv::Closed => {
+                        return Err(RuntimeError::channel(
+                            from,
+                            self.me,
+                            air_shm::ShmError::PeerGone(
+                                "worker closed its channel before end-of-stream",
+                            ),
+                        ))
+                    }
+                }
+            }
+            if got > 0 {
+                self.rx[from].release();
+            }
+            frames += got;
+        }
+        if frames > 0 {
+            let min = self.wm.iter().copied().min().unwrap_or(u64::MAX);
+            if min > self.min_wm {
+                self.min_wm = min;
+                down.on_watermark(min);
+            }
+        }
+        Ok(frames)
+    }
+}

@@ -1,0 +1,321 @@
+//! A job: W worker threads, each running the whole dataflow for its shard,
+//! connected all-to-all by channels. No coordinator, no scheduler thread, no
+//! shared queue: each worker drives its own upstream (source and fused
+//! stateless operators), pushes records into the exchange, and reads its
+//! inputs into its downstream (the final stage), until every input has ended.
+
+use crate::channel::{thread_channel, ChannelRx, ChannelTx};
+use crate::data::ExchangeData;
+use crate::exchange::{Downstream, Drain, Exchange, Inputs};
+use crate::metrics::ChannelMetrics;
+use crate::placement;
+use crate::RuntimeError;
+use air_shm::{FrameKind, Producer};
+use std::sync::{Barrier, Mutex};
+use std::time::{Duration, Instant};
+
+/// Shape of a job on one process.
+#[derive(Debug, Clone)]
+pub struct JobConfig {
+    /// Worker threads (default: one per CPU this process may use).
+    pub workers: usize,
+    /// Capacity of each channel's ring, bytes (W² rings per process).
+    pub ring_bytes: usize,
+    /// Staged batches are pushed at least this often, and watermarks are
+    /// sent at most this often (`--flush-us`).
+    pub flush: Duration,
+    /// Records per staged batch (a full batch is pushed at once).
+    pub batch_records: usize,
+    /// Pin worker `w` to its planned CPU.
+    pub pin: bool,
+}
+
+impl Default for JobConfig {
+    fn default() -> Self {
+        JobConfig {
+            workers: placement::available_cores(),
+            ring_bytes: 1 << 20,
+            flush: Duration::from_micros(1000),
+            batch_records: 1024,
+            pin: true,
+        }
+    }
+}
+
+/// Who a worker is.
+#[derive(Debug, Clone)]
+pub struct WorkerInfo {
+    /// Global worker index (0-based).
+    pub index: usize,
+    /// Number of workers in the job.
+    pub workers: usize,
+    /// The CPU it is pinned to, if pinned.
+    pub core: Option<usize>,
+}
+
+/// What one step of an upstream did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Progress {
+    /// It did work; call again.
+    Busy,
+    /// Nothing to do right now (e.g. a paced source ahead of its schedule).
+    Idle,
+    /// The source is exhausted; `finish` follows.
+    Done,
+}
+
+/// The first stage of a worker's dataflow: a source and the stateless (and
+/// pre-aggregating) operators fused after it, ending in the exchange.
+pub trait Upstream<T: ExchangeData>: Send {
+    /// Does a bounded amount of work, pushing records through `out`.
+    fn step(&mut self, out: &mut Emitter<'_, '_, T>) -> Progress;
+    /// This worker's output watermark in ms of event time: it will emit no
+    /// record with an event time below it any more.
+    fn watermark(&self) -> u64;
+    /// Called once after `step` returned `Done`: emit what is left (e.g. the
+    /// partial aggregates of windows still open).
+    fn finish(&mut self, out: &mut Emitter<'_, '_, T>) {
+        let _ = out;
+    }
+}
+
+/// The handle an upstream pushes records through.
+pub struct Emitter<'a, 'd, T: ExchangeData> {
+    ex: &'a mut Exchange<T>,
+    drain: &'a mut Drain<'d>,
+    error: &'a mut Option<RuntimeError>,
+}
+
+impl<T: ExchangeData> Emitter<'_, '_, T> {
+    /// Sends `item` to the owner of `key_hash` (`key_hash % workers`).
+    #[inline]
+    pub fn emit(&mut self, key_hash: u64, item: T) {
+        let dest = self.ex.owner(key_hash);
+        self.emit_to(dest, item);
+    }
+
+    /// Sends `item` to worker `dest`.
+    #[inline]
+    pub fn emit_to(&mut self, dest: usize, item: T) {
+        if self.error.is_some() {
+            return;
+        }
+        if let Err(e) = self.ex.push(dest, item, self.drain) {
+            *self.error = Some(e);
+        }
+    }
+
+    /// Number of workers.
+    #[inline]
+    pub fn workers(&self) -> usize {
+        self.ex.workers()
+    }
+}
+
+/// What a worker hands back when the job ends.
+pub struct WorkerOutcome<U, D> {
+    /// Who it was.
+    pub info: WorkerInfo,
+    /// Its upstream (source counters, etc.).
+    pub upstream: U,
+    /// Its downstream (results, latency histograms).
+    pub downstream: D,
+    /// Its channel counters.
+    pub channels: ChannelMetrics,
+    /// Wall time from the start barrier to its end.
+    pub elapsed: Duration,
+}
+
+type Slot = Mutex<Vec<Vec<Option<Producer>>>>;
+
+/// Runs a job of `cfg.workers` workers. `make` builds each worker's upstream
+/// and downstream on the worker's own thread (after pinning, so their memory
+/// is first touched there). Returns the workers' outcomes in worker order, or
+/// the first error (a worker that panicked, a channel whose peer vanished).
+pub fn run<T, U, D, F>(cfg: &JobConfig, make: F) -> Result<Vec<WorkerOutcome<U, D>>, RuntimeError>
+where
+    T: ExchangeData,
+    U: Upstream<T>,
+    D: Downstream<T>,
+    F: Fn(&WorkerInfo) -> (U, D) + Sync,
+{
+    let w = cfg.workers.max(1);
+    // Producer slots: slots[from][to], filled by the consumer `to`.
+    let slots: Slot = Mutex::new((0..w).map(|_| (0..w).map(|_| None).collect()).collect());
+    let barrier = Barrier::new(w);
+    let _ = placement::allowed_cores(); // read the CPU set before pinning
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..w)
+            .map(|me| {
+                let slots = &slots;
+                let barrier = &barrier;
+                let make = &make;
+                std::thread::Builder::new()
+                    .name(format!("air-w{me}"))
+                    .spawn_scoped(s, move || {
+                        worker::<T, U, D, F>(cfg, me, w, slots, barrier, make)
+                    })
+                    .expect("spawn worker thread")
+            })
+            .collect();
+        let mut out = Vec::with_capacity(w);
+        let mut first_err = None;
+        for (i, h) in handles.into_iter().enumerate() {
+            match h.join() {
+                Ok(Ok(o)) => out.push(o),
+                Ok(Err(e)) => {
+                    first_err.get_or_insert(e);
+                }
+                Err(p) => {
+                    let msg = p
+                        .downcast_ref::<String>()
+                        .cloned()
+                        .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                        .unwrap_or_else(|| "panic".into());
+                    // A panic is the root cause; prefer it over its peers' channel errors.
+                    first_err = Some(RuntimeError::WorkerPanicked {
+                        worker: i,
+                        message: msg,
+                    });
+                }
+            }
+        }
+        match first_err {
+            Some(e) => Err(e),
+            None => Ok(out),
+        }
+    })
+}
+
+fn worker<T, U, D, F>(
+    cfg: &JobConfig,
+    me: usize,
+    w: usize,
+    slots: &Slot,
+    barrier: &Barrier,
+    make: &F,
+) -> Result<WorkerOutcome<U, D>, RuntimeError>
+where
+    T: ExchangeData,
+    U: Upstream<T>,
+    D: Downstream<T>,
+    F: Fn(&WorkerInfo) -> (U, D) + Sync,
+{
+    let core = if cfg.pin {
+        placement::pin_current(me)
+    } else {
+        None
+    };
+    // This worker consumes one ring from every worker: create them here so
+    // their pages are first touched on this worker's CPU.
+    let mut rx: Vec<Box<dyn ChannelRx>> = Vec::with_capacity(w);
+    let mut setup_err = None;
+    for from in 0..w {
+        match thread_channel(cfg.ring_bytes) {
+            Ok((p, c)) => {
+                slots.lock().unwrap_or_else(|e| e.into_inner())[from][me] = Some(p);
+                rx.push(Box::new(c));
+            }
+            Err(e) => {
+                setup_err = Some(RuntimeError::channel(from, me, e));
+                break;
+            }
+        }
+    }
+    barrier.wait();
+    if let Some(e) = setup_err {
+        return Err(e);
+    }
+    let tx: Vec<Box<dyn ChannelTx>> = {
+        let mut g = slots.lock().unwrap_or_else(|e| e.into_inner());
+        let mut v: Vec<Box<dyn ChannelTx>> = Vec::with_capacity(w);
+        for to in 0..w {
+            match g[me][to].take() {
+                Some(p) => v.push(Box::new(p)),
+                None => {
+                    return Err(RuntimeError::Setup(format!(
+                        "worker {to} failed to create its channel from worker {me}"
+                    )))
+                }
+            }
+        }
+        v
+    };
+    let info = WorkerInfo {
+        index: me,
+        workers: w,
+        core,
+    };
+    let (mut up, mut down) = make(&info);
+    let mut ex: Exchange<T> = Exchange::new(me, tx, cfg.batch_records);
+    let mut inputs = Inputs::new(me, rx);
+    let start = Instant::now();
+    let mut last_flush = start;
+    let mut sent_wm = 0u64;
+    let mut up_done = false;
+    let mut idle = 0u32;
+    let mut error: Option<RuntimeError> = None;
+    loop {
+        let mut busy = false;
+        if !up_done {
+            let mut drain = || inputs.poll::<T, D>(&mut down, 16).map(|_| ());
+            let drain: &mut Drain<'_> = &mut drain;
+            let mut em = Emitter {
+                ex: &mut ex,
+                drain,
+                error: &mut error,
+            };
+            match up.step(&mut em) {
+                Progress::Busy => busy = true,
+                Progress::Idle => {}
+                Progress::Done => {
+                    up.finish(&mut em);
+                    up_done = true;
+                }
+            }
+            if let Some(e) = error.take() {
+                return Err(e);
+            }
+            if up_done {
+                ex.flush_all(drain)?;
+                ex.broadcast(FrameKind::End, u64::MAX, drain)?;
+            } else {
+                let now = Instant::now();
+                if now.duration_since(last_flush) >= cfg.flush {
+                    last_flush = now;
+                    ex.flush_all(drain)?;
+                    let wm = up.watermark();
+                    if wm > sent_wm {
+                        sent_wm = wm;
+                        ex.broadcast(FrameKind::Watermark, wm, drain)?;
+                    }
+                }
+            }
+        }
+        let got = inputs.poll::<T, D>(&mut down, 64)?;
+        if up_done && inputs.all_ended() {
+            break;
+        }
+        if busy || got > 0 {
+            idle = 0;
+        } else {
+            idle += 1;
+            if idle < 64 {
+                std::hint::spin_loop();
+            } else if idle < 128 {
+                std::thread::yield_now();
+            } else {
+                std::thread::sleep(Duration::from_micros(50));
+            }
+        }
+    }
+    let mut channels = ex.metrics.clone();
+    channels.add(&inputs.metrics);
+    Ok(WorkerOutcome {
+        info,
+        upstream: up,
+        downstream: down,
+        channels,
+        elapsed: start.elapsed(),
+    })
+}

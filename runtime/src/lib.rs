@@ -1,0 +1,75 @@
+//! # air-runtime: workers, channels, exchange, watermarks, metrics
+//!
+//! A job is W worker threads per process; every worker runs the whole
+//! dataflow for its shard (AIR's asynchronous iterative routing): its
+//! [`Upstream`] (a source with the stateless operators fused after it, and
+//! local pre-aggregation) pushes records into an [`Exchange`] that routes each
+//! to the worker owning its key (`hash(key) % workers`); its [`Downstream`]
+//! reads the batches addressed to it in place and combines them. Watermarks
+//! and end-of-stream travel in-band on every channel; a downstream sees the
+//! minimum watermark over its inputs. There is no coordinator.
+#![deny(missing_docs)]
+
+pub mod channel;
+pub mod data;
+pub mod exchange;
+pub mod job;
+pub mod metrics;
+pub mod placement;
+
+pub use channel::{ChannelRx, ChannelTx, Recv};
+pub use data::ExchangeData;
+pub use exchange::{Downstream, Exchange, Inputs};
+pub use job::{run, Emitter, JobConfig, Progress, Upstream, WorkerInfo, WorkerOutcome};
+pub use metrics::{ChannelMetrics, LatencySummary};
+
+/// Why a job failed.
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    /// A channel failed (its peer vanished, closed early, or memory could not be had).
+    #[error("channel from worker {from} to worker {to}: {source}")]
+    Channel {
+        /// Sending worker.
+        from: usize,
+        /// Receiving worker.
+        to: usize,
+        /// The ring's error.
+        #[source]
+        source: air_shm::ShmError,
+    },
+    /// A worker thread panicked.
+    #[error("worker {worker} panicked: {message}")]
+    WorkerPanicked {
+        /// The worker.
+        worker: usize,
+        /// Its panic message.
+        message: String,
+    },
+    /// A received batch did not validate (debug builds check every batch).
+    #[error("bad batch from worker {from} to worker {to}: {reason}")]
+    BadBatch {
+        /// Sending worker.
+        from: usize,
+        /// Receiving worker.
+        to: usize,
+        /// What was wrong.
+        reason: String,
+    },
+    /// A single batch archives larger than a channel's largest frame.
+    #[error("a batch of {bytes} bytes exceeds the channel's largest frame of {max} bytes (raise --ring-bytes or lower the batch size)")]
+    BatchTooLarge {
+        /// Archived size in bytes.
+        bytes: usize,
+        /// Largest frame payload in bytes.
+        max: usize,
+    },
+    /// The job could not be set up.
+    #[error("job setup: {0}")]
+    Setup(String),
+}
+
+impl RuntimeError {
+    pub(crate) fn channel(from: usize, to: usize, source: air_shm::ShmError) -> Self {
+        RuntimeError::Channel { from, to, source }
+    }
+}

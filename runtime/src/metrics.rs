@@ -1,0 +1,76 @@
+//! Per-worker counters and latency histograms, merged at the end of a job.
+
+use hdrhistogram::Histogram;
+use serde::Serialize;
+
+/// Counters of one worker's channels (exchange in and out).
+#[derive(Debug, Default, Clone, Serialize)]
+pub struct ChannelMetrics {
+    /// Records this worker pushed into the exchange.
+    pub records_out: u64,
+    /// Bytes of archived batches this worker sent (frame payloads).
+    pub bytes_out: u64,
+    /// Data frames (batches) this worker sent.
+    pub batches_out: u64,
+    /// Records this worker received from the exchange.
+    pub records_in: u64,
+    /// Bytes of archived batches this worker received.
+    pub bytes_in: u64,
+    /// Data frames this worker received.
+    pub batches_in: u64,
+    /// Watermark frames this worker sent.
+    pub watermarks_out: u64,
+    /// Times a send found the destination ring full and had to wait
+    /// (backpressure), draining its own inputs meanwhile.
+    pub ring_full_waits: u64,
+}
+
+impl ChannelMetrics {
+    /// Adds `o` into `self`.
+    pub fn add(&mut self, o: &ChannelMetrics) {
+        self.records_out += o.records_out;
+        self.bytes_out += o.bytes_out;
+        self.batches_out += o.batches_out;
+        self.records_in += o.records_in;
+        self.bytes_in += o.bytes_in;
+        self.batches_in += o.batches_in;
+        self.watermarks_out += o.watermarks_out;
+        self.ring_full_waits += o.ring_full_waits;
+    }
+}
+
+/// A latency histogram in milliseconds (1 ms .. 1 hour, 3 significant digits).
+pub fn latency_histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 3_600_000, 3).expect("valid histogram bounds")
+}
+
+/// Latency percentiles in milliseconds.
+#[derive(Debug, Default, Clone, Serialize, PartialEq)]
+pub struct LatencySummary {
+    /// Number of samples (windows emitted).
+    pub samples: u64,
+    /// Median, ms.
+    pub p50_ms: u64,
+    /// 95th percentile, ms.
+    pub p95_ms: u64,
+    /// 99th percentile, ms.
+    pub p99_ms: u64,
+    /// Maximum, ms.
+    pub max_ms: u64,
+}
+
+impl LatencySummary {
+    /// Summarizes `h`.
+    pub fn of(h: &Histogram<u64>) -> LatencySummary {
+        if h.is_empty() {
+            return LatencySummary::default();
+        }
+        LatencySummary {
+            samples: h.len(),
+            p50_ms: h.value_at_quantile(0.50),
+            p95_ms: h.value_at_quantile(0.95),
+            p99_ms: h.value_at_quantile(0.99),
+            max_ms: h.max(),
+        }
+    }
+}
