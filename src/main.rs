@@ -1,6 +1,9 @@
 //! The `air` command: run queries, generate inputs, benchmark channels.
 
+mod queries;
+
 use clap::{Parser, Subcommand};
+use queries::common::CliError;
 
 /// AIR in Rust: a master-less, zero-copy dataflow runtime.
 #[derive(Parser, Debug)]
@@ -15,9 +18,27 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
+    /// Run a query.
+    #[command(subcommand)]
+    Run(RunCommand),
+    /// Generate input files for a query.
+    #[command(subcommand)]
+    Gen(GenCommand),
     /// Channel microbenchmarks.
     #[command(subcommand)]
     Bench(BenchCommand),
+}
+
+#[derive(Subcommand, Debug)]
+enum RunCommand {
+    /// Yahoo Streaming Benchmark: views per campaign per 10 s event-time window.
+    Ysb(Box<queries::ysb::YsbArgs>),
+}
+
+#[derive(Subcommand, Debug)]
+enum GenCommand {
+    /// YSB events (JSON lines) and the campaign map.
+    Ysb(queries::ysb::GenYsbArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -32,11 +53,22 @@ fn main() {
         .with_env_filter(tracing_subscriber::EnvFilter::new(&cli.log))
         .with_writer(std::io::stderr)
         .init();
-    let result = match cli.command {
-        Command::Bench(BenchCommand::Ring(args)) => air_tools::ring_bench::run(args),
+    let result: Result<(), CliError> = match cli.command {
+        Command::Run(RunCommand::Ysb(args)) => queries::ysb::main(&args),
+        Command::Gen(GenCommand::Ysb(args)) => queries::ysb::gen(&args),
+        Command::Bench(BenchCommand::Ring(args)) => {
+            air_tools::ring_bench::run(args).map_err(CliError::Other)
+        }
     };
-    if let Err(e) = result {
-        eprintln!("air: error: {e:#}");
-        std::process::exit(1);
+    match result {
+        Ok(()) => {}
+        Err(e @ CliError::BadInput(_)) => {
+            eprintln!("air: error: {e}");
+            std::process::exit(2);
+        }
+        Err(e) => {
+            eprintln!("air: error: {e}");
+            std::process::exit(1);
+        }
     }
 }

@@ -45,9 +45,12 @@ pub enum SourcePoll {
 
 /// A source of records for one worker.
 pub trait Source: Send {
-    /// The records it yields.
-    type Item: Send;
-    /// Appends up to `max` records to `buf`.
+    /// The records it yields (cloned out of the batch buffer: make them
+    /// `Copy` or cheap to clone).
+    type Item: Clone + Send;
+    /// Replaces the contents of `buf` with up to `max` new records (`buf`
+    /// keeps whatever length the source left in it last time, so a source
+    /// that fills a slice in place need not re-initialize it).
     fn poll(&mut self, buf: &mut Vec<Self::Item>, max: usize) -> SourcePoll;
 }
 
@@ -65,9 +68,10 @@ impl<T> VecSource<T> {
     }
 }
 
-impl<T: Send> Source for VecSource<T> {
+impl<T: Clone + Send> Source for VecSource<T> {
     type Item = T;
     fn poll(&mut self, buf: &mut Vec<T>, max: usize) -> SourcePoll {
+        buf.clear();
         buf.extend(self.items.by_ref().take(max));
         if self.items.len() == 0 {
             SourcePoll::Done
@@ -140,6 +144,25 @@ impl<In, P: Pipe<In>, F: FnMut(P::Out) -> I + Send, I: IntoIterator> Pipe<In> fo
     }
 }
 
+/// Two chains fused one after the other (see [`Stream::pipe`]).
+pub struct Then<P, Q>(P, Q);
+
+impl<P, Q> Then<P, Q> {
+    /// The second chain.
+    pub fn second(&self) -> &Q {
+        &self.1
+    }
+}
+
+impl<In, P: Pipe<In>, Q: Pipe<P::Out>> Pipe<In> for Then<P, Q> {
+    type Out = Q::Out;
+    #[inline(always)]
+    fn run<E: FnMut(Q::Out)>(&mut self, x: In, emit: &mut E) {
+        let q = &mut self.1;
+        self.0.run(x, &mut |y| q.run(y, emit))
+    }
+}
+
 /// A source with fused stateless operators.
 pub struct Stream<S, P> {
     source: S,
@@ -181,6 +204,16 @@ impl<S: Source, P: Pipe<S::Item>> Stream<S, P> {
         Stream {
             source: self.source,
             pipe: FlatMap(self.pipe, f, PhantomData),
+        }
+    }
+
+    /// Appends a custom fused operator (any [`Pipe`]), e.g. one that keeps
+    /// its own counters, readable after the job through
+    /// [`WindowJobOutput::pipes`].
+    pub fn pipe<Q: Pipe<P::Out>>(self, q: Q) -> Stream<S, Then<P, Q>> {
+        Stream {
+            source: self.source,
+            pipe: Then(self.pipe, q),
         }
     }
 
@@ -291,6 +324,11 @@ impl<S: Source, P, K, TF, VF> WindowedUpstream<S, P, K, TF, VF> {
     pub fn source(&self) -> &S {
         &self.source
     }
+
+    /// The fused operator chain (for counters kept by custom [`Pipe`]s).
+    pub fn pipe(&self) -> &P {
+        &self.pipe
+    }
 }
 
 impl<S, P, K, TF, VF> Upstream<WindowPartial> for WindowedUpstream<S, P, K, TF, VF>
@@ -302,7 +340,6 @@ where
     VF: Fn(&P::Out) -> i64 + Send,
 {
     fn step(&mut self, out: &mut Emitter<'_, '_, WindowPartial>) -> Progress {
-        self.buf.clear();
         let poll = self.source.poll(&mut self.buf, self.opts.source_batch);
         let n = self.buf.len();
         self.counters.source_records += n as u64;
@@ -323,7 +360,7 @@ where
         let spec = *spec;
         let pre = opts.pre_aggregate;
         let mut newest = *max_seen;
-        for item in buf.drain(..) {
+        for item in buf.iter().cloned() {
             pipe.run(item, &mut |r| {
                 let t = time(&r);
                 counters.windowed_records += 1;
@@ -331,7 +368,12 @@ where
                     counters.late_records += 1;
                     return;
                 }
-                newest = newest.max(t);
+                if t > newest {
+                    newest = t;
+                    // The watermark follows every event, so lateness is
+                    // judged against all events before it, batch or not.
+                    *wm = (*wm).max(t.saturating_sub(opts.max_delay_ms));
+                }
                 let k = key(&r);
                 let v = value(&r);
                 let one = AggState::one(v, t);
@@ -353,21 +395,22 @@ where
             });
         }
         *max_seen = newest;
-        let new_wm = newest.saturating_sub(opts.max_delay_ms);
-        if new_wm > *wm {
-            *wm = new_wm;
-            if pre {
-                table.drain_closed(spec.size(), new_wm, |s, k, st| {
-                    out.emit(
-                        mix64(k),
-                        WindowPartial {
-                            key: k,
-                            window_start: s,
-                            state: *st,
-                        },
-                    )
-                });
-            }
+        let wm_now = *wm;
+        if pre
+            && table
+                .oldest()
+                .is_some_and(|s| s.saturating_add(spec.size()) <= wm_now)
+        {
+            table.drain_closed(spec.size(), wm_now, |s, k, st| {
+                out.emit(
+                    mix64(k),
+                    WindowPartial {
+                        key: k,
+                        window_start: s,
+                        state: *st,
+                    },
+                )
+            });
         }
         match poll {
             SourcePoll::Done => Progress::Done,
@@ -474,11 +517,13 @@ impl Downstream<WindowPartial> for WindowedDownstream {
 }
 
 /// What a windowed aggregation job produced.
-pub struct WindowJobOutput<S> {
+pub struct WindowJobOutput<S, P> {
     /// Every result row, sorted by (window_start, key).
     pub results: Vec<WindowResult>,
     /// Each worker's source, in worker order (their counters and errors).
     pub sources: Vec<S>,
+    /// Each worker's fused operator chain (custom counters), in worker order.
+    pub pipes: Vec<P>,
     /// Each worker's upstream counters.
     pub upstream: Vec<UpstreamCounters>,
     /// Each worker's channel counters.
@@ -500,7 +545,7 @@ pub fn run_window_job<S, P, K, TF, VF, B>(
     spec: WindowSpec,
     agg: Aggregate,
     build: B,
-) -> Result<WindowJobOutput<S>, RuntimeError>
+) -> Result<WindowJobOutput<S, P>, RuntimeError>
 where
     S: Source,
     P: Pipe<S::Item>,
@@ -522,6 +567,7 @@ where
     let mut results = Vec::new();
     let mut hist = air_runtime::metrics::latency_histogram();
     let mut sources = Vec::new();
+    let mut pipes = Vec::new();
     let mut upstream = Vec::new();
     let mut channels = Vec::new();
     let mut cores = Vec::new();
@@ -533,6 +579,7 @@ where
         late_partials += o.downstream.late_partials;
         upstream.push(o.upstream.counters);
         sources.push(o.upstream.source);
+        pipes.push(o.upstream.pipe);
         channels.push(o.channels);
         cores.push(o.info.core);
         elapsed = elapsed.max(o.elapsed);
@@ -541,6 +588,7 @@ where
     Ok(WindowJobOutput {
         results,
         sources,
+        pipes,
         upstream,
         channels,
         cores,

@@ -1,0 +1,76 @@
+//! Options shared by every `air run` query.
+
+use air_runtime::JobConfig;
+use std::time::Duration;
+
+/// Runtime options of `air run`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct RuntimeArgs {
+    /// Worker threads (default: one per CPU this process may use).
+    #[arg(long)]
+    pub workers: Option<usize>,
+    /// Staged exchange batches are pushed, and watermarks sent, at least this
+    /// often (µs).
+    #[arg(long, default_value_t = 1000)]
+    pub flush_us: u64,
+    /// Records per exchange batch.
+    #[arg(long, default_value_t = 1024)]
+    pub batch: usize,
+    /// Capacity of each channel ring in bytes (workers² rings).
+    #[arg(long, default_value_t = 1 << 20)]
+    pub ring_bytes: usize,
+    /// Do not pin workers to CPUs.
+    #[arg(long)]
+    pub no_pin: bool,
+}
+
+impl RuntimeArgs {
+    /// The job configuration these options describe.
+    pub fn job_config(&self) -> JobConfig {
+        let d = JobConfig::default();
+        JobConfig {
+            workers: self.workers.unwrap_or(d.workers).max(1),
+            ring_bytes: self.ring_bytes,
+            flush: Duration::from_micros(self.flush_us.max(1)),
+            batch_records: self.batch.max(1),
+            pin: !self.no_pin,
+        }
+    }
+}
+
+/// An error of `air`: bad input exits with code 2, anything else with 1.
+#[derive(Debug)]
+pub enum CliError {
+    /// Bad input (file, line, field named in the message): exit code 2.
+    BadInput(String),
+    /// Anything else: exit code 1.
+    Other(anyhow::Error),
+}
+
+impl std::fmt::Display for CliError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CliError::BadInput(m) => f.write_str(m),
+            CliError::Other(e) => write!(f, "{e:#}"),
+        }
+    }
+}
+
+impl<E: Into<anyhow::Error>> From<E> for CliError {
+    fn from(e: E) -> Self {
+        CliError::Other(e.into())
+    }
+}
+
+/// Formats `n` with thousands separators.
+pub fn thousands(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}

@@ -1,0 +1,5 @@
+//! Query definitions: each builds a dataflow with the graph API of
+//! `air-operators` and runs it on `air-runtime`.
+
+pub mod common;
+pub mod ysb;

@@ -1,0 +1,569 @@
+//! End-to-end tests of `air run ysb` / `air gen ysb`: results equal a plain
+//! sequential computation for 1–4 workers, lateness, bad input, generator counts.
+
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+const AIR: &str = env!("CARGO_BIN_EXE_air");
+
+fn tmpdir(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("air-e2e-{}-{tag}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn uuid(x: u128) -> String {
+    let h = format!("{x:032x}");
+    format!(
+        "{}-{}-{}-{}-{}",
+        &h[0..8],
+        &h[8..12],
+        &h[12..16],
+        &h[16..20],
+        &h[20..32]
+    )
+}
+
+fn air(args: &[&str]) -> Output {
+    Command::new(AIR).args(args).output().expect("run air")
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Campaign c has ads 10c .. 10c+9; ids are derived so tests can name them.
+fn ad(i: u128) -> u128 {
+    0xad00_0000_0000_4000_8000_0000_0000_0000 + i
+}
+fn campaign(c: u128) -> u128 {
+    0xca00_0000_0000_4000_8000_0000_0000_0000 + c
+}
+
+fn write_campaigns_csv(dir: &Path, n: u128) -> PathBuf {
+    let p = dir.join("campaigns.csv");
+    let mut s = String::from("ad_id,campaign_id\n");
+    for c in 0..n {
+        for a in 0..10 {
+            s += &format!("{},{}\n", uuid(ad(c * 10 + a)), uuid(campaign(c)));
+        }
+    }
+    std::fs::write(&p, s).unwrap();
+    p
+}
+
+#[derive(Clone, Copy)]
+struct Ev {
+    ad: u128,
+    view: bool,
+    t: u64,
+}
+
+fn line(e: &Ev, i: u64) -> String {
+    format!(
+        "{{\"user_id\":\"{}\",\"page_id\":\"{}\",\"ad_id\":\"{}\",\"ad_type\":\"banner\",\"event_type\":\"{}\",\"event_time\":\"{}\",\"ip_address\":\"10.0.0.{}\"}}\n",
+        uuid(0x1111_0000_0000_4000_8000_0000_0000_0000 + i as u128),
+        uuid(0x2222_0000_0000_4000_8000_0000_0000_0000 + i as u128),
+        uuid(e.ad),
+        if e.view { "view" } else { "click" },
+        e.t,
+        i % 250
+    )
+}
+
+fn write_events(dir: &Path, name: &str, evs: &[Ev]) -> PathBuf {
+    let p = dir.join(name);
+    let mut s = String::new();
+    for (i, e) in evs.iter().enumerate() {
+        s += &line(e, i as u64);
+    }
+    std::fs::write(&p, s).unwrap();
+    p
+}
+
+/// The sequential YSB: views of known ads, counted per (window, campaign);
+/// an event older than (newest so far − delay) is late and dropped.
+fn sequential(
+    evs: &[Ev],
+    n_campaigns: u128,
+    window: u64,
+    delay: u64,
+) -> (BTreeMap<(u64, String), u64>, u64) {
+    let mut out = BTreeMap::new();
+    let mut newest = 0u64;
+    let mut late = 0;
+    for e in evs {
+        if !e.view {
+            continue;
+        }
+        let a = e.ad.wrapping_sub(ad(0));
+        if a >= n_campaigns * 10 {
+            continue;
+        }
+        if e.t < newest.saturating_sub(delay) {
+            late += 1;
+            continue;
+        }
+        newest = newest.max(e.t);
+        *out.entry((e.t - e.t % window, uuid(campaign(a / 10))))
+            .or_insert(0) += 1;
+    }
+    (out, late)
+}
+
+fn read_csv(p: &Path) -> BTreeMap<(u64, String), u64> {
+    let s = std::fs::read_to_string(p).unwrap();
+    let mut lines = s.lines();
+    assert_eq!(lines.next(), Some("window_start_ms,campaign_id,count"));
+    let mut m = BTreeMap::new();
+    for l in lines {
+        let f: Vec<&str> = l.split(',').collect();
+        assert_eq!(f.len(), 3, "{l}");
+        let c: u64 = f[2].parse().unwrap();
+        assert!(c > 0, "rows have non-zero counts");
+        assert!(
+            m.insert((f[0].parse().unwrap(), f[1].to_string()), c)
+                .is_none(),
+            "duplicate row {l}"
+        );
+    }
+    m
+}
+
+fn report(p: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
+}
+
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+}
+
+/// Events with window edges, disorder within the delay, unknown ads, clicks,
+/// and an empty window (no events between 30 s and 40 s).
+fn mixed_events() -> Vec<Ev> {
+    let mut r = Rng(0x9e3779b97f4a7c15);
+    let mut evs = Vec::new();
+    let mut t = 1_000u64;
+    let mut window = 0u64;
+    for i in 0..20_000u64 {
+        t += r.next() % 7;
+        if (30_000..40_000).contains(&t) {
+            t = 40_000;
+        }
+        if t - t % 10_000 != window {
+            // Crossing into a new window: one view exactly on its start and
+            // one on the last ms of the previous window (disorder within delay).
+            window = t - t % 10_000;
+            for et in [window, window - 1] {
+                if (30_000..40_000).contains(&et) {
+                    continue; // keep 30 s .. 40 s empty
+                }
+                evs.push(Ev {
+                    ad: ad((r.next() % 1_000) as u128),
+                    view: true,
+                    t: et,
+                });
+            }
+        }
+        let mut et = t.saturating_sub(r.next() % 1_500); // disorder within a 2 s delay
+        if (30_000..40_000).contains(&et) {
+            et = 40_000;
+        }
+        let a = match i % 101 {
+            0 => 5_000 + i as u128, // unknown ad
+            _ => (r.next() % 1_000) as u128,
+        };
+        evs.push(Ev {
+            ad: ad(a),
+            view: r.next() % 3 != 0,
+            t: et,
+        });
+    }
+    evs
+}
+
+#[test]
+fn same_results_for_1_to_4_workers_and_equal_to_sequential() {
+    let dir = tmpdir("workers");
+    let camp = write_campaigns_csv(&dir, 100);
+    let evs = mixed_events();
+    let input = write_events(&dir, "events.json", &evs);
+    // Every event's lateness is judged within its worker's shard; with a
+    // 3 s delay over ≤ 1.5 s of disorder nothing is late in any split.
+    let (want, late) = sequential(&evs, 100, 10_000, 3_000);
+    assert_eq!(late, 0);
+    assert!(
+        !want.keys().any(|(w, _)| *w == 30_000),
+        "the empty window has no rows"
+    );
+    let unmatched = evs
+        .iter()
+        .filter(|e| e.view && e.ad.wrapping_sub(ad(0)) >= 1000)
+        .count() as u64;
+    assert!(unmatched > 0);
+    for workers in 1..=4 {
+        for mode in [
+            &[][..],
+            &["--shuffle", "--ring-bytes", "4096", "--batch", "16"][..],
+        ] {
+            let out = dir.join(format!("out{workers}.csv"));
+            let rep = dir.join(format!("report{workers}.json"));
+            let w = workers.to_string();
+            let mut args = vec![
+                "run",
+                "ysb",
+                "--input",
+                input.to_str().unwrap(),
+                "--campaigns",
+                camp.to_str().unwrap(),
+                "--workers",
+                &w,
+                "--max-delay-ms",
+                "3000",
+                "--no-pin",
+                "--out",
+                out.to_str().unwrap(),
+                "--report",
+                rep.to_str().unwrap(),
+            ];
+            args.extend_from_slice(mode);
+            let o = air(&args);
+            assert!(
+                o.status.success(),
+                "workers {workers} {mode:?}: {}",
+                stderr(&o)
+            );
+            assert_eq!(read_csv(&out), want, "workers {workers} {mode:?}");
+            let r = report(&rep);
+            assert_eq!(r["events"], evs.len() as u64);
+            assert_eq!(r["unmatched"], unmatched);
+            assert_eq!(r["filtered"], evs.iter().filter(|e| !e.view).count() as u64);
+            assert_eq!(r["late_records"], 0);
+            assert_eq!(r["rows"], want.len() as u64);
+            assert_eq!(r["per_worker"].as_array().unwrap().len(), workers);
+            assert!(
+                r["latency_ms"].is_null(),
+                "file input has no wall-clock latency"
+            );
+        }
+    }
+}
+
+#[test]
+fn late_events_are_counted_and_dropped() {
+    let dir = tmpdir("late");
+    let camp = write_campaigns_csv(&dir, 10);
+    let v = |a: u128, t: u64| Ev {
+        ad: ad(a),
+        view: true,
+        t,
+    };
+    let evs = vec![
+        v(1, 1_000),
+        v(2, 12_000),
+        v(3, 10_500), // within the 2 s delay: on time
+        v(4, 10_000), // exactly the watermark (12 000 − 2 000): on time
+        v(5, 9_999),  // older than the watermark: late
+        v(6, 50_000),
+        v(7, 1_000),  // far behind: late
+        v(8, 48_000), // exactly the watermark: on time
+    ];
+    let (want, late) = sequential(&evs, 10, 10_000, 2_000);
+    assert_eq!(late, 2);
+    let input = write_events(&dir, "late.json", &evs);
+    let out = dir.join("out.csv");
+    let rep = dir.join("r.json");
+    let o = air(&[
+        "run",
+        "ysb",
+        "--input",
+        input.to_str().unwrap(),
+        "--campaigns",
+        camp.to_str().unwrap(),
+        "--workers",
+        "1",
+        "--max-delay-ms",
+        "2000",
+        "--no-pin",
+        "--out",
+        out.to_str().unwrap(),
+        "--report",
+        rep.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(read_csv(&out), want);
+    assert_eq!(report(&rep)["late_records"], 2);
+}
+
+fn run_input(dir: &Path, input: &Path, extra: &[&str]) -> (Output, PathBuf, PathBuf) {
+    let camp = write_campaigns_csv(dir, 10);
+    let out = dir.join("bad-out.csv");
+    let rep = dir.join("bad-report.json");
+    let _ = std::fs::remove_file(&out);
+    let mut args = vec![
+        "run",
+        "ysb",
+        "--input",
+        input.to_str().unwrap(),
+        "--campaigns",
+        camp.to_str().unwrap(),
+        "--workers",
+        "1",
+        "--no-pin",
+        "--out",
+        out.to_str().unwrap(),
+        "--report",
+        rep.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    (air(&args), out, rep)
+}
+
+fn good_lines(n: u64) -> String {
+    (0..n)
+        .map(|i| {
+            line(
+                &Ev {
+                    ad: ad(i as u128 % 100),
+                    view: true,
+                    t: 1_000 + i,
+                },
+                i,
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn bad_input_names_file_line_and_field() {
+    let dir = tmpdir("bad");
+    // (file, bytes, text the error must contain, events accepted before it)
+    let cases: Vec<(&str, Vec<u8>, &str, u64)> = vec![
+        ("malformed.json", format!("{}{{\"user_id\": oops\n", good_lines(2)).into_bytes(), ":3:", 2),
+        (
+            "missing.json",
+            format!("{}{{\"user_id\":\"{}\",\"page_id\":\"{}\",\"ad_id\":\"{}\",\"ad_type\":\"banner\",\"event_type\":\"view\",\"ip_address\":\"1.2.3.4\"}}\n", good_lines(1), uuid(1), uuid(2), uuid(ad(1))).into_bytes(),
+            "event_time",
+            1,
+        ),
+        (
+            "nonnumeric.json",
+            good_lines(3).replacen("\"event_time\":\"1001\"", "\"event_time\":\"12ab\"", 1).into_bytes(),
+            "nonnumeric.json:2: field event_time",
+            1,
+        ),
+        ("utf8.json", [good_lines(1).into_bytes(), b"{\"user_id\":\"\xff\xfe\"}\n".to_vec()].concat(), ":2:", 1),
+    ];
+    for (name, bytes, needle, good) in cases {
+        let p = dir.join(name);
+        std::fs::write(&p, &bytes).unwrap();
+        let (o, out, _) = run_input(&dir, &p, &[]);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{name}: {err}");
+        assert!(err.contains(name) && err.contains(needle), "{name}: {err}");
+        // Nothing accepted is lost: the good lines before the error are counted.
+        let rows = read_csv(&out);
+        let total: u64 = rows.values().sum();
+        assert_eq!(
+            total, good,
+            "{name}: results of the accepted events are written"
+        );
+    }
+    // Each field of a missing-field line is named.
+    let p = dir.join("nofield.json");
+    std::fs::write(&p, good_lines(2).replacen("\"ad_id\"", "\"ad_idx\"", 1)).unwrap();
+    let (o, _, _) = run_input(&dir, &p, &[]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("nofield.json:1:") && stderr(&o).contains("ad_id"),
+        "{}",
+        stderr(&o)
+    );
+
+    // A 10 MB line.
+    let p = dir.join("huge.json");
+    let mut s = good_lines(1);
+    s += &format!("{{\"user_id\":\"{}\"}}\n", "x".repeat(10 << 20));
+    std::fs::write(&p, s).unwrap();
+    let (o, _, _) = run_input(&dir, &p, &[]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("huge.json:2:"), "{}", stderr(&o));
+
+    // A missing file.
+    let (o, _, _) = run_input(&dir, &dir.join("nope.json"), &[]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("nope.json"), "{}", stderr(&o));
+
+    // --on-bad-record skip: skipped and counted, exit 0.
+    let p = dir.join("skip.json");
+    std::fs::write(&p, format!("{}not json\n{}", good_lines(3), good_lines(2))).unwrap();
+    let (o, out, rep) = run_input(
+        &dir,
+        &p,
+        &["--on-bad-record", "skip", "--max-delay-ms", "100"],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(report(&rep)["skipped_records"], 1);
+    assert_eq!(read_csv(&out).values().sum::<u64>(), 5);
+}
+
+#[test]
+fn empty_file_and_missing_final_newline() {
+    let dir = tmpdir("edge");
+    let p = dir.join("empty.json");
+    std::fs::write(&p, "").unwrap();
+    let (o, out, rep) = run_input(&dir, &p, &[]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(read_csv(&out).is_empty());
+    assert_eq!(report(&rep)["rows"], 0);
+
+    let p = dir.join("nonl.json");
+    let s = good_lines(3);
+    std::fs::write(&p, s.trim_end_matches('\n')).unwrap();
+    let (o, out, _) = run_input(&dir, &p, &[]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(
+        read_csv(&out).values().sum::<u64>(),
+        3,
+        "the last line is read"
+    );
+}
+
+#[test]
+fn malformed_campaign_file() {
+    let dir = tmpdir("camp");
+    let camp = dir.join("bad-campaigns.txt");
+    std::fs::write(
+        &camp,
+        format!(
+            "\"{}\":\"{}\"\n\"not-a-uuid\":\"{}\"\n",
+            uuid(ad(1)),
+            uuid(campaign(1)),
+            uuid(campaign(1))
+        ),
+    )
+    .unwrap();
+    let o = air(&[
+        "run",
+        "ysb",
+        "--campaigns",
+        camp.to_str().unwrap(),
+        "--events",
+        "10",
+        "--no-pin",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    let e = stderr(&o);
+    assert!(
+        e.contains("bad-campaigns.txt:2") && e.contains("ad_id"),
+        "{e}"
+    );
+}
+
+#[test]
+fn generator_event_counts_and_rate() {
+    let dir = tmpdir("gen");
+    for workers in ["1", "3"] {
+        let rep = dir.join("g.json");
+        let o = air(&[
+            "run",
+            "ysb",
+            "--events",
+            "1000003",
+            "--workers",
+            workers,
+            "--no-pin",
+            "--report",
+            rep.to_str().unwrap(),
+        ]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let r = report(&rep);
+        assert_eq!(r["events"], 1_000_003);
+        let rows: u64 = r["rows"].as_u64().unwrap();
+        assert!(rows >= 100, "100 campaigns see views");
+        assert!(r["latency_ms"]["p99_ms"].as_u64().is_some());
+    }
+    let rep = dir.join("rate.json");
+    let o = air(&[
+        "run",
+        "ysb",
+        "--rate",
+        "400000",
+        "--duration",
+        "1.0",
+        "--workers",
+        "2",
+        "--no-pin",
+        "--report",
+        rep.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let n = report(&rep)["events"].as_u64().unwrap();
+    assert!(
+        (396_000..=404_000).contains(&n),
+        "rate 400k/s for 1 s gave {n}"
+    );
+}
+
+#[test]
+fn generated_files_round_trip() {
+    let dir = tmpdir("genfiles");
+    let ev = dir.join("ev.json");
+    let camp = dir.join("camp.txt");
+    let o = air(&[
+        "gen",
+        "ysb",
+        "--events",
+        "50000",
+        "--seed",
+        "7",
+        "--out",
+        ev.to_str().unwrap(),
+        "--campaigns-out",
+        camp.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    // Sequential count over the file, parsed here.
+    let mut want: BTreeMap<(u64, String), u64> = BTreeMap::new();
+    let mut map = std::collections::HashMap::new();
+    for l in std::fs::read_to_string(&camp).unwrap().lines() {
+        let parts: Vec<&str> = l.split('"').collect();
+        map.insert(parts[1].to_string(), parts[3].to_string());
+    }
+    for l in std::fs::read_to_string(&ev).unwrap().lines() {
+        let v: Value = serde_json::from_str(l).unwrap();
+        if v["event_type"] != "view" {
+            continue;
+        }
+        let t: u64 = v["event_time"].as_str().unwrap().parse().unwrap();
+        let c = map[v["ad_id"].as_str().unwrap()].clone();
+        *want.entry((t - t % 10_000, c)).or_insert(0) += 1;
+    }
+    for workers in ["1", "2", "4"] {
+        let out = dir.join("o.csv");
+        let o = air(&[
+            "run",
+            "ysb",
+            "--input",
+            ev.to_str().unwrap(),
+            "--campaigns",
+            camp.to_str().unwrap(),
+            "--workers",
+            workers,
+            "--no-pin",
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        assert_eq!(read_csv(&out), want, "workers {workers}");
+    }
+}
