@@ -259,6 +259,15 @@ impl Default for WindowOptions {
 }
 
 impl<S: Source, P: Pipe<S::Item>, K: Fn(&P::Out) -> u64 + Send> Keyed<S, P, K> {
+    /// This keyed stream as one side of a windowed join, at event time `time`
+    /// (ms); see [`crate::join::JoinSide::join`].
+    pub fn join_side<TF: Fn(&P::Out) -> u64 + Send>(
+        self,
+        time: TF,
+    ) -> crate::join::JoinSide<S, P, K, TF> {
+        crate::join::JoinSide::with_pipe(self.source, self.pipe, self.key, time)
+    }
+
     /// A windowed aggregate over this keyed stream: `time` gives a record's
     /// event time (ms), `value` the value aggregated.
     pub fn window<TF, VF>(
@@ -360,6 +369,10 @@ where
         let spec = *spec;
         let pre = opts.pre_aggregate;
         let mut newest = *max_seen;
+        // Tumbling windows: remember the last window so most events skip the
+        // division in `assign`.
+        let tumbling = matches!(spec, WindowSpec::Tumbling { .. });
+        let (mut cur_start, mut cur_end) = (u64::MAX, 0u64);
         for item in buf.iter().cloned() {
             pipe.run(item, &mut |r| {
                 let t = time(&r);
@@ -378,7 +391,15 @@ where
                 let v = value(&r);
                 let one = AggState::one(v, t);
                 if pre {
-                    spec.assign(t, |s| table.entry(s, k).merge(&one, None));
+                    if tumbling {
+                        if !(cur_start <= t && t < cur_end) {
+                            cur_start = t - t % spec.size();
+                            cur_end = cur_start.saturating_add(spec.size());
+                        }
+                        table.entry(cur_start, k).merge(&one, None);
+                    } else {
+                        spec.assign(t, |s| table.entry(s, k).merge(&one, None));
+                    }
                 } else {
                     let h = mix64(k);
                     spec.assign(t, |s| {

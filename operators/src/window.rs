@@ -209,12 +209,73 @@ pub struct WindowResult {
     pub emitted_ms: u64,
 }
 
+/// Keys below this are stored in a dense array (no hashing on the hot path);
+/// larger keys in a hash map.
+pub const DENSE_KEYS: u64 = 4096;
+
+const EMPTY: AggState = AggState {
+    count: 0,
+    sum: 0,
+    min: i64::MAX,
+    max: i64::MIN,
+    reduced: 0,
+    max_event_time: 0,
+};
+
+/// The states of one window: dense for small keys, hashed for the rest.
+#[derive(Debug, Default)]
+struct KeyTable {
+    dense: Vec<AggState>,
+    present: Vec<u64>,
+    sparse: FxHashMap<u64, AggState>,
+}
+
+impl KeyTable {
+    #[inline(always)]
+    fn entry(&mut self, key: u64) -> &mut AggState {
+        if key < DENSE_KEYS {
+            let k = key as usize;
+            if k >= self.dense.len() {
+                self.grow(k);
+            }
+            self.present[k / 64] |= 1 << (k % 64);
+            &mut self.dense[k]
+        } else {
+            self.sparse.entry(key).or_insert(EMPTY)
+        }
+    }
+
+    #[cold]
+    fn grow(&mut self, k: usize) {
+        let n = (k + 1).next_power_of_two().max(64);
+        self.dense.resize(n, EMPTY);
+        self.present.resize(n.div_ceil(64), 0);
+    }
+
+    /// Every (key, state) in ascending key order.
+    fn into_sorted(self) -> Vec<(u64, AggState)> {
+        let mut out = Vec::new();
+        for (w, &bits) in self.present.iter().enumerate() {
+            let mut b = bits;
+            while b != 0 {
+                let i = w * 64 + b.trailing_zeros() as usize;
+                out.push((i as u64, self.dense[i]));
+                b &= b - 1;
+            }
+        }
+        let mut sparse: Vec<(u64, AggState)> = self.sparse.into_iter().collect();
+        sparse.sort_unstable_by_key(|(k, _)| *k);
+        out.extend(sparse);
+        out
+    }
+}
+
 /// Per-window aggregate state keyed by window start, then by key; few
 /// windows are open at once, so windows are a short vector searched from the
-/// newest.
+/// newest, and keys below [`DENSE_KEYS`] index an array.
 #[derive(Debug, Default)]
 pub struct WindowTable {
-    windows: Vec<(u64, FxHashMap<u64, AggState>)>,
+    windows: Vec<(u64, KeyTable)>,
 }
 
 impl WindowTable {
@@ -223,21 +284,17 @@ impl WindowTable {
     pub fn entry(&mut self, window_start: u64, key: u64) -> &mut AggState {
         let idx = match self.windows.iter().rposition(|(s, _)| *s == window_start) {
             Some(i) => i,
-            None => {
-                let pos = self.windows.partition_point(|(s, _)| *s < window_start);
-                self.windows
-                    .insert(pos, (window_start, FxHashMap::default()));
-                pos
-            }
+            None => self.insert_window(window_start),
         };
-        self.windows[idx].1.entry(key).or_insert(AggState {
-            count: 0,
-            sum: 0,
-            min: i64::MAX,
-            max: i64::MIN,
-            reduced: 0,
-            max_event_time: 0,
-        })
+        self.windows[idx].1.entry(key)
+    }
+
+    #[cold]
+    fn insert_window(&mut self, window_start: u64) -> usize {
+        let pos = self.windows.partition_point(|(s, _)| *s < window_start);
+        self.windows
+            .insert(pos, (window_start, KeyTable::default()));
+        pos
     }
 
     /// Removes and passes to `f` every window whose end (`start + size`) is at
@@ -253,10 +310,8 @@ impl WindowTable {
             .iter()
             .take_while(|(s, _)| s.saturating_add(size) <= watermark)
             .count();
-        for (start, map) in self.windows.drain(..n) {
-            let mut keys: Vec<(u64, AggState)> = map.into_iter().collect();
-            keys.sort_unstable_by_key(|(k, _)| *k);
-            for (k, st) in &keys {
+        for (start, keys) in self.windows.drain(..n) {
+            for (k, st) in &keys.into_sorted() {
                 f(start, *k, st);
             }
         }
@@ -344,5 +399,16 @@ mod tests {
         );
         assert_eq!(out, vec![(0, 1, 1), (0, 2, 1), (10, 1, 1)]);
         assert_eq!(t.oldest(), Some(20));
+        // Dense and hashed keys come out in one ascending order.
+        let mut t = WindowTable::default();
+        for k in [u64::MAX, 5, DENSE_KEYS, 4095, 0, 1 << 40] {
+            t.entry(0, k).merge(&AggState::one(k as i64, 1), None);
+        }
+        let mut keys = vec![];
+        t.drain_closed(10, 10, |_, k, st| {
+            assert_eq!(st.count, 1);
+            keys.push(k)
+        });
+        assert_eq!(keys, vec![0, 5, 4095, DENSE_KEYS, 1 << 40, u64::MAX]);
     }
 }

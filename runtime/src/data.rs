@@ -26,10 +26,13 @@ pub trait ExchangeData: Send + 'static + Sized {
     fn size_hint(n: usize) -> usize;
 
     /// Archives `items` into `out`; returns the archive's length in bytes, or
-    /// `None` if `out` is too small.
+    /// `None` if `out` is too small. (A `&Vec`: rkyv archives the `Vec` itself
+    /// as the root, an `ArchivedVec`.)
+    #[allow(clippy::ptr_arg)]
     fn write_batch(items: &Vec<Self>, out: &mut [u8]) -> Option<usize>;
 
     /// Archives `items` into a new buffer (the fallback when a guess was too small).
+    #[allow(clippy::ptr_arg)]
     fn to_bytes(items: &Vec<Self>) -> AlignedVec;
 
     /// The records of an archive written by `write_batch`, in place.

@@ -127,6 +127,9 @@ impl Pipe<YsbEvent> for YsbProject {
 }
 
 /// A worker's YSB source: the generator or its share of the input files.
+/// (One per worker, never moved on the hot path: the size difference of the
+/// variants does not matter.)
+#[allow(clippy::large_enum_variant)]
 pub enum YsbSource {
     /// The generator.
     Gen {
