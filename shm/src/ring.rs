@@ -1131,7 +1131,8 @@ impl Consumer {
 
     /// The next frame without blocking.
     ///
-    /// `Ok(None)`: nothing published right now. Errors: [`ShmError::Closed`]
+    /// `Ok(None)`: nothing published right now (deferred releases are then
+    /// published, as before a blocking wait). Errors: [`ShmError::Closed`]
     /// when the producer closed and every frame has been read;
     /// [`ShmError::PeerGone`] when it aborted (after every committed frame has
     /// been read); [`ShmError::Corrupt`].
@@ -1148,6 +1149,10 @@ impl Consumer {
                     }
                     peer_status(&self.shared.header().producer, "producer")?;
                 }
+                // Nothing to read: return the credit of everything released
+                // (or skipped as padding) so far, so a producer waiting for
+                // room is never left waiting on a consumer that has gone idle.
+                self.release_pending();
                 Ok(None)
             }
         }

@@ -402,3 +402,26 @@ fn blocked_producer_parks() {
         "blocked producer burned {cpu:?}"
     );
 }
+
+/// A consumer that finds only padding, then nothing, returns the padding's
+/// credit: a producer waiting for room at offset 0 is not left waiting.
+#[test]
+fn skipped_padding_returns_credit() {
+    let (mut tx, mut rx) = FrameRing::new(256).unwrap();
+    // A: 192 bytes at offset 0, read and released.
+    tx.try_reserve(176).unwrap().commit();
+    rx.try_peek().unwrap().unwrap().release();
+    // B: 208 bytes does not fit at 192: 64 bytes of padding are staged, and
+    // at offset 0 only 192 bytes are free (the padding holds 64).
+    assert!(matches!(tx.try_reserve(192), Err(ShmError::Full)));
+    tx.publish(); // the padding becomes visible
+                  // The consumer skips the padding and finds nothing: it must return the
+                  // padding's credit, or the producer would wait forever.
+    assert!(rx.try_peek().unwrap().is_none());
+    let mut f = tx.try_reserve(192).expect("the padding's credit came back");
+    f.payload_mut().fill(7);
+    f.commit();
+    let f = rx.try_peek().unwrap().unwrap();
+    assert_eq!((f.seq(), f.len()), (1, 192));
+    assert!(f.payload().iter().all(|&b| b == 7));
+}
