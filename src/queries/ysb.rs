@@ -155,10 +155,22 @@ pub enum YsbSource {
     },
 }
 
+/// Events read by all workers so far, for the progress line (updated once
+/// per batch).
+static PROGRESS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
 impl Source for YsbSource {
     type Item = YsbEvent;
 
     fn poll(&mut self, buf: &mut Vec<YsbEvent>, max: usize) -> SourcePoll {
+        let r = self.poll_inner(buf, max);
+        PROGRESS.fetch_add(buf.len() as u64, std::sync::atomic::Ordering::Relaxed);
+        r
+    }
+}
+
+impl YsbSource {
+    fn poll_inner(&mut self, buf: &mut Vec<YsbEvent>, max: usize) -> SourcePoll {
         match self {
             YsbSource::Gen { gen, pacer } => {
                 if buf.len() < max {
@@ -515,7 +527,36 @@ pub fn write_csv(path: &std::path::Path, rows: &[YsbRow]) -> anyhow::Result<()> 
 
 /// `air run ysb`: runs, writes the outputs, prints a summary.
 pub fn main(args: &YsbArgs) -> Result<(), CliError> {
-    let o = run(args)?;
+    // A progress line on a terminal, for long runs.
+    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let progress = {
+        use std::io::IsTerminal;
+        let done = done.clone();
+        std::io::stderr().is_terminal().then(|| {
+            std::thread::spawn(move || {
+                let start = Instant::now();
+                let mut shown = false;
+                while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                    std::thread::sleep(Duration::from_millis(100));
+                    let t = start.elapsed().as_secs_f64();
+                    if t >= 2.0 && (t * 10.0) as u64 % 10 == 0 {
+                        let n = PROGRESS.load(std::sync::atomic::Ordering::Relaxed);
+                        eprint!("\r  {:>6.1} s  {} events  {:.1} M events/s   ", t, thousands(n), n as f64 / t / 1e6);
+                        shown = true;
+                    }
+                }
+                if shown {
+                    eprintln!();
+                }
+            })
+        })
+    };
+    let o = run(args);
+    done.store(true, std::sync::atomic::Ordering::Relaxed);
+    if let Some(p) = progress {
+        let _ = p.join();
+    }
+    let o = o?;
     if let Some(p) = &args.out {
         write_csv(p, &o.rows)?;
     }
