@@ -359,6 +359,7 @@ where
             value,
             opts,
             spec,
+            reduce,
             buf,
             table,
             max_seen,
@@ -366,6 +367,7 @@ where
             counters,
             ..
         } = self;
+        let reduce = *reduce;
         let spec = *spec;
         let pre = opts.pre_aggregate;
         let mut newest = *max_seen;
@@ -396,9 +398,9 @@ where
                             cur_start = t - t % spec.size();
                             cur_end = cur_start.saturating_add(spec.size());
                         }
-                        table.entry(cur_start, k).merge(&one, None);
+                        table.entry(cur_start, k).merge(&one, reduce);
                     } else {
-                        spec.assign(t, |s| table.entry(s, k).merge(&one, None));
+                        spec.assign(t, |s| table.entry(s, k).merge(&one, reduce));
                     }
                 } else {
                     let h = mix64(k);
@@ -480,6 +482,9 @@ pub struct WindowedDownstream {
     /// Partials that arrived for an already fired window (0 unless the
     /// watermark protocol is broken).
     pub late_partials: u64,
+    /// Largest watermark lag seen, ms: wall-clock time minus the input
+    /// watermark when it advanced (meaningful for wall-clock event times).
+    pub watermark_lag_max_ms: u64,
 }
 
 impl WindowedDownstream {
@@ -493,6 +498,7 @@ impl WindowedDownstream {
             results: Vec::new(),
             latency: air_runtime::metrics::latency_histogram(),
             late_partials: 0,
+            watermark_lag_max_ms: 0,
         }
     }
 }
@@ -515,6 +521,9 @@ impl Downstream<WindowPartial> for WindowedDownstream {
 
     fn on_watermark(&mut self, wm: u64) {
         self.fired_wm = wm;
+        if wm != u64::MAX {
+            self.watermark_lag_max_ms = self.watermark_lag_max_ms.max(now_ms().saturating_sub(wm));
+        }
         if self
             .table
             .oldest()
@@ -555,6 +564,8 @@ pub struct WindowJobOutput<S, P> {
     pub latency: LatencySummary,
     /// Partials that arrived after their window fired (must be 0).
     pub late_partials: u64,
+    /// Each worker's largest watermark lag, ms (wall clock − input watermark).
+    pub watermark_lag_max_ms: Vec<u64>,
     /// Longest worker wall time.
     pub elapsed: Duration,
 }
@@ -593,11 +604,13 @@ where
     let mut channels = Vec::new();
     let mut cores = Vec::new();
     let mut late_partials = 0;
+    let mut watermark_lag_max_ms = Vec::new();
     let mut elapsed = Duration::ZERO;
     for o in outcomes {
         results.extend_from_slice(&o.downstream.results);
         let _ = hist.add(&o.downstream.latency);
         late_partials += o.downstream.late_partials;
+        watermark_lag_max_ms.push(o.downstream.watermark_lag_max_ms);
         upstream.push(o.upstream.counters);
         sources.push(o.upstream.source);
         pipes.push(o.upstream.pipe);
@@ -615,6 +628,7 @@ where
         cores,
         latency: LatencySummary::of(&hist),
         late_partials,
+        watermark_lag_max_ms,
         elapsed,
     })
 }

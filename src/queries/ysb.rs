@@ -280,6 +280,9 @@ pub struct WorkerReport {
     pub unmatched: u64,
     /// Late events (older than the watermark), dropped.
     pub late_records: u64,
+    /// Largest watermark lag at this worker's final aggregate, ms (wall
+    /// clock − input watermark; `null` unless event times are wall-clock).
+    pub watermark_lag_max_ms: Option<u64>,
     /// Channel counters.
     pub channels: air_runtime::ChannelMetrics,
 }
@@ -457,6 +460,8 @@ pub fn run(args: &YsbArgs) -> Result<YsbOutcome, CliError> {
             filtered: p.filtered,
             unmatched: p.unmatched,
             late_records: u.late_records,
+            watermark_lag_max_ms: (!files && args.event_time == EventTimeArg::Wallclock)
+                .then_some(out.watermark_lag_max_ms[i]),
             channels: out.channels[i].clone(),
         });
         if let YsbSource::Files {
@@ -541,7 +546,12 @@ pub fn main(args: &YsbArgs) -> Result<(), CliError> {
                     let t = start.elapsed().as_secs_f64();
                     if t >= 2.0 && (t * 10.0) as u64 % 10 == 0 {
                         let n = PROGRESS.load(std::sync::atomic::Ordering::Relaxed);
-                        eprint!("\r  {:>6.1} s  {} events  {:.1} M events/s   ", t, thousands(n), n as f64 / t / 1e6);
+                        eprint!(
+                            "\r  {:>6.1} s  {} events  {:.1} M events/s   ",
+                            t,
+                            thousands(n),
+                            n as f64 / t / 1e6
+                        );
                         shown = true;
                     }
                 }
