@@ -298,6 +298,7 @@ fn check_capacity(capacity: usize) -> Result<usize> {
     Ok(cap)
 }
 
+#[inline(always)]
 fn max_payload_for(cap: usize) -> usize {
     (cap - FRAME_HEADER).min(u32::MAX as usize & !(FRAME_ALIGN - 1))
 }
@@ -521,7 +522,7 @@ impl FrameRing {
         if h.meta.producer_claimed.swap(1, Ordering::AcqRel) != 0 {
             return Err(ShmError::SideTaken("producer"));
         }
-        h.producer.pid.store(std::process::id(), Ordering::Release);
+        h.producer.pid.store(own_pid(), Ordering::Release);
         h.producer
             .may_park
             .store(policy.park.is_some() as u32, Ordering::Relaxed);
@@ -550,7 +551,7 @@ impl FrameRing {
         if h.meta.consumer_claimed.swap(1, Ordering::AcqRel) != 0 {
             return Err(ShmError::SideTaken("consumer"));
         }
-        h.consumer.pid.store(std::process::id(), Ordering::Release);
+        h.consumer.pid.store(own_pid(), Ordering::Release);
         h.consumer
             .may_park
             .store(policy.park.is_some() as u32, Ordering::Relaxed);
@@ -571,11 +572,26 @@ impl FrameRing {
     }
 }
 
+/// This process's id, read once (`getpid` is a system call in current glibc).
+/// A ring endpoint does not survive `fork` anyway: the child's copy of the
+/// claimed side would be a second producer or consumer.
+fn own_pid() -> u32 {
+    static PID: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    match PID.load(std::sync::atomic::Ordering::Relaxed) {
+        0 => {
+            let p = std::process::id();
+            PID.store(p, std::sync::atomic::Ordering::Relaxed);
+            p
+        }
+        p => p,
+    }
+}
+
 /// Whether the process `pid` is still there (pid 0: not attached yet, alive).
 fn pid_alive(pid: u32) -> bool {
     #[cfg(not(loom))]
     {
-        if pid == 0 || pid == std::process::id() {
+        if pid == 0 || pid == own_pid() {
             return true;
         }
         // SAFETY: signal 0 performs only the existence and permission check.
@@ -587,6 +603,27 @@ fn pid_alive(pid: u32) -> bool {
         let _ = pid;
         true
     }
+}
+
+/// Whether this CPU has `prefetchw` (checked once; every x86-64 AMD CPU and
+/// Intel since Broadwell).
+#[cfg(all(target_arch = "x86_64", not(loom)))]
+#[inline(always)]
+fn prefetchw_supported() -> bool {
+    static HAS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *HAS.get_or_init(|| {
+        // CPUID leaf 0x8000_0001, ECX bit 8: 3DNowPrefetch (PREFETCHW).
+        #[allow(unused_unsafe)]
+        // SAFETY: CPUID is available on every x86-64 CPU; the extended leaf
+        // is checked against the highest supported extended leaf first.
+        let ecx = unsafe {
+            if std::arch::x86_64::__cpuid(0x8000_0000).eax < 0x8000_0001 {
+                return false;
+            }
+            std::arch::x86_64::__cpuid(0x8000_0001).ecx
+        };
+        ecx & (1 << 8) != 0
+    })
 }
 
 /// The other side's state as seen by a waiting endpoint.
@@ -695,6 +732,7 @@ impl Producer {
     }
 
     /// Largest payload a frame may carry, in bytes (`capacity - 16`).
+    #[inline(always)]
     pub fn max_payload(&self) -> usize {
         max_payload_for(self.cap)
     }
@@ -766,7 +804,29 @@ impl Producer {
         if !self.has_room(size) {
             return Err(ShmError::Full);
         }
+        self.prefetch_ahead();
         Ok(self.offset)
+    }
+
+    /// Asks for the cache lines a little ahead of the write position in
+    /// exclusive state (`prefetchw`), so the ownership transfers from the
+    /// consumer's cache overlap instead of stalling each frame's stores.
+    #[inline(always)]
+    fn prefetch_ahead(&self) {
+        #[cfg(all(target_arch = "x86_64", not(loom)))]
+        {
+            const AHEAD: usize = 512;
+            let at = self.offset + AHEAD;
+            if at + 64 <= self.cap && prefetchw_supported() {
+                // SAFETY: `at + 64 <= cap`, so both addresses are inside the
+                // data area; prefetchw only hints the cache (it cannot fault
+                // or change memory), and the CPU supports it (checked).
+                unsafe {
+                    let p = self.data.add(at);
+                    std::arch::asm!("prefetchw [{0}]", "prefetchw [{0} + 64]", in(reg) p, options(nostack, readonly, preserves_flags));
+                }
+            }
+        }
     }
 
     /// Reserves a frame of `len` payload bytes without blocking.
