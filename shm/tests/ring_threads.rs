@@ -232,10 +232,18 @@ fn batched_commit_and_release() {
         check(f.payload(), seq);
         f.release_deferred();
     }
-    assert!(rx.try_peek().unwrap().is_none());
     // Every frame read, but no credit returned yet: the ring is still full.
     assert!(matches!(tx.try_reserve(0), Err(ShmError::Full)));
     rx.release_pending();
+    assert!(tx.try_reserve(48).is_ok());
+    // A consumer that finds the ring empty returns deferred credit by itself.
+    let (mut tx, mut rx) = FrameRing::new(4096).unwrap();
+    for _ in 0..64 {
+        tx.try_reserve(48).unwrap().commit();
+    }
+    while let Some(f) = rx.try_peek().unwrap() {
+        f.release_deferred();
+    }
     assert!(tx.try_reserve(tx.max_payload()).is_ok());
 }
 
