@@ -27,6 +27,20 @@ enum Command {
     /// Channel microbenchmarks.
     #[command(subcommand)]
     Bench(BenchCommand),
+    /// Shared-memory segments.
+    #[command(subcommand)]
+    Shm(ShmCommand),
+}
+
+#[derive(Subcommand, Debug)]
+enum ShmCommand {
+    /// Remove this user's segments that no live process holds (left by
+    /// processes killed before their peer attached).
+    Clean {
+        /// Only list what would be removed.
+        #[arg(long)]
+        dry_run: bool,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -56,6 +70,7 @@ fn main() {
     let result: Result<(), CliError> = match cli.command {
         Command::Run(RunCommand::Ysb(args)) => queries::ysb::main(&args),
         Command::Gen(GenCommand::Ysb(args)) => queries::ysb::gen(&args),
+        Command::Shm(ShmCommand::Clean { dry_run }) => shm_clean(dry_run),
         Command::Bench(BenchCommand::Ring(args)) => {
             air_tools::ring_bench::run(args).map_err(CliError::Other)
         }
@@ -71,4 +86,28 @@ fn main() {
             std::process::exit(1);
         }
     }
+}
+
+fn shm_clean(dry_run: bool) -> Result<(), CliError> {
+    let dir = air_shm::shm_dir();
+    let found = air_shm::clean_stale(&dir, dry_run).map_err(|e| CliError::Other(e.into()))?;
+    let mut removed = 0;
+    for (path, what) in &found {
+        let what = match what {
+            air_shm::CleanOutcome::Removed if dry_run => "stale (would remove)",
+            air_shm::CleanOutcome::Removed => {
+                removed += 1;
+                "removed"
+            }
+            air_shm::CleanOutcome::InUse => "in use",
+            air_shm::CleanOutcome::TooYoung => "just created (left alone)",
+        };
+        println!("{}: {what}", path.display());
+    }
+    println!(
+        "{} segment(s) of this user in {}, {removed} removed",
+        found.len(),
+        dir.display()
+    );
+    Ok(())
 }

@@ -27,7 +27,7 @@ mod sync;
 mod wait;
 
 pub use error::{Result, ShmError};
-pub use region::{job_id, shm_dir, Region, SegmentName};
+pub use region::{clean_stale, job_id, shm_dir, CleanOutcome, Region, SegmentName};
 pub use ring::{
     frame_size, Consumer, Frame, FrameKind, FrameMut, FrameRing, Producer, FRAME_ALIGN,
     FRAME_HEADER, HEADER_BYTES, MIN_CAPACITY,

@@ -140,6 +140,9 @@ enum Backing {
     Anon(MmapMut),
     Segment {
         map: MmapMut,
+        /// The open file, holding a shared `flock` for as long as this end
+        /// lives: [`clean_stale`] removes only segments nobody holds.
+        _file: File,
         path: PathBuf,
         /// (device, inode) of the file we mapped, so we never unlink a
         /// different file that took the same name later.
@@ -245,6 +248,7 @@ impl Region {
             }
         })?;
         let meta = file.metadata().map_err(|e| fail("fstat", e))?;
+        lock_shared(&file).map_err(|e| fail("flock", e))?;
         // SAFETY: the file is ours (just created with O_EXCL, mode 0600) and
         // sized to `len`; all later access to the mapping goes through the
         // ring's atomics and its single-producer/single-consumer protocol.
@@ -252,6 +256,7 @@ impl Region {
         Ok(Region {
             backing: Backing::Segment {
                 map,
+                _file: file,
                 path,
                 id: (meta.dev(), meta.ino()),
                 unlinked: AtomicBool::new(false),
@@ -330,6 +335,11 @@ impl Region {
             path: path.clone(),
             source: e,
         })?;
+        lock_shared(&file).map_err(|e| ShmError::Io {
+            op: "flock",
+            path: path.clone(),
+            source: e,
+        })?;
         // SAFETY: the file belongs to this user with mode 0600 (checked above);
         // the creator sized it before we could see a non-zero length, and it is
         // never shrunk. Access goes through the ring protocol.
@@ -341,6 +351,7 @@ impl Region {
         Ok(Region {
             backing: Backing::Segment {
                 map,
+                _file: file,
                 path,
                 id: (meta.dev(), meta.ino()),
                 unlinked: AtomicBool::new(false),
@@ -423,4 +434,84 @@ fn reserve(file: &File, len: usize) -> std::io::Result<()> {
         libc::EOPNOTSUPP | libc::EINVAL => Ok(()),
         e => Err(std::io::Error::from_raw_os_error(e)),
     }
+}
+
+fn flock(file: &File, op: libc::c_int) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: the fd is open for the duration of the call; flock has no
+    // memory-safety preconditions.
+    if unsafe { libc::flock(file.as_raw_fd(), op) } == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+fn lock_shared(file: &File) -> std::io::Result<()> {
+    flock(file, libc::LOCK_SH)
+}
+
+/// What [`clean_stale`] did with one segment.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub enum CleanOutcome {
+    /// Nobody held it: removed (or would be, with `dry_run`).
+    Removed,
+    /// A live process holds it: left alone.
+    InUse,
+    /// Created less than two seconds ago (its creator may not hold the lock
+    /// yet): left alone.
+    TooYoung,
+}
+
+/// Finds this user's segments (`air-<uid>-*`) in `dir` that no live process
+/// holds — every end holds a shared `flock` on its segment for its whole
+/// life, and the kernel drops it when the process dies, however it dies —
+/// and removes them unless `dry_run`. Returns every segment of this user it
+/// looked at, with what it did.
+pub fn clean_stale(dir: &Path, dry_run: bool) -> Result<Vec<(PathBuf, CleanOutcome)>> {
+    let prefix = format!("{SEGMENT_PREFIX}{}-", uid());
+    let entries = std::fs::read_dir(dir).map_err(|e| ShmError::Io {
+        op: "read directory",
+        path: dir.to_owned(),
+        source: e,
+    })?;
+    let mut out = Vec::new();
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        if !name.starts_with(&prefix) {
+            continue;
+        }
+        let path = entry.path();
+        let Ok(file) = OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(&path)
+        else {
+            continue;
+        };
+        let Ok(meta) = file.metadata() else { continue };
+        if !meta.file_type().is_file() || meta.uid() != uid() {
+            continue;
+        }
+        let age = meta
+            .modified()
+            .ok()
+            .and_then(|m| m.elapsed().ok())
+            .unwrap_or_default();
+        if age < Duration::from_secs(2) {
+            out.push((path, CleanOutcome::TooYoung));
+            continue;
+        }
+        if flock(&file, libc::LOCK_EX | libc::LOCK_NB).is_err() {
+            out.push((path, CleanOutcome::InUse));
+            continue;
+        }
+        if !dry_run {
+            let _ = std::fs::remove_file(&path);
+        }
+        out.push((path, CleanOutcome::Removed));
+    }
+    out.sort();
+    Ok(out)
 }

@@ -328,3 +328,60 @@ fn creator_removes_unopened_segment() {
     drop(ring);
     assert_gone(&seg);
 }
+
+/// A creator killed before its peer opened the segment leaves it behind;
+/// `clean_stale` removes it (nobody holds its lock), and leaves a live
+/// segment alone.
+#[test]
+fn stale_segment_of_a_killed_creator_is_cleaned() {
+    const TEST: &str = "stale_segment_of_a_killed_creator_is_cleaned";
+    if let Some((role, seg)) = child_role() {
+        assert_eq!(role, "creator");
+        let _ring = FrameRing::create_segment(&seg, 4096).unwrap();
+        std::thread::sleep(Duration::from_secs(60));
+        return;
+    }
+    let stale = unique("stale");
+    let mut child = spawn_child(TEST, "creator", &stale);
+    let start = Instant::now();
+    while !stale.path().exists() {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "child never created its segment"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    std::thread::sleep(Duration::from_millis(50));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(stale.path().exists(), "a killed creator leaves its segment");
+    let live = unique("live");
+    let _ring = FrameRing::create_segment(&live, 4096).unwrap();
+    // Age both past the two-second grace period.
+    let old = std::time::SystemTime::now() - Duration::from_secs(60);
+    for p in [stale.path(), live.path()] {
+        std::fs::File::options()
+            .write(true)
+            .open(&p)
+            .unwrap()
+            .set_modified(old)
+            .unwrap();
+    }
+    let dry = air_shm::clean_stale(&air_shm::shm_dir(), true).unwrap();
+    assert!(
+        dry.contains(&(stale.path(), air_shm::CleanOutcome::Removed)),
+        "{dry:?}"
+    );
+    assert!(stale.path().exists(), "a dry run removes nothing");
+    let done = air_shm::clean_stale(&air_shm::shm_dir(), false).unwrap();
+    assert!(
+        done.contains(&(stale.path(), air_shm::CleanOutcome::Removed)),
+        "{done:?}"
+    );
+    assert!(
+        done.contains(&(live.path(), air_shm::CleanOutcome::InUse)),
+        "{done:?}"
+    );
+    assert_gone(&stale);
+    assert!(live.path().exists(), "a live segment is left alone");
+}
