@@ -21,10 +21,21 @@ pub struct WaitPolicy {
 }
 
 impl WaitPolicy {
-    /// Pure spinning, for latency runs on dedicated cores.
+    /// Pure spinning, for latency runs with one dedicated CPU per endpoint.
+    /// Never use it when endpoints can share a CPU: a spinning waiter then
+    /// holds the CPU its peer needs until the scheduler preempts it (a time
+    /// slice, milliseconds, per hand-off).
     pub const SPIN: WaitPolicy = WaitPolicy {
         spin: u32::MAX,
         yields: 0,
+        park: None,
+    };
+
+    /// Spin about 5 µs, then yield the CPU on every retry; never park. Low
+    /// latency that stays correct (if slower) when endpoints share CPUs.
+    pub const SPIN_THEN_YIELD: WaitPolicy = WaitPolicy {
+        spin: 1 << 10,
+        yields: u32::MAX,
         park: None,
     };
 

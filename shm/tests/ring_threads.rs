@@ -14,7 +14,7 @@ const STRESS_FRAMES: u64 = if cfg!(miri) { 1_000 } else { 10_000_000 };
 fn stress_random_sizes_non_power_of_two() {
     for (cap, policy, batch) in [
         (3000usize, WaitPolicy::default(), 1u64),
-        (1000, WaitPolicy::SPIN, 7),
+        (1000, WaitPolicy::SPIN_THEN_YIELD, 7),
     ] {
         let (mut tx, mut rx) = FrameRing::with_policy(cap, policy, policy).unwrap();
         assert_eq!(tx.capacity() % 16, 0);
