@@ -299,13 +299,16 @@ where
         if busy || got > 0 {
             idle = 0;
         } else {
+            // Nothing to do: spin briefly, then yield, then sleep in short
+            // naps (bounded well below the flush interval), so an idle or
+            // paced worker does not burn its core.
             idle += 1;
-            if idle < 64 {
+            if idle < 32 {
                 std::hint::spin_loop();
-            } else if idle < 128 {
+            } else if idle < 40 {
                 std::thread::yield_now();
             } else {
-                std::thread::sleep(Duration::from_micros(50));
+                std::thread::sleep(cfg.flush.min(Duration::from_micros(100)));
             }
         }
     }

@@ -137,6 +137,8 @@ pub enum YsbSource {
         gen: YsbGenerator,
         /// Rate/duration pacing, if any.
         pacer: Option<Pacer>,
+        /// Full-length buffer the paced generator fills.
+        scratch: Vec<YsbEvent>,
     },
     /// Byte ranges of input files.
     Files {
@@ -172,12 +174,16 @@ impl Source for YsbSource {
 impl YsbSource {
     fn poll_inner(&mut self, buf: &mut Vec<YsbEvent>, max: usize) -> SourcePoll {
         match self {
-            YsbSource::Gen { gen, pacer } => {
-                if buf.len() < max {
-                    buf.resize(max, YsbEvent::default());
-                }
+            YsbSource::Gen {
+                gen,
+                pacer,
+                scratch,
+            } => {
                 match pacer {
                     None => {
+                        if buf.len() < max {
+                            buf.resize(max, YsbEvent::default());
+                        }
                         let n = gen.fill(&mut buf[..max]);
                         buf.truncate(n);
                         if n == 0 {
@@ -186,20 +192,41 @@ impl YsbSource {
                             SourcePoll::Ready
                         }
                     }
-                    Some(p) => match gen.fill_paced(&mut buf[..max], p, Instant::now()) {
-                        PacedFill::Filled(n) => {
-                            buf.truncate(n);
-                            SourcePoll::Ready
-                        }
-                        PacedFill::WaitUntil(_) => {
+                    Some(p) => {
+                        // At modest rates, wait until a quarter batch is due
+                        // (or the first due event is 1 ms old) instead of
+                        // spinning on tiny batches: the worker then idles.
+                        let now = Instant::now();
+                        let generated = gen.generated();
+                        let allowed = p.allowed(now);
+                        let want = (max as u64 / 4).max(1);
+                        if allowed > generated
+                            && allowed - generated < want
+                            && !p.finished(generated, now)
+                            && p.due(generated + 1).is_some_and(|t| {
+                                now.saturating_duration_since(t) < Duration::from_millis(1)
+                            })
+                        {
                             buf.clear();
-                            SourcePoll::Idle
+                            return SourcePoll::Idle;
                         }
-                        PacedFill::Done => {
-                            buf.clear();
-                            SourcePoll::Done
+                        // Paced batches are often short: fill a prefix of a
+                        // full-length scratch buffer and copy the batch out,
+                        // rather than truncating `buf` (which would have to be
+                        // re-initialized to full length on the next poll).
+                        if scratch.len() < max {
+                            scratch.resize(max, YsbEvent::default());
                         }
-                    },
+                        buf.clear();
+                        match gen.fill_paced(&mut scratch[..max], p, now) {
+                            PacedFill::Filled(n) => {
+                                buf.extend_from_slice(&scratch[..n]);
+                                SourcePoll::Ready
+                            }
+                            PacedFill::WaitUntil(_) => SourcePoll::Idle,
+                            PacedFill::Done => SourcePoll::Done,
+                        }
+                    }
                 }
             }
             YsbSource::Files {
@@ -420,6 +447,7 @@ pub fn run(args: &YsbArgs) -> Result<YsbOutcome, CliError> {
                     gen: YsbGenerator::new(&gen_cfg, info.index, info.workers),
                     pacer: paced
                         .then(|| Pacer::new(start, args.rate, duration, info.index, info.workers)),
+                    scratch: Vec::new(),
                 }
             };
             Stream::source(source)
