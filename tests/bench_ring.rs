@@ -177,4 +177,12 @@ fn peer_options_are_hidden_and_bad_cores_are_refused() {
         .expect("run air");
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("4096"));
+
+    // Both ends on one CPU would crawl (both spin): refused up front.
+    let out = Command::new(env!("CARGO_BIN_EXE_air"))
+        .args(["bench", "ring", "--cores", "0,0", "--sizes", "64"])
+        .output()
+        .expect("run air");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("two different CPUs"));
 }

@@ -35,6 +35,12 @@ pub fn choose_cores(spec: Option<&str>, allowed: &[CoreId]) -> Result<(CoreId, C
                     );
                 }
             }
+            if ids[0] == ids[1] {
+                bail!(
+                    "--cores {s:?}: producer and consumer must be on two different CPUs \
+                     (both spin; on one CPU each hand-off would wait for a scheduler time slice)"
+                );
+            }
             Ok((CoreId { id: ids[0] }, CoreId { id: ids[1] }))
         }
         None => {
