@@ -8,11 +8,27 @@ use std::process::{Command, Output};
 
 const AIR: &str = env!("CARGO_BIN_EXE_air");
 
-fn tmpdir(tag: &str) -> PathBuf {
+/// A temporary directory removed when the test ends (also when it fails).
+struct TmpDir(PathBuf);
+
+impl std::ops::Deref for TmpDir {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TmpDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn tmpdir(tag: &str) -> TmpDir {
     let d = std::env::temp_dir().join(format!("air-e2e-{}-{tag}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
-    d
+    TmpDir(d)
 }
 
 fn uuid(x: u128) -> String {
@@ -565,5 +581,35 @@ fn generated_files_round_trip() {
         ]);
         assert!(o.status.success(), "{}", stderr(&o));
         assert_eq!(read_csv(&out), want, "workers {workers}");
+    }
+}
+
+#[test]
+fn absurd_options_are_refused_before_running() {
+    let cases: &[(&[&str], &str)] = &[
+        (&["--workers", "0"], "--workers"),
+        (&["--batch", "0"], "--batch"),
+        (&["--ring-bytes", "64"], "--ring-bytes"),
+        (&["--rate", "1", "--workers", "2"], "--rate"),
+        (&["--duration", "nan"], "--duration"),
+        (&["--window-ms", "0"], "--window-ms"),
+        (&["--input", "/dev/null", "--events", "5"], "--events"),
+        (&["--input", "/dev/stdin"], "not a regular file"),
+        (
+            &["--events", "10", "--out", "/nonexistent-dir/x.csv"],
+            "nonexistent-dir",
+        ),
+    ];
+    for (extra, needle) in cases {
+        let mut args = vec!["run", "ysb", "--no-pin"];
+        args.extend_from_slice(extra);
+        let start = std::time::Instant::now();
+        let o = air(&args);
+        assert_eq!(o.status.code(), Some(2), "{extra:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains(needle), "{extra:?}: {}", stderr(&o));
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(5),
+            "{extra:?} ran before failing"
+        );
     }
 }

@@ -541,7 +541,7 @@ impl Downstream<WindowPartial> for WindowedDownstream {
                 state: *st,
                 emitted_ms: now,
             });
-            let _ = latency.record(now.saturating_sub(st.max_event_time).max(1));
+            let _ = latency.record(now.saturating_sub(st.max_event_time));
         });
     }
 }

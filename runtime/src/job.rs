@@ -140,6 +140,17 @@ where
     F: Fn(&WorkerInfo) -> (U, D) + Sync,
 {
     let w = cfg.workers.max(1);
+    // W² rings, each touched up front: refuse what the machine cannot hold.
+    let need = (w as u128) * (w as u128) * (cfg.ring_bytes as u128 + air_shm::HEADER_BYTES as u128);
+    if let Some(avail) = available_memory() {
+        if need > avail as u128 / 2 {
+            return Err(RuntimeError::Setup(format!(
+                "{w} workers need {w}² rings of {} bytes = {need} bytes, more than half of the \
+                 {avail} bytes of available memory (lower --workers or --ring-bytes)",
+                cfg.ring_bytes
+            )));
+        }
+    }
     // Producer slots: slots[from][to], filled by the consumer `to`.
     let slots: Slot = Mutex::new((0..w).map(|_| (0..w).map(|_| None).collect()).collect());
     let barrier = Barrier::new(w);
@@ -164,7 +175,17 @@ where
             match h.join() {
                 Ok(Ok(o)) => out.push(o),
                 Ok(Err(e)) => {
-                    first_err.get_or_insert(e);
+                    // A peer's "channel closed" is a consequence; keep the
+                    // root cause (a batch too large, a bad batch, setup).
+                    let keep_old = matches!(
+                        first_err,
+                        Some(ref old) if !matches!(old, RuntimeError::Channel { .. })
+                    );
+                    if first_err.is_none()
+                        || (!keep_old && !matches!(e, RuntimeError::Channel { .. }))
+                    {
+                        first_err = Some(e);
+                    }
                 }
                 Err(p) => {
                     let msg = p
@@ -321,4 +342,12 @@ where
         channels,
         elapsed: start.elapsed(),
     })
+}
+
+/// `MemAvailable` from `/proc/meminfo`, in bytes (Linux), if readable.
+fn available_memory() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = s.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
 }

@@ -39,7 +39,8 @@ impl ChannelMetrics {
     }
 }
 
-/// A latency histogram in milliseconds (1 ms .. 1 hour, 3 significant digits).
+/// A latency histogram in milliseconds (0 .. 1 hour, 3 significant digits;
+/// event times have ms resolution, so 0 means under a millisecond).
 pub fn latency_histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, 3_600_000, 3).expect("valid histogram bounds")
 }

@@ -282,6 +282,12 @@ pub const fn frame_size(len: usize) -> usize {
 }
 
 fn check_capacity(capacity: usize) -> Result<usize> {
+    if capacity > (isize::MAX as usize) / 2 {
+        return Err(ShmError::BadCapacity {
+            capacity,
+            reason: "larger than half the address space",
+        });
+    }
     let cap = align_up(capacity);
     if capacity < MIN_CAPACITY {
         return Err(ShmError::BadCapacity {

@@ -51,7 +51,18 @@ impl std::fmt::Display for CliError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             CliError::BadInput(m) => f.write_str(m),
-            CliError::Other(e) => write!(f, "{e:#}"),
+            CliError::Other(e) => {
+                // Our errors already name their cause in their message:
+                // print a cause only if it adds something.
+                let mut msg = e.to_string();
+                for cause in e.chain().skip(1) {
+                    let c = cause.to_string();
+                    if !msg.contains(&c) {
+                        msg = format!("{msg}: {c}");
+                    }
+                }
+                f.write_str(&msg)
+            }
         }
     }
 }

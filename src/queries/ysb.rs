@@ -154,6 +154,9 @@ pub enum YsbSource {
         skipped: u64,
         /// The first skipped record's error.
         first_skipped: Option<String>,
+        /// Set by the first worker that meets a bad record: every worker
+        /// stops reading at its next batch.
+        stop: Arc<std::sync::atomic::AtomicBool>,
     },
 }
 
@@ -236,9 +239,10 @@ impl YsbSource {
                 error,
                 skipped,
                 first_skipped,
+                stop,
             } => {
                 buf.clear();
-                if error.is_some() {
+                if error.is_some() || stop.load(std::sync::atomic::Ordering::Relaxed) {
                     return SourcePoll::Done;
                 }
                 loop {
@@ -250,6 +254,7 @@ impl YsbSource {
                                     Ok(r) => *current = Some(r),
                                     Err(e) => {
                                         *error = Some(e);
+                                        stop.store(true, std::sync::atomic::Ordering::Relaxed);
                                         return SourcePoll::Done;
                                     }
                                 }
@@ -268,6 +273,7 @@ impl YsbSource {
                         Ok(_) => return SourcePoll::Ready,
                         Err(e) => {
                             *error = Some(e);
+                            stop.store(true, std::sync::atomic::Ordering::Relaxed);
                             return if buf.is_empty() {
                                 SourcePoll::Done
                             } else {
@@ -365,11 +371,78 @@ pub struct YsbOutcome {
     pub input_error: Option<String>,
 }
 
+/// Refuses options that make no sense together, before anything runs.
+fn validate(args: &YsbArgs) -> Result<(), CliError> {
+    let bad = |m: String| Err(CliError::BadInput(m));
+    let rt = &args.runtime;
+    if args.window_ms == 0 {
+        return bad("--window-ms must be positive".into());
+    }
+    if rt.workers == Some(0) {
+        return bad("--workers must be at least 1".into());
+    }
+    if rt.batch == 0 {
+        return bad("--batch must be at least 1".into());
+    }
+    if rt.ring_bytes < MIN_RING_BYTES {
+        return bad(format!(
+            "--ring-bytes {} is too small: a ring must hold at least a batch frame and a \
+             control frame; use at least {MIN_RING_BYTES}",
+            rt.ring_bytes
+        ));
+    }
+    let workers = rt.job_config().workers as u64;
+    if let Some(r) = args.rate {
+        if r < workers {
+            return bad(format!(
+                "--rate {r} is below one event per second per worker ({workers} workers)"
+            ));
+        }
+    }
+    if let Some(d) = args.duration {
+        if !d.is_finite() || d <= 0.0 || d > 1e9 {
+            return bad(format!(
+                "--duration {d}: expected a positive number of seconds"
+            ));
+        }
+    }
+    if !args.input.is_empty() {
+        let conflicting = [
+            ("--events", args.events.is_some()),
+            ("--rate", args.rate.is_some()),
+            ("--duration", args.duration.is_some()),
+            ("--event-time", args.event_time != EventTimeArg::Wallclock),
+        ];
+        for (flag, set) in conflicting {
+            if set {
+                return bad(format!(
+                    "{flag} applies to the generator, not to --input files"
+                ));
+            }
+        }
+        for path in &args.input {
+            match std::fs::metadata(path) {
+                Ok(m) if !m.is_file() => {
+                    return bad(format!(
+                        "{}: not a regular file (input files are split by byte range \
+                         across workers; pipes and devices are not supported)",
+                        path.display()
+                    ))
+                }
+                Ok(_) => {}
+                Err(e) => return bad(format!("{}: {e}", path.display())),
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Smallest `--ring-bytes` accepted by `air run ysb`.
+pub const MIN_RING_BYTES: usize = 4096;
+
 /// Runs YSB as `args` say.
 pub fn run(args: &YsbArgs) -> Result<YsbOutcome, CliError> {
-    if args.window_ms == 0 {
-        return Err(CliError::BadInput("--window-ms must be positive".into()));
-    }
+    validate(args)?;
     let campaigns = match &args.campaigns {
         Some(p) => Campaigns::load(p).map_err(|e| CliError::BadInput(e.to_string()))?,
         None => Campaigns::ysb(args.seed),
@@ -425,6 +498,7 @@ pub fn run(args: &YsbArgs) -> Result<YsbOutcome, CliError> {
     };
     let start = Instant::now();
     let pieces = std::sync::Mutex::new(pieces);
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let out = run_window_job(
         &cfg,
         WindowSpec::tumbling(args.window_ms),
@@ -441,6 +515,7 @@ pub fn run(args: &YsbArgs) -> Result<YsbOutcome, CliError> {
                     error: None,
                     skipped: 0,
                     first_skipped: None,
+                    stop: stop.clone(),
                 }
             } else {
                 YsbSource::Gen {
@@ -506,6 +581,12 @@ pub fn run(args: &YsbArgs) -> Result<YsbOutcome, CliError> {
         }
     }
     let events: u64 = per_worker.iter().map(|p| p.events).sum();
+    if let Some(e) = &input_error {
+        input_error = Some(format!(
+            "{e} (reading stopped; the {events} events read before every worker stopped \
+             were processed and their results written)"
+        ));
+    }
     let secs = elapsed.as_secs_f64().max(1e-9);
     let mut windows: Vec<u64> = rows.iter().map(|r| r.window_start_ms).collect();
     windows.dedup();
@@ -543,9 +624,8 @@ pub fn run(args: &YsbArgs) -> Result<YsbOutcome, CliError> {
 }
 
 /// Writes `rows` as CSV with the header `window_start_ms,campaign_id,count`.
-pub fn write_csv(path: &std::path::Path, rows: &[YsbRow]) -> anyhow::Result<()> {
-    let mut w =
-        csv::Writer::from_path(path).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+pub fn write_csv(file: std::fs::File, rows: &[YsbRow]) -> anyhow::Result<()> {
+    let mut w = csv::Writer::from_writer(std::io::BufWriter::new(file));
     w.write_record(["window_start_ms", "campaign_id", "count"])?;
     for r in rows {
         w.write_record([
@@ -589,25 +669,31 @@ pub fn main(args: &YsbArgs) -> Result<(), CliError> {
             })
         })
     };
+    // Open the outputs before the run, so a bad path fails now, not after it.
+    let open = |p: &std::path::Path| {
+        std::fs::File::create(p).map_err(|e| CliError::BadInput(format!("{}: {e}", p.display())))
+    };
+    let out_file = args.out.as_deref().map(open).transpose()?;
+    let report_file = args.report.as_deref().map(open).transpose()?;
     let o = run(args);
     done.store(true, std::sync::atomic::Ordering::Relaxed);
     if let Some(p) = progress {
         let _ = p.join();
     }
     let o = o?;
-    if let Some(p) = &args.out {
-        write_csv(p, &o.rows)?;
+    if let Some(f) = out_file {
+        write_csv(f, &o.rows)?;
     }
-    if let Some(p) = &args.report {
-        let f = std::fs::File::create(p).map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?;
+    if let Some(f) = report_file {
         serde_json::to_writer_pretty(std::io::BufWriter::new(f), &o.report)?;
     }
     let r = &o.report;
     let mut out = std::io::stdout().lock();
     writeln!(
         out,
-        "ysb: {} workers, {} events in {:.3} s = {:.1} M events/s ({:.1} M/s per worker){}",
+        "ysb: {} worker{}, {} events in {:.3} s = {:.1} M events/s ({:.1} M/s per worker){}",
         r.workers,
+        if r.workers == 1 { "" } else { "s" },
         thousands(r.events),
         r.elapsed_s,
         r.events_per_s / 1e6,
@@ -620,7 +706,7 @@ pub fn main(args: &YsbArgs) -> Result<(), CliError> {
     )?;
     writeln!(
         out,
-        "  filtered {} (not view), unmatched {}, late {}, skipped {}; {} windows, {} rows",
+        "  filtered {} (not view), unmatched {}, late {}, skipped {}; windows {}, rows {}",
         thousands(r.filtered),
         thousands(r.unmatched),
         thousands(r.late_records),
@@ -670,6 +756,11 @@ pub struct GenYsbArgs {
 pub fn gen(args: &GenYsbArgs) -> Result<(), CliError> {
     if args.events_per_s == 0 {
         return Err(CliError::BadInput("--events-per-s must be positive".into()));
+    }
+    if args.out == args.campaigns_out {
+        return Err(CliError::BadInput(
+            "--out and --campaigns-out name the same file".into(),
+        ));
     }
     let opts = air_operators::sources::ysb::GenFilesOptions {
         event_time: EventTimeMode::Deterministic {
