@@ -100,8 +100,8 @@ pub enum Only {
 /// Arguments of `air bench ring`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct RingBenchArgs {
-    /// Frame payload sizes: a range `A..B` (powers of two from A to B) or a
-    /// list `64,4K,1M`.
+    /// Frame payload sizes: a range `A..B` (A, 2A, 4A, … up to B; powers of
+    /// two when A is one) or a list `64,4K,1M`.
     #[arg(long, default_value = "8..1M")]
     pub sizes: String,
     /// Length of one throughput measurement, in milliseconds.
@@ -196,6 +196,18 @@ impl Bench {
     fn new(args: RingBenchArgs, cores: (CoreId, CoreId), ncpus: usize) -> Result<Bench> {
         let sizes = util::parse_sizes(&args.sizes)?;
         let budget = util::parse_size(&args.ring_bytes).context("--ring-bytes")?;
+        if budget < 16 {
+            anyhow::bail!(
+                "--ring-bytes {}: a channel needs at least 16 bytes",
+                args.ring_bytes
+            );
+        }
+        if args.repeats == 0 {
+            anyhow::bail!("--repeats must be at least 1");
+        }
+        if args.duration_ms == 0 {
+            anyhow::bail!("--duration-ms must be at least 1");
+        }
         let timer_ns = util::timer_overhead_ns();
         println!(
             "# air bench ring: {}, {} CPUs allowed; producer CPU {} -> consumer CPU {}; \
