@@ -247,21 +247,11 @@ impl Region {
                 fail("posix_fallocate", e)
             }
         })?;
-        let meta = file.metadata().map_err(|e| fail("fstat", e))?;
-        lock_shared(&file).map_err(|e| fail("flock", e))?;
         // SAFETY: the file is ours (just created with O_EXCL, mode 0600) and
         // sized to `len`; all later access to the mapping goes through the
         // ring's atomics and its single-producer/single-consumer protocol.
-        let map = unsafe { MmapMut::map_mut(&file) }.map_err(|e| fail("mmap", e))?;
-        Ok(Region {
-            backing: Backing::Segment {
-                map,
-                _file: file,
-                path,
-                id: (meta.dev(), meta.ino()),
-                unlinked: AtomicBool::new(false),
-                creator: true,
-            },
+        unsafe { map_segment(file, path.clone(), true) }.inspect_err(|_| {
+            let _ = std::fs::remove_file(&path);
         })
     }
 
@@ -330,34 +320,10 @@ impl Region {
             }
             std::thread::sleep(Duration::from_millis(1));
         };
-        let meta = file.metadata().map_err(|e| ShmError::Io {
-            op: "fstat",
-            path: path.clone(),
-            source: e,
-        })?;
-        lock_shared(&file).map_err(|e| ShmError::Io {
-            op: "flock",
-            path: path.clone(),
-            source: e,
-        })?;
         // SAFETY: the file belongs to this user with mode 0600 (checked above);
         // the creator sized it before we could see a non-zero length, and it is
         // never shrunk. Access goes through the ring protocol.
-        let map = unsafe { MmapMut::map_mut(&file) }.map_err(|e| ShmError::Io {
-            op: "mmap",
-            path: path.clone(),
-            source: e,
-        })?;
-        Ok(Region {
-            backing: Backing::Segment {
-                map,
-                _file: file,
-                path,
-                id: (meta.dev(), meta.ino()),
-                unlinked: AtomicBool::new(false),
-                creator: false,
-            },
-        })
+        unsafe { map_segment(file, path, false) }
     }
 
     /// Start of the region (page-aligned).
@@ -422,6 +388,34 @@ impl Drop for Region {
             self.unlink();
         }
     }
+}
+
+/// Takes a shared `flock` on an open segment file (held for as long as the
+/// region lives), maps it, and wraps it.
+///
+/// # Safety
+/// `file` must be this job's segment, already sized, and every access to the
+/// mapping must go through the ring protocol.
+unsafe fn map_segment(file: File, path: PathBuf, creator: bool) -> Result<Region> {
+    let io = |op: &'static str, source: std::io::Error| ShmError::Io {
+        op,
+        path: path.clone(),
+        source,
+    };
+    let meta = file.metadata().map_err(|e| io("fstat", e))?;
+    lock_shared(&file).map_err(|e| io("flock", e))?;
+    // SAFETY: the caller's contract.
+    let map = unsafe { MmapMut::map_mut(&file) }.map_err(|e| io("mmap", e))?;
+    Ok(Region {
+        backing: Backing::Segment {
+            map,
+            _file: file,
+            path,
+            id: (meta.dev(), meta.ino()),
+            unlinked: AtomicBool::new(false),
+            creator,
+        },
+    })
 }
 
 fn reserve(file: &File, len: usize) -> std::io::Result<()> {
