@@ -93,58 +93,32 @@ impl<T: ExchangeData> Exchange<T> {
         Ok(())
     }
 
-    /// Sends worker `dest`'s staged batch, waiting (and draining) while its
-    /// channel is full.
-    fn send_batch(&mut self, dest: usize, drain: &mut Drain<'_>) -> Result<(), RuntimeError> {
-        if self.staging[dest].is_empty() {
-            return Ok(());
-        }
-        let items = std::mem::take(&mut self.staging[dest]);
-        let n = items.len() as u64;
-        let mut hint = T::size_hint(items.len()).min(self.tx[dest].max_frame());
-        let mut fallback: Option<rkyv::util::AlignedVec> = None;
+    /// Writes one frame of `kind` to worker `dest`: `write` fills a buffer of
+    /// `len` bytes and returns how many it used, or `None` if it does not fit.
+    /// While the ring is full (backpressure) it publishes what was sent,
+    /// keeps this worker's own inputs moving through `drain`, and retries.
+    /// Returns what `write` returned.
+    fn send_frame(
+        &mut self,
+        dest: usize,
+        kind: FrameKind,
+        len: usize,
+        write: &mut dyn FnMut(&mut [u8]) -> Option<usize>,
+        drain: &mut Drain<'_>,
+    ) -> Result<Option<usize>, RuntimeError> {
         let mut waited = false;
         let mut spins = 0u32;
-        let bytes = loop {
-            let mut written = 0usize;
-            let mut too_small = false;
-            let ok = {
-                let fb = &fallback;
-                self.tx[dest]
-                    .try_send(FrameKind::Data, hint, &mut |buf| {
-                        let r = match fb {
-                            Some(bytes) => {
-                                buf[..bytes.len()].copy_from_slice(bytes);
-                                Some(bytes.len())
-                            }
-                            None => T::write_batch(&items, buf),
-                        };
-                        match r {
-                            Some(len) => written = len,
-                            None => too_small = true,
-                        }
-                        r
-                    })
-                    .map_err(|e| RuntimeError::channel(self.me, dest, e))?
-            };
-            if ok && !too_small {
-                break written;
+        loop {
+            let mut used = None;
+            let sent = self.tx[dest]
+                .try_send(kind, len, &mut |buf| {
+                    used = write(buf);
+                    used
+                })
+                .map_err(|e| RuntimeError::channel(self.me, dest, e))?;
+            if sent {
+                return Ok(used);
             }
-            if too_small {
-                // Variable-size records: archive off-ring once, then copy.
-                let bytes = T::to_bytes(&items);
-                if bytes.len() > self.tx[dest].max_frame() {
-                    return Err(RuntimeError::BatchTooLarge {
-                        bytes: bytes.len(),
-                        max: self.tx[dest].max_frame(),
-                    });
-                }
-                hint = bytes.len();
-                fallback = Some(bytes);
-                continue;
-            }
-            // The destination ring is full: backpressure. Publish what we
-            // sent, keep our own inputs moving, and retry.
             if !waited {
                 waited = true;
                 self.metrics.ring_full_waits += 1;
@@ -157,8 +131,46 @@ impl<T: ExchangeData> Exchange<T> {
             } else {
                 std::hint::spin_loop();
             }
+        }
+    }
+
+    /// Sends worker `dest`'s staged batch, archived in place into the frame.
+    fn send_batch(&mut self, dest: usize, drain: &mut Drain<'_>) -> Result<(), RuntimeError> {
+        if self.staging[dest].is_empty() {
+            return Ok(());
+        }
+        let items = std::mem::take(&mut self.staging[dest]);
+        let max = self.tx[dest].max_frame();
+        let hint = T::size_hint(items.len()).min(max);
+        let bytes = match self.send_frame(
+            dest,
+            FrameKind::Data,
+            hint,
+            &mut |buf| T::write_batch(&items, buf),
+            drain,
+        )? {
+            Some(len) => len,
+            None => {
+                // Variable-size records: archive off-ring once, then copy.
+                let archived = T::to_bytes(&items);
+                let len = archived.len();
+                if len > max {
+                    return Err(RuntimeError::BatchTooLarge { bytes: len, max });
+                }
+                self.send_frame(
+                    dest,
+                    FrameKind::Data,
+                    len,
+                    &mut |buf| {
+                        buf[..len].copy_from_slice(&archived);
+                        Some(len)
+                    },
+                    drain,
+                )?;
+                len
+            }
         };
-        self.metrics.records_out += n;
+        self.metrics.records_out += items.len() as u64;
         self.metrics.bytes_out += bytes as u64;
         self.metrics.batches_out += 1;
         self.unflushed = true;
@@ -193,24 +205,17 @@ impl<T: ExchangeData> Exchange<T> {
     ) -> Result<(), RuntimeError> {
         for dest in 0..self.tx.len() {
             self.send_batch(dest, drain)?;
-            let mut spins = 0u32;
-            loop {
-                let ok = self.tx[dest]
-                    .try_send(kind, 8, &mut |buf| {
-                        buf[..8].copy_from_slice(&value.to_le_bytes());
-                        Some(8)
-                    })
-                    .map_err(|e| RuntimeError::channel(self.me, dest, e))?;
-                if ok {
-                    break;
-                }
-                self.tx[dest].flush();
-                drain()?;
-                spins += 1;
-                if spins > 64 {
-                    std::thread::yield_now();
-                }
-            }
+            let bytes = value.to_le_bytes();
+            self.send_frame(
+                dest,
+                kind,
+                8,
+                &mut |buf| {
+                    buf[..8].copy_from_slice(&bytes);
+                    Some(8)
+                },
+                drain,
+            )?;
         }
         if kind == FrameKind::Watermark {
             self.metrics.watermarks_out += 1;
