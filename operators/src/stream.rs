@@ -424,16 +424,7 @@ where
                 .oldest()
                 .is_some_and(|s| s.saturating_add(spec.size()) <= wm_now)
         {
-            table.drain_closed(spec.size(), wm_now, |s, k, st| {
-                out.emit(
-                    mix64(k),
-                    WindowPartial {
-                        key: k,
-                        window_start: s,
-                        state: *st,
-                    },
-                )
-            });
+            emit_closed(table, spec.size(), wm_now, out);
         }
         match poll {
             SourcePoll::Done => Progress::Done,
@@ -447,21 +438,31 @@ where
     }
 
     fn finish(&mut self, out: &mut Emitter<'_, '_, WindowPartial>) {
-        self.table
-            .drain_closed(self.spec.size(), u64::MAX, |s, k, st| {
-                out.emit(
-                    mix64(k),
-                    WindowPartial {
-                        key: k,
-                        window_start: s,
-                        state: *st,
-                    },
-                )
-            });
+        emit_closed(&mut self.table, self.spec.size(), u64::MAX, out);
     }
 }
 
-/// Milliseconds since the Unix epoch, wall clock.
+/// Sends the partial aggregate of every window that closed under
+/// `watermark` to its key's owner, and forgets it here.
+fn emit_closed(
+    table: &mut WindowTable,
+    size: u64,
+    watermark: u64,
+    out: &mut Emitter<'_, '_, WindowPartial>,
+) {
+    table.drain_closed(size, watermark, |s, k, st| {
+        out.emit(
+            mix64(k),
+            WindowPartial {
+                key: k,
+                window_start: s,
+                state: *st,
+            },
+        )
+    });
+}
+
+/// Milliseconds since the Unix epoch, wall clock (0 before 1970).
 pub fn now_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

@@ -1,7 +1,7 @@
 //! The per-worker YSB event generator and its rate pacer.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use super::campaigns::Campaigns;
 use super::event::{AdType, EventType, YsbEvent};
@@ -265,12 +265,7 @@ pub enum PacedFill {
     Done,
 }
 
-/// Milliseconds since the Unix epoch, now (0 if the clock is before 1970).
-fn wall_clock_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
-}
+use crate::stream::now_ms as wall_clock_ms;
 
 /// The hot loop: six 64-bit draws per event.
 #[inline(always)]
