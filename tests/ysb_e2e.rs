@@ -277,7 +277,6 @@ fn same_results_for_1_to_4_workers_and_equal_to_sequential() {
 #[test]
 fn late_events_are_counted_and_dropped() {
     let dir = tmpdir("late");
-    let camp = write_campaigns_csv(&dir, 10);
     let v = |a: u128, t: u64| Ev {
         ad: ad(a),
         view: true,
@@ -296,25 +295,7 @@ fn late_events_are_counted_and_dropped() {
     let (want, late) = sequential(&evs, 10, 10_000, 2_000);
     assert_eq!(late, 2);
     let input = write_events(&dir, "late.json", &evs);
-    let out = dir.join("out.csv");
-    let rep = dir.join("r.json");
-    let o = air(&[
-        "run",
-        "ysb",
-        "--input",
-        input.to_str().unwrap(),
-        "--campaigns",
-        camp.to_str().unwrap(),
-        "--workers",
-        "1",
-        "--max-delay-ms",
-        "2000",
-        "--no-pin",
-        "--out",
-        out.to_str().unwrap(),
-        "--report",
-        rep.to_str().unwrap(),
-    ]);
+    let (o, out, rep) = run_input(&dir, &input, &["--max-delay-ms", "2000"]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert_eq!(read_csv(&out), want);
     assert_eq!(report(&rep)["late_records"], 2);

@@ -61,6 +61,16 @@ fn sequential(recs: &[Rec], spec: WindowSpec) -> Table {
     m
 }
 
+/// Worker `w`'s shard: every `workers`-th block of 1000 records, in order
+/// within a block.
+fn shard(recs: &[Rec], w: &air_runtime::WorkerInfo) -> Vec<Rec> {
+    recs.chunks(1000)
+        .enumerate()
+        .filter(|(i, _)| i % w.workers == w.index)
+        .flat_map(|(_, c)| c.iter().copied())
+        .collect()
+}
+
 /// A user reduce (associative and commutative): XOR. The job folds values
 /// rotated by the `map` stage, so it also checks that `map` ran.
 fn xor_rot(a: i64, b: i64) -> i64 {
@@ -91,14 +101,7 @@ fn window_jobs_equal_sequential() {
                     source_batch: 100,
                 };
                 let out = run_window_job(&cfg, spec, Aggregate::Reduce(xor_rot), |w| {
-                    // Worker w reads every w-th block of 1000 records (in order within a block).
-                    let mine: Vec<Rec> = recs
-                        .chunks(1000)
-                        .enumerate()
-                        .filter(|(i, _)| i % w.workers == w.index)
-                        .flat_map(|(_, c)| c.iter().copied())
-                        .collect();
-                    Stream::source(VecSource::new(mine))
+                    Stream::source(VecSource::new(shard(&recs, w)))
                         .map(|(k, t, v): Rec| (k, t, v.rotate_left(7)))
                         .filter(|_| true)
                         .flat_map(Some)
@@ -132,13 +135,7 @@ fn window_jobs_equal_sequential() {
                 }
                 // Sum/min/max over the original values: rerun with identity map.
                 let direct = run_window_job(&cfg, spec, Aggregate::Sum, |w| {
-                    let mine: Vec<Rec> = recs
-                        .chunks(1000)
-                        .enumerate()
-                        .filter(|(i, _)| i % w.workers == w.index)
-                        .flat_map(|(_, c)| c.iter().copied())
-                        .collect();
-                    Stream::source(VecSource::new(mine))
+                    Stream::source(VecSource::new(shard(&recs, w)))
                         .key_by(|r: &Rec| r.0)
                         .window(|r| r.1, |r| r.2, opts)
                 })
