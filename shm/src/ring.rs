@@ -62,7 +62,9 @@ pub const MIN_CAPACITY: usize = 64;
 
 const MAGIC: u64 = u64::from_le_bytes(*b"AIRRING1");
 const VERSION: u32 = 1;
-const KIND_PADDING: u8 = 0xAB;
+/// Kind byte of a padding frame (fills the end of the data area so frames
+/// never wrap); never handed to a consumer.
+pub const KIND_PADDING: u8 = 0xAB;
 const OPEN: u32 = 0;
 const CLOSED: u32 = 1;
 const ABORTED: u32 = 2;
@@ -83,7 +85,9 @@ pub enum FrameKind {
 }
 
 impl FrameKind {
-    fn from_u8(v: u8) -> Option<FrameKind> {
+    /// The kind whose byte in a frame header is `v` (`None` for padding or
+    /// an unknown byte).
+    pub fn from_u8(v: u8) -> Option<FrameKind> {
         match v {
             1 => Some(FrameKind::Data),
             2 => Some(FrameKind::Watermark),

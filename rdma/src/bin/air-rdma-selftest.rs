@@ -1,0 +1,263 @@
+//! Multi-rank checks of air-rdma, started by `mpirun -np N` from
+//! `rdma/tests/mpirun.rs`. Each mode prints `OK <mode> rank <r>` on success
+//! and exits non-zero with a message on failure.
+//!
+//! - `ops`: put, get, accumulate (sum, replace), fetch_and_op on a window,
+//!   with values every rank can predict.
+//! - `ring FRAMES CAP`: every rank sends FRAMES frames of pseudo-random
+//!   sizes (0..=CAP/2 bytes) to the next rank through a remote ring of CAP
+//!   bytes and checks every byte, kind and order of what it receives from
+//!   the previous rank. The receiver only ever polls its ring (it makes no
+//!   other MPI call), so this also proves the ring drives MPI progress.
+
+use air_rdma::{
+    heartbeat_bytes, ring_region_bytes, Liveness, Mpi, Op, RmaConsumer, RmaProducer, Window,
+    CREDIT_BYTES,
+};
+use air_shm::FrameKind;
+use std::sync::atomic::AtomicBool;
+
+fn fail(msg: String) -> ! {
+    eprintln!("air-rdma-selftest: {msg}");
+    std::process::exit(1)
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let mode = args.get(1).map(String::as_str).unwrap_or("ops");
+    let mpi = Mpi::init().unwrap_or_else(|e| fail(e.to_string()));
+    let r = match mode {
+        "ops" => ops(&mpi),
+        "ring" => {
+            let frames: u64 = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(100_000);
+            let cap: usize = args.get(3).and_then(|s| s.parse().ok()).unwrap_or(4096);
+            ring(&mpi, frames, cap)
+        }
+        "info" => {
+            println!(
+                "rank {} of {} node {} of {} local {} of {} host {} library {}",
+                mpi.rank(),
+                mpi.size(),
+                mpi.node_of(mpi.rank()),
+                mpi.nodes(),
+                mpi.local_rank(),
+                mpi.local_size(),
+                mpi.host_of(mpi.rank()),
+                mpi.library()
+            );
+            Ok(())
+        }
+        m => Err(format!("unknown mode {m}")),
+    };
+    if let Err(e) = r {
+        fail(format!("rank {}: {e}", mpi.rank()));
+    }
+    println!("OK {mode} rank {}", mpi.rank());
+}
+
+fn ops(mpi: &Mpi) -> Result<(), String> {
+    let n = mpi.size();
+    let me = mpi.rank();
+    let win = Window::allocate(mpi, 8192).map_err(|e| e.to_string())?;
+    if !win.is_unified() {
+        return Err("window is not in the unified memory model".into());
+    }
+    {
+        let ep = win.lock_all().map_err(|e| e.to_string())?;
+        // Every rank puts its rank+1 into slot `me` of every rank (bytes 8*me).
+        let mine = ((me as u64) + 1).to_le_bytes();
+        for t in 0..n {
+            ep.put(&mine, t, 8 * me)
+                .and_then(|p| p.flush())
+                .map_err(|e| e.to_string())?;
+        }
+        // Everyone adds me+1 into word 512 of rank 0.
+        let add = [(me as u64) + 1];
+        ep.accumulate(&add, Op::Sum, 0, 512 * 8)
+            .and_then(|p| p.flush())
+            .map_err(|e| e.to_string())?;
+        // fetch_and_op: everyone adds 10 to word 513 of rank 0.
+        let ten = 10u64;
+        let mut old = 0u64;
+        ep.fetch_and_op(&ten, &mut old, Op::Sum, 0, 513 * 8)
+            .and_then(|p| p.flush())
+            .map_err(|e| e.to_string())?;
+        if old % 10 != 0 || old >= 10 * n as u64 {
+            return Err(format!("fetch_and_op returned {old}"));
+        }
+        mpi.barrier();
+        ep.sync().map_err(|e| e.to_string())?;
+        // Read every rank's slot table with get and check it.
+        for t in 0..n {
+            let mut buf = vec![0u8; 8 * n];
+            ep.get(&mut buf, t, 0)
+                .and_then(|p| p.flush())
+                .map_err(|e| e.to_string())?;
+            for s in 0..n {
+                let v = u64::from_le_bytes(buf[8 * s..8 * s + 8].try_into().unwrap());
+                if v != s as u64 + 1 {
+                    return Err(format!("rank {t} slot {s} holds {v}, expected {}", s + 1));
+                }
+            }
+        }
+        let mut sums = [0u8; 16];
+        ep.get(&mut sums, 0, 512 * 8)
+            .and_then(|p| p.flush())
+            .map_err(|e| e.to_string())?;
+        let sum = u64::from_le_bytes(sums[..8].try_into().unwrap());
+        let fop = u64::from_le_bytes(sums[8..].try_into().unwrap());
+        let want = (n * (n + 1) / 2) as u64;
+        if sum != want || fop != 10 * n as u64 {
+            return Err(format!(
+                "accumulate gave {sum} (want {want}), fetch_and_op total {fop} (want {})",
+                10 * n
+            ));
+        }
+        // Replace, then an atomic read with NO_OP.
+        let seven = 7u64;
+        mpi.barrier();
+        if me == 0 {
+            ep.accumulate(&[seven], Op::Replace, n - 1, 600 * 8)
+                .and_then(|p| p.flush())
+                .map_err(|e| e.to_string())?;
+        }
+        mpi.barrier();
+        let mut got = 0u64;
+        ep.fetch_and_op(&0, &mut got, Op::NoOp, n - 1, 600 * 8)
+            .and_then(|p| p.flush())
+            .map_err(|e| e.to_string())?;
+        if got != 7 {
+            return Err(format!("replace then no-op read gave {got}"));
+        }
+        mpi.barrier();
+    }
+    Ok(())
+}
+
+fn splitmix(x: &mut u64) -> u64 {
+    *x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    let mut z = *x;
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+fn ring(mpi: &Mpi, frames: u64, cap: usize) -> Result<(), String> {
+    let n = mpi.size();
+    let me = mpi.rank();
+    let next = (me + 1) % n;
+    let prev = (me + n - 1) % n;
+    // Part: heartbeats | one incoming ring (from prev) | one credit slot (to next).
+    let hb = heartbeat_bytes(n).next_multiple_of(128);
+    let ring_at = hb;
+    let credit_at = ring_at + ring_region_bytes(cap);
+    let win = Window::allocate(mpi, credit_at + CREDIT_BYTES).map_err(|e| e.to_string())?;
+    let ep = win.lock_all().map_err(|e| e.to_string())?;
+    let live = Liveness::new(mpi);
+    let mut tx =
+        RmaProducer::new(&ep, &live, next, ring_at, cap, credit_at).map_err(|e| e.to_string())?;
+    let mut rx =
+        RmaConsumer::new(&ep, &live, prev, ring_at, cap, credit_at).map_err(|e| e.to_string())?;
+    mpi.barrier();
+    let max = cap / 2;
+    let stop = AtomicBool::new(false);
+    let result = std::thread::scope(|s| {
+        let recv = s.spawn(move || -> Result<u64, String> {
+            let mut rng = prev as u64 * 7919;
+            let mut got = 0u64;
+            let mut bytes = 0u64;
+            let mut idle = 0u64;
+            while got < frames + 1 {
+                let mut err = None;
+                let mut ended = false;
+                let r = rx.try_recv(&mut |kind, payload| {
+                    if got == frames {
+                        ended = kind == FrameKind::End;
+                        if !ended {
+                            err = Some(format!("frame {got}: kind {kind:?}, expected End"));
+                        }
+                        return;
+                    }
+                    let len = (splitmix(&mut rng) as usize) % (max + 1);
+                    let fill = (splitmix(&mut rng) & 0xff) as u8;
+                    if kind != FrameKind::Data || payload.len() != len {
+                        err = Some(format!(
+                            "frame {got}: {kind:?} of {} bytes, expected Data of {len}",
+                            payload.len()
+                        ));
+                    } else if let Some(i) = payload
+                        .iter()
+                        .enumerate()
+                        .position(|(i, &b)| b != fill.wrapping_add(i as u8))
+                    {
+                        err = Some(format!("frame {got}: byte {i} differs"));
+                    }
+                    bytes += payload.len() as u64;
+                });
+                match r {
+                    Ok(true) => {
+                        idle = 0;
+                        if let Some(e) = err {
+                            return Err(e);
+                        }
+                        got += 1;
+                        rx.release().map_err(|e| e.to_string())?;
+                    }
+                    Ok(false) => {
+                        idle += 1;
+                        if idle == 50_000_000 {
+                            eprintln!("rank {me}: stuck receiving after {got} frames: {rx:?}");
+                        }
+                        std::hint::spin_loop()
+                    }
+                    Err(e) => return Err(format!("receive after {got} frames: {e}")),
+                }
+            }
+            Ok(bytes)
+        });
+        let mut rng = me as u64 * 7919;
+        let send = (|| -> Result<(), String> {
+            for i in 0..=frames {
+                let (kind, len, fill) = if i == frames {
+                    (FrameKind::End, 0, 0u8)
+                } else {
+                    let len = (splitmix(&mut rng) as usize) % (max + 1);
+                    (FrameKind::Data, len, (splitmix(&mut rng) & 0xff) as u8)
+                };
+                let mut stuck = 0u64;
+                loop {
+                    let sent = tx
+                        .try_send(kind, len, &mut |buf| {
+                            for (j, b) in buf[..len].iter_mut().enumerate() {
+                                *b = fill.wrapping_add(j as u8);
+                            }
+                            Some(len)
+                        })
+                        .map_err(|e| e.to_string())?;
+                    if sent {
+                        break;
+                    }
+                    stuck += 1;
+                    if stuck == 50_000_000 {
+                        eprintln!("rank {me}: stuck sending frame {i}: {tx:?}");
+                    }
+                    tx.flush().map_err(|e| e.to_string())?;
+                }
+                if i % 8 == 7 {
+                    tx.flush().map_err(|e| e.to_string())?;
+                }
+            }
+            tx.flush().map_err(|e| e.to_string())
+        })();
+        let got = recv.join().map_err(|_| "receiver panicked".to_string())?;
+        stop.store(true, std::sync::atomic::Ordering::Release);
+        send?;
+        got
+    })?;
+    drop(tx);
+    mpi.barrier();
+    drop(ep);
+    drop(win);
+    println!("rank {me}: received {frames} frames, {result} bytes from rank {prev}");
+    Ok(())
+}

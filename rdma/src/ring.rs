@@ -1,0 +1,509 @@
+//! The remote frame ring: the network tier's channel. Same frame format and
+//! flow control as air-shm's ring (16-byte headers: length, kind, sequence;
+//! 16-byte aligned frames that never wrap, a padding frame fills the end),
+//! but the two ends are on different ranks:
+//!
+//! - the ring's data area and its `tail` word live in the **receiver's**
+//!   window part; the sender writes frames into a local mirror of the ring,
+//!   `MPI_Put`s the new bytes at publish, flushes, then puts the new `tail`
+//!   and flushes again (MPI orders nothing between two puts, so the data must
+//!   be complete at the target before the tail that announces it);
+//! - the `head` (credit) word lives in the **sender's** window part; the
+//!   receiver puts its head there when it has freed a quarter of the ring, or
+//!   when it finds the ring empty, so a blocked sender always gets credit.
+//!
+//! The receiver reads frames in place in its window memory after
+//! `MPI_Win_sync`, and checks every header against the ring (length, kind,
+//! sequence): bytes from the network are never trusted.
+//!
+//! Region of one ring in the receiver's part (`ring_region_bytes(cap)`):
+//!
+//! | bytes | field | writer |
+//! |---|---|---|
+//! | 0..8 | `tail`: bytes ever published, u64 | sender (put) |
+//! | 64..72 | `closed`: 1 once the sender dropped its end, u64 | sender (put) |
+//! | 128..128+cap | data area | sender (put) |
+//!
+//! Credit word in the sender's part (`CREDIT_BYTES`): bytes 0..8 `head`,
+//! bytes ever released by the receiver (u64, written by the receiver's put).
+
+use crate::error::{RdmaError, Result};
+use crate::liveness::Liveness;
+use crate::win::Epoch;
+use air_shm::{frame_size, FrameKind, FRAME_ALIGN, FRAME_HEADER, KIND_PADDING};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Bytes before the data area of a ring region (the tail and closed words,
+/// each on its own cache line).
+pub const RING_CTRL_BYTES: usize = 128;
+/// Bytes of one credit slot in the sender's part (a cache line each, so
+/// credits of different rings do not share a line).
+pub const CREDIT_BYTES: usize = 64;
+const TAIL_AT: usize = 0;
+const CLOSED_AT: usize = 64;
+/// Empty polls between two calls into MPI's progress engine.
+const PROGRESS_EVERY: u32 = 8;
+
+/// Bytes a ring with a data area of `cap` bytes takes in the receiver's part.
+pub const fn ring_region_bytes(cap: usize) -> usize {
+    RING_CTRL_BYTES + cap
+}
+
+/// Checks a data-area capacity: at least 64 bytes, a multiple of 16.
+pub fn check_capacity(cap: usize) -> Result<()> {
+    if cap < 64 || cap % FRAME_ALIGN != 0 {
+        return Err(RdmaError::Setup(format!(
+            "remote ring capacity {cap} bytes: must be at least 64 and a multiple of 16"
+        )));
+    }
+    Ok(())
+}
+
+fn header(len: u32, kind: u8, seq: u64) -> [u8; FRAME_HEADER] {
+    let mut h = [0u8; FRAME_HEADER];
+    h[..4].copy_from_slice(&len.to_le_bytes());
+    h[4] = kind;
+    h[8..16].copy_from_slice(&seq.to_le_bytes());
+    h
+}
+
+/// A 16-byte aligned byte buffer (the sender's mirror of a ring).
+struct Aligned {
+    words: Vec<u128>,
+    len: usize,
+}
+
+impl Aligned {
+    fn new(len: usize) -> Aligned {
+        Aligned {
+            words: vec![0u128; len.div_ceil(16)],
+            len,
+        }
+    }
+    fn bytes(&self) -> &[u8] {
+        // SAFETY: `words` holds at least `len` initialized bytes; u8 has no
+        // alignment or validity requirements.
+        unsafe { std::slice::from_raw_parts(self.words.as_ptr().cast(), self.len) }
+    }
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        // SAFETY: as above, borrowed mutably through `self`.
+        unsafe { std::slice::from_raw_parts_mut(self.words.as_mut_ptr().cast(), self.len) }
+    }
+}
+
+/// The sending end of a remote ring (on the sender's rank).
+pub struct RmaProducer<'e> {
+    epoch: &'e Epoch<'e, 'e>,
+    live: &'e Liveness,
+    target: usize,
+    ring_disp: usize,
+    cap: usize,
+    mirror: Aligned,
+    tail: u64,
+    published: u64,
+    head: u64,
+    credit: &'e AtomicU64,
+    seq: u64,
+    word: Box<[u64; 1]>,
+    full_polls: u32,
+}
+
+impl std::fmt::Debug for RmaProducer<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RmaProducer")
+            .field("target", &self.target)
+            .field("cap", &self.cap)
+            .field("tail", &self.tail)
+            .field("published", &self.published)
+            .field("head", &self.head)
+            .field("credit_word", &self.credit.load(Ordering::Acquire))
+            .finish()
+    }
+}
+
+// SAFETY: the epoch is usable from any thread (MPI_THREAD_MULTIPLE); the
+// mirror is owned; the credit word is an atomic in window memory.
+unsafe impl Send for RmaProducer<'_> {}
+
+impl<'e> RmaProducer<'e> {
+    /// The sender of a ring whose region starts at byte `ring_disp` of rank
+    /// `target`'s part, with a data area of `cap` bytes; its credit word is
+    /// at byte `credit_disp` of this rank's own part. Both ends must agree on
+    /// every number (the runtime computes them from one layout).
+    ///
+    /// # Errors
+    /// [`RdmaError::Setup`] for a bad capacity or a credit slot outside this
+    /// rank's part.
+    pub fn new(
+        epoch: &'e Epoch<'e, 'e>,
+        live: &'e Liveness,
+        target: usize,
+        ring_disp: usize,
+        cap: usize,
+        credit_disp: usize,
+    ) -> Result<Self> {
+        check_capacity(cap)?;
+        let win = epoch.window();
+        if credit_disp + CREDIT_BYTES > win.len() || credit_disp % 8 != 0 {
+            return Err(crate::win::out_of_range(
+                "credit slot",
+                credit_disp,
+                CREDIT_BYTES,
+                win.len(),
+            ));
+        }
+        // SAFETY: the slot is inside this rank's part (checked), 8-aligned
+        // (window memory is page-aligned, credit_disp % 8 == 0), and only
+        // ever accessed as an AtomicU64 locally (remote puts of whole words
+        // land there; x86-64 and aarch64 make aligned 8-byte stores atomic).
+        let credit = unsafe { &*(win.base().add(credit_disp) as *const AtomicU64) };
+        Ok(RmaProducer {
+            epoch,
+            live,
+            target,
+            ring_disp,
+            cap,
+            mirror: Aligned::new(cap),
+            tail: 0,
+            published: 0,
+            head: 0,
+            credit,
+            seq: 0,
+            word: Box::new([0]),
+            full_polls: 0,
+        })
+    }
+
+    /// Largest frame payload, bytes.
+    pub fn max_payload(&self) -> usize {
+        self.cap - FRAME_HEADER
+    }
+
+    /// Writes one frame of `kind` without blocking: `write` gets `max_len`
+    /// bytes of the local mirror and returns how many it used (`None`
+    /// abandons the frame). Returns `Ok(false)` when the ring has no room
+    /// (after publishing what is pending and checking the peer's liveness).
+    /// The frame reaches the receiver at the next [`RmaProducer::flush`].
+    pub fn try_send(
+        &mut self,
+        kind: FrameKind,
+        max_len: usize,
+        write: &mut dyn FnMut(&mut [u8]) -> Option<usize>,
+    ) -> Result<bool> {
+        let need = frame_size(max_len);
+        if need > self.cap {
+            return Err(RdmaError::FrameTooLarge {
+                len: max_len,
+                max: self.max_payload(),
+            });
+        }
+        let mut off = (self.tail % self.cap as u64) as usize;
+        let to_end = self.cap - off;
+        if need > to_end {
+            // The frame would wrap: pad to the end first. The padding needs
+            // room of its own; the frame then needs room at offset 0 (so the
+            // receiver must have released the padding's bytes too).
+            if !self.room(to_end)? {
+                return Ok(false);
+            }
+            self.mirror.bytes_mut()[off..off + FRAME_HEADER].copy_from_slice(&header(
+                (to_end - FRAME_HEADER) as u32,
+                KIND_PADDING,
+                0,
+            ));
+            self.tail += to_end as u64;
+            off = 0;
+        }
+        if !self.room(need)? {
+            return Ok(false);
+        }
+        self.full_polls = 0;
+        let m = self.mirror.bytes_mut();
+        let body = &mut m[off + FRAME_HEADER..off + FRAME_HEADER + max_len];
+        if let Some(n) = write(body) {
+            let n = n.min(max_len);
+            m[off..off + FRAME_HEADER].copy_from_slice(&header(n as u32, kind as u8, self.seq));
+            self.seq += 1;
+            self.tail += frame_size(n) as u64;
+        }
+        Ok(true)
+    }
+
+    /// Whether `bytes` more fit behind `tail`, reloading the receiver's
+    /// credit if the cached one says no; while full it drives MPI progress
+    /// and checks the job's liveness now and then.
+    fn room(&mut self, bytes: usize) -> Result<bool> {
+        let fits = |s: &Self| s.tail + bytes as u64 - s.head <= s.cap as u64;
+        if fits(self) {
+            return Ok(true);
+        }
+        self.epoch.sync()?;
+        self.head = self.credit.load(Ordering::Acquire);
+        if fits(self) {
+            return Ok(true);
+        }
+        self.full_polls += 1;
+        if self.full_polls % PROGRESS_EVERY == 0 {
+            self.epoch.window().progress();
+            self.live.check()?;
+        }
+        Ok(false)
+    }
+
+    /// Publishes every frame written so far: puts the new bytes, flushes,
+    /// puts the new tail, flushes. Returns at once if nothing is new.
+    pub fn flush(&mut self) -> Result<()> {
+        if self.published == self.tail {
+            return Ok(());
+        }
+        let cap = self.cap as u64;
+        let start = (self.published % cap) as usize;
+        let len = (self.tail - self.published) as usize;
+        let data = self.ring_disp + RING_CTRL_BYTES;
+        let m = self.mirror.bytes();
+        if start + len <= self.cap {
+            self.epoch
+                .put(&m[start..start + len], self.target, data + start)?
+                .flush()?;
+        } else {
+            let first = self.cap - start;
+            let a = self.epoch.put(&m[start..], self.target, data + start)?;
+            let b = self.epoch.put(&m[..len - first], self.target, data)?;
+            a.flush()?;
+            b.flush()?;
+        }
+        self.word[0] = self.tail;
+        let w: &[u8] = u64_bytes(&self.word[..]);
+        self.epoch
+            .put(w, self.target, self.ring_disp + TAIL_AT)?
+            .flush()?;
+        self.published = self.tail;
+        Ok(())
+    }
+}
+
+impl Drop for RmaProducer<'_> {
+    fn drop(&mut self) {
+        // Tell the receiver this end is gone (it reports Closed once it has
+        // read everything published). Errors are moot while dropping.
+        let _ = self.flush();
+        self.word[0] = 1;
+        if let Ok(p) = self.epoch.put(
+            u64_bytes(&self.word[..]),
+            self.target,
+            self.ring_disp + CLOSED_AT,
+        ) {
+            let _ = p.flush();
+        }
+    }
+}
+
+fn u64_bytes(w: &[u64]) -> &[u8] {
+    // SAFETY: u64 has no padding; any initialized u64 is valid as bytes.
+    unsafe { std::slice::from_raw_parts(w.as_ptr().cast(), std::mem::size_of_val(w)) }
+}
+
+/// The receiving end of a remote ring (on the receiver's rank).
+pub struct RmaConsumer<'e> {
+    epoch: &'e Epoch<'e, 'e>,
+    live: &'e Liveness,
+    source: usize,
+    tail_word: &'e AtomicU64,
+    closed_word: &'e AtomicU64,
+    data: *const u8,
+    cap: usize,
+    credit_disp: usize,
+    head: u64,
+    tail: u64,
+    released: u64,
+    seq: u64,
+    word: Box<[u64; 1]>,
+    empty_polls: u32,
+}
+
+impl std::fmt::Debug for RmaConsumer<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RmaConsumer")
+            .field("source", &self.source)
+            .field("cap", &self.cap)
+            .field("head", &self.head)
+            .field("tail", &self.tail)
+            .field("released", &self.released)
+            .field("tail_word", &self.tail_word.load(Ordering::Acquire))
+            .finish()
+    }
+}
+
+// SAFETY: the epoch is usable from any thread (MPI_THREAD_MULTIPLE); the
+// ring region is read only by this end (the sender writes it remotely).
+unsafe impl Send for RmaConsumer<'_> {}
+
+impl<'e> RmaConsumer<'e> {
+    /// The receiver of a ring whose region starts at byte `ring_disp` of this
+    /// rank's part, data area `cap` bytes, fed by rank `source`, whose credit
+    /// word is at byte `credit_disp` of `source`'s part.
+    ///
+    /// # Errors
+    /// [`RdmaError::Setup`] for a bad capacity or a region outside this
+    /// rank's part.
+    pub fn new(
+        epoch: &'e Epoch<'e, 'e>,
+        live: &'e Liveness,
+        source: usize,
+        ring_disp: usize,
+        cap: usize,
+        credit_disp: usize,
+    ) -> Result<Self> {
+        check_capacity(cap)?;
+        let win = epoch.window();
+        let bytes = ring_region_bytes(cap);
+        if ring_disp + bytes > win.len() || ring_disp % FRAME_ALIGN != 0 {
+            return Err(crate::win::out_of_range(
+                "ring region",
+                ring_disp,
+                bytes,
+                win.len(),
+            ));
+        }
+        // SAFETY: the region is inside this rank's part (checked) and
+        // 16-aligned; its words are only accessed as atomics here, and the
+        // data area only read; the sender writes them through MPI.
+        let (tail_word, closed_word, data) = unsafe {
+            let base = win.base().add(ring_disp);
+            (
+                &*(base.add(TAIL_AT) as *const AtomicU64),
+                &*(base.add(CLOSED_AT) as *const AtomicU64),
+                base.add(RING_CTRL_BYTES) as *const u8,
+            )
+        };
+        Ok(RmaConsumer {
+            epoch,
+            live,
+            source,
+            tail_word,
+            closed_word,
+            data,
+            cap,
+            credit_disp,
+            head: 0,
+            tail: 0,
+            released: 0,
+            seq: 0,
+            word: Box::new([0]),
+            empty_polls: 0,
+        })
+    }
+
+    fn corrupt(&self, offset: usize, reason: String) -> RdmaError {
+        RdmaError::Corrupt {
+            rank: self.source,
+            offset,
+            reason,
+        }
+    }
+
+    /// Hands the next frame to `read` (kind, payload in place) without
+    /// blocking. `Ok(true)`: a frame was read; `Ok(false)`: nothing now.
+    ///
+    /// # Errors
+    /// [`RdmaError::Closed`] once the sender dropped its end and every frame
+    /// is read; [`RdmaError::Corrupt`] for bytes that break the protocol;
+    /// [`RdmaError::RankLost`] when a rank of the job is gone.
+    pub fn try_recv(&mut self, read: &mut dyn FnMut(FrameKind, &[u8])) -> Result<bool> {
+        loop {
+            if self.head == self.tail {
+                self.epoch.sync()?;
+                let tail = self.tail_word.load(Ordering::Acquire);
+                if tail == self.head {
+                    self.empty_polls += 1;
+                    if self.released != self.head {
+                        self.send_credit()?;
+                    }
+                    if self.empty_polls % PROGRESS_EVERY == 0 {
+                        self.epoch.window().progress();
+                        self.live.check()?;
+                    }
+                    if self.closed_word.load(Ordering::Acquire) != 0
+                        && self.tail_word.load(Ordering::Acquire) == self.head
+                    {
+                        return Err(RdmaError::Closed);
+                    }
+                    return Ok(false);
+                }
+                if tail < self.head
+                    || tail - self.head > self.cap as u64
+                    || tail % FRAME_ALIGN as u64 != 0
+                {
+                    return Err(self.corrupt(
+                        (self.head % self.cap as u64) as usize,
+                        format!("tail {tail} with head {}", self.head),
+                    ));
+                }
+                self.tail = tail;
+            }
+            self.empty_polls = 0;
+            let off = (self.head % self.cap as u64) as usize;
+            let avail = (self.tail - self.head) as usize;
+            if avail < FRAME_HEADER {
+                return Err(self.corrupt(off, format!("{avail} bytes published")));
+            }
+            let mut h = [0u8; FRAME_HEADER];
+            // SAFETY: off + 16 <= cap (off is 16-aligned, cap a multiple of
+            // 16); the bytes were published (off lies in head..tail).
+            unsafe {
+                std::ptr::copy_nonoverlapping(self.data.add(off), h.as_mut_ptr(), FRAME_HEADER)
+            };
+            let len = u32::from_le_bytes([h[0], h[1], h[2], h[3]]) as usize;
+            let kind = h[4];
+            let seq = u64::from_le_bytes(h[8..16].try_into().unwrap_or([0; 8]));
+            let to_end = self.cap - off;
+            if kind == KIND_PADDING {
+                if len + FRAME_HEADER != to_end || avail < to_end {
+                    return Err(self.corrupt(off, format!("padding of {len} bytes")));
+                }
+                self.head += to_end as u64;
+                continue;
+            }
+            let Some(kind) = FrameKind::from_u8(kind) else {
+                return Err(self.corrupt(off, format!("unknown frame kind {kind:#x}")));
+            };
+            let size = frame_size(len);
+            if size > to_end || size > avail {
+                return Err(self.corrupt(
+                    off,
+                    format!("frame of {len} bytes, {avail} published, {to_end} to the end"),
+                ));
+            }
+            if seq != self.seq {
+                return Err(self.corrupt(off, format!("sequence {seq}, expected {}", self.seq)));
+            }
+            // SAFETY: off + 16 + len <= cap (checked above) and published;
+            // the sender does not write it again before we release it.
+            let payload =
+                unsafe { std::slice::from_raw_parts(self.data.add(off + FRAME_HEADER), len) };
+            read(kind, payload);
+            self.seq += 1;
+            self.head += size as u64;
+            return Ok(true);
+        }
+    }
+
+    /// Returns credit for frames read so far when a quarter of the ring or
+    /// more is waiting to be released (the rest goes back when the ring is
+    /// found empty).
+    pub fn release(&mut self) -> Result<()> {
+        if self.head - self.released >= (self.cap / 4) as u64 {
+            self.send_credit()?;
+        }
+        Ok(())
+    }
+
+    fn send_credit(&mut self) -> Result<()> {
+        self.word[0] = self.head;
+        self.epoch
+            .put(u64_bytes(&self.word[..]), self.source, self.credit_disp)?
+            .flush()?;
+        self.released = self.head;
+        Ok(())
+    }
+}
