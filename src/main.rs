@@ -68,7 +68,9 @@ fn main() {
         .with_writer(std::io::stderr)
         .init();
     let result: Result<(), CliError> = match cli.command {
-        Command::Run(RunCommand::Ysb(args)) => queries::ysb::main(&args),
+        Command::Run(RunCommand::Ysb(args)) => {
+            queries::dist::Dist::init().and_then(|dist| queries::ysb::main(&args, &dist))
+        }
         Command::Gen(GenCommand::Ysb(args)) => queries::ysb::gen(&args),
         Command::Shm(ShmCommand::Clean { dry_run }) => shm_clean(dry_run),
         Command::Bench(BenchCommand::Ring(args)) => {
@@ -77,13 +79,10 @@ fn main() {
     };
     match result {
         Ok(()) => {}
-        Err(e @ CliError::BadInput(_)) => {
-            eprintln!("air: error: {e}");
-            std::process::exit(2);
-        }
+        Err(CliError::Quiet(code)) => std::process::exit(code),
         Err(e) => {
             eprintln!("air: error: {e}");
-            std::process::exit(1);
+            std::process::exit(e.exit_code());
         }
     }
 }

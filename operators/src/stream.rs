@@ -563,6 +563,8 @@ pub struct WindowJobOutput<S, P> {
     pub cores: Vec<Option<usize>>,
     /// Latency over all rows, merged across workers.
     pub latency: LatencySummary,
+    /// The merged latency histogram (ms), to merge further (across ranks).
+    pub latency_hist: hdrhistogram::Histogram<u64>,
     /// Partials that arrived after their window fired (must be 0).
     pub late_partials: u64,
     /// Each worker's largest watermark lag, ms (wall clock − input watermark).
@@ -628,6 +630,7 @@ where
         channels,
         cores,
         latency: LatencySummary::of(&hist),
+        latency_hist: hist,
         late_partials,
         watermark_lag_max_ms,
         elapsed,

@@ -9,6 +9,18 @@
 
 use air_shm::{Consumer, FrameKind, FrameRing, Producer, ShmError, WaitPolicy};
 
+/// Why a channel failed, whatever its tier.
+#[derive(Debug, thiserror::Error)]
+pub enum ChannelError {
+    /// The thread or node tier (a shared-memory ring).
+    #[error(transparent)]
+    Shm(#[from] ShmError),
+    /// The network tier (MPI RMA).
+    #[cfg(feature = "mpi")]
+    #[error(transparent)]
+    Rma(#[from] air_rdma::RdmaError),
+}
+
 /// What a non-blocking receive found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Recv {
@@ -32,10 +44,10 @@ pub trait ChannelTx: Send {
         kind: FrameKind,
         max_len: usize,
         write: &mut dyn FnMut(&mut [u8]) -> Option<usize>,
-    ) -> Result<bool, ShmError>;
+    ) -> Result<bool, ChannelError>;
 
     /// Makes every frame sent so far visible to the receiver.
-    fn flush(&mut self);
+    fn flush(&mut self) -> Result<(), ChannelError>;
 
     /// Largest frame payload in bytes.
     fn max_frame(&self) -> usize;
@@ -44,10 +56,10 @@ pub trait ChannelTx: Send {
 /// The receiving end of a channel.
 pub trait ChannelRx: Send {
     /// Hands the next frame (kind, payload in place) to `read` without blocking.
-    fn try_recv(&mut self, read: &mut dyn FnMut(FrameKind, &[u8])) -> Result<Recv, ShmError>;
+    fn try_recv(&mut self, read: &mut dyn FnMut(FrameKind, &[u8])) -> Result<Recv, ChannelError>;
 
     /// Returns credit for frames read so far (the transport may batch it).
-    fn release(&mut self);
+    fn release(&mut self) -> Result<(), ChannelError>;
 }
 
 impl ChannelTx for Producer {
@@ -57,11 +69,11 @@ impl ChannelTx for Producer {
         kind: FrameKind,
         max_len: usize,
         write: &mut dyn FnMut(&mut [u8]) -> Option<usize>,
-    ) -> Result<bool, ShmError> {
+    ) -> Result<bool, ChannelError> {
         let mut f = match self.try_reserve(max_len) {
             Ok(f) => f,
             Err(ShmError::Full) => return Ok(false),
-            Err(e) => return Err(e),
+            Err(e) => return Err(e.into()),
         };
         if let Some(n) = write(f.payload_mut()) {
             f.truncate(n);
@@ -72,8 +84,9 @@ impl ChannelTx for Producer {
     }
 
     #[inline]
-    fn flush(&mut self) {
+    fn flush(&mut self) -> Result<(), ChannelError> {
         self.publish();
+        Ok(())
     }
 
     fn max_frame(&self) -> usize {
@@ -83,7 +96,7 @@ impl ChannelTx for Producer {
 
 impl ChannelRx for Consumer {
     #[inline]
-    fn try_recv(&mut self, read: &mut dyn FnMut(FrameKind, &[u8])) -> Result<Recv, ShmError> {
+    fn try_recv(&mut self, read: &mut dyn FnMut(FrameKind, &[u8])) -> Result<Recv, ChannelError> {
         match self.try_peek() {
             Ok(Some(f)) => {
                 read(f.kind(), f.payload());
@@ -92,13 +105,54 @@ impl ChannelRx for Consumer {
             }
             Ok(None) => Ok(Recv::Empty),
             Err(ShmError::Closed) => Ok(Recv::Closed),
-            Err(e) => Err(e),
+            Err(e) => Err(e.into()),
         }
     }
 
     #[inline]
-    fn release(&mut self) {
+    fn release(&mut self) -> Result<(), ChannelError> {
         self.release_pending();
+        Ok(())
+    }
+}
+
+#[cfg(feature = "mpi")]
+impl ChannelTx for air_rdma::RmaProducer<'_> {
+    #[inline]
+    fn try_send(
+        &mut self,
+        kind: FrameKind,
+        max_len: usize,
+        write: &mut dyn FnMut(&mut [u8]) -> Option<usize>,
+    ) -> Result<bool, ChannelError> {
+        Ok(air_rdma::RmaProducer::try_send(self, kind, max_len, write)?)
+    }
+
+    #[inline]
+    fn flush(&mut self) -> Result<(), ChannelError> {
+        Ok(air_rdma::RmaProducer::flush(self)?)
+    }
+
+    fn max_frame(&self) -> usize {
+        self.max_payload()
+    }
+}
+
+#[cfg(feature = "mpi")]
+impl ChannelRx for air_rdma::RmaConsumer<'_> {
+    #[inline]
+    fn try_recv(&mut self, read: &mut dyn FnMut(FrameKind, &[u8])) -> Result<Recv, ChannelError> {
+        match air_rdma::RmaConsumer::try_recv(self, read) {
+            Ok(true) => Ok(Recv::Frame),
+            Ok(false) => Ok(Recv::Empty),
+            Err(air_rdma::RdmaError::Closed) => Ok(Recv::Closed),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    #[inline]
+    fn release(&mut self) -> Result<(), ChannelError> {
+        Ok(air_rdma::RmaConsumer::release(self)?)
     }
 }
 

@@ -24,9 +24,9 @@ pub type Drain<'a> = dyn FnMut() -> Result<(), RuntimeError> + 'a;
 
 /// The sending side of an exchange at one worker: one channel and one staging
 /// batch per destination worker (itself included).
-pub struct Exchange<T: ExchangeData> {
+pub struct Exchange<'c, T: ExchangeData> {
     me: usize,
-    tx: Vec<Box<dyn ChannelTx>>,
+    tx: Vec<Box<dyn ChannelTx + 'c>>,
     staging: Vec<Vec<T>>,
     batch_records: usize,
     unflushed: bool,
@@ -34,11 +34,11 @@ pub struct Exchange<T: ExchangeData> {
     pub metrics: ChannelMetrics,
 }
 
-impl<T: ExchangeData> Exchange<T> {
+impl<'c, T: ExchangeData> Exchange<'c, T> {
     /// An exchange at worker `me` over `tx` (indexed by destination worker),
     /// staging up to `batch_records` records per destination (clamped so a
     /// batch always fits a frame).
-    pub fn new(me: usize, tx: Vec<Box<dyn ChannelTx>>, batch_records: usize) -> Self {
+    pub fn new(me: usize, tx: Vec<Box<dyn ChannelTx + 'c>>, batch_records: usize) -> Self {
         let max_frame = tx.iter().map(|t| t.max_frame()).min().unwrap_or(usize::MAX);
         let mut batch = batch_records.max(1);
         while batch > 1 && T::size_hint(batch) > max_frame {
@@ -123,7 +123,9 @@ impl<T: ExchangeData> Exchange<T> {
                 waited = true;
                 self.metrics.ring_full_waits += 1;
             }
-            self.tx[dest].flush();
+            self.tx[dest]
+                .flush()
+                .map_err(|e| RuntimeError::channel(self.me, dest, e))?;
             drain()?;
             spins += 1;
             if spins > 64 {
@@ -186,10 +188,7 @@ impl<T: ExchangeData> Exchange<T> {
             self.send_batch(dest, drain)?;
         }
         if self.unflushed {
-            for t in &mut self.tx {
-                t.flush();
-            }
-            self.unflushed = false;
+            self.flush_channels()?;
         }
         Ok(())
     }
@@ -220,8 +219,13 @@ impl<T: ExchangeData> Exchange<T> {
         if kind == FrameKind::Watermark {
             self.metrics.watermarks_out += 1;
         }
-        for t in &mut self.tx {
-            t.flush();
+        self.flush_channels()
+    }
+
+    fn flush_channels(&mut self) -> Result<(), RuntimeError> {
+        for (dest, t) in self.tx.iter_mut().enumerate() {
+            t.flush()
+                .map_err(|e| RuntimeError::channel(self.me, dest, e))?;
         }
         self.unflushed = false;
         Ok(())
@@ -230,9 +234,9 @@ impl<T: ExchangeData> Exchange<T> {
 
 /// The receiving side of an exchange at one worker: one channel per source
 /// worker, each with its own watermark.
-pub struct Inputs {
+pub struct Inputs<'c> {
     me: usize,
-    rx: Vec<Box<dyn ChannelRx>>,
+    rx: Vec<Box<dyn ChannelRx + 'c>>,
     wm: Vec<u64>,
     ended: Vec<bool>,
     n_ended: usize,
@@ -241,9 +245,9 @@ pub struct Inputs {
     pub metrics: ChannelMetrics,
 }
 
-impl Inputs {
+impl<'c> Inputs<'c> {
     /// Inputs at worker `me` from `rx` (indexed by source worker).
-    pub fn new(me: usize, rx: Vec<Box<dyn ChannelRx>>) -> Self {
+    pub fn new(me: usize, rx: Vec<Box<dyn ChannelRx + 'c>>) -> Self {
         let n = rx.len();
         Inputs {
             me,
@@ -334,7 +338,9 @@ impl Inputs {
                 }
             }
             if got > 0 {
-                self.rx[from].release();
+                self.rx[from]
+                    .release()
+                    .map_err(|e| RuntimeError::channel(from, self.me, e))?;
             }
             frames += got;
         }

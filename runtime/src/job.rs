@@ -4,7 +4,8 @@
 //! stateless operators), pushes records into the exchange, and reads its
 //! inputs into its downstream (the final stage), until every input has ended.
 
-use crate::channel::{thread_channel, ChannelRx, ChannelTx};
+use crate::channel::thread_channel;
+use crate::channel::{ChannelRx, ChannelTx};
 use crate::data::ExchangeData;
 use crate::exchange::{Downstream, Drain, Exchange, Inputs};
 use crate::metrics::ChannelMetrics;
@@ -28,6 +29,9 @@ pub struct JobConfig {
     pub batch_records: usize,
     /// Pin worker `w` to its planned CPU.
     pub pin: bool,
+    /// Run across the ranks of an MPI job (`None`: this process alone).
+    #[cfg(feature = "mpi")]
+    pub cluster: Option<crate::cluster::ClusterConfig>,
 }
 
 impl Default for JobConfig {
@@ -38,6 +42,8 @@ impl Default for JobConfig {
             flush: Duration::from_micros(1000),
             batch_records: 1024,
             pin: true,
+            #[cfg(feature = "mpi")]
+            cluster: None,
         }
     }
 }
@@ -45,9 +51,9 @@ impl Default for JobConfig {
 /// Who a worker is.
 #[derive(Debug, Clone)]
 pub struct WorkerInfo {
-    /// Global worker index (0-based).
+    /// Global worker index (0-based): `rank * workers_per_rank + local`.
     pub index: usize,
-    /// Number of workers in the job.
+    /// Number of workers in the job (all ranks).
     pub workers: usize,
     /// The CPU it is pinned to, if pinned.
     pub core: Option<usize>,
@@ -79,10 +85,10 @@ pub trait Upstream<T: ExchangeData>: Send {
     }
 }
 
-/// The handle an upstream pushes records through.
-pub struct Emitter<'a, 'd, T: ExchangeData> {
-    ex: &'a mut Exchange<T>,
-    drain: &'a mut Drain<'d>,
+/// The handle an upstream pushes records through (`'c`: the channels' lifetime).
+pub struct Emitter<'a, 'c, T: ExchangeData> {
+    ex: &'a mut Exchange<'c, T>,
+    drain: &'a mut Drain<'a>,
     error: &'a mut Option<RuntimeError>,
 }
 
@@ -126,12 +132,133 @@ pub struct WorkerOutcome<U, D> {
     pub elapsed: Duration,
 }
 
-type Slot = Mutex<Vec<Vec<Option<Producer>>>>;
+/// How a job's workers get their channels: which of the job's workers run
+/// in this process, and for each of them its receiving ends (from every
+/// worker of the job) and its sending ends (to every worker of the job), both
+/// indexed by global worker. The runtime never looks at a channel's tier.
+pub(crate) trait Wiring: Sync {
+    /// Global index of this process's first worker.
+    fn first(&self) -> usize;
+    /// Workers in the whole job.
+    fn total(&self) -> usize;
+    /// Workers in this process.
+    fn local(&self) -> usize;
+    /// CPU slot of local worker 0 among the workers sharing this node.
+    fn core_offset(&self) -> usize {
+        0
+    }
+    /// Phase 1, on local worker `local`'s thread (so ring pages are first
+    /// touched there): its receiving ends, one per global source worker.
+    fn inputs<'s>(&'s self, local: usize) -> Result<Vec<Box<dyn ChannelRx + 's>>, RuntimeError>;
+    /// Between the phases, called by one local worker once every local
+    /// worker finished phase 1 (e.g. a barrier across ranks).
+    fn between(&self) {}
+    /// Phase 2: local worker `local`'s sending ends, one per global
+    /// destination worker.
+    fn outputs<'s>(&'s self, local: usize) -> Result<Vec<Box<dyn ChannelTx + 's>>, RuntimeError>;
+}
 
-/// Runs a job of `cfg.workers` workers. `make` builds each worker's upstream
-/// and downstream on the worker's own thread (after pinning, so their memory
-/// is first touched there). Returns the workers' outcomes in worker order, or
-/// the first error (a worker that panicked, a channel whose peer vanished).
+/// Thread-tier rings between the workers of one process: each is created by
+/// its consumer (phase 1), whose producer end waits here for its sender.
+pub(crate) struct ThreadSlots {
+    /// `slots[from][to]`, local worker indices.
+    slots: Mutex<Vec<Vec<Option<Producer>>>>,
+    ring_bytes: usize,
+}
+
+impl ThreadSlots {
+    pub(crate) fn new(workers: usize, ring_bytes: usize) -> ThreadSlots {
+        ThreadSlots {
+            slots: Mutex::new(
+                (0..workers)
+                    .map(|_| (0..workers).map(|_| None).collect())
+                    .collect(),
+            ),
+            ring_bytes,
+        }
+    }
+
+    /// Creates the ring from local worker `from` to local worker `to` (on
+    /// `to`'s thread) and returns its consumer.
+    pub(crate) fn create(
+        &self,
+        from: usize,
+        to: usize,
+    ) -> Result<air_shm::Consumer, air_shm::ShmError> {
+        let (p, c) = thread_channel(self.ring_bytes)?;
+        self.slots.lock().unwrap_or_else(|e| e.into_inner())[from][to] = Some(p);
+        Ok(c)
+    }
+
+    /// Takes the producer of the ring from local `from` to local `to`.
+    pub(crate) fn take(&self, from: usize, to: usize) -> Option<Producer> {
+        self.slots.lock().unwrap_or_else(|e| e.into_inner())[from][to].take()
+    }
+}
+
+/// One process, thread tier only.
+struct LocalWiring {
+    workers: usize,
+    slots: ThreadSlots,
+}
+
+impl Wiring for LocalWiring {
+    fn first(&self) -> usize {
+        0
+    }
+    fn total(&self) -> usize {
+        self.workers
+    }
+    fn local(&self) -> usize {
+        self.workers
+    }
+    fn inputs<'s>(&'s self, me: usize) -> Result<Vec<Box<dyn ChannelRx + 's>>, RuntimeError> {
+        let mut rx: Vec<Box<dyn ChannelRx + 's>> = Vec::with_capacity(self.workers);
+        for from in 0..self.workers {
+            let c = self
+                .slots
+                .create(from, me)
+                .map_err(|e| RuntimeError::channel(from, me, e))?;
+            rx.push(Box::new(c));
+        }
+        Ok(rx)
+    }
+    fn outputs<'s>(&'s self, me: usize) -> Result<Vec<Box<dyn ChannelTx + 's>>, RuntimeError> {
+        (0..self.workers)
+            .map(|to| match self.slots.take(me, to) {
+                Some(p) => Ok(Box::new(p) as Box<dyn ChannelTx + 's>),
+                None => Err(missing_channel(me, to)),
+            })
+            .collect()
+    }
+}
+
+pub(crate) fn missing_channel(from: usize, to: usize) -> RuntimeError {
+    RuntimeError::Setup(format!(
+        "worker {to} failed to create its channel from worker {from}"
+    ))
+}
+
+/// Refuses rings that would take more than half the available memory.
+pub(crate) fn check_memory(rings: u128, ring_bytes: usize, what: &str) -> Result<(), RuntimeError> {
+    let need = rings * (ring_bytes as u128 + air_shm::HEADER_BYTES as u128);
+    if let Some(avail) = available_memory() {
+        if need > avail as u128 / 2 {
+            return Err(RuntimeError::Setup(format!(
+                "{what} need {rings} rings of {ring_bytes} bytes = {need} bytes, more than half \
+                 of the {avail} bytes of available memory (lower --workers or --ring-bytes)"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Runs a job of `cfg.workers` workers per process (and, with
+/// `cfg.cluster`, across every rank of the MPI job). `make` builds each
+/// worker's upstream and downstream on the worker's own thread (after
+/// pinning, so their memory is first touched there). Returns this process's
+/// workers' outcomes in worker order, or the first error (a worker that
+/// panicked, a channel whose peer vanished).
 pub fn run<T, U, D, F>(cfg: &JobConfig, make: F) -> Result<Vec<WorkerOutcome<U, D>>, RuntimeError>
 where
     T: ExchangeData,
@@ -139,32 +266,49 @@ where
     D: Downstream<T>,
     F: Fn(&WorkerInfo) -> (U, D) + Sync,
 {
+    #[cfg(feature = "mpi")]
+    if let Some(cluster) = &cfg.cluster {
+        return crate::cluster::run(cfg, cluster, make);
+    }
     let w = cfg.workers.max(1);
     // W² rings, each touched up front: refuse what the machine cannot hold.
-    let need = (w as u128) * (w as u128) * (cfg.ring_bytes as u128 + air_shm::HEADER_BYTES as u128);
-    if let Some(avail) = available_memory() {
-        if need > avail as u128 / 2 {
-            return Err(RuntimeError::Setup(format!(
-                "{w} workers need {w}² rings of {} bytes = {need} bytes, more than half of the \
-                 {avail} bytes of available memory (lower --workers or --ring-bytes)",
-                cfg.ring_bytes
-            )));
-        }
-    }
-    // Producer slots: slots[from][to], filled by the consumer `to`.
-    let slots: Slot = Mutex::new((0..w).map(|_| (0..w).map(|_| None).collect()).collect());
+    check_memory(
+        (w as u128) * (w as u128),
+        cfg.ring_bytes,
+        &format!("{w} workers"),
+    )?;
+    let wiring = LocalWiring {
+        workers: w,
+        slots: ThreadSlots::new(w, cfg.ring_bytes),
+    };
+    run_wired(cfg, &wiring, make)
+}
+
+/// Runs this process's workers over `wiring`.
+pub(crate) fn run_wired<T, U, D, F, G>(
+    cfg: &JobConfig,
+    wiring: &G,
+    make: F,
+) -> Result<Vec<WorkerOutcome<U, D>>, RuntimeError>
+where
+    T: ExchangeData,
+    U: Upstream<T>,
+    D: Downstream<T>,
+    F: Fn(&WorkerInfo) -> (U, D) + Sync,
+    G: Wiring,
+{
+    let w = wiring.local();
     let barrier = Barrier::new(w);
     let _ = placement::allowed_cores(); // read the CPU set before pinning
     std::thread::scope(|s| {
         let handles: Vec<_> = (0..w)
             .map(|me| {
-                let slots = &slots;
                 let barrier = &barrier;
                 let make = &make;
                 std::thread::Builder::new()
-                    .name(format!("air-w{me}"))
+                    .name(format!("air-w{}", wiring.first() + me))
                     .spawn_scoped(s, move || {
-                        worker::<T, U, D, F>(cfg, me, w, slots, barrier, make)
+                        worker::<T, U, D, F, G>(cfg, me, wiring, barrier, make)
                     })
                     .expect("spawn worker thread")
             })
@@ -195,7 +339,7 @@ where
                         .unwrap_or_else(|| "panic".into());
                     // A panic is the root cause; prefer it over its peers' channel errors.
                     first_err = Some(RuntimeError::WorkerPanicked {
-                        worker: i,
+                        worker: wiring.first() + i,
                         message: msg,
                     });
                 }
@@ -208,11 +352,10 @@ where
     })
 }
 
-fn worker<T, U, D, F>(
+fn worker<T, U, D, F, G>(
     cfg: &JobConfig,
-    me: usize,
-    w: usize,
-    slots: &Slot,
+    local: usize,
+    wiring: &G,
     barrier: &Barrier,
     make: &F,
 ) -> Result<WorkerOutcome<U, D>, RuntimeError>
@@ -221,54 +364,30 @@ where
     U: Upstream<T>,
     D: Downstream<T>,
     F: Fn(&WorkerInfo) -> (U, D) + Sync,
+    G: Wiring,
 {
+    let me = wiring.first() + local;
     let core = if cfg.pin {
-        placement::pin_current(me)
+        placement::pin_current(wiring.core_offset() + local)
     } else {
         None
     };
     // This worker consumes one ring from every worker: create them here so
     // their pages are first touched on this worker's CPU.
-    let mut rx: Vec<Box<dyn ChannelRx>> = Vec::with_capacity(w);
-    let mut setup_err = None;
-    for from in 0..w {
-        match thread_channel(cfg.ring_bytes) {
-            Ok((p, c)) => {
-                slots.lock().unwrap_or_else(|e| e.into_inner())[from][me] = Some(p);
-                rx.push(Box::new(c));
-            }
-            Err(e) => {
-                setup_err = Some(RuntimeError::channel(from, me, e));
-                break;
-            }
-        }
+    let rx = wiring.inputs(local);
+    if barrier.wait().is_leader() {
+        wiring.between();
     }
     barrier.wait();
-    if let Some(e) = setup_err {
-        return Err(e);
-    }
-    let tx: Vec<Box<dyn ChannelTx>> = {
-        let mut g = slots.lock().unwrap_or_else(|e| e.into_inner());
-        let mut v: Vec<Box<dyn ChannelTx>> = Vec::with_capacity(w);
-        for to in 0..w {
-            match g[me][to].take() {
-                Some(p) => v.push(Box::new(p)),
-                None => {
-                    return Err(RuntimeError::Setup(format!(
-                        "worker {to} failed to create its channel from worker {me}"
-                    )))
-                }
-            }
-        }
-        v
-    };
+    let rx = rx?;
+    let tx = wiring.outputs(local)?;
     let info = WorkerInfo {
         index: me,
-        workers: w,
+        workers: wiring.total(),
         core,
     };
     let (mut up, mut down) = make(&info);
-    let mut ex: Exchange<T> = Exchange::new(me, tx, cfg.batch_records);
+    let mut ex: Exchange<'_, T> = Exchange::new(me, tx, cfg.batch_records);
     let mut inputs = Inputs::new(me, rx);
     let start = Instant::now();
     let mut last_flush = start;

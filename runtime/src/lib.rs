@@ -11,13 +11,15 @@
 #![deny(missing_docs)]
 
 pub mod channel;
+#[cfg(feature = "mpi")]
+pub mod cluster;
 pub mod data;
 pub mod exchange;
 pub mod job;
 pub mod metrics;
 pub mod placement;
 
-pub use channel::{ChannelRx, ChannelTx, Recv};
+pub use channel::{ChannelError, ChannelRx, ChannelTx, Recv};
 pub use data::ExchangeData;
 pub use exchange::{Downstream, Exchange, Inputs};
 pub use job::{run, Emitter, JobConfig, Progress, Upstream, WorkerInfo, WorkerOutcome};
@@ -33,9 +35,9 @@ pub enum RuntimeError {
         from: usize,
         /// Receiving worker.
         to: usize,
-        /// The ring's error.
+        /// The channel's error.
         #[source]
-        source: air_shm::ShmError,
+        source: ChannelError,
     },
     /// A worker thread panicked.
     #[error("worker {worker} panicked: {message}")]
@@ -63,13 +65,21 @@ pub enum RuntimeError {
         /// Largest frame payload in bytes.
         max: usize,
     },
+    /// A rank of a distributed job was lost (its process died, or it fell
+    /// silent); the message names the rank.
+    #[error("{0}")]
+    RankLost(String),
     /// The job could not be set up.
     #[error("job setup: {0}")]
     Setup(String),
 }
 
 impl RuntimeError {
-    pub(crate) fn channel(from: usize, to: usize, source: air_shm::ShmError) -> Self {
-        RuntimeError::Channel { from, to, source }
+    pub(crate) fn channel(from: usize, to: usize, source: impl Into<ChannelError>) -> Self {
+        RuntimeError::Channel {
+            from,
+            to,
+            source: source.into(),
+        }
     }
 }

@@ -1,10 +1,10 @@
 //! Per-worker counters and latency histograms, merged at the end of a job.
 
 use hdrhistogram::Histogram;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Counters of one worker's channels (exchange in and out).
-#[derive(Debug, Default, Clone, Serialize)]
+#[derive(Debug, Default, Clone, Serialize, Deserialize)]
 pub struct ChannelMetrics {
     /// Records this worker pushed into the exchange.
     pub records_out: u64,
@@ -43,6 +43,23 @@ impl ChannelMetrics {
 /// event times have ms resolution, so 0 means under a millisecond).
 pub fn latency_histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, 3_600_000, 3).expect("valid histogram bounds")
+}
+
+/// The recorded values of `h` as (value, count) pairs, to ship it to
+/// another process and merge it there ([`record_pairs`]).
+pub fn histogram_pairs(h: &Histogram<u64>) -> Vec<(u64, u64)> {
+    h.iter_recorded()
+        .map(|v| (v.value_iterated_to(), v.count_at_value()))
+        .collect()
+}
+
+/// Adds (value, count) pairs from [`histogram_pairs`] into `h` (values
+/// outside `h`'s range are clamped to it).
+pub fn record_pairs(h: &mut Histogram<u64>, pairs: &[(u64, u64)]) {
+    for &(v, n) in pairs {
+        let v = v.clamp(h.low(), h.high());
+        let _ = h.record_n(v, n);
+    }
 }
 
 /// Latency percentiles in milliseconds.

@@ -22,6 +22,14 @@ pub struct RuntimeArgs {
     /// Do not pin workers to CPUs.
     #[arg(long)]
     pub no_pin: bool,
+    /// Under MPI: use the network tier (RMA windows) between ranks of one
+    /// node too, instead of `/dev/shm` rings (tests the RMA path on one machine).
+    #[arg(long, env = "AIR_FORCE_NETWORK", value_parser = clap::builder::FalseyValueParser::new())]
+    pub force_network: bool,
+    /// Under MPI: every rank writes its own workers' result rows to
+    /// `<out stem>.rank<R>.<ext>` instead of rank 0 writing one merged file.
+    #[arg(long)]
+    pub out_per_rank: bool,
 }
 
 impl RuntimeArgs {
@@ -34,6 +42,7 @@ impl RuntimeArgs {
             flush: Duration::from_micros(self.flush_us.max(1)),
             batch_records: self.batch.max(1),
             pin: !self.no_pin,
+            ..d
         }
     }
 }
@@ -45,12 +54,26 @@ pub enum CliError {
     BadInput(String),
     /// Anything else: exit code 1.
     Other(anyhow::Error),
+    /// Another rank failed and reported it; exit with this code, print nothing.
+    Quiet(i32),
+}
+
+impl CliError {
+    /// The process exit code for this error.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            CliError::BadInput(_) => 2,
+            CliError::Other(_) => 1,
+            CliError::Quiet(c) => *c,
+        }
+    }
 }
 
 impl std::fmt::Display for CliError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             CliError::BadInput(m) => f.write_str(m),
+            CliError::Quiet(c) => write!(f, "another rank failed (exit code {c})"),
             CliError::Other(e) => {
                 // Our errors already name their cause in their message:
                 // print a cause only if it adds something.

@@ -2,4 +2,5 @@
 //! `air-operators` and runs it on `air-runtime`.
 
 pub mod common;
+pub mod dist;
 pub mod ysb;

@@ -5,6 +5,7 @@
 //! an unknown `ad_id` are counted as `unmatched` and dropped.
 
 use super::common::{thousands, CliError, RuntimeArgs};
+use super::dist::{Dist, MpiReport};
 use air_operators::sources::ysb::{
     split_ranges, uuid_to_string, Campaigns, EventTimeMode, EventType, OnBadRecord, PacedFill,
     Pacer, ParseMode, ReaderOptions, SourceError, YsbEvent, YsbFileReader, YsbGenConfig,
@@ -12,7 +13,7 @@ use air_operators::sources::ysb::{
 };
 use air_operators::stream::{run_window_job, Pipe, Source, SourcePoll, Stream, WindowOptions};
 use air_operators::window::{Aggregate, WindowSpec};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::io::Write;
 use std::ops::Range;
 use std::path::PathBuf;
@@ -288,7 +289,7 @@ impl YsbSource {
 }
 
 /// One result row of YSB.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct YsbRow {
     /// Window start, ms of event time.
     pub window_start_ms: u64,
@@ -299,10 +300,12 @@ pub struct YsbRow {
 }
 
 /// Per-worker figures of the report.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct WorkerReport {
-    /// Worker index.
+    /// Global worker index (`rank * workers per rank + local index`).
     pub worker: usize,
+    /// The rank it ran on (0 when alone).
+    pub rank: usize,
     /// CPU it was pinned to.
     pub core: Option<usize>,
     /// Events read from its source.
@@ -325,8 +328,10 @@ pub struct WorkerReport {
 pub struct YsbReport {
     /// "ysb".
     pub query: &'static str,
-    /// Worker threads.
+    /// Workers in the job (all ranks).
     pub workers: usize,
+    /// Ranks (processes) in the job: 1 when alone.
+    pub ranks: usize,
     /// "generator" or "files".
     pub source: &'static str,
     /// Events read (generated or parsed).
@@ -357,7 +362,9 @@ pub struct YsbReport {
     pub window_ms: u64,
     /// Whether partial aggregates were computed before the exchange.
     pub pre_aggregate: bool,
-    /// Per-worker figures.
+    /// The MPI run (library, ranks, nodes, tiers); `null` when alone.
+    pub mpi: Option<MpiReport>,
+    /// Per-worker figures, every rank's workers in global order.
     pub per_worker: Vec<WorkerReport>,
 }
 
@@ -371,8 +378,9 @@ pub struct YsbOutcome {
     pub input_error: Option<String>,
 }
 
-/// Refuses options that make no sense together, before anything runs.
-fn validate(args: &YsbArgs) -> Result<(), CliError> {
+/// Refuses options that make no sense together, before anything runs
+/// (`ranks`: ranks of the job, each with the same options).
+fn validate(args: &YsbArgs, ranks: usize) -> Result<(), CliError> {
     let bad = |m: String| Err(CliError::BadInput(m));
     let rt = &args.runtime;
     if args.window_ms == 0 {
@@ -391,11 +399,11 @@ fn validate(args: &YsbArgs) -> Result<(), CliError> {
             rt.ring_bytes
         ));
     }
-    let workers = rt.job_config().workers as u64;
+    let workers = (rt.job_config().workers * ranks) as u64;
     if let Some(r) = args.rate {
         if r < workers {
             return bad(format!(
-                "--rate {r} is below one event per second per worker ({workers} workers)"
+                "--rate {r} is below one event per second per worker ({workers} workers in the job)"
             ));
         }
     }
@@ -405,6 +413,9 @@ fn validate(args: &YsbArgs) -> Result<(), CliError> {
                 "--duration {d}: expected a positive number of seconds"
             ));
         }
+    }
+    if rt.out_per_rank && args.out.is_none() {
+        return bad("--out-per-rank needs --out".into());
     }
     if !args.input.is_empty() {
         let conflicting = [
@@ -440,25 +451,43 @@ fn validate(args: &YsbArgs) -> Result<(), CliError> {
 /// Smallest `--ring-bytes` accepted by `air run ysb`.
 pub const MIN_RING_BYTES: usize = 4096;
 
-/// Runs YSB as `args` say.
-pub fn run(args: &YsbArgs) -> Result<YsbOutcome, CliError> {
-    validate(args)?;
+/// One rank's share of a run: its workers' rows and figures (all of them
+/// when alone), shipped to rank 0 to be merged.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct RankPart {
+    rows: Vec<YsbRow>,
+    per_worker: Vec<WorkerReport>,
+    /// Latency histogram as (value ms, count) pairs.
+    latency: Vec<(u64, u64)>,
+    skipped: u64,
+    input_error: Option<String>,
+    elapsed_s: f64,
+    late_partials: u64,
+}
+
+/// Runs this process's share of YSB as `args` say (every rank's workers
+/// when distributed); returns its rows and figures.
+fn run_rank(args: &YsbArgs, dist: &Dist) -> Result<RankPart, CliError> {
     let campaigns = match &args.campaigns {
         Some(p) => Campaigns::load(p).map_err(|e| CliError::BadInput(e.to_string()))?,
         None => Campaigns::ysb(args.seed),
     };
     let campaigns = Arc::new(campaigns);
-    let cfg = args.runtime.job_config();
+    let mut cfg = args.runtime.job_config();
+    dist.configure(&mut cfg, args.runtime.force_network);
+    // Global worker g = rank * w + local; the input and the generator are
+    // split over every worker of the job.
     let w = cfg.workers;
+    let total = w * dist.ranks();
     let files = !args.input.is_empty();
     // Pieces of input: each file split into one byte range per worker;
     // worker `i` reads range `i` of every file.
-    let mut pieces: Vec<Vec<(PathBuf, Range<u64>)>> = vec![Vec::new(); w];
+    let mut pieces: Vec<Vec<(PathBuf, Range<u64>)>> = vec![Vec::new(); total];
     for path in &args.input {
-        let ranges = split_ranges(path, w)
+        let ranges = split_ranges(path, total)
             .map_err(|e| CliError::BadInput(format!("{}: {e}", path.display())))?;
         for (i, r) in ranges.into_iter().enumerate() {
-            pieces[i % w].push((path.clone(), r));
+            pieces[i % total].push((path.clone(), r));
         }
     }
     let events = if files {
@@ -546,10 +575,7 @@ pub fn run(args: &YsbArgs) -> Result<YsbOutcome, CliError> {
             count: r.state.count,
         })
         .collect();
-    let mut rows = rows;
-    rows.sort_by(|a, b| {
-        (a.window_start_ms, &a.campaign_id).cmp(&(b.window_start_ms, &b.campaign_id))
-    });
+    let first = dist.rank() * w;
     let mut per_worker = Vec::new();
     let mut input_error = None;
     let mut skipped = 0;
@@ -557,7 +583,8 @@ pub fn run(args: &YsbArgs) -> Result<YsbOutcome, CliError> {
         let p = out.pipes[i].second();
         let u = out.upstream[i];
         per_worker.push(WorkerReport {
-            worker: i,
+            worker: first + i,
+            rank: dist.rank(),
             core: out.cores[i],
             events: u.source_records,
             filtered: p.filtered,
@@ -580,6 +607,46 @@ pub fn run(args: &YsbArgs) -> Result<YsbOutcome, CliError> {
             }
         }
     }
+    Ok(RankPart {
+        rows,
+        per_worker,
+        latency: air_runtime::metrics::histogram_pairs(&out.latency_hist),
+        skipped,
+        input_error,
+        elapsed_s: elapsed.as_secs_f64(),
+        late_partials: out.late_partials,
+    })
+}
+
+/// Merges every rank's part (rank order) into the job's rows and report.
+fn merge(
+    args: &YsbArgs,
+    parts: Vec<RankPart>,
+    mpi: Option<MpiReport>,
+) -> Result<YsbOutcome, CliError> {
+    let files = !args.input.is_empty();
+    let mut rows = Vec::new();
+    let mut per_worker = Vec::new();
+    let mut hist = air_runtime::metrics::latency_histogram();
+    let mut skipped = 0;
+    let mut input_error = None;
+    let mut secs: f64 = 1e-9;
+    let mut late_partials = 0;
+    for p in parts {
+        rows.extend(p.rows);
+        per_worker.extend(p.per_worker);
+        air_runtime::metrics::record_pairs(&mut hist, &p.latency);
+        skipped += p.skipped;
+        if input_error.is_none() {
+            input_error = p.input_error;
+        }
+        secs = secs.max(p.elapsed_s);
+        late_partials += p.late_partials;
+    }
+    rows.sort_by(|a, b| {
+        (a.window_start_ms, &a.campaign_id).cmp(&(b.window_start_ms, &b.campaign_id))
+    });
+    let w = per_worker.len().max(1);
     let events: u64 = per_worker.iter().map(|p| p.events).sum();
     if let Some(e) = &input_error {
         input_error = Some(format!(
@@ -587,13 +654,13 @@ pub fn run(args: &YsbArgs) -> Result<YsbOutcome, CliError> {
              were processed and their results written)"
         ));
     }
-    let secs = elapsed.as_secs_f64().max(1e-9);
     let mut windows: Vec<u64> = rows.iter().map(|r| r.window_start_ms).collect();
     windows.dedup();
     let wallclock = !files && args.event_time == EventTimeArg::Wallclock;
     let report = YsbReport {
         query: "ysb",
         workers: w,
+        ranks: mpi.as_ref().map_or(1, |m| m.ranks),
         source: if files { "files" } else { "generator" },
         events,
         elapsed_s: secs,
@@ -605,15 +672,15 @@ pub fn run(args: &YsbArgs) -> Result<YsbOutcome, CliError> {
         skipped_records: skipped,
         windows_emitted: windows.len() as u64,
         rows: rows.len() as u64,
-        latency_ms: wallclock.then(|| out.latency.clone()),
+        latency_ms: wallclock.then(|| air_runtime::LatencySummary::of(&hist)),
         window_ms: args.window_ms,
         pre_aggregate: !args.shuffle,
+        mpi,
         per_worker,
     };
-    if out.late_partials != 0 {
+    if late_partials != 0 {
         return Err(CliError::Other(anyhow::anyhow!(
-            "internal error: {} partial aggregates arrived after their window fired",
-            out.late_partials
+            "internal error: {late_partials} partial aggregates arrived after their window fired"
         )));
     }
     Ok(YsbOutcome {
@@ -621,6 +688,18 @@ pub fn run(args: &YsbArgs) -> Result<YsbOutcome, CliError> {
         report,
         input_error,
     })
+}
+
+/// `<stem>.rank<R>.<ext>` beside `path`.
+fn per_rank_path(path: &std::path::Path, rank: usize) -> PathBuf {
+    let stem = path
+        .file_stem()
+        .map_or_else(Default::default, |s| s.to_string_lossy().into_owned());
+    let name = match path.extension() {
+        Some(ext) => format!("{stem}.rank{rank}.{}", ext.to_string_lossy()),
+        None => format!("{stem}.rank{rank}"),
+    };
+    path.with_file_name(name)
 }
 
 /// Writes `rows` as CSV with the header `window_start_ms,campaign_id,count`.
@@ -638,14 +717,16 @@ pub fn write_csv(file: std::fs::File, rows: &[YsbRow]) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `air run ysb`: runs, writes the outputs, prints a summary.
-pub fn main(args: &YsbArgs) -> Result<(), CliError> {
+/// `air run ysb`: runs, writes the outputs, prints a summary. Under MPI
+/// every rank runs it; rank 0 writes the merged outputs and prints.
+pub fn main(args: &YsbArgs, dist: &Dist) -> Result<(), CliError> {
+    let root = dist.is_root();
     // A progress line on a terminal, for long runs.
     let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let progress = {
         use std::io::IsTerminal;
         let done = done.clone();
-        std::io::stderr().is_terminal().then(|| {
+        (root && std::io::stderr().is_terminal()).then(|| {
             std::thread::spawn(move || {
                 let start = Instant::now();
                 let mut shown = false;
@@ -669,29 +750,98 @@ pub fn main(args: &YsbArgs) -> Result<(), CliError> {
             })
         })
     };
-    // Open the outputs before the run, so a bad path fails now, not after it.
+    // Check the options and open the outputs before the run, so a bad path
+    // fails now, not after it; every rank agrees before any goes on.
     let open = |p: &std::path::Path| {
         std::fs::File::create(p).map_err(|e| CliError::BadInput(format!("{}: {e}", p.display())))
     };
-    let out_file = args.out.as_deref().map(open).transpose()?;
-    let report_file = args.report.as_deref().map(open).transpose()?;
-    let o = run(args);
+    let per_rank = args.runtime.out_per_rank;
+    let mut files = (None, None, None);
+    let checked = validate(args, dist.ranks()).and_then(|()| {
+        if root {
+            files.0 = args
+                .out
+                .as_deref()
+                .filter(|_| !per_rank)
+                .map(open)
+                .transpose()?;
+            files.1 = args.report.as_deref().map(open).transpose()?;
+        }
+        if per_rank {
+            files.2 = args
+                .out
+                .as_deref()
+                .map(|p| open(&per_rank_path(p, dist.rank())))
+                .transpose()?;
+        }
+        Ok(())
+    });
+    dist.agree(checked)?;
+    let (out_file, report_file, rank_file) = files;
+    let part = run_rank(args, dist);
     done.store(true, std::sync::atomic::Ordering::Relaxed);
     if let Some(p) = progress {
         let _ = p.join();
     }
-    let o = o?;
-    if let Some(f) = out_file {
-        write_csv(f, &o.rows)?;
+    let part = match part {
+        Ok(p) => p,
+        Err(e) => {
+            dist.abort_if_distributed(&e.to_string(), e.exit_code());
+            return Err(e);
+        }
+    };
+    if let Some(f) = rank_file {
+        write_csv(f, &part.rows)?;
     }
-    if let Some(f) = report_file {
-        serde_json::to_writer_pretty(std::io::BufWriter::new(f), &o.report)?;
+    let bytes = serde_json::to_vec(&part)?;
+    let code = match dist.gather(bytes)? {
+        Some(parts) => {
+            let parts = parts
+                .iter()
+                .map(|b| serde_json::from_slice::<RankPart>(b))
+                .collect::<Result<Vec<_>, _>>()?;
+            let mpi = dist.describe(
+                args.runtime.job_config().workers,
+                args.runtime.force_network,
+            );
+            let o = merge(args, parts, mpi);
+            let code = match &o {
+                Ok(o) if o.input_error.is_some() => 2,
+                Ok(_) => 0,
+                Err(e) => e.exit_code(),
+            };
+            dist.agree_exit_code(code);
+            let o = o?;
+            if let Some(f) = out_file {
+                write_csv(f, &o.rows)?;
+            }
+            if let Some(f) = report_file {
+                serde_json::to_writer_pretty(std::io::BufWriter::new(f), &o.report)?;
+            }
+            print_summary(&o.report)?;
+            if let Some(e) = o.input_error {
+                return Err(CliError::BadInput(e));
+            }
+            return Ok(());
+        }
+        None => dist.agree_exit_code(0),
+    };
+    match code {
+        0 => Ok(()),
+        c => Err(CliError::Quiet(c)),
     }
-    let r = &o.report;
+}
+
+fn print_summary(r: &YsbReport) -> std::io::Result<()> {
     let mut out = std::io::stdout().lock();
+    let ranks = if r.ranks > 1 {
+        format!(" on {} ranks", r.ranks)
+    } else {
+        String::new()
+    };
     writeln!(
         out,
-        "ysb: {} worker{}, {} events in {:.3} s = {:.1} M events/s ({:.1} M/s per worker){}",
+        "ysb: {} worker{}{ranks}, {} events in {:.3} s = {:.1} M events/s ({:.1} M/s per worker){}",
         r.workers,
         if r.workers == 1 { "" } else { "s" },
         thousands(r.events),
@@ -725,9 +875,6 @@ pub fn main(args: &YsbArgs) -> Result<(), CliError> {
             "  processing time {:.3} s (event times are not wall-clock: no latency)",
             r.elapsed_s
         )?,
-    }
-    if let Some(e) = o.input_error {
-        return Err(CliError::BadInput(e));
     }
     Ok(())
 }

@@ -1,0 +1,400 @@
+//! A job across the ranks of an MPI job (feature `mpi`): `P` ranks × `W`
+//! workers, global worker `g = rank * W + w`, every pair of workers joined by
+//! a channel of the tier their placement allows:
+//!
+//! | between | tier | channel |
+//! |---|---|---|
+//! | workers of one rank | thread | a ring in process memory |
+//! | ranks of one node (`MPI_COMM_TYPE_SHARED`) | node | a ring in a `/dev/shm` segment, created by the consumer, named `air-<uid>-<job>-g<from>-g<to>` with the job id agreed over MPI, unlinked as soon as the producer opens it |
+//! | ranks of different nodes, or any two ranks with `force_network` | network | a remote ring in the receiver's RMA window ([`air_rdma::RmaProducer`]) |
+//!
+//! Each rank allocates one window: heartbeats, then one ring region per
+//! incoming network channel, then one credit slot per outgoing network
+//! channel. Every rank computes every other rank's layout from the same
+//! numbers (ranks, tiers, `W`, ring size), which are checked to agree first.
+//! A watcher thread per rank notices lost ranks (see [`air_rdma::Liveness`]).
+//!
+//! After an error the job's ranks are in no state for collective teardown:
+//! the window is leaked, and the caller must end the job with
+//! [`air_rdma::Mpi::abort`] (which `air` does).
+
+use crate::channel::{ChannelRx, ChannelTx};
+use crate::data::ExchangeData;
+use crate::exchange::Downstream;
+use crate::job::{
+    check_memory, missing_channel, run_wired, JobConfig, ThreadSlots, Upstream, Wiring, WorkerInfo,
+    WorkerOutcome,
+};
+use crate::RuntimeError;
+use air_rdma::{
+    heartbeat_bytes, ring_region_bytes, Epoch, Liveness, Mpi, RmaConsumer, RmaProducer, Window,
+    CREDIT_BYTES,
+};
+use air_shm::{FrameRing, SegmentName, WaitPolicy};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Environment variable that emulates nodes of N ranks each (see
+/// [`ClusterConfig::emulate_ranks_per_node`]).
+pub const RANKS_PER_NODE_ENV: &str = "AIR_EMULATE_RANKS_PER_NODE";
+
+/// Environment variable that forces the network tier between ranks of one
+/// node when set to `1` (as `--force-network` does).
+pub const FORCE_NETWORK_ENV: &str = "AIR_FORCE_NETWORK";
+
+/// How long a producer waits for its node-tier segment to appear.
+const SEGMENT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// After a rank is found lost, how long the job may take to fail on its own
+/// before the watcher ends this rank (a blocking MPI call may never return).
+const LOST_GRACE: Duration = Duration::from_secs(3);
+
+/// Exit code of a rank ended by the watcher after a lost rank.
+pub const EXIT_RANK_LOST: i32 = 3;
+
+/// Where a job runs when it spans the ranks of an MPI job.
+#[derive(Debug, Clone)]
+pub struct ClusterConfig {
+    /// This rank's MPI environment.
+    pub mpi: Arc<Mpi>,
+    /// Use the network tier (RMA) between ranks of one node too.
+    pub force_network: bool,
+    /// Emulate nodes of this many consecutive ranks (ranks `r` and `s` share
+    /// a node only if `r / n == s / n` as well): several nodes on one
+    /// machine, so every tier can be tested at once.
+    pub emulate_ranks_per_node: Option<usize>,
+}
+
+/// The channel tier between two workers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Tier {
+    /// Same process: a ring in process memory.
+    Thread,
+    /// Same node: a ring in a `/dev/shm` segment.
+    Node,
+    /// Different nodes (or forced): a remote ring over MPI RMA.
+    Network,
+}
+
+/// The tier between a worker on rank `a` and one on rank `b`.
+pub fn tier(c: &ClusterConfig, a: usize, b: usize) -> Tier {
+    let same_node = c.mpi.node_of(a) == c.mpi.node_of(b)
+        && c.emulate_ranks_per_node
+            .is_none_or(|n| a / n.max(1) == b / n.max(1));
+    if a == b {
+        Tier::Thread
+    } else if !c.force_network && same_node {
+        Tier::Node
+    } else {
+        Tier::Network
+    }
+}
+
+/// Byte layout of every rank's window part.
+struct Layout {
+    workers: usize,
+    region: usize,
+    heartbeats: usize,
+    /// Per rank: the ranks it talks to over the network tier, ascending.
+    net_peers: Vec<Vec<usize>>,
+}
+
+impl Layout {
+    fn new(c: &ClusterConfig, workers: usize, ring_bytes: usize) -> Layout {
+        let p = c.mpi.size();
+        Layout {
+            workers,
+            region: ring_region_bytes(ring_bytes),
+            heartbeats: heartbeat_bytes(p).next_multiple_of(128),
+            net_peers: (0..p)
+                .map(|r| (0..p).filter(|&s| tier(c, r, s) == Tier::Network).collect())
+                .collect(),
+        }
+    }
+
+    fn peer_index(&self, rank: usize, peer: usize) -> usize {
+        self.net_peers[rank]
+            .binary_search(&peer)
+            .expect("network peer in layout")
+    }
+
+    fn rings(&self, rank: usize) -> usize {
+        self.net_peers[rank].len() * self.workers * self.workers
+    }
+
+    /// Bytes of rank `rank`'s part.
+    fn part_bytes(&self, rank: usize) -> usize {
+        self.heartbeats + self.rings(rank) * (self.region + CREDIT_BYTES)
+    }
+
+    /// Where, in receiver `recv`'s part, the ring from worker `from` of rank
+    /// `src` to worker `to` of `recv` starts.
+    fn ring_disp(&self, recv: usize, src: usize, from: usize, to: usize) -> usize {
+        let i = (self.peer_index(recv, src) * self.workers + from) * self.workers + to;
+        self.heartbeats + i * self.region
+    }
+
+    /// Where, in sender `send`'s part, the credit slot of the ring from its
+    /// worker `from` to worker `to` of rank `dst` is.
+    fn credit_disp(&self, send: usize, dst: usize, from: usize, to: usize) -> usize {
+        let i = (self.peer_index(send, dst) * self.workers + from) * self.workers + to;
+        self.heartbeats + self.rings(send) * self.region + i * CREDIT_BYTES
+    }
+}
+
+struct MpiWiring<'e> {
+    mpi: &'e Mpi,
+    cluster: &'e ClusterConfig,
+    layout: Layout,
+    slots: ThreadSlots,
+    epoch: &'e Epoch<'e, 'e>,
+    live: &'e Liveness,
+    job: String,
+    workers: usize,
+    ring_bytes: usize,
+}
+
+impl MpiWiring<'_> {
+    fn segment(&self, from: usize, to: usize) -> SegmentName {
+        SegmentName::new(&self.job, &format!("g{from}-g{to}"))
+    }
+}
+
+impl Wiring for MpiWiring<'_> {
+    fn first(&self) -> usize {
+        self.mpi.rank() * self.workers
+    }
+
+    fn total(&self) -> usize {
+        self.mpi.size() * self.workers
+    }
+
+    fn local(&self) -> usize {
+        self.workers
+    }
+
+    fn core_offset(&self) -> usize {
+        self.mpi.local_rank() * self.workers
+    }
+
+    fn inputs<'s>(&'s self, to: usize) -> Result<Vec<Box<dyn ChannelRx + 's>>, RuntimeError> {
+        let me = self.mpi.rank();
+        let dst = self.first() + to;
+        let mut rx: Vec<Box<dyn ChannelRx + 's>> = Vec::with_capacity(self.total());
+        for src in 0..self.total() {
+            let (rank, from) = (src / self.workers, src % self.workers);
+            let ch = |e: crate::channel::ChannelError| RuntimeError::channel(src, dst, e);
+            let end: Box<dyn ChannelRx + 's> = match tier(self.cluster, rank, me) {
+                Tier::Thread => Box::new(self.slots.create(from, to).map_err(|e| ch(e.into()))?),
+                Tier::Node => {
+                    let ring = FrameRing::create_segment(&self.segment(src, dst), self.ring_bytes)
+                        .map_err(|e| ch(e.into()))?;
+                    Box::new(
+                        ring.consumer(WaitPolicy::default())
+                            .map_err(|e| ch(e.into()))?,
+                    )
+                }
+                Tier::Network => Box::new(
+                    RmaConsumer::new(
+                        self.epoch,
+                        self.live,
+                        rank,
+                        self.layout.ring_disp(me, rank, from, to),
+                        self.ring_bytes,
+                        self.layout.credit_disp(rank, me, from, to),
+                    )
+                    .map_err(|e| ch(e.into()))?,
+                ),
+            };
+            rx.push(end);
+        }
+        Ok(rx)
+    }
+
+    fn between(&self) {
+        // Every rank has created its consumers (segments, ring regions).
+        self.mpi.barrier();
+    }
+
+    fn outputs<'s>(&'s self, from: usize) -> Result<Vec<Box<dyn ChannelTx + 's>>, RuntimeError> {
+        let me = self.mpi.rank();
+        let src = self.first() + from;
+        let mut tx: Vec<Box<dyn ChannelTx + 's>> = Vec::with_capacity(self.total());
+        for dst in 0..self.total() {
+            let (rank, to) = (dst / self.workers, dst % self.workers);
+            let ch = |e: crate::channel::ChannelError| RuntimeError::channel(src, dst, e);
+            let end: Box<dyn ChannelTx + 's> = match tier(self.cluster, me, rank) {
+                Tier::Thread => Box::new(
+                    self.slots
+                        .take(from, to)
+                        .ok_or_else(|| missing_channel(src, dst))?,
+                ),
+                Tier::Node => {
+                    let ring = FrameRing::open_segment(&self.segment(src, dst), SEGMENT_TIMEOUT)
+                        .map_err(|e| ch(e.into()))?;
+                    Box::new(
+                        ring.producer(WaitPolicy::default())
+                            .map_err(|e| ch(e.into()))?,
+                    )
+                }
+                Tier::Network => Box::new(
+                    RmaProducer::new(
+                        self.epoch,
+                        self.live,
+                        rank,
+                        self.layout.ring_disp(rank, me, from, to),
+                        self.ring_bytes,
+                        self.layout.credit_disp(me, rank, from, to),
+                    )
+                    .map_err(|e| ch(e.into()))?,
+                ),
+            };
+            tx.push(end);
+        }
+        Ok(tx)
+    }
+}
+
+/// Counts of channels by tier that one rank's workers consume.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct TierCounts {
+    /// Thread-tier channels.
+    pub thread: usize,
+    /// Node-tier channels.
+    pub node: usize,
+    /// Network-tier channels.
+    pub network: usize,
+}
+
+/// The channels this rank's workers consume, by tier.
+pub fn tier_counts(cluster: &ClusterConfig, workers: usize) -> TierCounts {
+    let mpi = &cluster.mpi;
+    let mut c = TierCounts::default();
+    for r in 0..mpi.size() {
+        let n = workers * workers;
+        match tier(cluster, r, mpi.rank()) {
+            Tier::Thread => c.thread += n,
+            Tier::Node => c.node += n,
+            Tier::Network => c.network += n,
+        }
+    }
+    c
+}
+
+/// Runs this rank's share of a job across every rank of `cluster.mpi`
+/// (collective: every rank calls it with the same `cfg.workers` and
+/// `cfg.ring_bytes`).
+pub(crate) fn run<T, U, D, F>(
+    cfg: &JobConfig,
+    cluster: &ClusterConfig,
+    make: F,
+) -> Result<Vec<WorkerOutcome<U, D>>, RuntimeError>
+where
+    T: ExchangeData,
+    U: Upstream<T>,
+    D: Downstream<T>,
+    F: Fn(&WorkerInfo) -> (U, D) + Sync,
+{
+    let mpi = &*cluster.mpi;
+    let w = cfg.workers.max(1);
+    // Every rank must agree on the numbers the layout is computed from.
+    for (what, v) in [
+        ("--workers", w as u64),
+        ("--ring-bytes", cfg.ring_bytes as u64),
+    ] {
+        let all = mpi.all_gather_u64(v);
+        if all.iter().any(|&x| x != v) {
+            return Err(RuntimeError::Setup(format!(
+                "ranks disagree on {what}: {all:?} (every rank must run the same command)"
+            )));
+        }
+    }
+    air_rdma::ring::check_capacity(cfg.ring_bytes)
+        .map_err(|e| RuntimeError::Setup(e.to_string()))?;
+    // This rank consumes one ring from every worker of the job, per worker.
+    let g = mpi.size() * w;
+    check_memory(
+        (g as u128) * (w as u128),
+        cfg.ring_bytes,
+        &format!("{w} workers on each of {} ranks", mpi.size()),
+    )?;
+    let nonce = if mpi.rank() == 0 {
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        t ^ ((std::process::id() as u64) << 40)
+    } else {
+        0
+    };
+    // Segment names must agree across ranks: rank 0's nonce names the job.
+    let job = format!("mpi{:x}", mpi.broadcast_u64(0, nonce));
+    let layout = Layout::new(cluster, w, cfg.ring_bytes);
+    let setup = |e: air_rdma::RdmaError| RuntimeError::Setup(e.to_string());
+    let window = Window::allocate(mpi, layout.part_bytes(mpi.rank())).map_err(setup)?;
+    let epoch = window.lock_all().map_err(setup)?;
+    let live = Liveness::new(mpi);
+    // Every window is allocated and locked before any rank puts.
+    mpi.barrier();
+    let stop = AtomicBool::new(false);
+    let wiring = MpiWiring {
+        mpi,
+        cluster,
+        layout,
+        slots: ThreadSlots::new(w, cfg.ring_bytes),
+        epoch: &epoch,
+        live: &live,
+        job,
+        workers: w,
+        ring_bytes: cfg.ring_bytes,
+    };
+    let result = std::thread::scope(|s| {
+        let watcher = std::thread::Builder::new()
+            .name("air-watch".into())
+            .spawn_scoped(s, || {
+                let first_seen: std::sync::Mutex<Option<Instant>> = std::sync::Mutex::new(None);
+                live.watch(&epoch, &stop, &|e| {
+                    let mut g = first_seen.lock().unwrap_or_else(|e| e.into_inner());
+                    let t0 = *g.get_or_insert_with(Instant::now);
+                    if t0.elapsed() >= LOST_GRACE {
+                        eprintln!(
+                            "air: rank {}: {e}; ending this rank (exit code {EXIT_RANK_LOST})",
+                            mpi.rank()
+                        );
+                        mpi.abort(EXIT_RANK_LOST);
+                    }
+                    false
+                });
+            })
+            .expect("spawn watcher thread");
+        let r = run_wired(cfg, &wiring, make);
+        if r.is_ok() {
+            // Every rank is done with every channel (producers flushed their
+            // last frames and closed) before windows are unlocked and freed.
+            mpi.barrier();
+        }
+        stop.store(true, Ordering::Release);
+        let _ = watcher.join();
+        r
+    });
+    drop(wiring);
+    match result {
+        Ok(out) => {
+            drop(epoch);
+            drop(window);
+            Ok(out)
+        }
+        Err(e) => {
+            // Peers may be dead or stuck: collective teardown could hang.
+            std::mem::forget(epoch);
+            std::mem::forget(window);
+            Err(match live.check() {
+                Err(lost) if !matches!(e, RuntimeError::WorkerPanicked { .. }) => {
+                    RuntimeError::RankLost(format!("{lost} (here: {e})"))
+                }
+                _ => e,
+            })
+        }
+    }
+}
