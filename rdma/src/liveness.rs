@@ -4,9 +4,11 @@
 //! - Ranks on this host: their process must exist and not be a zombie
 //!   (`kill(pid, 0)` and `/proc/<pid>/stat`).
 //! - Ranks on other hosts: each rank's watcher puts a heartbeat counter into
-//!   every other rank's window part every [`HEARTBEAT`]; a counter that has
-//!   not moved for [`LOST_AFTER`] marks its rank lost, and so does an MPI
-//!   error on the heartbeat put.
+//!   every such rank's window part every [`HEARTBEAT`] (request-based puts
+//!   that are tested, never waited for, so a dead target cannot block the
+//!   watcher); a counter that has not moved for [`LOST_AFTER`] marks its rank
+//!   lost, and so does a heartbeat that has not completed locally by then, or
+//!   an MPI error.
 //!
 //! Rings call [`Liveness::check`] while they find their ring empty or full;
 //! the watcher thread ([`Liveness::watch`]) does the checks and the puts.
@@ -40,21 +42,35 @@ pub struct Liveness {
     lost: AtomicUsize,
     reason: Mutex<String>,
     pids: Vec<u32>,
+    /// Rank r runs on this host: its process can be checked directly.
     same_host: Vec<bool>,
+    /// Rank r is watched by heartbeats (it is on another node, real or
+    /// emulated).
+    beats: Vec<bool>,
     hosts: Vec<String>,
 }
 
 impl Liveness {
-    /// Liveness of the ranks of `mpi`, as seen from this rank.
+    /// Liveness of the ranks of `mpi`, as seen from this rank; ranks on
+    /// other hosts are watched by heartbeats.
     pub fn new(mpi: &Mpi) -> Liveness {
+        Liveness::with_nodes(mpi, &|_| true)
+    }
+
+    /// As [`Liveness::new`], but ranks for which `same_node` is false are
+    /// watched by heartbeats even on this host (nodes emulated on one
+    /// machine).
+    pub fn with_nodes(mpi: &Mpi, same_node: &dyn Fn(usize) -> bool) -> Liveness {
         let me = mpi.rank();
         let my_host = mpi.host_of(me).to_string();
+        let same_host: Vec<bool> = (0..mpi.size()).map(|r| mpi.host_of(r) == my_host).collect();
         Liveness {
             me,
             lost: AtomicUsize::new(0),
             reason: Mutex::new(String::new()),
             pids: (0..mpi.size()).map(|r| mpi.pid_of(r)).collect(),
-            same_host: (0..mpi.size()).map(|r| mpi.host_of(r) == my_host).collect(),
+            beats: (0..mpi.size()).map(|r| !(same_host[r] && same_node(r))).collect(),
+            same_host,
             hosts: (0..mpi.size())
                 .map(|r| mpi.host_of(r).to_string())
                 .collect(),
@@ -101,8 +117,8 @@ impl Liveness {
     }
 
     /// The watcher loop, run on its own thread while the job's channels
-    /// live: every [`HEARTBEAT`], puts this rank's counter into every rank
-    /// on another host, checks their counters in this rank's part, checks
+    /// live: every [`HEARTBEAT`], puts this rank's counter into every other
+    /// rank, checks their counters in this rank's part, checks
     /// the processes of this host's ranks, and calls into MPI's progress
     /// engine. Returns when `stop` is set, or `on_lost` returns true after
     /// a rank was found lost (the runtime's last resort when a blocking MPI
@@ -115,26 +131,50 @@ impl Liveness {
     ) {
         let win = epoch.window();
         let n = self.pids.len();
-        let mut beat = [0u64; 1];
+        // Heartbeats are request-based puts that are only ever tested, never
+        // waited for: a stopped or dead target cannot block the watcher.
+        // Their buffers live forever (a request may outlive the watcher).
+        let beats: &'static mut [u64] = Box::leak(vec![0u64; n].into_boxed_slice());
+        let mut reqs: Vec<Option<(crate::win::Request, Instant)>> = (0..n).map(|_| None).collect();
+        let mut counter = 0u64;
         let mut seen: Vec<(u64, Instant)> = vec![(0, Instant::now()); n];
         while !stop.load(Ordering::Acquire) {
-            beat[0] += 1;
-            let bytes: &[u8] = &beat_bytes(&beat);
+            counter += 1;
+            let now = Instant::now();
             for r in 0..n {
-                if r == self.me || self.same_host[r] || self.lost().is_some() {
+                if r == self.me || !self.beats[r] || self.lost().is_some() {
                     continue;
                 }
-                let put = epoch
-                    .put(bytes, r, self.me * HEARTBEAT_SLOT)
-                    .and_then(|p| p.flush());
-                if let Err(e) = put {
-                    self.mark_lost(r, format!("heartbeat to it failed: {e}"));
+                // The previous heartbeat to r must have completed locally.
+                if let Some((req, since)) = &mut reqs[r] {
+                    match req.test() {
+                        Ok(true) => reqs[r] = None,
+                        Ok(false) if now.duration_since(*since) > LOST_AFTER => {
+                            self.mark_lost(r, format!("a heartbeat to it did not complete in {} s", LOST_AFTER.as_secs()));
+                            continue;
+                        }
+                        Ok(false) => continue,
+                        Err(e) => {
+                            self.mark_lost(r, format!("heartbeat to it failed: {e}"));
+                            continue;
+                        }
+                    }
+                }
+                // SAFETY: slot r of the leaked buffer is written only here,
+                // while no request reads it (the previous one completed).
+                let slot: &'static [u8] = unsafe {
+                    let p = beats.as_mut_ptr().add(r);
+                    *p = counter;
+                    std::slice::from_raw_parts(p.cast::<u8>(), 8)
+                };
+                match epoch.rput(slot, r, self.me * HEARTBEAT_SLOT) {
+                    Ok(req) => reqs[r] = Some((req, now)),
+                    Err(e) => self.mark_lost(r, format!("heartbeat to it failed: {e}")),
                 }
             }
             let _ = win.sync();
-            let now = Instant::now();
             for (r, s) in seen.iter_mut().enumerate() {
-                if r == self.me || self.same_host[r] || r * HEARTBEAT_SLOT + 8 > win.len() {
+                if r == self.me || !self.beats[r] || r * HEARTBEAT_SLOT + 8 > win.len() {
                     continue;
                 }
                 // SAFETY: the slot lies inside this rank's part (checked) and
@@ -150,7 +190,8 @@ impl Liveness {
                     self.mark_lost(
                         r,
                         format!(
-                            "no heartbeat from {} for {} s",
+                            "no heartbeat from its process {} on {} for {} s",
+                            self.pids[r],
                             self.hosts[r],
                             LOST_AFTER.as_secs()
                         ),
@@ -167,10 +208,6 @@ impl Liveness {
             std::thread::sleep(HEARTBEAT);
         }
     }
-}
-
-fn beat_bytes(w: &[u64; 1]) -> [u8; 8] {
-    w[0].to_le_bytes()
 }
 
 /// Whether process `pid` exists and is not a zombie.

@@ -361,6 +361,35 @@ impl<'w, 'm> Epoch<'w, 'm> {
         Ok(p)
     }
 
+    /// Starts writing `origin` into rank `target`'s part at byte `disp`
+    /// without any later call having to wait for it (`MPI_Rput`): the
+    /// returned [`Request`] is polled with [`Request::test`]. The origin is
+    /// `'static` because a request that never completes (a stopped or lost
+    /// target) is released without waiting, and MPI may still read it.
+    pub fn rput(&self, origin: &'static [u8], target: usize, disp: usize) -> Result<Request> {
+        if origin.len() > CHUNK {
+            return Err(out_of_range("rput", disp, origin.len(), CHUNK));
+        }
+        // SAFETY: a constant of the rsmpi shim, set at load time.
+        let mut raw = unsafe { ffi::RSMPI_REQUEST_NULL };
+        // SAFETY: `origin` lives forever; byte counts; valid window inside
+        // a lock_all epoch; `raw` is a live out-pointer.
+        check("MPI_Rput", unsafe {
+            ffi::MPI_Rput(
+                origin.as_ptr().cast(),
+                origin.len() as c_int,
+                byte_type(),
+                target as c_int,
+                disp as ffi::MPI_Aint,
+                origin.len() as c_int,
+                byte_type(),
+                self.win.raw,
+                &mut raw,
+            )
+        })?;
+        Ok(Request { raw, done: false })
+    }
+
     /// Completes every operation of this process to `target`, at the origin
     /// and at the target (`MPI_Win_flush`).
     pub fn flush(&self, target: usize) -> Result<()> {
@@ -390,6 +419,43 @@ impl<'w, 'm> Epoch<'w, 'm> {
     /// `MPI_Win_sync` on the window (see [`Window::sync`]).
     pub fn sync(&self) -> Result<()> {
         self.win.sync()
+    }
+}
+
+/// A request-based RMA operation ([`Epoch::rput`]).
+#[derive(Debug)]
+pub struct Request {
+    raw: ffi::MPI_Request,
+    done: bool,
+}
+
+// SAFETY: a request handle may be tested from any thread under
+// MPI_THREAD_MULTIPLE (one thread at a time: `test` takes `&mut self`).
+unsafe impl Send for Request {}
+
+impl Request {
+    /// Whether the operation completed locally (`MPI_Test`); never blocks.
+    pub fn test(&mut self) -> Result<bool> {
+        if self.done {
+            return Ok(true);
+        }
+        let mut flag: c_int = 0;
+        // SAFETY: `raw` is an active request; STATUS_IGNORE is predefined.
+        check("MPI_Test", unsafe {
+            ffi::MPI_Test(&mut self.raw, &mut flag, ffi::RSMPI_STATUS_IGNORE)
+        })?;
+        self.done = flag != 0;
+        Ok(self.done)
+    }
+}
+
+impl Drop for Request {
+    fn drop(&mut self) {
+        if !self.done {
+            // SAFETY: an active request; freeing it does not wait; its origin
+            // buffer is 'static (see Epoch::rput).
+            unsafe { ffi::MPI_Request_free(&mut self.raw) };
+        }
     }
 }
 

@@ -283,6 +283,18 @@ pub fn tier_counts(cluster: &ClusterConfig, workers: usize) -> TierCounts {
     c
 }
 
+/// Environment variable of the crash test hook: `<rank>:<ms>` makes that
+/// rank end abruptly (`_exit(0)`, no MPI_Finalize) `ms` after its channels
+/// are set up. For tests of lost-rank handling only.
+pub const FAULT_EXIT_ENV: &str = "AIR_FAULT_EXIT";
+
+fn fault_exit_after(rank: usize) -> Option<u64> {
+    let v = std::env::var(FAULT_EXIT_ENV).ok()?;
+    let (r, ms) = v.split_once(':')?;
+    (r.trim().parse::<usize>().ok()? == rank).then_some(())?;
+    ms.trim().parse().ok()
+}
+
 /// Runs this rank's share of a job across every rank of `cluster.mpi`
 /// (collective: every rank calls it with the same `cfg.workers` and
 /// `cfg.ring_bytes`).
@@ -334,7 +346,12 @@ where
     let setup = |e: air_rdma::RdmaError| RuntimeError::Setup(e.to_string());
     let window = Window::allocate(mpi, layout.part_bytes(mpi.rank())).map_err(setup)?;
     let epoch = window.lock_all().map_err(setup)?;
-    let live = Liveness::new(mpi);
+    let me = mpi.rank();
+    let live = Liveness::with_nodes(mpi, &|r| {
+        cluster
+            .emulate_ranks_per_node
+            .is_none_or(|n| r / n.max(1) == me / n.max(1))
+    });
     // Every window is allocated and locked before any rank puts.
     mpi.barrier();
     let stop = AtomicBool::new(false);
@@ -368,6 +385,15 @@ where
                 });
             })
             .expect("spawn watcher thread");
+        if let Some(ms) = fault_exit_after(me) {
+            // Test hook (AIR_FAULT_EXIT=<rank>:<ms>): this rank vanishes
+            // mid-run without a word, as a crashed process would.
+            s.spawn(move || {
+                std::thread::sleep(Duration::from_millis(ms));
+                // SAFETY: _exit ends the process at once; nothing runs after.
+                unsafe { libc::_exit(0) };
+            });
+        }
         let r = run_wired(cfg, &wiring, make);
         if r.is_ok() {
             // Every rank is done with every channel (producers flushed their
