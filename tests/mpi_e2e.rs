@@ -1,0 +1,478 @@
+//! `air run ysb` across real ranks: `mpirun -np N air …` on the node tier
+//! (`/dev/shm` rings between ranks), the network tier (`--force-network`:
+//! RMA windows), and all three tiers at once (nodes emulated on this
+//! machine), against the embedded single-process run of the same input.
+
+#![cfg(feature = "mpi")]
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const AIR: &str = env!("CARGO_BIN_EXE_air");
+/// Longest a multi-rank run may take before the test calls it a hang.
+const LIMIT: Duration = Duration::from_secs(120);
+
+struct TmpDir(PathBuf);
+
+impl std::ops::Deref for TmpDir {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TmpDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn tmpdir(tag: &str) -> TmpDir {
+    let d = std::env::temp_dir().join(format!("air-mpi-{}-{tag}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    TmpDir(d)
+}
+
+/// Waits for `child` up to `limit`; kills it (and fails) on a hang.
+fn wait(child: std::process::Child, what: &str, limit: Duration) -> (Output, Duration) {
+    let pid = child.id();
+    let start = Instant::now();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    match rx.recv_timeout(limit) {
+        Ok(out) => (out.expect("wait"), start.elapsed()),
+        Err(_) => {
+            // SAFETY: plain kill of the launcher this test started.
+            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+            panic!("{what} hung for {:?}", start.elapsed());
+        }
+    }
+}
+
+fn mpirun(np: usize, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut cmd = air_rdma::mpirun_command(np);
+    cmd.arg(AIR).args(args).envs(env.iter().copied());
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+    let child = cmd.spawn().expect("start mpirun (is MPI installed?)");
+    wait(child, &format!("mpirun -np {np} air {args:?}"), LIMIT).0
+}
+
+fn embedded(args: &[&str]) -> Output {
+    let out = Command::new(AIR).args(args).output().expect("run air");
+    assert!(out.status.success(), "air {args:?}: {}", text(&out));
+    out
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}\nstdout:\n{}\nstderr:\n{}",
+        o.status,
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+fn report(p: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
+}
+
+/// Input files (two, so byte ranges of several files are split across
+/// ranks) and the embedded reference result over them.
+struct Input {
+    dir: TmpDir,
+    args: Vec<String>,
+    reference: String,
+}
+
+fn input(tag: &str) -> Input {
+    let dir = tmpdir(tag);
+    let s = |p: PathBuf| p.to_string_lossy().into_owned();
+    let (a, b, c) = (
+        s(dir.join("a.json")),
+        s(dir.join("b.json")),
+        s(dir.join("camp.txt")),
+    );
+    embedded(&[
+        "gen",
+        "ysb",
+        "--events",
+        "150000",
+        "--seed",
+        "3",
+        "--events-per-s",
+        "20000",
+        "--out",
+        &a,
+        "--campaigns-out",
+        &c,
+    ]);
+    embedded(&[
+        "gen",
+        "ysb",
+        "--events",
+        "90000",
+        "--seed",
+        "3",
+        "--events-per-s",
+        "20000",
+        "--out",
+        &b,
+        "--campaigns-out",
+        &c,
+    ]);
+    let args = vec![
+        "run".into(),
+        "ysb".into(),
+        "--input".into(),
+        a,
+        b,
+        "--campaigns".into(),
+        c,
+    ];
+    let out = s(dir.join("reference.csv"));
+    let mut ref_args: Vec<&str> = args.iter().map(String::as_str).collect();
+    ref_args.extend(["--workers", "3", "--out", &out, "--no-pin"]);
+    embedded(&ref_args);
+    let reference = std::fs::read_to_string(&out).unwrap();
+    assert!(
+        reference.lines().count() > 100,
+        "reference has rows:\n{reference}"
+    );
+    Input {
+        dir,
+        args,
+        reference,
+    }
+}
+
+/// Runs the input under `mpirun -np np` and checks rows and report.
+fn check_distributed(
+    inp: &Input,
+    np: usize,
+    workers: usize,
+    extra: &[&str],
+    env: &[(&str, &str)],
+) -> Value {
+    let tag = format!("np{np}w{workers}{}", extra.join("").replace('-', ""));
+    let out = inp.dir.join(format!("{tag}.csv"));
+    let rep = inp.dir.join(format!("{tag}.json"));
+    let (out_s, rep_s, w) = (
+        out.to_string_lossy(),
+        rep.to_string_lossy(),
+        workers.to_string(),
+    );
+    let mut args: Vec<&str> = inp.args.iter().map(String::as_str).collect();
+    args.extend([
+        "--workers",
+        &w,
+        "--out",
+        &out_s,
+        "--report",
+        &rep_s,
+        "--no-pin",
+    ]);
+    args.extend(extra);
+    let o = mpirun(np, &args, env);
+    assert!(o.status.success(), "mpirun -np {np} {args:?}: {}", text(&o));
+    let got = std::fs::read_to_string(&out).unwrap();
+    assert!(
+        got == inp.reference,
+        "np {np} {extra:?}: rows differ from the embedded run"
+    );
+    let r = report(&rep);
+    assert_eq!(r["ranks"], np as u64);
+    assert_eq!(r["workers"], (np * workers) as u64);
+    assert_eq!(r["per_worker"].as_array().unwrap().len(), np * workers);
+    // Only rank 0 prints the summary.
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(stdout.matches("ysb: ").count(), 1, "{stdout}");
+    r
+}
+
+#[test]
+fn node_tier_gives_the_embedded_results_for_2_3_4_ranks() {
+    let inp = input("node");
+    for np in [2, 3, 4] {
+        let r = check_distributed(&inp, np, 1, &[], &[]);
+        let tiers = &r["mpi"]["rank0_channels_by_tier"];
+        assert_eq!(tiers["thread"], 1);
+        assert_eq!(tiers["node"], (np - 1) as u64, "{r}");
+        assert_eq!(tiers["network"], 0);
+    }
+}
+
+#[test]
+fn network_tier_gives_the_embedded_results_for_2_3_4_ranks() {
+    let inp = input("net");
+    for np in [2, 3, 4] {
+        let r = check_distributed(&inp, np, 1, &["--force-network"], &[]);
+        let tiers = &r["mpi"]["rank0_channels_by_tier"];
+        assert_eq!(tiers["node"], 0, "{r}");
+        assert_eq!(tiers["network"], (np - 1) as u64, "{r}");
+        assert_eq!(r["mpi"]["force_network"], true);
+    }
+}
+
+#[test]
+fn several_workers_per_rank_use_all_three_tiers_at_once() {
+    let inp = input("tiers");
+    // 4 ranks × 2 workers, nodes of 2 ranks emulated: rank 0's workers read
+    // 2×2 thread rings, 2×2 from rank 1 (node), 2×4 from ranks 2 and 3 (network).
+    let r = check_distributed(&inp, 4, 2, &[], &[("AIR_EMULATE_RANKS_PER_NODE", "2")]);
+    let tiers = &r["mpi"]["rank0_channels_by_tier"];
+    assert_eq!(
+        (
+            tiers["thread"].as_u64(),
+            tiers["node"].as_u64(),
+            tiers["network"].as_u64()
+        ),
+        (Some(4), Some(4), Some(8)),
+        "{r}"
+    );
+    // And 2 ranks × 2 workers on the node tier.
+    check_distributed(&inp, 2, 2, &[], &[]);
+}
+
+#[test]
+fn generator_split_across_ranks_equals_the_embedded_generator() {
+    let dir = tmpdir("gen");
+    let s = |p: PathBuf| p.to_string_lossy().into_owned();
+    let (a, b) = (s(dir.join("emb.csv")), s(dir.join("mpi.csv")));
+    let common = [
+        "run",
+        "ysb",
+        "--events",
+        "400000",
+        "--event-time",
+        "synthetic",
+        "--rate",
+        "40000",
+        "--no-pin",
+    ];
+    let mut args = common.to_vec();
+    args.extend(["--workers", "4", "--out", &a]);
+    embedded(&args);
+    let mut args = common.to_vec();
+    args.extend(["--workers", "2", "--out", &b, "--force-network"]);
+    let o = mpirun(2, &args, &[]);
+    assert!(o.status.success(), "{}", text(&o));
+    let (x, y) = (
+        std::fs::read_to_string(&a).unwrap(),
+        std::fs::read_to_string(&b).unwrap(),
+    );
+    assert!(x.lines().count() > 100);
+    assert!(
+        x == y,
+        "generator rows differ between 4 workers in one process and 2 ranks × 2 workers"
+    );
+}
+
+#[test]
+fn per_rank_outputs_together_hold_the_merged_rows() {
+    let inp = input("perrank");
+    let out = inp.dir.join("pr.csv");
+    let out_s = out.to_string_lossy();
+    let mut args: Vec<&str> = inp.args.iter().map(String::as_str).collect();
+    args.extend([
+        "--workers",
+        "1",
+        "--out",
+        &out_s,
+        "--out-per-rank",
+        "--no-pin",
+    ]);
+    let o = mpirun(3, &args, &[]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(!out.exists(), "--out-per-rank writes no merged file");
+    let mut rows: Vec<String> = Vec::new();
+    for r in 0..3 {
+        let p = inp.dir.join(format!("pr.rank{r}.csv"));
+        let t = std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+        let mut lines = t.lines();
+        assert_eq!(lines.next(), Some("window_start_ms,campaign_id,count"));
+        let mine: Vec<String> = lines.map(String::from).collect();
+        assert!(!mine.is_empty(), "rank {r} owns some keys");
+        rows.extend(mine);
+    }
+    rows.sort();
+    let mut want: Vec<String> = inp.reference.lines().skip(1).map(String::from).collect();
+    want.sort();
+    assert_eq!(rows, want);
+}
+
+#[test]
+fn bad_input_under_mpirun_is_reported_once_and_every_rank_exits_2() {
+    let dir = tmpdir("bad");
+    let missing = dir.join("nope.json");
+    let o = mpirun(
+        3,
+        &[
+            "run",
+            "ysb",
+            "--input",
+            &missing.to_string_lossy(),
+            "--no-pin",
+        ],
+        &[],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(
+        err.matches("nope.json").count(),
+        1,
+        "one message, not one per rank:\n{err}"
+    );
+}
+
+#[test]
+fn ranks_started_with_different_options_refuse_to_run() {
+    // MPMD launch: rank 0 with 1 worker, rank 1 with 2.
+    let mut cmd = air_rdma::mpirun_command(1);
+    cmd.args([
+        AIR,
+        "run",
+        "ysb",
+        "--events",
+        "1000",
+        "--workers",
+        "1",
+        "--no-pin",
+        ":",
+        "-np",
+        "1",
+        AIR,
+        "run",
+        "ysb",
+        "--events",
+        "1000",
+        "--workers",
+        "2",
+        "--no-pin",
+    ]);
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+    let (o, _) = wait(cmd.spawn().unwrap(), "MPMD mpirun", LIMIT);
+    assert!(!o.status.success(), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("ranks disagree on --workers"),
+        "{}",
+        text(&o)
+    );
+}
+
+#[test]
+fn a_process_started_alone_by_a_launcher_of_several_ranks_fails_loudly() {
+    // What a binary linked to one MPI sees under another MPI's mpirun.
+    let o = Command::new(AIR)
+        .args(["run", "ysb", "--events", "1000"])
+        .env("OMPI_COMM_WORLD_SIZE", "4")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("OMPI_COMM_WORLD_SIZE=4") && err.contains("world size 1"),
+        "{err}"
+    );
+}
+
+fn job_segments() -> Vec<String> {
+    // Segments of distributed jobs: air-<uid>-mpi<nonce>-g<from>-g<to>.
+    // SAFETY: getuid has no preconditions.
+    let prefix = format!("air-{}-mpi", unsafe { libc::getuid() });
+    std::fs::read_dir("/dev/shm")
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with(&prefix))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn rank_pid(tag: &str, rank: usize) -> Option<u32> {
+    for e in std::fs::read_dir("/proc").ok()?.flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) else {
+            continue;
+        };
+        let vars: Vec<&[u8]> = env.split(|&b| b == 0).collect();
+        let has = |v: &str| vars.iter().any(|x| *x == v.as_bytes());
+        let tagged = has(&format!("AIR_TEST_TAG={tag}"));
+        let ranked =
+            has(&format!("PMI_RANK={rank}")) || has(&format!("OMPI_COMM_WORLD_RANK={rank}"));
+        let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+        if tagged && ranked && comm.trim() == "air" {
+            return Some(pid);
+        }
+    }
+    None
+}
+
+#[test]
+fn a_rank_killed_mid_run_ends_the_job_within_10_s_and_leaves_no_segment() {
+    let before = job_segments();
+    let tag = format!("kill{}", std::process::id());
+    let mut cmd = air_rdma::mpirun_command(3);
+    cmd.args([
+        AIR,
+        "run",
+        "ysb",
+        "--rate",
+        "2000000",
+        "--duration",
+        "60",
+        "--workers",
+        "1",
+        "--no-pin",
+    ]);
+    cmd.env("AIR_TEST_TAG", &tag)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let child = cmd.spawn().unwrap();
+    // Wait until the ranks run, then kill rank 1.
+    let start = Instant::now();
+    let victim = loop {
+        if let Some(p) = rank_pid(&tag, 1) {
+            break p;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "rank 1 never started"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    std::thread::sleep(Duration::from_secs(2));
+    // SAFETY: plain kill of a process this test started (through mpirun).
+    unsafe { libc::kill(victim as i32, libc::SIGKILL) };
+    let (o, took) = wait(
+        child,
+        "mpirun after a rank was killed",
+        Duration::from_secs(30),
+    );
+    assert!(!o.status.success(), "{}", text(&o));
+    assert!(
+        took < Duration::from_secs(10),
+        "the job took {took:?} to end after rank 1 was killed"
+    );
+    // The launcher (hydra: the pid; Open MPI: the rank) or the ranks
+    // themselves ("rank 1 is lost") name what was lost.
+    // (hydra prints its banner on stdout)
+    let err = text(&o);
+    assert!(
+        err.contains(&format!("PID {victim}")) || err.contains("rank 1"),
+        "no message names the lost rank:\n{err}"
+    );
+    std::thread::sleep(Duration::from_millis(200));
+    let left: Vec<String> = job_segments()
+        .into_iter()
+        .filter(|s| !before.contains(s))
+        .collect();
+    assert!(left.is_empty(), "segments left in /dev/shm: {left:?}");
+}
