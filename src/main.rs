@@ -68,9 +68,7 @@ fn main() {
         .with_writer(std::io::stderr)
         .init();
     let result: Result<(), CliError> = match cli.command {
-        Command::Run(RunCommand::Ysb(args)) => {
-            queries::dist::Dist::init().and_then(|dist| queries::ysb::main(&args, &dist))
-        }
+        Command::Run(RunCommand::Ysb(args)) => run_query(|dist| queries::ysb::main(&args, dist)),
         Command::Gen(GenCommand::Ysb(args)) => queries::ysb::gen(&args),
         Command::Shm(ShmCommand::Clean { dry_run }) => shm_clean(dry_run),
         Command::Bench(BenchCommand::Ring(args)) => {
@@ -84,6 +82,31 @@ fn main() {
             eprintln!("air: error: {e}");
             std::process::exit(e.exit_code());
         }
+    }
+}
+
+/// Runs a query as this process's part of the run (alone, or one rank of
+/// an MPI job). Errors are printed before MPI is finalized and every rank
+/// passes a barrier after printing, so a launcher that ends the job at the
+/// first non-zero exit cannot cut rank 0's message short.
+fn run_query(
+    query: impl FnOnce(&queries::dist::Dist) -> Result<(), CliError>,
+) -> Result<(), CliError> {
+    let dist = queries::dist::Dist::init()?;
+    let result = query(&dist);
+    let code = match &result {
+        Ok(()) => 0,
+        Err(CliError::Quiet(c)) => *c,
+        Err(e) => {
+            eprintln!("air: error: {e}");
+            e.exit_code()
+        }
+    };
+    dist.barrier();
+    drop(dist);
+    match code {
+        0 => Ok(()),
+        c => Err(CliError::Quiet(c)),
     }
 }
 

@@ -69,7 +69,9 @@ impl Liveness {
             lost: AtomicUsize::new(0),
             reason: Mutex::new(String::new()),
             pids: (0..mpi.size()).map(|r| mpi.pid_of(r)).collect(),
-            beats: (0..mpi.size()).map(|r| !(same_host[r] && same_node(r))).collect(),
+            beats: (0..mpi.size())
+                .map(|r| !(same_host[r] && same_node(r)))
+                .collect(),
             same_host,
             hosts: (0..mpi.size())
                 .map(|r| mpi.host_of(r).to_string())
@@ -150,7 +152,13 @@ impl Liveness {
                     match req.test() {
                         Ok(true) => reqs[r] = None,
                         Ok(false) if now.duration_since(*since) > LOST_AFTER => {
-                            self.mark_lost(r, format!("a heartbeat to it did not complete in {} s", LOST_AFTER.as_secs()));
+                            self.mark_lost(
+                                r,
+                                format!(
+                                    "a heartbeat to it did not complete in {} s",
+                                    LOST_AFTER.as_secs()
+                                ),
+                            );
                             continue;
                         }
                         Ok(false) => continue,

@@ -63,8 +63,9 @@ unsafe impl Send for Window<'_> {}
 unsafe impl Sync for Window<'_> {}
 
 impl<'m> Window<'m> {
-    /// Allocates `len` bytes (zeroed) on every rank; collective over all
-    /// ranks of `mpi`. Each rank may ask for a different `len`.
+    /// Allocates `len` bytes on every rank, zeroed on every rank before the
+    /// call returns on any; collective over all ranks of `mpi`. Each rank may
+    /// ask for a different `len`.
     ///
     /// # Errors
     /// [`RdmaError::Mpi`] if MPI refuses (out of memory, no RMA support).
@@ -97,10 +98,13 @@ impl<'m> Window<'m> {
             ffi::MPI_Win_set_errhandler(raw, ffi::RSMPI_ERRORS_RETURN)
         })?;
         if len > 0 {
-            // SAFETY: `base` points to `len` bytes this window owns; nobody
-            // accesses them before the epoch starts (collective below).
+            // SAFETY: `base` points to `len` bytes this window owns; no rank
+            // accesses them before the barrier below.
             unsafe { std::ptr::write_bytes(base, 0, len) };
         }
+        // Every part is zeroed before any rank can put into it.
+        // SAFETY: valid communicator.
+        check("MPI_Barrier", unsafe { ffi::MPI_Barrier(comm) })?;
         Ok(win)
     }
 

@@ -49,6 +49,14 @@ pub struct Mpi {
     _universe: Universe,
 }
 
+// SAFETY: Mpi::init refuses any thread level below MPI_THREAD_MULTIPLE, so
+// MPI may be called from any thread at any time; the handles it holds (a
+// pointer in Open MPI, an int in MPICH) are only passed to MPI, and the
+// Universe is finalized once, when the Mpi is dropped.
+unsafe impl Send for Mpi {}
+// SAFETY: as above; every method takes `&self` and only calls MPI.
+unsafe impl Sync for Mpi {}
+
 impl std::fmt::Debug for Mpi {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Mpi")
@@ -352,7 +360,11 @@ pub fn mpirun_command(np: usize) -> std::process::Command {
     let open_mpi = std::process::Command::new(&launcher)
         .arg("--version")
         .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).contains("Open MPI"))
+        .map(|o| {
+            // "mpirun (Open MPI) 4.1.4", or "(OpenRTE)" under another name.
+            let v = String::from_utf8_lossy(&o.stdout);
+            v.contains("Open MPI") || v.contains("OpenRTE")
+        })
         .unwrap_or(false);
     if open_mpi {
         cmd.arg("--oversubscribe");

@@ -144,6 +144,14 @@ impl Dist {
         Ok(Some(vec![bytes]))
     }
 
+    /// Waits for every rank (`MPI_Barrier`); alone: returns at once.
+    pub fn barrier(&self) {
+        #[cfg(feature = "mpi")]
+        if let Some(m) = &self.mpi {
+            m.barrier();
+        }
+    }
+
     /// Rank 0's exit code on every rank (alone: `code`).
     pub fn agree_exit_code(&self, code: i32) -> i32 {
         #[cfg(feature = "mpi")]
