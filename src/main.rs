@@ -59,6 +59,10 @@ enum GenCommand {
 enum BenchCommand {
     /// The frame ring against crossbeam-channel, rtrb and the machine's roofs.
     Ring(air_tools::ring_bench::RingBenchArgs),
+    /// The remote ring (network tier) against MPI two-sided messaging; run
+    /// under `mpirun -np 2` (feature `mpi`).
+    #[cfg(feature = "mpi")]
+    Rma(air_tools::rma_bench::RmaBenchArgs),
 }
 
 fn main() {
@@ -74,6 +78,13 @@ fn main() {
         Command::Bench(BenchCommand::Ring(args)) => {
             air_tools::ring_bench::run(args).map_err(CliError::Other)
         }
+        #[cfg(feature = "mpi")]
+        Command::Bench(BenchCommand::Rma(args)) => run_query(|dist| match &dist.mpi {
+            Some(mpi) => air_tools::rma_bench::run(&args, mpi).map_err(CliError::Other),
+            None => Err(CliError::BadInput(
+                "air bench rma runs under an MPI launcher: `mpirun -np 2 air bench rma`".into(),
+            )),
+        }),
     };
     match result {
         Ok(()) => {}
@@ -92,18 +103,19 @@ fn main() {
 fn run_query(
     query: impl FnOnce(&queries::dist::Dist) -> Result<(), CliError>,
 ) -> Result<(), CliError> {
-    let dist = queries::dist::Dist::init()?;
-    let result = query(&dist);
-    let code = match &result {
-        Ok(()) => 0,
-        Err(CliError::Quiet(c)) => *c,
-        Err(e) => {
-            eprintln!("air: error: {e}");
-            e.exit_code()
-        }
-    };
-    dist.barrier();
-    drop(dist);
+    let code = {
+        let dist = queries::dist::Dist::init()?;
+        let code = match query(&dist) {
+            Ok(()) => 0,
+            Err(CliError::Quiet(c)) => c,
+            Err(e) => {
+                eprintln!("air: error: {e}");
+                e.exit_code()
+            }
+        };
+        dist.barrier();
+        code
+    }; // MPI is finalized here, after every rank printed what it had to.
     match code {
         0 => Ok(()),
         c => Err(CliError::Quiet(c)),

@@ -143,14 +143,14 @@ impl Liveness {
         while !stop.load(Ordering::Acquire) {
             counter += 1;
             let now = Instant::now();
-            for r in 0..n {
+            for (r, pending) in reqs.iter_mut().enumerate() {
                 if r == self.me || !self.beats[r] || self.lost().is_some() {
                     continue;
                 }
                 // The previous heartbeat to r must have completed locally.
-                if let Some((req, since)) = &mut reqs[r] {
+                if let Some((req, since)) = pending {
                     match req.test() {
-                        Ok(true) => reqs[r] = None,
+                        Ok(true) => *pending = None,
                         Ok(false) if now.duration_since(*since) > LOST_AFTER => {
                             self.mark_lost(
                                 r,
@@ -176,7 +176,7 @@ impl Liveness {
                     std::slice::from_raw_parts(p.cast::<u8>(), 8)
                 };
                 match epoch.rput(slot, r, self.me * HEARTBEAT_SLOT) {
-                    Ok(req) => reqs[r] = Some((req, now)),
+                    Ok(req) => *pending = Some((req, now)),
                     Err(e) => self.mark_lost(r, format!("heartbeat to it failed: {e}")),
                 }
             }

@@ -235,6 +235,12 @@ impl Mpi {
         &self.library
     }
 
+    /// The world communicator, for rsmpi's safe two-sided and collective
+    /// calls (benchmarks compare the remote ring with them).
+    pub fn world(&self) -> &SimpleCommunicator {
+        &self.world
+    }
+
     /// The world communicator's raw handle (for windows).
     pub(crate) fn world_raw(&self) -> ffi::MPI_Comm {
         self.world.as_raw()

@@ -35,15 +35,13 @@ pub struct RuntimeArgs {
 impl RuntimeArgs {
     /// The job configuration these options describe.
     pub fn job_config(&self) -> JobConfig {
-        let d = JobConfig::default();
-        JobConfig {
-            workers: self.workers.unwrap_or(d.workers).max(1),
-            ring_bytes: self.ring_bytes,
-            flush: Duration::from_micros(self.flush_us.max(1)),
-            batch_records: self.batch.max(1),
-            pin: !self.no_pin,
-            ..d
-        }
+        let mut cfg = JobConfig::default();
+        cfg.workers = self.workers.unwrap_or(cfg.workers).max(1);
+        cfg.ring_bytes = self.ring_bytes;
+        cfg.flush = Duration::from_micros(self.flush_us.max(1));
+        cfg.batch_records = self.batch.max(1);
+        cfg.pin = !self.no_pin;
+        cfg
     }
 }
 

@@ -2,3 +2,5 @@
 #![deny(missing_docs)]
 
 pub mod ring_bench;
+#[cfg(feature = "mpi")]
+pub mod rma_bench;

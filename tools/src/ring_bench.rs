@@ -63,7 +63,7 @@ mod latency;
 mod process;
 mod report;
 mod throughput;
-mod util;
+pub(crate) mod util;
 
 use anyhow::{Context, Result};
 use core_affinity::CoreId;
@@ -72,6 +72,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 pub use process::PeerRole;
+pub use report::register_fonts;
 
 /// Which placements to measure.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]

@@ -364,17 +364,12 @@ pub fn write_csv(res: &Results, path: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Draws throughput (MB/s, log scale) against frame size (log 2) for every
-/// contender, threads solid and processes dashed, with the one-way p50
-/// latencies in the caption area; writes a PNG to `path`.
-pub fn write_plot(res: &Results, path: &Path, title: &str) -> Result<()> {
-    use plotters::prelude::*;
-    use plotters::series::DashedLineSeries;
-    use std::sync::Once;
-
-    static FONT: Once = Once::new();
+/// Registers the bundled DejaVu Sans as "sans-serif" (once): plots render
+/// text without system fonts.
+pub fn register_fonts() {
+    use plotters::style::FontStyle;
+    static FONT: std::sync::Once = std::sync::Once::new();
     FONT.call_once(|| {
-        // The bundled DejaVu Sans: text renders without system fonts.
         let _ = plotters::style::register_font(
             "sans-serif",
             FontStyle::Normal,
@@ -382,6 +377,16 @@ pub fn write_plot(res: &Results, path: &Path, title: &str) -> Result<()> {
         );
         let _ = plotters::style::register_font("sans-serif", FontStyle::Bold, dejavu::sans::bold());
     });
+}
+
+/// Draws throughput (MB/s, log scale) against frame size (log 2) for every
+/// contender, threads solid and processes dashed, with the one-way p50
+/// latencies in the caption area; writes a PNG to `path`.
+pub fn write_plot(res: &Results, path: &Path, title: &str) -> Result<()> {
+    use plotters::prelude::*;
+    use plotters::series::DashedLineSeries;
+
+    register_fonts();
     if res.throughput.is_empty() {
         return Err(anyhow!("no throughput rows to plot"));
     }
