@@ -55,10 +55,22 @@ enum GenCommand {
     Ysb(queries::ysb::GenYsbArgs),
 }
 
+/// `air bench exchange`.
+#[derive(clap::Args, Debug)]
+struct ExchangeArgs {
+    #[command(flatten)]
+    bench: air_tools::exchange_bench::ExchangeBenchArgs,
+    #[command(flatten)]
+    runtime: queries::common::RuntimeArgs,
+}
+
 #[derive(Subcommand, Debug)]
 enum BenchCommand {
     /// The frame ring against crossbeam-channel, rtrb and the machine's roofs.
     Ring(air_tools::ring_bench::RingBenchArgs),
+    /// All-to-all records/s through the runtime's exchange, on the tiers the
+    /// placement gives (under `mpirun`: node tier, or `--force-network`).
+    Exchange(ExchangeArgs),
     /// The remote ring (network tier) against MPI two-sided messaging; run
     /// under `mpirun -np 2` (feature `mpi`).
     #[cfg(feature = "mpi")]
@@ -78,6 +90,19 @@ fn main() {
         Command::Bench(BenchCommand::Ring(args)) => {
             air_tools::ring_bench::run(args).map_err(CliError::Other)
         }
+        Command::Bench(BenchCommand::Exchange(args)) => run_query(|dist| {
+            let mut cfg = args.runtime.job_config();
+            dist.configure(&mut cfg, args.runtime.force_network);
+            air_tools::exchange_bench::run(
+                &args.bench,
+                &cfg,
+                dist.rank(),
+                &|v| dist.all_max(v),
+                &|v| dist.all_sum(v),
+            )
+            .map(|_| ())
+            .map_err(CliError::Other)
+        }),
         #[cfg(feature = "mpi")]
         Command::Bench(BenchCommand::Rma(args)) => run_query(|dist| match &dist.mpi {
             Some(mpi) => air_tools::rma_bench::run(&args, mpi).map_err(CliError::Other),

@@ -144,6 +144,24 @@ impl Dist {
         Ok(Some(vec![bytes]))
     }
 
+    /// The maximum of `v` over every rank (alone: `v`).
+    pub fn all_max(&self, v: u64) -> u64 {
+        #[cfg(feature = "mpi")]
+        if let Some(m) = &self.mpi {
+            return m.all_gather_u64(v).into_iter().max().unwrap_or(v);
+        }
+        v
+    }
+
+    /// The sum of `v` over every rank (alone: `v`).
+    pub fn all_sum(&self, v: u64) -> u64 {
+        #[cfg(feature = "mpi")]
+        if let Some(m) = &self.mpi {
+            return m.all_gather_u64(v).into_iter().sum();
+        }
+        v
+    }
+
     /// Waits for every rank (`MPI_Barrier`); alone: returns at once.
     pub fn barrier(&self) {
         #[cfg(feature = "mpi")]
