@@ -30,9 +30,17 @@ pub struct JobConfig {
     /// Pin worker `w` to its planned CPU.
     pub pin: bool,
     /// Run across the ranks of an MPI job (`None`: this process alone).
-    #[cfg(feature = "mpi")]
-    pub cluster: Option<crate::cluster::ClusterConfig>,
+    pub cluster: Option<ClusterConfig>,
 }
+
+#[cfg(feature = "mpi")]
+pub use crate::cluster::ClusterConfig;
+
+/// Where a job runs across MPI ranks. Without the `mpi` feature there is no
+/// such place: this type has no values, and `JobConfig::cluster` is `None`.
+#[cfg(not(feature = "mpi"))]
+#[derive(Debug, Clone)]
+pub enum ClusterConfig {}
 
 impl Default for JobConfig {
     fn default() -> Self {
@@ -42,7 +50,6 @@ impl Default for JobConfig {
             flush: Duration::from_micros(1000),
             batch_records: 1024,
             pin: true,
-            #[cfg(feature = "mpi")]
             cluster: None,
         }
     }
@@ -266,9 +273,11 @@ where
     D: Downstream<T>,
     F: Fn(&WorkerInfo) -> (U, D) + Sync,
 {
-    #[cfg(feature = "mpi")]
     if let Some(cluster) = &cfg.cluster {
+        #[cfg(feature = "mpi")]
         return crate::cluster::run(cfg, cluster, make);
+        #[cfg(not(feature = "mpi"))]
+        match *cluster {}
     }
     let w = cfg.workers.max(1);
     // W² rings, each touched up front: refuse what the machine cannot hold.

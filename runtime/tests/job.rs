@@ -87,6 +87,7 @@ fn cfg(workers: usize, ring_bytes: usize, batch: usize) -> JobConfig {
         flush: Duration::from_micros(100),
         batch_records: batch,
         pin: false,
+        ..JobConfig::default()
     }
 }
 
