@@ -2,12 +2,20 @@
 # Regenerates the figures of the README's performance section on this
 # machine: the machine's description, `air bench ring`, and YSB runs.
 # Usage: tools/bench-readme.sh [OUT_DIR]   (default: bench-out/)
-# Run it on an otherwise idle machine; it takes about 3 minutes on 2 cores.
+# With MPI installed (mpirun on PATH) it builds the `mpi` feature and adds
+# the distributed figures: YSB under mpirun against the embedded run,
+# `air bench rma` and `air bench exchange` on each tier.
+# Run it on an otherwise idle machine; it takes about 6 minutes on 2 cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-bench-out}
 mkdir -p "$out"
-cargo build --release -j2 >/dev/null 2>&1
+if command -v mpirun >/dev/null; then
+    features="--features mpi"
+else
+    features=""
+fi
+cargo build --release -j2 $features >/dev/null 2>&1
 air=./target/release/air
 
 {
@@ -17,6 +25,9 @@ air=./target/release/air
     echo "kernel: $(uname -r)"
     echo "rustc: $(rustc --version)"
     echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
+    if [ -n "$features" ]; then
+        echo "mpi: $(mpirun --version 2>/dev/null | grep -m1 -E 'Version|Open MPI|OpenRTE' | tr -s ' \t' ' ')"
+    fi
 } | tee "$out/machine.txt"
 
 echo "== air bench ring" | tee "$out/ring.txt"
@@ -45,3 +56,20 @@ ysb file-qf-w2 --input "$out/ysb-events.json" --campaigns "$out/ysb-campaigns.tx
 # Latency at a fixed rate across window boundaries (25 s: two window closes).
 echo "== air run ysb --rate 50000000 --duration 25" | tee -a "$out/ysb.txt"
 $air run ysb --rate 50000000 --duration 25 --report "$out/ysb-latency.json" | tee -a "$out/ysb.txt"
+
+if [ -n "$features" ]; then
+    # YSB: 2 workers in one process against 2 ranks x 1 worker (node tier,
+    # then network tier), interleaved so drift hits them alike.
+    echo "== YSB embedded vs mpirun -np 2" | tee "$out/mpi-ysb.txt"
+    for i in 1 2 3 4 5; do
+        $air run ysb --events 200000000 --workers 2 --report "$out/mpi-ysb-embedded-$i.json" | head -1 | tee -a "$out/mpi-ysb.txt"
+        mpirun -np 2 $air run ysb --events 200000000 --workers 1 --report "$out/mpi-ysb-node-$i.json" | head -1 | tee -a "$out/mpi-ysb.txt"
+        mpirun -np 2 $air run ysb --events 200000000 --workers 1 --force-network --report "$out/mpi-ysb-network-$i.json" | head -1 | tee -a "$out/mpi-ysb.txt"
+    done
+    echo "== mpirun -np 2 air bench rma" | tee "$out/rma.txt"
+    mpirun -np 2 $air bench rma --csv "$out/rma.csv" --plot "$out/rma.png" | tee -a "$out/rma.txt"
+    echo "== air bench exchange (thread, node, network tiers)" | tee "$out/exchange.txt"
+    $air bench exchange --workers 2 | tee -a "$out/exchange.txt"
+    mpirun -np 2 $air bench exchange --workers 1 | tee -a "$out/exchange.txt"
+    mpirun -np 2 $air bench exchange --workers 1 --force-network | tee -a "$out/exchange.txt"
+fi
