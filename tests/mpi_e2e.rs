@@ -5,6 +5,9 @@
 
 #![cfg(feature = "mpi")]
 
+mod common;
+
+use common::TmpDir;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -14,26 +17,8 @@ const AIR: &str = env!("CARGO_BIN_EXE_air");
 /// Longest a multi-rank run may take before the test calls it a hang.
 const LIMIT: Duration = Duration::from_secs(120);
 
-struct TmpDir(PathBuf);
-
-impl std::ops::Deref for TmpDir {
-    type Target = Path;
-    fn deref(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for TmpDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 fn tmpdir(tag: &str) -> TmpDir {
-    let d = std::env::temp_dir().join(format!("air-mpi-{}-{tag}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    TmpDir(d)
+    common::tmpdir("mpi", tag)
 }
 
 /// Waits for `child` up to `limit`; kills it (and fails) on a hang.

@@ -1,6 +1,9 @@
 //! End-to-end tests of `air run ysb` / `air gen ysb`: results equal a plain
 //! sequential computation for 1–4 workers, lateness, bad input, generator counts.
 
+mod common;
+
+use common::TmpDir;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -8,27 +11,8 @@ use std::process::{Command, Output};
 
 const AIR: &str = env!("CARGO_BIN_EXE_air");
 
-/// A temporary directory removed when the test ends (also when it fails).
-struct TmpDir(PathBuf);
-
-impl std::ops::Deref for TmpDir {
-    type Target = Path;
-    fn deref(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for TmpDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 fn tmpdir(tag: &str) -> TmpDir {
-    let d = std::env::temp_dir().join(format!("air-e2e-{}-{tag}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    TmpDir(d)
+    common::tmpdir("e2e", tag)
 }
 
 fn uuid(x: u128) -> String {
