@@ -209,7 +209,10 @@ fn ring(mpi: &Mpi, frames: u64, cap: usize) -> Result<(), String> {
                         if idle == 50_000_000 {
                             eprintln!("rank {me}: stuck receiving after {got} frames: {rx:?}");
                         }
-                        std::hint::spin_loop()
+                        // Yield: the tests run more ranks than cores, and
+                        // MPICH completes a peer's flush only while this
+                        // rank gets CPU time to call into MPI.
+                        std::thread::yield_now()
                     }
                     Err(e) => return Err(format!("receive after {got} frames: {e}")),
                 }
@@ -238,6 +241,7 @@ fn ring(mpi: &Mpi, frames: u64, cap: usize) -> Result<(), String> {
                     if sent {
                         break;
                     }
+                    std::thread::yield_now();
                     stuck += 1;
                     if stuck == 50_000_000 {
                         eprintln!("rank {me}: stuck sending frame {i}: {tx:?}");
