@@ -105,10 +105,15 @@ fn main() {
         }),
         #[cfg(feature = "mpi")]
         Command::Bench(BenchCommand::Rma(args)) => run_query(|dist| match &dist.mpi {
-            Some(mpi) => air_tools::rma_bench::run(&args, mpi).map_err(CliError::Other),
-            None => Err(CliError::BadInput(
-                "air bench rma runs under an MPI launcher: `mpirun -np 2 air bench rma`".into(),
-            )),
+            Some(mpi) if mpi.size() == 2 => {
+                air_tools::rma_bench::run(&args, mpi).map_err(CliError::Other)
+            }
+            Some(mpi) if mpi.rank() != 0 => Err(CliError::Quiet(2)),
+            _ => Err(CliError::BadInput(format!(
+                "air bench rma runs on exactly 2 ranks: `mpirun -np 2 air bench rma` \
+                 (started as {} rank(s))",
+                dist.ranks()
+            ))),
         }),
     };
     match result {
@@ -130,7 +135,7 @@ fn run_query(
 ) -> Result<(), CliError> {
     let code = {
         let dist = queries::dist::Dist::init()?;
-        let code = match query(&dist) {
+        let code = match dist.check_same_args().and_then(|()| query(&dist)) {
             Ok(()) => 0,
             Err(CliError::Quiet(c)) => c,
             Err(e) => {

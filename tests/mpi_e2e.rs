@@ -327,11 +327,34 @@ fn bad_input_under_mpirun_is_reported_once_and_every_rank_exits_2() {
         1,
         "one message, not one per rank:\n{err}"
     );
+    // A campaign file that every rank fails to read: reported once too.
+    let nocamp = dir.join("nope-campaigns.txt");
+    let o = mpirun(
+        2,
+        &[
+            "run",
+            "ysb",
+            "--events",
+            "1000",
+            "--campaigns",
+            &nocamp.to_string_lossy(),
+            "--no-pin",
+        ],
+        &[],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(
+        err.matches("nope-campaigns.txt").count(),
+        1,
+        "one message, not one per rank:\n{err}"
+    );
 }
 
 #[test]
 fn ranks_started_with_different_options_refuse_to_run() {
-    // MPMD launch: rank 0 with 1 worker, rank 1 with 2.
+    // MPMD launch: rank 0 with 1 worker, rank 1 with 2 (any other option
+    // that differs, e.g. --seed or --window-ms, would give wrong rows).
     let mut cmd = air_rdma::mpirun_command(1);
     cmd.args([
         AIR,
@@ -356,11 +379,17 @@ fn ranks_started_with_different_options_refuse_to_run() {
     ]);
     cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
     let (o, _) = wait(cmd.spawn().unwrap(), "MPMD mpirun", LIMIT);
-    assert!(!o.status.success(), "{}", text(&o));
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
     assert!(
-        String::from_utf8_lossy(&o.stderr).contains("ranks disagree on --workers"),
+        err.contains("rank 1 was started with other arguments than rank 0"),
         "{}",
         text(&o)
+    );
+    assert_eq!(
+        err.matches("air: error").count(),
+        1,
+        "reported once:\n{err}"
     );
 }
 
@@ -482,4 +511,59 @@ fn a_rank_killed_mid_run_ends_the_job_within_10_s_and_leaves_no_segment() {
         .filter(|s| !before.contains(s))
         .collect();
     assert!(left.is_empty(), "segments left in /dev/shm: {left:?}");
+}
+
+#[test]
+fn a_stopped_rank_on_another_node_is_noticed_by_its_missing_heartbeats() {
+    // Nodes of one rank emulated: rank 0 watches rank 1 by heartbeats. A
+    // stopped rank 1 keeps its process (no launcher notices), and rank 0's
+    // worker blocks inside MPI on a flush to it; the MPI-free checker must
+    // still end the job, naming rank 1.
+    let tag = format!("stop{}", std::process::id());
+    let mut cmd = air_rdma::mpirun_command(2);
+    cmd.args([
+        AIR,
+        "run",
+        "ysb",
+        "--rate",
+        "2000000",
+        "--duration",
+        "60",
+        "--workers",
+        "1",
+        "--no-pin",
+    ]);
+    cmd.env("AIR_TEST_TAG", &tag)
+        .env("AIR_EMULATE_RANKS_PER_NODE", "1");
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+    let child = cmd.spawn().unwrap();
+    let start = Instant::now();
+    let victim = loop {
+        if let Some(p) = rank_pid(&tag, 1) {
+            break p;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "rank 1 never started"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    std::thread::sleep(Duration::from_secs(2));
+    // SAFETY: plain signals to a process this test started (through mpirun).
+    unsafe { libc::kill(victim as i32, libc::SIGSTOP) };
+    let (o, took) = wait(
+        child,
+        "mpirun after a rank was stopped",
+        Duration::from_secs(60),
+    );
+    // SAFETY: as above; the process may be gone already.
+    unsafe { libc::kill(victim as i32, libc::SIGKILL) };
+    assert!(!o.status.success(), "{}", text(&o));
+    // 5 s without a heartbeat, 3 s for the workers to fail on their own.
+    assert!(
+        took < Duration::from_secs(15),
+        "the job took {took:?} to end after rank 1 was stopped"
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("rank 1 is lost: no heartbeat"), "{}", text(&o));
 }

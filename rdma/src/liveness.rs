@@ -11,7 +11,9 @@
 //!   an MPI error.
 //!
 //! Rings call [`Liveness::check`] while they find their ring empty or full;
-//! the watcher thread ([`Liveness::watch`]) does the checks and the puts.
+//! two threads per rank keep it current: [`Liveness::beat_loop`] sends the
+//! heartbeats (MPI calls) and [`Liveness::check_loop`] does the checks
+//! (no MPI call, so a blocked MPI cannot hide a lost rank).
 //! Heartbeats take the first `heartbeat_bytes(size)` bytes of every part.
 
 use crate::error::{RdmaError, Result};
@@ -118,28 +120,22 @@ impl Liveness {
         }
     }
 
-    /// The watcher loop, run on its own thread while the job's channels
-    /// live: every [`HEARTBEAT`], puts this rank's counter into every other
-    /// rank, checks their counters in this rank's part, checks
-    /// the processes of this host's ranks, and calls into MPI's progress
-    /// engine. Returns when `stop` is set, or `on_lost` returns true after
-    /// a rank was found lost (the runtime's last resort when a blocking MPI
-    /// call would never return).
-    pub fn watch(
-        &self,
-        epoch: &Epoch<'_, '_>,
-        stop: &AtomicBool,
-        on_lost: &dyn Fn(&RdmaError) -> bool,
-    ) {
+    /// The heartbeat loop, run on its own thread while the job's channels
+    /// live: every [`HEARTBEAT`], puts this rank's counter into every rank
+    /// watched by heartbeats (request-based puts, tested, never waited for)
+    /// and calls into MPI's progress engine. Returns when `stop` is set.
+    ///
+    /// It makes MPI calls, so it can be held up by an MPI library that
+    /// serializes threads (MPICH's global lock, held by a worker blocked in
+    /// a flush to a stopped rank): the checks are in [`Liveness::check_loop`],
+    /// which makes none.
+    pub fn beat_loop(&self, epoch: &Epoch<'_, '_>, stop: &AtomicBool) {
         let win = epoch.window();
         let n = self.pids.len();
-        // Heartbeats are request-based puts that are only ever tested, never
-        // waited for: a stopped or dead target cannot block the watcher.
-        // Their buffers live forever (a request may outlive the watcher).
+        // Heartbeat buffers live forever (a request may outlive the loop).
         let beats: &'static mut [u64] = Box::leak(vec![0u64; n].into_boxed_slice());
         let mut reqs: Vec<Option<(crate::win::Request, Instant)>> = (0..n).map(|_| None).collect();
         let mut counter = 0u64;
-        let mut seen: Vec<(u64, Instant)> = vec![(0, Instant::now()); n];
         while !stop.load(Ordering::Acquire) {
             counter += 1;
             let now = Instant::now();
@@ -180,16 +176,39 @@ impl Liveness {
                     Err(e) => self.mark_lost(r, format!("heartbeat to it failed: {e}")),
                 }
             }
-            let _ = win.sync();
+            win.progress();
+            std::thread::sleep(HEARTBEAT);
+        }
+    }
+
+    /// The check loop, run on its own thread while the job's channels live;
+    /// it makes no MPI call, so nothing inside MPI can hold it up. Every
+    /// [`HEARTBEAT`] it reads the heartbeat counters in this rank's part of
+    /// `window` (a counter that has not moved for [`LOST_AFTER`] marks its
+    /// rank lost) and checks the processes of this host's ranks. Once a
+    /// rank is lost it calls `on_lost` every round; it returns when `stop` is
+    /// set or `on_lost` returns true.
+    pub fn check_loop(
+        &self,
+        window: &crate::win::Window<'_>,
+        stop: &AtomicBool,
+        on_lost: &dyn Fn(&RdmaError) -> bool,
+    ) {
+        let n = self.pids.len();
+        let mut seen: Vec<(u64, Instant)> = vec![(0, Instant::now()); n];
+        while !stop.load(Ordering::Acquire) {
+            let now = Instant::now();
             for (r, s) in seen.iter_mut().enumerate() {
-                if r == self.me || !self.beats[r] || r * HEARTBEAT_SLOT + 8 > win.len() {
+                if r == self.me || !self.beats[r] || r * HEARTBEAT_SLOT + 8 > window.len() {
                     continue;
                 }
                 // SAFETY: the slot lies inside this rank's part (checked) and
                 // is 8-aligned; it is only read here, as an atomic, and
-                // written by rank r's puts of whole words.
+                // written by rank r's puts of whole words. (x86-64 and
+                // aarch64 loads see remote stores without MPI_Win_sync; a
+                // late view only delays detection.)
                 let v = unsafe {
-                    (*(win.base().add(r * HEARTBEAT_SLOT) as *const AtomicU64))
+                    (*(window.base().add(r * HEARTBEAT_SLOT) as *const AtomicU64))
                         .load(Ordering::Acquire)
                 };
                 if v != s.0 {
@@ -207,7 +226,6 @@ impl Liveness {
                 }
             }
             self.check_local_pids();
-            win.progress();
             if let Err(e) = self.check() {
                 if on_lost(&e) {
                     return;

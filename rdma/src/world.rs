@@ -87,8 +87,9 @@ impl Mpi {
             .lines()
             .next()
             .unwrap_or("")
-            .trim()
-            .to_string();
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ");
         if level != Threading::Multiple {
             return Err(RdmaError::Setup(format!(
                 "{library} granted thread level {level:?}, the runtime needs MPI_THREAD_MULTIPLE"

@@ -12,7 +12,7 @@
 //! incoming network channel, then one credit slot per outgoing network
 //! channel. Every rank computes every other rank's layout from the same
 //! numbers (ranks, tiers, `W`, ring size), which are checked to agree first.
-//! A watcher thread per rank notices lost ranks (see [`air_rdma::Liveness`]).
+//! Two threads per rank notice lost ranks (see [`air_rdma::Liveness`]).
 //!
 //! After an error the job's ranks are in no state for collective teardown:
 //! the window is leaked, and the caller must end the job with
@@ -177,6 +177,10 @@ impl Wiring for MpiWiring<'_> {
 
     fn core_offset(&self) -> usize {
         self.mpi.local_rank() * self.workers
+    }
+
+    fn node_workers(&self) -> usize {
+        self.mpi.local_size() * self.workers
     }
 
     fn inputs<'s>(&'s self, to: usize) -> Result<Vec<Box<dyn ChannelRx + 's>>, RuntimeError> {
@@ -367,19 +371,28 @@ where
         ring_bytes: cfg.ring_bytes,
     };
     let result = std::thread::scope(|s| {
-        let watcher = std::thread::Builder::new()
+        let beater = std::thread::Builder::new()
+            .name("air-beat".into())
+            .spawn_scoped(s, || live.beat_loop(&epoch, &stop))
+            .expect("spawn heartbeat thread");
+        let checker = std::thread::Builder::new()
             .name("air-watch".into())
             .spawn_scoped(s, || {
                 let first_seen: std::sync::Mutex<Option<Instant>> = std::sync::Mutex::new(None);
-                live.watch(&epoch, &stop, &|e| {
+                live.check_loop(&window, &stop, &|e| {
                     let mut g = first_seen.lock().unwrap_or_else(|e| e.into_inner());
                     let t0 = *g.get_or_insert_with(Instant::now);
                     if t0.elapsed() >= LOST_GRACE {
+                        // The workers did not end by themselves: one may be
+                        // blocked inside MPI (a flush to a stopped rank),
+                        // so no MPI call here either (MPI_Abort could wait
+                        // on the same lock). The launcher ends the others.
                         eprintln!(
                             "air: rank {}: {e}; ending this rank (exit code {EXIT_RANK_LOST})",
                             mpi.rank()
                         );
-                        mpi.abort(EXIT_RANK_LOST);
+                        // SAFETY: _exit ends the process at once.
+                        unsafe { libc::_exit(EXIT_RANK_LOST) };
                     }
                     false
                 });
@@ -401,7 +414,8 @@ where
             mpi.barrier();
         }
         stop.store(true, Ordering::Release);
-        let _ = watcher.join();
+        let _ = beater.join();
+        let _ = checker.join();
         r
     });
     drop(wiring);

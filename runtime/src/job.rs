@@ -154,6 +154,10 @@ pub(crate) trait Wiring: Sync {
     fn core_offset(&self) -> usize {
         0
     }
+    /// Workers of the job on this node (all processes).
+    fn node_workers(&self) -> usize {
+        self.local()
+    }
     /// Phase 1, on local worker `local`'s thread (so ring pages are first
     /// touched there): its receiving ends, one per global source worker.
     fn inputs<'s>(&'s self, local: usize) -> Result<Vec<Box<dyn ChannelRx + 's>>, RuntimeError>;
@@ -308,7 +312,15 @@ where
 {
     let w = wiring.local();
     let barrier = Barrier::new(w);
-    let _ = placement::allowed_cores(); // read the CPU set before pinning
+    let cores = placement::available_cores(); // read the CPU set before pinning
+    let pin = cfg.pin && wiring.node_workers() <= cores;
+    if cfg.pin && !pin {
+        tracing::warn!(
+            "{} workers on this node but {cores} CPUs: workers are not pinned \
+             (pinned, several would share a CPU while others idle)",
+            wiring.node_workers()
+        );
+    }
     std::thread::scope(|s| {
         let handles: Vec<_> = (0..w)
             .map(|me| {
@@ -317,7 +329,7 @@ where
                 std::thread::Builder::new()
                     .name(format!("air-w{}", wiring.first() + me))
                     .spawn_scoped(s, move || {
-                        worker::<T, U, D, F, G>(cfg, me, wiring, barrier, make)
+                        worker::<T, U, D, F, G>(cfg, pin, me, wiring, barrier, make)
                     })
                     .expect("spawn worker thread")
             })
@@ -363,6 +375,7 @@ where
 
 fn worker<T, U, D, F, G>(
     cfg: &JobConfig,
+    pin: bool,
     local: usize,
     wiring: &G,
     barrier: &Barrier,
@@ -376,7 +389,7 @@ where
     G: Wiring,
 {
     let me = wiring.first() + local;
-    let core = if cfg.pin {
+    let core = if pin {
         placement::pin_current(wiring.core_offset() + local)
     } else {
         None

@@ -48,6 +48,34 @@ impl Dist {
         }
     }
 
+    /// Checks that every rank was started with the same arguments (an MPMD
+    /// launch could give ranks different options, and a job whose ranks
+    /// disagree on, say, the window size or the seed would give wrong
+    /// results). Rank 0 reports; the others exit quietly with the same code.
+    pub fn check_same_args(&self) -> Result<(), CliError> {
+        #[cfg(feature = "mpi")]
+        if let Some(m) = &self.mpi {
+            // FNV-1a over the arguments (the program path excluded).
+            let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+            for a in std::env::args_os().skip(1) {
+                for b in a.as_encoded_bytes().iter().chain(&[0u8]) {
+                    h = (h ^ *b as u64).wrapping_mul(0x0100_0000_01b3);
+                }
+            }
+            let all = m.all_gather_u64(h);
+            if let Some(r) = all.iter().position(|&x| x != all[0]) {
+                if m.rank() != 0 {
+                    return Err(CliError::Quiet(2));
+                }
+                return Err(CliError::BadInput(format!(
+                    "rank {r} was started with other arguments than rank 0: every rank of a \
+                     job must run the same command"
+                )));
+            }
+        }
+        Ok(())
+    }
+
     /// This rank (0 when alone).
     pub fn rank(&self) -> usize {
         #[cfg(feature = "mpi")]

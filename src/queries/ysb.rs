@@ -467,12 +467,7 @@ struct RankPart {
 
 /// Runs this process's share of YSB as `args` say (every rank's workers
 /// when distributed); returns its rows and figures.
-fn run_rank(args: &YsbArgs, dist: &Dist) -> Result<RankPart, CliError> {
-    let campaigns = match &args.campaigns {
-        Some(p) => Campaigns::load(p).map_err(|e| CliError::BadInput(e.to_string()))?,
-        None => Campaigns::ysb(args.seed),
-    };
-    let campaigns = Arc::new(campaigns);
+fn run_rank(args: &YsbArgs, campaigns: Arc<Campaigns>, dist: &Dist) -> Result<RankPart, CliError> {
     let mut cfg = args.runtime.job_config();
     dist.configure(&mut cfg, args.runtime.force_network);
     // Global worker g = rank * w + local; the input and the generator are
@@ -757,7 +752,12 @@ pub fn main(args: &YsbArgs, dist: &Dist) -> Result<(), CliError> {
     };
     let per_rank = args.runtime.out_per_rank;
     let mut files = (None, None, None);
+    let mut campaigns = None;
     let checked = validate(args, dist.ranks()).and_then(|()| {
+        campaigns = Some(Arc::new(match &args.campaigns {
+            Some(p) => Campaigns::load(p).map_err(|e| CliError::BadInput(e.to_string()))?,
+            None => Campaigns::ysb(args.seed),
+        }));
         if root {
             files.0 = args
                 .out
@@ -778,7 +778,8 @@ pub fn main(args: &YsbArgs, dist: &Dist) -> Result<(), CliError> {
     });
     dist.agree(checked)?;
     let (out_file, report_file, rank_file) = files;
-    let part = run_rank(args, dist);
+    let campaigns = campaigns.expect("loaded when the checks passed");
+    let part = run_rank(args, campaigns, dist);
     done.store(true, std::sync::atomic::Ordering::Relaxed);
     if let Some(p) = progress {
         let _ = p.join();

@@ -6,7 +6,9 @@
 //!
 //! - **ring MB/s**: frames streamed through an [`RmaProducer`] /
 //!   [`RmaConsumer`] pair (rank 1's window holds the ring, of `--ring-bytes`
-//!   or 4 frames, whichever is larger) for `--duration-ms`, publishing every
+//!   — default 1 MiB, the runtime's ring size — or 4 frames, whichever is
+//!   larger; MPI's streaming keeps up to 8 MiB of buffers in flight) for
+//!   `--duration-ms`, publishing every
 //!   `max(1, 256 KiB / frame)` frames (and whenever the ring is full).
 //! - **isend MB/s**: `MPI_Isend` / `MPI_Irecv` streaming as in OSU's
 //!   `osu_bw`: windows of `min(64, max(1, 8 MiB / size))` messages, the
@@ -52,8 +54,9 @@ pub struct RmaBenchArgs {
     /// scaled down with the size, at least 20).
     #[arg(long, default_value_t = 2000)]
     pub latency_iters: u64,
-    /// Data area of the remote ring (at least 4 frames of the size measured).
-    #[arg(long, default_value = "16M")]
+    /// Data area of the remote ring (at least 4 frames of the size
+    /// measured); default: the runtime's default ring size.
+    #[arg(long, default_value = "1M")]
     pub ring_bytes: String,
     /// Write the rows to this CSV file (rank 0).
     #[arg(long)]
