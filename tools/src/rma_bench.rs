@@ -6,7 +6,7 @@
 //!
 //! - **ring MB/s**: frames streamed through an [`RmaProducer`] /
 //!   [`RmaConsumer`] pair (rank 1's window holds the ring, of `--ring-bytes`
-//!   — default 1 MiB, the runtime's ring size — or 4 frames, whichever is
+//!   — default 1 MiB, the runtime's ring size — or 2 frames, whichever is
 //!   larger; MPI's streaming keeps up to 8 MiB of buffers in flight) for
 //!   `--duration-ms`, publishing every
 //!   `max(1, 256 KiB / frame)` frames (and whenever the ring is full).
@@ -54,7 +54,7 @@ pub struct RmaBenchArgs {
     /// scaled down with the size, at least 20).
     #[arg(long, default_value_t = 2000)]
     pub latency_iters: u64,
-    /// Data area of the remote ring (at least 4 frames of the size
+    /// Data area of the remote ring (at least 2 frames of the size
     /// measured); default: the runtime's default ring size.
     #[arg(long, default_value = "1M")]
     pub ring_bytes: String,
@@ -118,7 +118,7 @@ pub fn run(args: &RmaBenchArgs, mpi: &Mpi) -> Result<()> {
     }
     let mut rows = Vec::new();
     for &n in &sizes {
-        let cap = ring_bytes.max(4 * frame_size(n)).next_multiple_of(16);
+        let cap = ring_bytes.max(2 * frame_size(n)).next_multiple_of(16);
         let mut ring = Vec::new();
         let mut isend = Vec::new();
         let mut ring_lat = Vec::new();
