@@ -567,3 +567,43 @@ fn a_stopped_rank_on_another_node_is_noticed_by_its_missing_heartbeats() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("rank 1 is lost: no heartbeat"), "{}", text(&o));
 }
+
+#[test]
+fn a_job_start_removes_stale_segments_of_dead_jobs_only() {
+    // SAFETY: getuid has no preconditions.
+    let uid = unsafe { libc::getuid() };
+    let old = std::time::SystemTime::now() - Duration::from_secs(3600);
+    let plant = |name: String| {
+        let p = PathBuf::from("/dev/shm").join(name);
+        let f = std::fs::File::create(&p).unwrap();
+        f.set_len(4096).unwrap();
+        f.set_modified(old).unwrap();
+        p
+    };
+    let stale = plant(format!("air-{uid}-mpistale{}-g0-g1", std::process::id()));
+    // Another user's segment (only root can make one here): never touched.
+    let foreign = (uid == 0).then(|| {
+        let p = plant(format!("air-4242-mpistale{}-g0-g1", std::process::id()));
+        std::os::unix::fs::chown(&p, Some(4242), Some(4242)).unwrap();
+        p
+    });
+    let o = mpirun(
+        2,
+        &[
+            "run",
+            "ysb",
+            "--events",
+            "10000",
+            "--workers",
+            "1",
+            "--no-pin",
+        ],
+        &[],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(!stale.exists(), "the stale segment of this user is removed");
+    if let Some(p) = foreign {
+        assert!(p.exists(), "another user's segment is left alone");
+        let _ = std::fs::remove_file(p);
+    }
+}

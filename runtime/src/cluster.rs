@@ -336,6 +336,23 @@ where
         cfg.ring_bytes,
         &format!("{w} workers on each of {} ranks", mpi.size()),
     )?;
+    if mpi.local_rank() == 0 {
+        // Segments of this user that no live process holds (a job killed
+        // while it set up its channels leaves some): removed before this
+        // job makes its own. Live jobs' and other users' are left alone.
+        match air_shm::clean_stale(&air_shm::shm_dir(), false) {
+            Ok(found) => {
+                let n = found
+                    .iter()
+                    .filter(|(_, o)| *o == air_shm::CleanOutcome::Removed)
+                    .count();
+                if n > 0 {
+                    tracing::info!("removed {n} stale shared-memory segment(s) of dead jobs");
+                }
+            }
+            Err(e) => tracing::warn!("cleaning stale segments: {e}"),
+        }
+    }
     let nonce = if mpi.rank() == 0 {
         let t = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
