@@ -314,7 +314,8 @@ where
     let barrier = Barrier::new(w);
     let cores = placement::available_cores(); // read the CPU set before pinning
     let pin = cfg.pin && wiring.node_workers() <= cores;
-    if cfg.pin && !pin {
+    if cfg.pin && !pin && wiring.core_offset() == 0 {
+        // Once per node (its first process), not once per rank.
         tracing::warn!(
             "{} workers on this node but {cores} CPUs: workers are not pinned \
              (pinned, several would share a CPU while others idle)",

@@ -26,10 +26,6 @@ pub struct RuntimeArgs {
     /// node too, instead of `/dev/shm` rings (tests the RMA path on one machine).
     #[arg(long, env = "AIR_FORCE_NETWORK", value_parser = clap::builder::FalseyValueParser::new())]
     pub force_network: bool,
-    /// Under MPI: every rank writes its own workers' result rows to
-    /// `<out stem>.rank<R>.<ext>` instead of rank 0 writing one merged file.
-    #[arg(long)]
-    pub out_per_rank: bool,
 }
 
 impl RuntimeArgs {

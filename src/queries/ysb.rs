@@ -97,6 +97,10 @@ pub struct YsbArgs {
     /// Write the JSON report here.
     #[arg(long)]
     pub report: Option<PathBuf>,
+    /// Under MPI: every rank writes its own workers' result rows to
+    /// `<out stem>.rank<R>.<ext>` instead of rank 0 writing one merged file.
+    #[arg(long)]
+    pub out_per_rank: bool,
     /// Runtime options.
     #[command(flatten)]
     pub runtime: RuntimeArgs,
@@ -414,7 +418,7 @@ fn validate(args: &YsbArgs, ranks: usize) -> Result<(), CliError> {
             ));
         }
     }
-    if rt.out_per_rank && args.out.is_none() {
+    if args.out_per_rank && args.out.is_none() {
         return bad("--out-per-rank needs --out".into());
     }
     if !args.input.is_empty() {
@@ -750,7 +754,7 @@ pub fn main(args: &YsbArgs, dist: &Dist) -> Result<(), CliError> {
     let open = |p: &std::path::Path| {
         std::fs::File::create(p).map_err(|e| CliError::BadInput(format!("{}: {e}", p.display())))
     };
-    let per_rank = args.runtime.out_per_rank;
+    let per_rank = args.out_per_rank;
     let mut files = (None, None, None);
     let mut campaigns = None;
     let checked = validate(args, dist.ranks()).and_then(|()| {
