@@ -30,6 +30,9 @@ enum Command {
     /// Shared-memory segments.
     #[command(subcommand)]
     Shm(ShmCommand),
+    /// The machine (packages, cores, PUs, NUMA, allowed CPUs) and the
+    /// placement plan for a number of workers.
+    Topo(queries::topo::TopoArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -87,6 +90,7 @@ fn main() {
         Command::Run(RunCommand::Ysb(args)) => run_query(|dist| queries::ysb::main(&args, dist)),
         Command::Gen(GenCommand::Ysb(args)) => queries::ysb::gen(&args),
         Command::Shm(ShmCommand::Clean { dry_run }) => shm_clean(dry_run),
+        Command::Topo(args) => queries::topo::main(&args),
         Command::Bench(BenchCommand::Ring(args)) => {
             air_tools::ring_bench::run(args).map_err(CliError::Other)
         }

@@ -18,6 +18,7 @@ pub mod exchange;
 pub mod job;
 pub mod metrics;
 pub mod placement;
+pub mod topology;
 
 pub use channel::{ChannelError, ChannelRx, ChannelTx, Recv};
 pub use data::ExchangeData;

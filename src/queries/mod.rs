@@ -3,4 +3,5 @@
 
 pub mod common;
 pub mod dist;
+pub mod topo;
 pub mod ysb;

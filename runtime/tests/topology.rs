@@ -1,0 +1,117 @@
+//! Placement plans on synthetic machines (issue 5's cases) and on this one.
+
+use air_runtime::topology::{parse_cpu_list, Topology};
+use std::collections::HashSet;
+
+fn distinct_cores(p: &air_runtime::topology::Plan) -> bool {
+    let cores: HashSet<usize> = p.slots.iter().map(|s| s.core).collect();
+    cores.len() == p.slots.len()
+}
+
+#[test]
+fn two_socket_28_core_node_with_smt_fills_socket_0_then_1_and_leaves_siblings_idle() {
+    let t = Topology::synthetic(2, 14, 2, true);
+    assert_eq!(
+        (t.packages(), t.cores(), t.pus.len(), t.numa_nodes()),
+        (2, 28, 56, 2)
+    );
+    let p = t.plan(28, 1, 0, false);
+    assert!(distinct_cores(&p) && !p.oversubscribed && p.warnings.is_empty());
+    // Workers 0..14 on package 0 (PUs 0..14), 14..28 on package 1 (PUs 14..28):
+    // no SMT sibling (PUs 28..56) is used.
+    for s in &p.slots {
+        assert_eq!(s.package, s.worker / 14, "{s:?}");
+        assert_eq!(s.pu, s.worker);
+        assert_eq!(s.numa, Some(s.package));
+    }
+    // With --smt, 56 workers use every PU once, siblings after all cores.
+    let p = t.plan(56, 1, 0, true);
+    let pus: HashSet<usize> = p.slots.iter().map(|s| s.pu).collect();
+    assert_eq!(pus.len(), 56);
+    assert!(p.slots[..28].iter().all(|s| s.pu < 28));
+}
+
+#[test]
+fn two_ranks_get_one_socket_each_and_three_ranks_split_28_cores() {
+    let t = Topology::synthetic(2, 14, 2, true);
+    for r in 0..2 {
+        let p = t.plan(14, 2, r, false);
+        assert!(p.slots.iter().all(|s| s.package == r), "rank {r}: {p:?}");
+        assert!(distinct_cores(&p));
+    }
+    // 28 cores over 3 ranks: 10 + 9 + 9, disjoint, together all cores.
+    let mut all = HashSet::new();
+    for (r, n) in [(0, 10), (1, 9), (2, 9)] {
+        let p = t.plan(n, 3, r, false);
+        assert!(!p.oversubscribed && distinct_cores(&p), "rank {r}: {p:?}");
+        for s in &p.slots {
+            assert!(all.insert(s.core), "core {} given twice", s.core);
+        }
+    }
+    assert_eq!(all.len(), 28);
+    // A tenth worker on rank 1 would share a core: said so.
+    let p = t.plan(10, 3, 1, false);
+    assert!(p.oversubscribed && !p.warnings.is_empty());
+}
+
+#[test]
+fn a_cpuset_of_5_7_9_11_is_respected() {
+    let t = Topology::synthetic(1, 16, 1, true).with_allowed(&[5, 7, 9, 11]);
+    let p = t.plan(4, 1, 0, false);
+    let pus: Vec<usize> = p.slots.iter().map(|s| s.pu).collect();
+    assert_eq!(pus, vec![5, 7, 9, 11]);
+    // Siblings in a cpuset: CPUs 3 and 19 are one core of a 16-core SMT node.
+    let t = Topology::synthetic(1, 16, 2, false).with_allowed(&[3, 19, 4]);
+    let p = t.plan(2, 1, 0, false);
+    assert_eq!(p.slots.iter().map(|s| s.pu).collect::<Vec<_>>(), vec![3, 4]);
+    assert!(!p.oversubscribed);
+}
+
+#[test]
+fn a_single_core_cpuset_puts_every_worker_there_and_warns() {
+    let t = Topology::synthetic(1, 2, 1, true).with_allowed(&[1]);
+    let p = t.plan(2, 1, 0, false);
+    assert!(p.slots.iter().all(|s| s.pu == 1));
+    assert!(p.oversubscribed);
+    assert!(
+        p.warnings[0].contains("2 workers but 1 cores"),
+        "{:?}",
+        p.warnings
+    );
+}
+
+#[test]
+fn a_machine_without_numa_information_still_plans() {
+    let t = Topology::synthetic(2, 4, 1, false);
+    assert_eq!(t.numa_nodes(), 0);
+    let p = t.plan(8, 1, 0, false);
+    assert!(distinct_cores(&p) && p.slots.iter().all(|s| s.numa.is_none()));
+}
+
+#[test]
+fn cpu_lists_parse_like_linux_writes_them() {
+    assert_eq!(parse_cpu_list("0-3,8,10-11\n"), vec![0, 1, 2, 3, 8, 10, 11]);
+    assert_eq!(parse_cpu_list(""), Vec::<usize>::new());
+}
+
+#[test]
+fn this_machine_reads_from_sysfs_like_lstopo_says() {
+    let t = Topology::from_sysfs().expect("sysfs topology");
+    // Every allowed CPU is a known PU, and the plan uses allowed CPUs only.
+    assert!(!t.allowed.is_empty());
+    for a in &t.allowed {
+        assert!(t.pus.iter().any(|p| p.os == *a));
+    }
+    let p = t.plan(t.cores(), 1, 0, false);
+    assert!(p.slots.iter().all(|s| t.allowed.contains(&s.pu)));
+    // Compare with lstopo when it is installed (hwloc's own reading).
+    if let Ok(o) = std::process::Command::new("lstopo-no-graphics")
+        .args(["--only", "core"])
+        .output()
+    {
+        if o.status.success() {
+            let cores = String::from_utf8_lossy(&o.stdout).lines().count();
+            assert_eq!(t.cores(), cores, "cores per sysfs vs lstopo");
+        }
+    }
+}
