@@ -444,11 +444,10 @@ fn rank_pid(tag: &str, rank: usize) -> Option<u32> {
     None
 }
 
-#[test]
-fn a_rank_killed_mid_run_ends_the_job_within_10_s_and_leaves_no_segment() {
-    let before = job_segments();
-    let tag = format!("kill{}", std::process::id());
-    let mut cmd = air_rdma::mpirun_command(3);
+/// Starts `mpirun -np np air run ysb` paced for a minute, tagged so the
+/// test can find its ranks (`rank_pid`), with extra environment `env`.
+fn start_tagged_run(np: usize, tag: &str, env: &[(&str, &str)]) -> std::process::Child {
+    let mut cmd = air_rdma::mpirun_command(np);
     cmd.args([
         AIR,
         "run",
@@ -461,24 +460,33 @@ fn a_rank_killed_mid_run_ends_the_job_within_10_s_and_leaves_no_segment() {
         "1",
         "--no-pin",
     ]);
-    cmd.env("AIR_TEST_TAG", &tag)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let child = cmd.spawn().unwrap();
-    // Wait until the ranks run, then kill rank 1.
+    cmd.env("AIR_TEST_TAG", tag).envs(env.iter().copied());
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+    cmd.spawn().expect("start mpirun")
+}
+
+/// The pid of rank `rank` of the run tagged `tag`, waiting up to 30 s.
+fn wait_for_rank(tag: &str, rank: usize) -> u32 {
     let start = Instant::now();
-    let pids: Vec<u32> = (0..3)
-        .map(|r| loop {
-            if let Some(p) = rank_pid(&tag, r) {
-                break p;
-            }
-            assert!(
-                start.elapsed() < Duration::from_secs(30),
-                "rank {r} never started"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        })
-        .collect();
+    loop {
+        if let Some(p) = rank_pid(tag, rank) {
+            return p;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "rank {rank} never started"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn a_rank_killed_mid_run_ends_the_job_within_10_s_and_leaves_no_segment() {
+    let before = job_segments();
+    let tag = format!("kill{}", std::process::id());
+    let child = start_tagged_run(3, &tag, &[]);
+    // Wait until the ranks run, then kill rank 1.
+    let pids: Vec<u32> = (0..3).map(|r| wait_for_rank(&tag, r)).collect();
     std::thread::sleep(Duration::from_secs(2));
     // SAFETY: plain kill of a process this test started (through mpirun).
     unsafe { libc::kill(pids[1] as i32, libc::SIGKILL) };
@@ -520,34 +528,8 @@ fn a_stopped_rank_on_another_node_is_noticed_by_its_missing_heartbeats() {
     // worker blocks inside MPI on a flush to it; the MPI-free checker must
     // still end the job, naming rank 1.
     let tag = format!("stop{}", std::process::id());
-    let mut cmd = air_rdma::mpirun_command(2);
-    cmd.args([
-        AIR,
-        "run",
-        "ysb",
-        "--rate",
-        "2000000",
-        "--duration",
-        "60",
-        "--workers",
-        "1",
-        "--no-pin",
-    ]);
-    cmd.env("AIR_TEST_TAG", &tag)
-        .env("AIR_EMULATE_RANKS_PER_NODE", "1");
-    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
-    let child = cmd.spawn().unwrap();
-    let start = Instant::now();
-    let victim = loop {
-        if let Some(p) = rank_pid(&tag, 1) {
-            break p;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "rank 1 never started"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let child = start_tagged_run(2, &tag, &[("AIR_EMULATE_RANKS_PER_NODE", "1")]);
+    let victim = wait_for_rank(&tag, 1);
     std::thread::sleep(Duration::from_secs(2));
     // SAFETY: plain signals to a process this test started (through mpirun).
     unsafe { libc::kill(victim as i32, libc::SIGSTOP) };
