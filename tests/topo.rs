@@ -73,3 +73,40 @@ fn bad_options_are_refused() {
         assert_eq!(o.status.code(), Some(2), "{args:?}");
     }
 }
+
+#[test]
+fn a_run_under_taskset_c_1_places_every_worker_on_cpu_1_and_warns() {
+    let dir = tempfile::tempdir().unwrap();
+    let rep = dir.path().join("r.json");
+    let o = Command::new("taskset")
+        .args([
+            "-c",
+            "1",
+            AIR,
+            "run",
+            "ysb",
+            "--events",
+            "1000000",
+            "--workers",
+            "2",
+            "--report",
+        ])
+        .arg(&rep)
+        .output();
+    let Ok(o) = o else { return }; // no taskset here
+    if !o.status.success() && String::from_utf8_lossy(&o.stderr).contains("taskset") {
+        return; // CPU 1 not available here
+    }
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&rep).unwrap()).unwrap();
+    let cores: Vec<u64> = v["per_worker"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w["core"].as_u64().unwrap())
+        .collect();
+    assert_eq!(cores, vec![1, 1]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("2 workers but 1 cores"), "warns:\n{err}");
+}

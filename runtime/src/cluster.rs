@@ -175,12 +175,12 @@ impl Wiring for MpiWiring<'_> {
         self.workers
     }
 
-    fn core_offset(&self) -> usize {
-        self.mpi.local_rank() * self.workers
+    fn ranks_on_node(&self) -> usize {
+        self.mpi.local_size()
     }
 
-    fn node_workers(&self) -> usize {
-        self.mpi.local_size() * self.workers
+    fn local_rank(&self) -> usize {
+        self.mpi.local_rank()
     }
 
     fn inputs<'s>(&'s self, to: usize) -> Result<Vec<Box<dyn ChannelRx + 's>>, RuntimeError> {

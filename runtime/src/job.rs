@@ -62,7 +62,7 @@ pub struct WorkerInfo {
     pub index: usize,
     /// Number of workers in the job (all ranks).
     pub workers: usize,
-    /// The CPU it is pinned to, if pinned.
+    /// The CPU (OS number) it is pinned to by the placement plan, if pinned.
     pub core: Option<usize>,
 }
 
@@ -150,13 +150,13 @@ pub(crate) trait Wiring: Sync {
     fn total(&self) -> usize;
     /// Workers in this process.
     fn local(&self) -> usize;
-    /// CPU slot of local worker 0 among the workers sharing this node.
-    fn core_offset(&self) -> usize {
-        0
+    /// Processes of the job on this node.
+    fn ranks_on_node(&self) -> usize {
+        1
     }
-    /// Workers of the job on this node (all processes).
-    fn node_workers(&self) -> usize {
-        self.local()
+    /// This process's index among them.
+    fn local_rank(&self) -> usize {
+        0
     }
     /// Phase 1, on local worker `local`'s thread (so ring pages are first
     /// touched there): its receiving ends, one per global source worker.
@@ -312,16 +312,20 @@ where
 {
     let w = wiring.local();
     let barrier = Barrier::new(w);
-    let cores = placement::available_cores(); // read the CPU set before pinning
-    let pin = cfg.pin && wiring.node_workers() <= cores;
-    if cfg.pin && !pin && wiring.core_offset() == 0 {
-        // Once per node (its first process), not once per rank.
-        tracing::warn!(
-            "{} workers on this node but {cores} CPUs: workers are not pinned \
-             (pinned, several would share a CPU while others idle)",
-            wiring.node_workers()
-        );
+    // The placement plan, computed once, before any thread is pinned.
+    let plan = cfg
+        .pin
+        .then(|| placement::plan(w, wiring.ranks_on_node(), wiring.local_rank()));
+    if let Some(p) = &plan {
+        tracing::debug!("placement plan: {:?}", p.slots);
+        if wiring.local_rank() == 0 {
+            // Once per node (its first process), not once per rank.
+            for warning in &p.warnings {
+                tracing::warn!("{warning}");
+            }
+        }
     }
+    let plan = plan.as_ref();
     std::thread::scope(|s| {
         let handles: Vec<_> = (0..w)
             .map(|me| {
@@ -330,7 +334,8 @@ where
                 std::thread::Builder::new()
                     .name(format!("air-w{}", wiring.first() + me))
                     .spawn_scoped(s, move || {
-                        worker::<T, U, D, F, G>(cfg, pin, me, wiring, barrier, make)
+                        let pu = plan.and_then(|p| p.slots.get(me)).map(|slot| slot.pu);
+                        worker::<T, U, D, F, G>(cfg, pu, me, wiring, barrier, make)
                     })
                     .expect("spawn worker thread")
             })
@@ -376,7 +381,7 @@ where
 
 fn worker<T, U, D, F, G>(
     cfg: &JobConfig,
-    pin: bool,
+    pu: Option<usize>,
     local: usize,
     wiring: &G,
     barrier: &Barrier,
@@ -390,11 +395,7 @@ where
     G: Wiring,
 {
     let me = wiring.first() + local;
-    let core = if pin {
-        placement::pin_current(wiring.core_offset() + local)
-    } else {
-        None
-    };
+    let core = pu.and_then(placement::pin_current_to);
     // This worker consumes one ring from every worker: create them here so
     // their pages are first touched on this worker's CPU.
     let rx = wiring.inputs(local);

@@ -217,3 +217,28 @@ fn a_panicking_worker_fails_the_job_without_hanging() {
     }
     assert!(start.elapsed() < Duration::from_secs(30));
 }
+
+#[test]
+fn each_worker_thread_runs_on_exactly_its_planned_cpu() {
+    let cpus = air_runtime::placement::available_cores();
+    let workers = cpus.min(4);
+    let mut c = cfg(workers, 1 << 16, 64);
+    c.pin = true;
+    let plan = air_runtime::placement::plan(workers, 1, 0);
+    let seen = std::sync::Mutex::new(Vec::new());
+    run::<u64, _, _, _>(&c, |i| {
+        // `make` runs on the worker's own thread, after pinning.
+        let mask = air_runtime::placement::current_affinity();
+        seen.lock().unwrap().push((i.index, i.core, mask));
+        counter(i, 1000)
+    })
+    .unwrap();
+    let mut seen = seen.into_inner().unwrap();
+    seen.sort();
+    assert_eq!(seen.len(), workers);
+    for (w, core, mask) in seen {
+        let planned = plan.slots[w].pu;
+        assert_eq!(core, Some(planned), "worker {w}");
+        assert_eq!(mask, vec![planned], "worker {w}'s thread affinity");
+    }
+}
