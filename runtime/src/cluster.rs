@@ -146,6 +146,8 @@ impl Layout {
 
 struct MpiWiring<'e> {
     mpi: &'e Mpi,
+    /// (processes sharing this node's CPUs, this process's index among them).
+    split: (usize, usize),
     cluster: &'e ClusterConfig,
     layout: Layout,
     slots: ThreadSlots,
@@ -176,11 +178,11 @@ impl Wiring for MpiWiring<'_> {
     }
 
     fn ranks_on_node(&self) -> usize {
-        self.mpi.local_size()
+        self.split.0
     }
 
     fn local_rank(&self) -> usize {
-        self.mpi.local_rank()
+        self.split.1
     }
 
     fn inputs<'s>(&'s self, to: usize) -> Result<Vec<Box<dyn ChannelRx + 's>>, RuntimeError> {
@@ -299,6 +301,32 @@ fn fault_exit_after(rank: usize) -> Option<u64> {
     ms.trim().parse().ok()
 }
 
+/// FNV-1a of a CPU list.
+fn cpu_set_hash(cpus: &[usize]) -> u64 {
+    cpus.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &c| {
+        (h ^ c as u64).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+/// How rank `me` shares its node's CPUs: (processes splitting them, its
+/// index among them). Ranks of one node (`node_of`) whose CPU sets
+/// (`masks`, one hash per rank) are all equal split them by local order;
+/// if any differs, each rank was bound by its launcher and plans alone in
+/// its own set.
+pub fn cpu_split(masks: &[u64], node_of: &[usize], me: usize) -> (usize, usize) {
+    let local: Vec<usize> = (0..masks.len())
+        .filter(|&r| node_of[r] == node_of[me])
+        .collect();
+    if local.iter().all(|&r| masks[r] == masks[me]) {
+        (
+            local.len(),
+            local.iter().position(|&r| r == me).unwrap_or(0),
+        )
+    } else {
+        (1, 0)
+    }
+}
+
 /// Runs this rank's share of a job across every rank of `cluster.mpi`
 /// (collective: every rank calls it with the same `cfg.workers` and
 /// `cfg.ring_bytes`).
@@ -376,8 +404,15 @@ where
     // Every window is allocated and locked before any rank puts.
     mpi.barrier();
     let stop = AtomicBool::new(false);
+    // Ranks of a node split its CPUs only if they see the same CPU set; a
+    // launcher that bound each rank (srun --cpu-bind) already split them.
+    let mask = cpu_set_hash(&crate::topology::allowed_cpus());
+    let masks = mpi.all_gather_u64(mask);
+    let nodes: Vec<usize> = (0..mpi.size()).map(|r| mpi.node_of(r)).collect();
+    let split = cpu_split(&masks, &nodes, me);
     let wiring = MpiWiring {
         mpi,
+        split,
         cluster,
         layout,
         slots: ThreadSlots::new(w, cfg.ring_bytes),
@@ -453,5 +488,21 @@ where
                 _ => e,
             })
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::cpu_split;
+
+    #[test]
+    fn ranks_seeing_the_same_cpus_split_them_bound_ranks_plan_alone() {
+        // Two nodes of two ranks; node 0's ranks see the same set.
+        let nodes = [0, 0, 1, 1];
+        assert_eq!(cpu_split(&[7, 7, 9, 9], &nodes, 1), (2, 1));
+        assert_eq!(cpu_split(&[7, 7, 9, 9], &nodes, 2), (2, 0));
+        // srun --cpu-bind gave node 1's ranks different sets.
+        assert_eq!(cpu_split(&[7, 7, 9, 8], &nodes, 3), (1, 0));
+        assert_eq!(cpu_split(&[7, 7, 9, 8], &nodes, 0), (2, 0));
     }
 }
