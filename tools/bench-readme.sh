@@ -26,7 +26,7 @@ air=./target/release/air
     echo "rustc: $(rustc --version)"
     echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
     if [ -n "$features" ]; then
-        echo "mpi: $(mpirun --version 2>/dev/null | grep -m1 -E 'Version|Open MPI|OpenRTE' | tr -s ' \t' ' ')"
+        echo "mpi: $(mpirun --version 2>/dev/null | grep -E 'Version|Open MPI|OpenRTE' | sed -n 1p | tr -s ' \t' ' ')"
     fi
 } | tee "$out/machine.txt"
 
