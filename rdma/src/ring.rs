@@ -412,10 +412,19 @@ impl<'e> RmaConsumer<'e> {
     pub fn try_recv(&mut self, read: &mut dyn FnMut(FrameKind, &[u8])) -> Result<bool> {
         loop {
             if self.head == self.tail {
-                self.epoch.sync()?;
-                let tail = self.tail_word.load(Ordering::Acquire);
+                // An empty poll makes no MPI call (but every
+                // PROGRESS_EVERY-th); a new tail is followed by one
+                // MPI_Win_sync before the frame bytes are read.
+                let mut tail = self.tail_word.load(Ordering::Acquire);
+                if tail != self.head {
+                    self.epoch.sync()?;
+                    tail = self.tail_word.load(Ordering::Acquire);
+                }
                 if tail == self.head {
                     self.empty_polls += 1;
+                    if self.empty_polls % PROGRESS_EVERY == 0 {
+                        self.epoch.sync()?;
+                    }
                     if self.released != self.head {
                         self.send_credit()?;
                     }
