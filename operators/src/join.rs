@@ -857,8 +857,9 @@ pub struct JoinJobOutput<L, R, SL, SR> {
     pub join: WindowJoinCounters,
     /// Each worker's channel counters.
     pub channels: Vec<ChannelMetrics>,
-    /// Each worker's planned/pinned CPU.
-    pub cores: Vec<Option<usize>>,
+    /// Each worker's placement (pinned CPU, core, package, NUMA node, and
+    /// where its input rings' memory is).
+    pub placement: Vec<air_runtime::WorkerPlacement>,
     /// Latency over all pairs, merged across workers (ms).
     pub latency: LatencySummary,
     /// Longest worker wall time.
@@ -900,7 +901,7 @@ where
     let mut operator = Vec::new();
     let mut join = WindowJoinCounters::default();
     let mut channels = Vec::new();
-    let mut cores = Vec::new();
+    let mut placement = Vec::new();
     let mut elapsed = Duration::ZERO;
     for o in outcomes {
         let down = o.downstream;
@@ -914,7 +915,7 @@ where
         upstream.push(u);
         sources.push(o.upstream.into_sources());
         channels.push(o.channels);
-        cores.push(o.info.core);
+        placement.push(o.info.placement.clone());
         elapsed = elapsed.max(o.elapsed);
     }
     results.sort_by_key(|m| (m.window_start, m.key, m.left_time, m.right_time));
@@ -926,7 +927,7 @@ where
         operator,
         join,
         channels,
-        cores,
+        placement,
         latency: LatencySummary::of(&hist),
         elapsed,
     })

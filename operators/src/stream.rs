@@ -559,8 +559,9 @@ pub struct WindowJobOutput<S, P> {
     pub upstream: Vec<UpstreamCounters>,
     /// Each worker's channel counters.
     pub channels: Vec<ChannelMetrics>,
-    /// Each worker's planned/pinned CPU.
-    pub cores: Vec<Option<usize>>,
+    /// Each worker's placement (pinned CPU, core, package, NUMA node, and
+    /// where its input rings' memory is).
+    pub placement: Vec<air_runtime::WorkerPlacement>,
     /// Latency over all rows, merged across workers.
     pub latency: LatencySummary,
     /// The merged latency histogram (ms), to merge further (across ranks).
@@ -605,7 +606,7 @@ where
     let mut pipes = Vec::new();
     let mut upstream = Vec::new();
     let mut channels = Vec::new();
-    let mut cores = Vec::new();
+    let mut placement = Vec::new();
     let mut late_partials = 0;
     let mut watermark_lag_max_ms = Vec::new();
     let mut elapsed = Duration::ZERO;
@@ -618,7 +619,7 @@ where
         sources.push(o.upstream.source);
         pipes.push(o.upstream.pipe);
         channels.push(o.channels);
-        cores.push(o.info.core);
+        placement.push(o.info.placement.clone());
         elapsed = elapsed.max(o.elapsed);
     }
     results.sort_unstable_by_key(|r| (r.window_start, r.key));
@@ -628,7 +629,7 @@ where
         pipes,
         upstream,
         channels,
-        cores,
+        placement,
         latency: LatencySummary::of(&hist),
         latency_hist: hist,
         late_partials,

@@ -376,6 +376,9 @@ impl<'e> RmaConsumer<'e> {
                 base.add(RING_CTRL_BYTES) as *const u8,
             )
         };
+        // The window was zeroed by the thread that allocated it: move this
+        // ring's whole pages to the consumer's NUMA node (no-op on one node).
+        air_shm::numa::bring_here(data, cap);
         Ok(RmaConsumer {
             epoch,
             live,
@@ -392,6 +395,11 @@ impl<'e> RmaConsumer<'e> {
             word: Box::new([0]),
             empty_polls: 0,
         })
+    }
+
+    /// The NUMA node of the data area's first page (kernel's answer), if known.
+    pub fn numa_node(&self) -> Option<usize> {
+        air_shm::numa::node_of(self.data)
     }
 
     fn corrupt(&self, offset: usize, reason: String) -> RdmaError {

@@ -60,6 +60,12 @@ pub trait ChannelRx: Send {
 
     /// Returns credit for frames read so far (the transport may batch it).
     fn release(&mut self) -> Result<(), ChannelError>;
+
+    /// The NUMA node the channel's memory (on this side) is on, measured;
+    /// `None` when unknown.
+    fn numa_node(&self) -> Option<usize> {
+        None
+    }
 }
 
 impl ChannelTx for Producer {
@@ -114,6 +120,10 @@ impl ChannelRx for Consumer {
         self.release_pending();
         Ok(())
     }
+
+    fn numa_node(&self) -> Option<usize> {
+        Consumer::numa_node(self)
+    }
 }
 
 #[cfg(feature = "mpi")]
@@ -153,6 +163,10 @@ impl ChannelRx for air_rdma::RmaConsumer<'_> {
     #[inline]
     fn release(&mut self) -> Result<(), ChannelError> {
         Ok(air_rdma::RmaConsumer::release(self)?)
+    }
+
+    fn numa_node(&self) -> Option<usize> {
+        air_rdma::RmaConsumer::numa_node(self)
     }
 }
 

@@ -10,6 +10,7 @@ use crate::data::ExchangeData;
 use crate::exchange::{Downstream, Drain, Exchange, Inputs};
 use crate::metrics::ChannelMetrics;
 use crate::placement;
+use crate::topology::{Slot, WorkerPlacement};
 use crate::RuntimeError;
 use air_shm::{FrameKind, Producer};
 use std::sync::{Barrier, Mutex};
@@ -18,7 +19,7 @@ use std::time::{Duration, Instant};
 /// Shape of a job on one process.
 #[derive(Debug, Clone)]
 pub struct JobConfig {
-    /// Worker threads (default: one per CPU this process may use).
+    /// Worker threads (default: one per physical core this process may use).
     pub workers: usize,
     /// Capacity of each channel's ring, bytes (W² rings per process).
     pub ring_bytes: usize,
@@ -29,6 +30,8 @@ pub struct JobConfig {
     pub batch_records: usize,
     /// Pin worker `w` to its planned CPU.
     pub pin: bool,
+    /// Plan on SMT siblings too (after one PU of every core), `--smt`.
+    pub smt: bool,
     /// Run across the ranks of an MPI job (`None`: this process alone).
     pub cluster: Option<ClusterConfig>,
 }
@@ -45,11 +48,12 @@ pub enum ClusterConfig {}
 impl Default for JobConfig {
     fn default() -> Self {
         JobConfig {
-            workers: placement::available_cores(),
+            workers: placement::default_workers(false),
             ring_bytes: 1 << 20,
             flush: Duration::from_micros(1000),
             batch_records: 1024,
             pin: true,
+            smt: false,
             cluster: None,
         }
     }
@@ -64,6 +68,8 @@ pub struct WorkerInfo {
     pub workers: usize,
     /// The CPU (OS number) it is pinned to by the placement plan, if pinned.
     pub core: Option<usize>,
+    /// Where it runs (plan) and where its input rings' memory is (measured).
+    pub placement: WorkerPlacement,
 }
 
 /// What one step of an upstream did.
@@ -211,6 +217,9 @@ impl ThreadSlots {
 struct LocalWiring {
     workers: usize,
     slots: ThreadSlots,
+    /// (processes on this node, this one's index) when a launcher (SLURM)
+    /// started several unbound copies on one node: they split its cores.
+    share: (usize, usize),
 }
 
 impl Wiring for LocalWiring {
@@ -222,6 +231,12 @@ impl Wiring for LocalWiring {
     }
     fn local(&self) -> usize {
         self.workers
+    }
+    fn ranks_on_node(&self) -> usize {
+        self.share.0
+    }
+    fn local_rank(&self) -> usize {
+        self.share.1
     }
     fn inputs<'s>(&'s self, me: usize) -> Result<Vec<Box<dyn ChannelRx + 's>>, RuntimeError> {
         let mut rx: Vec<Box<dyn ChannelRx + 's>> = Vec::with_capacity(self.workers);
@@ -290,9 +305,16 @@ where
         cfg.ring_bytes,
         &format!("{w} workers"),
     )?;
+    let share = cfg
+        .pin
+        .then(placement::topology)
+        .flatten()
+        .and_then(placement::launcher_share)
+        .unwrap_or((1, 0));
     let wiring = LocalWiring {
         workers: w,
         slots: ThreadSlots::new(w, cfg.ring_bytes),
+        share,
     };
     run_wired(cfg, &wiring, make)
 }
@@ -315,9 +337,15 @@ where
     // The placement plan, computed once, before any thread is pinned.
     let plan = cfg
         .pin
-        .then(|| placement::plan(w, wiring.ranks_on_node(), wiring.local_rank()));
+        .then(|| placement::plan(w, wiring.ranks_on_node(), wiring.local_rank(), cfg.smt));
     if let Some(p) = &plan {
-        tracing::debug!("placement plan: {:?}", p.slots);
+        tracing::debug!(
+            "placement plan (local rank {} of {} on this node, topology {}): {:?}",
+            wiring.local_rank(),
+            wiring.ranks_on_node(),
+            placement::topology().map_or("unknown", |t| t.source),
+            p.slots
+        );
         if wiring.local_rank() == 0 {
             // Once per node (its first process), not once per rank.
             for warning in &p.warnings {
@@ -334,8 +362,8 @@ where
                 std::thread::Builder::new()
                     .name(format!("air-w{}", wiring.first() + me))
                     .spawn_scoped(s, move || {
-                        let pu = plan.and_then(|p| p.slots.get(me)).map(|slot| slot.pu);
-                        worker::<T, U, D, F, G>(cfg, pu, me, wiring, barrier, make)
+                        let slot = plan.and_then(|p| p.slots.get(me)).copied();
+                        worker::<T, U, D, F, G>(cfg, slot, me, wiring, barrier, make)
                     })
                     .expect("spawn worker thread")
             })
@@ -381,7 +409,7 @@ where
 
 fn worker<T, U, D, F, G>(
     cfg: &JobConfig,
-    pu: Option<usize>,
+    slot: Option<Slot>,
     local: usize,
     wiring: &G,
     barrier: &Barrier,
@@ -395,10 +423,16 @@ where
     G: Wiring,
 {
     let me = wiring.first() + local;
-    let core = pu.and_then(placement::pin_current_to);
+    let core = slot.and_then(|s| placement::pin_current_to(s.pu));
     // This worker consumes one ring from every worker: create them here so
-    // their pages are first touched on this worker's CPU.
+    // their pages are first touched on this worker's CPU (its NUMA node).
     let rx = wiring.inputs(local);
+    let mut input_rings_numa: Vec<usize> = rx
+        .as_ref()
+        .map(|rx| rx.iter().filter_map(|r| r.numa_node()).collect())
+        .unwrap_or_default();
+    input_rings_numa.sort_unstable();
+    input_rings_numa.dedup();
     if barrier.wait().is_leader() {
         wiring.between();
     }
@@ -409,6 +443,13 @@ where
         index: me,
         workers: wiring.total(),
         core,
+        placement: WorkerPlacement {
+            pu: core,
+            core: slot.map(|s| s.core),
+            package: slot.map(|s| s.package),
+            numa: slot.and_then(|s| s.numa),
+            input_rings_numa,
+        },
     };
     let (mut up, mut down) = make(&info);
     let mut ex: Exchange<'_, T> = Exchange::new(me, tx, cfg.batch_records);

@@ -15,6 +15,8 @@ pub mod channel;
 pub mod cluster;
 pub mod data;
 pub mod exchange;
+#[cfg(feature = "hwloc")]
+pub mod hwloc;
 pub mod job;
 pub mod metrics;
 pub mod placement;
@@ -25,6 +27,7 @@ pub use data::ExchangeData;
 pub use exchange::{Downstream, Exchange, Inputs};
 pub use job::{run, Emitter, JobConfig, Progress, Upstream, WorkerInfo, WorkerOutcome};
 pub use metrics::{ChannelMetrics, LatencySummary};
+pub use topology::WorkerPlacement;
 
 /// Why a job failed.
 #[derive(Debug, thiserror::Error)]

@@ -23,12 +23,46 @@ pub fn available_cores() -> usize {
     allowed_cores().len().max(1)
 }
 
-/// This machine's topology with the allowed CPUs read before any pinning,
-/// or `None` if sysfs has none.
+/// The machine as `air topo` shows it: read by hwloc with feature `hwloc`
+/// (which may describe another machine through `HWLOC_SYNTHETIC` or
+/// `HWLOC_XMLFILE`), else from sysfs with the allowed CPUs from
+/// `sched_getaffinity`.
+///
+/// # Errors
+/// When neither hwloc nor sysfs gives a topology (the message says why).
+pub fn read_machine() -> Result<Topology, String> {
+    #[cfg(feature = "hwloc")]
+    {
+        crate::hwloc::load().map(|l| l.topology)
+    }
+    #[cfg(not(feature = "hwloc"))]
+    {
+        Topology::from_sysfs().map_err(|e| e.to_string())
+    }
+}
+
+/// This machine's topology for pinning, with the allowed CPUs read before
+/// any thread was pinned; `None` if it cannot be read. With feature `hwloc`
+/// it comes from hwloc, unless hwloc's environment names another machine
+/// or hwloc fails (then sysfs, with a warning).
 pub fn topology() -> Option<&'static Topology> {
     static TOPO: OnceLock<Option<Topology>> = OnceLock::new();
     TOPO.get_or_init(|| {
         let allowed: Vec<usize> = allowed_cores().iter().map(|c| c.id).collect();
+        #[cfg(feature = "hwloc")]
+        {
+            if crate::hwloc::foreign_requested() {
+                tracing::warn!(
+                    "HWLOC_SYNTHETIC / HWLOC_XMLFILE / HWLOC_FSROOT describe another machine: \
+                     pinning reads this one from sysfs"
+                );
+            } else {
+                match crate::hwloc::load() {
+                    Ok(l) => return Some(l.topology.with_allowed(&allowed)),
+                    Err(e) => tracing::warn!("{e}; reading the topology from sysfs"),
+                }
+            }
+        }
         Topology::from_sysfs()
             .ok()
             .map(|t| t.with_allowed(&allowed))
@@ -36,12 +70,84 @@ pub fn topology() -> Option<&'static Topology> {
     .as_ref()
 }
 
+/// The share of this node's slots the launcher gives this process when it
+/// is not an MPI rank: `(processes on this node, this one's local index)`
+/// from SLURM (`SLURM_LOCALID`, and `SLURM_STEP_TASKS_PER_NODE` or
+/// `SLURM_TASKS_PER_NODE` at index `SLURM_NODEID`, in SLURM's `2(x3),1`
+/// form). `None` outside SLURM, for one task per node, or when the task is
+/// already bound to its own share: `SLURM_CPUS_PER_TASK` or fewer allowed
+/// CPUs, or at most 1/R of the machine's PUs (srun `--cpu-bind` did the
+/// split; the plan then stays inside that binding).
+pub fn launcher_share(topo: &Topology) -> Option<(usize, usize)> {
+    launcher_share_from(topo, &|k| std::env::var(k).ok())
+}
+
+/// [`launcher_share`] with the environment read through `var` (for tests).
+pub fn launcher_share_from(
+    topo: &Topology,
+    var: &dyn Fn(&str) -> Option<String>,
+) -> Option<(usize, usize)> {
+    let local: usize = var("SLURM_LOCALID")?.trim().parse().ok()?;
+    let node: usize = var("SLURM_NODEID")
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0);
+    let per_node = var("SLURM_STEP_TASKS_PER_NODE").or_else(|| var("SLURM_TASKS_PER_NODE"))?;
+    let ranks = slurm_tasks_on_node(&per_node, node)?;
+    if ranks <= 1 || local >= ranks {
+        return None;
+    }
+    let allowed = topo.allowed.len();
+    if let Some(c) = var("SLURM_CPUS_PER_TASK").and_then(|v| v.trim().parse::<usize>().ok()) {
+        if allowed <= c {
+            return None;
+        }
+    }
+    if allowed * ranks <= topo.pus.len() {
+        return None;
+    }
+    Some((ranks, local))
+}
+
+/// The task count of node `node` in SLURM's compressed list (`2(x3),1`:
+/// nodes 0–2 run 2 tasks, node 3 runs 1).
+pub fn slurm_tasks_on_node(list: &str, node: usize) -> Option<usize> {
+    let mut seen = 0usize;
+    for part in list.split(',') {
+        let part = part.trim();
+        let (n, times) = match part.split_once("(x") {
+            Some((n, t)) => (n, t.trim_end_matches(')').parse::<usize>().ok()?),
+            None => (part, 1),
+        };
+        let n: usize = n.parse().ok()?;
+        if node < seen + times {
+            return Some(n);
+        }
+        seen += times;
+    }
+    None
+}
+
+/// The default worker count of a process: one per physical core it may use
+/// (per PU with `smt`), divided among the SLURM tasks sharing this node
+/// unbound ([`launcher_share`]); the allowed CPU count if the topology is
+/// unknown. At least 1.
+pub fn default_workers(smt: bool) -> usize {
+    match topology() {
+        Some(t) if !t.allowed.is_empty() => {
+            let (ranks, local) = launcher_share(t).unwrap_or((1, 0));
+            t.share_len(ranks, local, smt)
+        }
+        _ => available_cores(),
+    }
+}
+
 /// The plan for `workers` workers of local rank `local_rank` of
-/// `ranks_on_node` processes on this node.
-pub fn plan(workers: usize, ranks_on_node: usize, local_rank: usize) -> Plan {
+/// `ranks_on_node` processes on this node; with `smt`, SMT siblings are
+/// used after one PU of every core.
+pub fn plan(workers: usize, ranks_on_node: usize, local_rank: usize, smt: bool) -> Plan {
     if let Some(t) = topology() {
         if !t.allowed.is_empty() {
-            return t.plan(workers, ranks_on_node, local_rank, false);
+            return t.plan(workers, ranks_on_node, local_rank, smt);
         }
     }
     // No topology: the allowed CPUs in order, offset by the local rank.

@@ -1,7 +1,8 @@
 //! The machine as placement sees it: packages, cores, PUs (hardware
 //! threads), NUMA nodes, and the CPUs this process may use — and the
-//! placement plan computed from it (issue 5, first part: the plan logic and
-//! the sysfs reader; hwloc and pinning by the plan come next).
+//! placement plan computed from it. The machine is read by hwloc (feature
+//! `hwloc`, [`crate::hwloc`]) or from Linux's sysfs; the plan logic is the
+//! same for both.
 //!
 //! The plan: one worker per physical core inside the allowed CPU set, cores
 //! taken in package order (package 0's cores, then package 1's, …), SMT
@@ -10,7 +11,7 @@
 //! get one socket each); more workers than slots wrap around and the plan
 //! says it is oversubscribed.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::path::Path;
 
 /// One PU (hardware thread) of the machine.
@@ -27,14 +28,31 @@ pub struct Pu {
     pub numa: Option<usize>,
 }
 
-/// The machine: every PU, and which of them this process may use.
+/// One data (or unified) cache.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Cache {
+    /// 1 for L1d, 2 for L2, …
+    pub level: u8,
+    /// Size in bytes (0 if unknown).
+    pub size_bytes: u64,
+    /// OS numbers of the PUs sharing it, ascending.
+    pub pus: Vec<usize>,
+}
+
+/// The machine: every PU, its caches, and which PUs this process may use.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Topology {
     /// Every PU, by OS number.
     pub pus: Vec<Pu>,
     /// OS numbers of the PUs this process may run on, ascending.
     pub allowed: Vec<usize>,
-    /// Where it was read from ("sysfs", "synthetic").
+    /// Data and unified caches (instruction caches left out), by level
+    /// then first PU; empty when unknown.
+    pub caches: Vec<Cache>,
+    /// Total memory in bytes, if known.
+    pub memory_bytes: Option<u64>,
+    /// Where it was read from ("hwloc", "hwloc (foreign)" for
+    /// `HWLOC_SYNTHETIC`/`HWLOC_XMLFILE`, "sysfs", "synthetic").
     pub source: &'static str,
 }
 
@@ -51,6 +69,25 @@ pub struct Slot {
     pub package: usize,
     /// Its NUMA node, if known (its rings' memory is first touched there).
     pub numa: Option<usize>,
+}
+
+/// Where one worker of a run was placed, planned and measured (goes into
+/// run reports).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkerPlacement {
+    /// The OS CPU it is pinned to (`None`: not pinned: `--no-pin`, or the
+    /// pin failed).
+    pub pu: Option<usize>,
+    /// Its core (index into the machine's cores, in package order), by the plan.
+    pub core: Option<usize>,
+    /// Its package, by the plan.
+    pub package: Option<usize>,
+    /// Its NUMA node, by the plan.
+    pub numa: Option<usize>,
+    /// The NUMA nodes its input rings' memory is on, as the kernel reports
+    /// them after the worker touched it (distinct, ascending; empty when
+    /// unknown, e.g. a container without `get_mempolicy`).
+    pub input_rings_numa: Vec<usize>,
 }
 
 /// A placement plan for the workers of one process.
@@ -89,6 +126,8 @@ impl Topology {
         Topology {
             pus,
             allowed,
+            caches: Vec::new(),
+            memory_bytes: None,
             source: "synthetic",
         }
     }
@@ -169,9 +208,18 @@ impl Topology {
             })
             .collect();
         pus.sort_by_key(|p| p.os);
+        let caches = sysfs_caches(root, &pus);
+        let memory_bytes = std::fs::read_to_string("/proc/meminfo").ok().and_then(|m| {
+            m.lines()
+                .find_map(|l| l.strip_prefix("MemTotal:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+                .map(|kib| kib * 1024)
+        });
         Ok(Topology {
             pus,
             allowed,
+            caches,
+            memory_bytes,
             source: "sysfs",
         })
     }
@@ -229,6 +277,15 @@ impl Topology {
         out
     }
 
+    /// How many slots local rank `local_rank` of `ranks_on_node` gets (its
+    /// default worker count): the slots split into contiguous blocks, the
+    /// first `slots mod ranks` blocks one larger; at least 1.
+    pub fn share_len(&self, ranks_on_node: usize, local_rank: usize, smt: bool) -> usize {
+        let n = self.slots_in_order(smt).len();
+        let ranks = ranks_on_node.max(1);
+        (n / ranks + usize::from(local_rank < n % ranks)).max(1)
+    }
+
     /// The plan for `workers` workers of the process that is local rank
     /// `local_rank` of `ranks_on_node` processes sharing this node.
     pub fn plan(&self, workers: usize, ranks_on_node: usize, local_rank: usize, smt: bool) -> Plan {
@@ -280,6 +337,73 @@ impl Topology {
             warnings,
         }
     }
+}
+
+/// Data and unified caches from `cpu*/cache/index*/{level,type,size,shared_cpu_list}`,
+/// one per distinct (level, sharing set).
+fn sysfs_caches(root: &Path, pus: &[Pu]) -> Vec<Cache> {
+    let mut out: Vec<Cache> = Vec::new();
+    for pu in pus {
+        let dir = root.join(format!("cpu/cpu{}/cache", pu.os));
+        let Ok(rd) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for e in rd.flatten() {
+            let read = |f: &str| {
+                std::fs::read_to_string(e.path().join(f))
+                    .map(|s| s.trim().to_string())
+                    .unwrap_or_default()
+            };
+            if read("type") == "Instruction" {
+                continue;
+            }
+            let Ok(level) = read("level").parse::<u8>() else {
+                continue;
+            };
+            let size = read("size");
+            let size_bytes = match size.strip_suffix('K') {
+                Some(k) => k.parse::<u64>().unwrap_or(0) * 1024,
+                None => match size.strip_suffix('M') {
+                    Some(m) => m.parse::<u64>().unwrap_or(0) << 20,
+                    None => size.parse().unwrap_or(0),
+                },
+            };
+            let mut shared = parse_cpu_list(&read("shared_cpu_list"));
+            shared.sort_unstable();
+            if shared.is_empty() {
+                shared.push(pu.os);
+            }
+            if !out.iter().any(|c| c.level == level && c.pus == shared) {
+                out.push(Cache {
+                    level,
+                    size_bytes,
+                    pus: shared,
+                });
+            }
+        }
+    }
+    out.sort_by(|a, b| (a.level, a.pus.first()).cmp(&(b.level, b.pus.first())));
+    out
+}
+
+/// Formats CPU numbers as a Linux CPU list (`0-3,8,10-11`), the inverse of
+/// [`parse_cpu_list`] for sorted, distinct input.
+pub fn format_cpu_list(cpus: &[usize]) -> String {
+    let mut out: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < cpus.len() {
+        let mut j = i;
+        while j + 1 < cpus.len() && cpus[j + 1] == cpus[j] + 1 {
+            j += 1;
+        }
+        out.push(if j > i {
+            format!("{}-{}", cpus[i], cpus[j])
+        } else {
+            cpus[i].to_string()
+        });
+        i = j + 1;
+    }
+    out.join(",")
 }
 
 /// Parses a Linux CPU list such as `0-3,8,10-11`.

@@ -224,21 +224,31 @@ fn each_worker_thread_runs_on_exactly_its_planned_cpu() {
     let workers = cpus.min(4);
     let mut c = cfg(workers, 1 << 16, 64);
     c.pin = true;
-    let plan = air_runtime::placement::plan(workers, 1, 0);
+    let plan = air_runtime::placement::plan(workers, 1, 0, false);
     let seen = std::sync::Mutex::new(Vec::new());
     run::<u64, _, _, _>(&c, |i| {
         // `make` runs on the worker's own thread, after pinning.
         let mask = air_runtime::placement::current_affinity();
-        seen.lock().unwrap().push((i.index, i.core, mask));
+        seen.lock()
+            .unwrap()
+            .push((i.index, i.core, mask, i.placement.clone()));
         counter(i, 1000)
     })
     .unwrap();
     let mut seen = seen.into_inner().unwrap();
-    seen.sort();
+    seen.sort_by_key(|s| s.0);
     assert_eq!(seen.len(), workers);
-    for (w, core, mask) in seen {
-        let planned = plan.slots[w].pu;
-        assert_eq!(core, Some(planned), "worker {w}");
-        assert_eq!(mask, vec![planned], "worker {w}'s thread affinity");
+    for (w, core, mask, placed) in seen {
+        let planned = plan.slots[w];
+        assert_eq!(core, Some(planned.pu), "worker {w}");
+        assert_eq!(mask, vec![planned.pu], "worker {w}'s thread affinity");
+        assert_eq!(placed.pu, Some(planned.pu));
+        assert_eq!(placed.core, Some(planned.core));
+        assert_eq!(placed.numa, planned.numa);
+        // The worker created (first touched) its input rings: the kernel
+        // puts their pages on its NUMA node (when it answers at all).
+        if let (false, Some(n)) = (placed.input_rings_numa.is_empty(), planned.numa) {
+            assert_eq!(placed.input_rings_numa, vec![n], "worker {w}");
+        }
     }
 }

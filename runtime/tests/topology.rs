@@ -115,3 +115,89 @@ fn this_machine_reads_from_sysfs_like_lstopo_says() {
         }
     }
 }
+
+#[test]
+fn cpu_lists_format_back_compactly() {
+    use air_runtime::topology::format_cpu_list;
+    assert_eq!(format_cpu_list(&[0, 1, 2, 3, 8, 10, 11]), "0-3,8,10-11");
+    assert_eq!(format_cpu_list(&[5, 7, 9, 11]), "5,7,9,11");
+    assert_eq!(format_cpu_list(&[]), "");
+    let v: Vec<usize> = (0..56).filter(|c| c % 3 != 0).collect();
+    assert_eq!(parse_cpu_list(&format_cpu_list(&v)), v);
+}
+
+#[test]
+fn slurm_task_lists_name_each_nodes_task_count() {
+    use air_runtime::placement::slurm_tasks_on_node;
+    assert_eq!(slurm_tasks_on_node("2(x3),1", 0), Some(2));
+    assert_eq!(slurm_tasks_on_node("2(x3),1", 2), Some(2));
+    assert_eq!(slurm_tasks_on_node("2(x3),1", 3), Some(1));
+    assert_eq!(slurm_tasks_on_node("2(x3),1", 4), None);
+    assert_eq!(slurm_tasks_on_node("14", 0), Some(14));
+    assert_eq!(slurm_tasks_on_node("x", 0), None);
+}
+
+fn env<'a>(vars: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
+    move |k| {
+        vars.iter()
+            .find(|(n, _)| *n == k)
+            .map(|(_, v)| v.to_string())
+    }
+}
+
+#[test]
+fn unbound_slurm_tasks_split_the_node_and_bound_ones_stay_in_their_binding() {
+    use air_runtime::placement::launcher_share_from;
+    let node = Topology::synthetic(2, 14, 2, true);
+    let two = [
+        ("SLURM_LOCALID", "1"),
+        ("SLURM_NODEID", "0"),
+        ("SLURM_STEP_TASKS_PER_NODE", "2"),
+    ];
+    // Unbound (every PU allowed): task 1 of 2 gets the second socket.
+    assert_eq!(launcher_share_from(&node, &env(&two)), Some((2, 1)));
+    let p = node.plan(14, 2, 1, false);
+    assert!(p.slots.iter().all(|s| s.package == 1) && distinct_cores(&p));
+    // srun --cpu-bind gave the task its socket already: plan inside it.
+    let socket1: Vec<usize> = (14..28).chain(42..56).collect();
+    let bound = node.clone().with_allowed(&socket1);
+    assert_eq!(launcher_share_from(&bound, &env(&two)), None);
+    let mut with_cpt = two.to_vec();
+    with_cpt.push(("SLURM_CPUS_PER_TASK", "28"));
+    assert_eq!(launcher_share_from(&bound, &env(&with_cpt)), None);
+    let p = bound.plan(14, 1, 0, false);
+    assert!(p.slots.iter().all(|s| s.package == 1) && distinct_cores(&p));
+    // One task per node, no SLURM, or a local id out of range: no split.
+    assert_eq!(
+        launcher_share_from(
+            &node,
+            &env(&[("SLURM_LOCALID", "0"), ("SLURM_TASKS_PER_NODE", "1")])
+        ),
+        None
+    );
+    assert_eq!(launcher_share_from(&node, &env(&[])), None);
+    assert_eq!(
+        launcher_share_from(
+            &node,
+            &env(&[("SLURM_LOCALID", "3"), ("SLURM_TASKS_PER_NODE", "2")])
+        ),
+        None
+    );
+}
+
+#[test]
+fn smt_uses_the_siblings_after_one_pu_of_every_core() {
+    let t = Topology::synthetic(2, 14, 2, true);
+    let p = t.plan(56, 1, 0, true);
+    assert!(!p.oversubscribed, "{:?}", p.warnings);
+    let pus: HashSet<usize> = p.slots.iter().map(|s| s.pu).collect();
+    assert_eq!(pus.len(), 56);
+    // The first 28 workers take one PU of each core (0..28), the next 28
+    // their siblings (28..56, Linux numbering).
+    assert!(p.slots[..28].iter().all(|s| s.pu < 28));
+    assert!(p.slots[28..].iter().all(|s| s.pu >= 28));
+    assert_eq!(p.slots[28].core, p.slots[0].core);
+    // Without --smt the same 56 workers oversubscribe the 28 cores.
+    let p = t.plan(56, 1, 0, false);
+    assert!(p.oversubscribed && !p.warnings.is_empty());
+}

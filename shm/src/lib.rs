@@ -21,6 +21,7 @@
 
 mod error;
 mod futex;
+pub mod numa;
 pub mod region;
 pub mod ring;
 mod sync;

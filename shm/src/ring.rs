@@ -1115,6 +1115,12 @@ impl Consumer {
         self.cap
     }
 
+    /// The NUMA node of the data area's first page, as the kernel reports it
+    /// (see [`crate::numa::node_of`]); the ring's creator touched every page.
+    pub fn numa_node(&self) -> Option<usize> {
+        crate::numa::node_of(self.data)
+    }
+
     /// Number of blocking peeks that found the ring empty and had to wait.
     pub fn empty_waits(&self) -> u64 {
         self.empty_waits

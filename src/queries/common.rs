@@ -6,7 +6,8 @@ use std::time::Duration;
 /// Runtime options of `air run`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct RuntimeArgs {
-    /// Worker threads (default: one per CPU this process may use).
+    /// Worker threads (default: one per physical core this process may use,
+    /// or per PU with `--smt`; SLURM tasks sharing a node unbound split it).
     #[arg(long)]
     pub workers: Option<usize>,
     /// Staged exchange batches are pushed, and watermarks sent, at least this
@@ -22,6 +23,10 @@ pub struct RuntimeArgs {
     /// Do not pin workers to CPUs.
     #[arg(long)]
     pub no_pin: bool,
+    /// Place workers on SMT siblings too (after one PU of every core);
+    /// without it, one worker per physical core and siblings stay idle.
+    #[arg(long)]
+    pub smt: bool,
     /// Under MPI: use the network tier (RMA windows) between ranks of one
     /// node too, instead of `/dev/shm` rings (tests the RMA path on one machine).
     #[arg(long, env = "AIR_FORCE_NETWORK", value_parser = clap::builder::FalseyValueParser::new())]
@@ -31,13 +36,18 @@ pub struct RuntimeArgs {
 impl RuntimeArgs {
     /// The job configuration these options describe.
     pub fn job_config(&self) -> JobConfig {
-        let mut cfg = JobConfig::default();
-        cfg.workers = self.workers.unwrap_or(cfg.workers).max(1);
-        cfg.ring_bytes = self.ring_bytes;
-        cfg.flush = Duration::from_micros(self.flush_us.max(1));
-        cfg.batch_records = self.batch.max(1);
-        cfg.pin = !self.no_pin;
-        cfg
+        JobConfig {
+            workers: self
+                .workers
+                .unwrap_or_else(|| air_runtime::placement::default_workers(self.smt))
+                .max(1),
+            ring_bytes: self.ring_bytes,
+            flush: Duration::from_micros(self.flush_us.max(1)),
+            batch_records: self.batch.max(1),
+            pin: !self.no_pin,
+            smt: self.smt,
+            ..JobConfig::default()
+        }
     }
 }
 

@@ -1,7 +1,8 @@
 //! `air topo`: the machine as placement sees it, and the placement plan.
 
 use super::common::CliError;
-use air_runtime::topology::Topology;
+use air_runtime::placement;
+use air_runtime::topology::{format_cpu_list, parse_cpu_list, Topology};
 
 /// `air topo`.
 #[derive(clap::Args, Debug, Clone)]
@@ -9,19 +10,26 @@ pub struct TopoArgs {
     /// Workers per process to plan for (default: one per allowed core).
     #[arg(long)]
     pub workers: Option<usize>,
-    /// Processes (ranks) sharing this node.
-    #[arg(long, default_value_t = 1)]
-    pub ranks_per_node: usize,
-    /// Which of them to plan for (0-based).
-    #[arg(long, default_value_t = 0)]
-    pub local_rank: usize,
+    /// Processes (ranks) sharing this node (default: SLURM's tasks on this
+    /// node when they are not bound, else 1).
+    #[arg(long)]
+    pub ranks_per_node: Option<usize>,
+    /// Which of them to plan for (0-based; default: `SLURM_LOCALID` or 0).
+    #[arg(long)]
+    pub local_rank: Option<usize>,
     /// Use SMT siblings too (after one PU of every core).
     #[arg(long)]
     pub smt: bool,
-    /// Plan for a synthetic machine `PACKAGESxCORESxTHREADS` (e.g. `2x14x2`)
-    /// instead of this one.
+    /// Plan for a synthetic machine `PACKAGESxCORESxTHREADS` (e.g. `2x14x2`,
+    /// Linux numbering, one NUMA node per package) instead of this one.
+    /// (With feature `hwloc`, hwloc's `HWLOC_SYNTHETIC` and `HWLOC_XMLFILE`
+    /// work too.)
     #[arg(long)]
     pub synthetic: Option<String>,
+    /// Plan as if this process could use only these CPUs (a Linux CPU list,
+    /// e.g. `5,7,9,11` or `0-13`), as a SLURM or cgroup cpuset would.
+    #[arg(long)]
+    pub allowed: Option<String>,
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
@@ -45,32 +53,87 @@ pub fn main(args: &TopoArgs) -> Result<(), CliError> {
             }
             Topology::synthetic(n[0], n[1], n[2], true)
         }
-        None => Topology::from_sysfs().map_err(|e| CliError::Other(e.into()))?,
+        None => placement::read_machine().map_err(|e| CliError::Other(anyhow::anyhow!(e)))?,
     };
-    if args.ranks_per_node == 0 || args.local_rank >= args.ranks_per_node {
+    let topo = match &args.allowed {
+        None => topo,
+        Some(list) => {
+            let cpus = parse_cpu_list(list);
+            let unknown: Vec<usize> = cpus
+                .iter()
+                .copied()
+                .filter(|c| !topo.pus.iter().any(|p| p.os == *c))
+                .collect();
+            if cpus.is_empty() || !unknown.is_empty() || !valid_cpu_list(list) {
+                return Err(CliError::BadInput(format!(
+                    "--allowed {list}: expected a CPU list of this machine's PUs ({}), \
+                     e.g. 0-3,8{}",
+                    format_cpu_list(&topo.pus.iter().map(|p| p.os).collect::<Vec<_>>()),
+                    if unknown.is_empty() {
+                        String::new()
+                    } else {
+                        format!("; unknown CPUs {unknown:?}")
+                    }
+                )));
+            }
+            topo.with_allowed(&cpus)
+        }
+    };
+    let share = placement::launcher_share(&topo);
+    let ranks_per_node = args.ranks_per_node.or(share.map(|s| s.0)).unwrap_or(1);
+    let local_rank = args.local_rank.or(share.map(|s| s.1)).unwrap_or(0);
+    if ranks_per_node == 0 || local_rank >= ranks_per_node {
         return Err(CliError::BadInput(format!(
-            "--local-rank {} must be below --ranks-per-node {}",
-            args.local_rank, args.ranks_per_node
+            "--local-rank {local_rank} must be below --ranks-per-node {ranks_per_node}"
         )));
     }
     let workers = args
         .workers
-        .unwrap_or_else(|| topo.slots_in_order(args.smt).len() / args.ranks_per_node)
+        .unwrap_or_else(|| topo.share_len(ranks_per_node, local_rank, args.smt))
         .max(1);
-    let plan = topo.plan(workers, args.ranks_per_node, args.local_rank, args.smt);
+    let plan = topo.plan(workers, ranks_per_node, local_rank, args.smt);
     if args.json {
-        let v = serde_json::json!({ "machine": topo, "plan": plan });
+        let v = serde_json::json!({
+            "machine": topo,
+            "counts": {
+                "packages": topo.packages(),
+                "numa_nodes": topo.numa_nodes(),
+                "cores": topo.cores(),
+                "pus": topo.pus.len(),
+            },
+            "ranks_per_node": ranks_per_node,
+            "local_rank": local_rank,
+            "plan": plan,
+        });
         println!("{}", serde_json::to_string_pretty(&v)?);
         return Ok(());
     }
     println!(
-        "machine ({}): {} package(s), {} NUMA node(s), {} core(s), {} PU(s)",
+        "machine ({}): {} package(s), {} NUMA node(s), {} core(s), {} PU(s){}",
         topo.source,
         topo.packages(),
         topo.numa_nodes(),
         topo.cores(),
-        topo.pus.len()
+        topo.pus.len(),
+        topo.memory_bytes
+            .map_or(String::new(), |b| format!(", {}", bytes(b)))
     );
+    if !topo.caches.is_empty() {
+        let mut levels: Vec<String> = Vec::new();
+        for level in (1..=5u8).rev() {
+            let of: Vec<&air_runtime::topology::Cache> =
+                topo.caches.iter().filter(|c| c.level == level).collect();
+            if let Some(first) = of.first() {
+                levels.push(format!(
+                    "L{level} {} x {} (shared by {} PU(s) each)",
+                    of.len(),
+                    bytes(first.size_bytes),
+                    first.pus.len()
+                ));
+            }
+        }
+        println!("  caches: {}", levels.join(", "));
+    }
     for pkg in 0..topo.packages() {
         let mut cores: Vec<usize> = topo
             .pus
@@ -92,20 +155,32 @@ pub fn main(args: &TopoArgs) -> Result<(), CliError> {
                 format!("core {c} [PU {}]", pus.join(","))
             })
             .collect();
-        println!("  package {pkg}: {}", line.join(" "));
-    }
-    println!(
-        "allowed CPUs: {}",
-        topo.allowed
+        let mut numa: Vec<usize> = topo
+            .pus
             .iter()
-            .map(|c| c.to_string())
-            .collect::<Vec<_>>()
-            .join(",")
-    );
+            .filter(|p| p.package == pkg)
+            .filter_map(|p| p.numa)
+            .collect();
+        numa.sort_unstable();
+        numa.dedup();
+        let numa = if numa.is_empty() {
+            String::new()
+        } else {
+            format!(
+                " (NUMA {})",
+                numa.iter()
+                    .map(|n| n.to_string())
+                    .collect::<Vec<_>>()
+                    .join(",")
+            )
+        };
+        println!("  package {pkg}{numa}: {}", line.join(" "));
+    }
+    println!("allowed CPUs: {}", format_cpu_list(&topo.allowed));
     println!(
         "plan: {workers} worker(s), local rank {} of {}{}",
-        args.local_rank,
-        args.ranks_per_node,
+        local_rank,
+        ranks_per_node,
         if args.smt { ", SMT siblings used" } else { "" }
     );
     for s in &plan.slots {
@@ -122,4 +197,34 @@ pub fn main(args: &TopoArgs) -> Result<(), CliError> {
         println!("warning: {w}");
     }
     Ok(())
+}
+
+/// `n` bytes as KiB/MiB/GiB (binary units, as lstopo prints them).
+fn bytes(n: u64) -> String {
+    const UNITS: [&str; 4] = ["B", "KiB", "MiB", "GiB"];
+    let mut v = n as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if v.fract() == 0.0 {
+        format!("{v:.0} {}", UNITS[u])
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
+}
+
+/// Whether `s` is a well-formed Linux CPU list (`0-3,8`): numbers and
+/// ascending ranges separated by commas.
+fn valid_cpu_list(s: &str) -> bool {
+    s.split(',')
+        .map(str::trim)
+        .all(|part| match part.split_once('-') {
+            Some((a, b)) => matches!(
+                (a.parse::<usize>(), b.parse::<usize>()),
+                (Ok(a), Ok(b)) if a <= b
+            ),
+            None => part.parse::<usize>().is_ok(),
+        })
 }

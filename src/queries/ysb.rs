@@ -310,8 +310,9 @@ pub struct WorkerReport {
     pub worker: usize,
     /// The rank it ran on (0 when alone).
     pub rank: usize,
-    /// CPU it was pinned to.
-    pub core: Option<usize>,
+    /// Where it ran: pinned CPU (`pu`), core, package and NUMA node by the
+    /// placement plan, and the NUMA nodes its input rings' memory is on.
+    pub placement: air_runtime::WorkerPlacement,
     /// Events read from its source.
     pub events: u64,
     /// Events dropped by the filter (not views).
@@ -368,8 +369,25 @@ pub struct YsbReport {
     pub pre_aggregate: bool,
     /// The MPI run (library, ranks, nodes, tiers); `null` when alone.
     pub mpi: Option<MpiReport>,
+    /// How workers were placed (rank 0's view; each worker's own placement
+    /// is in `per_worker`).
+    pub placement: PlacementReport,
     /// Per-worker figures, every rank's workers in global order.
     pub per_worker: Vec<WorkerReport>,
+}
+
+/// The placement section of a report.
+#[derive(Debug, Clone, Serialize)]
+pub struct PlacementReport {
+    /// Workers were pinned (no `--no-pin`).
+    pub pinned: bool,
+    /// SMT siblings were used (`--smt`).
+    pub smt: bool,
+    /// Where the machine's topology came from ("hwloc", "sysfs"; `null`
+    /// when unknown).
+    pub topology: Option<&'static str>,
+    /// Some workers of one rank share a PU (more workers than cores).
+    pub oversubscribed: bool,
 }
 
 /// What a run produced.
@@ -584,7 +602,7 @@ fn run_rank(args: &YsbArgs, campaigns: Arc<Campaigns>, dist: &Dist) -> Result<Ra
         per_worker.push(WorkerReport {
             worker: first + i,
             rank: dist.rank(),
-            core: out.cores[i],
+            placement: out.placement[i].clone(),
             events: u.source_records,
             filtered: p.filtered,
             unmatched: p.unmatched,
@@ -674,6 +692,18 @@ fn merge(
         latency_ms: wallclock.then(|| air_runtime::LatencySummary::of(&hist)),
         window_ms: args.window_ms,
         pre_aggregate: !args.shuffle,
+        placement: PlacementReport {
+            pinned: !args.runtime.no_pin,
+            smt: args.runtime.smt,
+            topology: air_runtime::placement::topology().map(|t| t.source),
+            oversubscribed: {
+                let mut seen = std::collections::HashSet::new();
+                per_worker
+                    .iter()
+                    .filter_map(|p| p.placement.pu.map(|pu| (p.rank, pu)))
+                    .any(|k| !seen.insert(k))
+            },
+        },
         mpi,
         per_worker,
     };
