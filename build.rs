@@ -3,7 +3,9 @@
 //! fails with a less helpful message).
 //!
 //! Feature `mpi`: an MPI (MPICH by default; Open MPI works too) and libclang
-//! (mpi-sys generates its bindings with bindgen).
+//! (mpi-sys generates its bindings with bindgen). Feature `hwloc`: libhwloc
+//! 2.x with its pkg-config file (hwloc2's build script does not fail without
+//! it; the link would).
 
 use std::path::Path;
 use std::process::Command;
@@ -15,6 +17,15 @@ fn main() {
     println!("cargo:rerun-if-env-changed=MPICC");
     println!("cargo:rerun-if-env-changed=MPI_PKG_CONFIG");
     println!("cargo:rerun-if-env-changed=LIBCLANG_PATH");
+    if std::env::var_os("CARGO_FEATURE_HWLOC").is_some()
+        && !runs("pkg-config", &["--atleast-version=2.0.0", "hwloc"])
+    {
+        panic!(
+            "\n\nthe `hwloc` feature needs libhwloc 2.x and pkg-config.\nOn Debian/Ubuntu, as \
+             root:\n    apt-get install -y --no-install-recommends libhwloc-dev pkg-config\n\
+             Without the feature, placement reads the machine from /sys.\n"
+        );
+    }
     if std::env::var_os("CARGO_FEATURE_MPI").is_none() {
         return;
     }

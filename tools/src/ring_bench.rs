@@ -43,6 +43,9 @@
 //!   `min(64, ⌈4096 / frame⌉)` frames, `release_deferred` and one
 //!   `release_pending` per as many.
 //! - `ring-frame`: the frame ring, `commit` and `release` per frame.
+//! - `ring-unpinned`: `ring` with neither thread pinned (the scheduler
+//!   places them inside this process's CPU set): pinned vs unpinned core
+//!   pairs in the same run. Threads only.
 //! - `crossbeam`: crossbeam-channel `bounded`; by-value `[u8; n]` arrays for
 //!   powers of two up to 4 KiB, recycled `Vec<u8>` buffers (sent back on a
 //!   second channel, no allocation on the hot path) otherwise. Threads only.
@@ -96,6 +99,9 @@ pub enum Only {
     Rtrb,
     /// The copy roof and the cache-line ping-pong.
     Roof,
+    /// The ring with neither thread pinned (threads only): pinned vs
+    /// unpinned in the same run.
+    Unpinned,
 }
 
 /// Arguments of `air bench ring`.
@@ -318,6 +324,9 @@ impl Bench {
         if self.args.wants(Only::Ring) {
             v.extend([Contender::Ring, Contender::RingFrame]);
         }
+        if mode == Where::Thread && self.args.wants(Only::Unpinned) {
+            v.push(Contender::RingUnpinned);
+        }
         if mode == Where::Thread && self.args.wants(Only::Crossbeam) {
             v.push(Contender::Crossbeam);
         }
@@ -340,6 +349,9 @@ impl Bench {
                 t::ring_threads(cores, n, cap, t::ring_batch(n), dur)
             }
             (Where::Thread, Contender::RingFrame) => t::ring_threads(cores, n, cap, 1, dur),
+            (Where::Thread, Contender::RingUnpinned) => {
+                util::unpinned(|| t::ring_threads(cores, n, cap, t::ring_batch(n), dur))
+            }
             (Where::Thread, Contender::Crossbeam) => t::crossbeam_threads(cores, n, frames, dur),
             (Where::Thread, Contender::Rtrb) => t::rtrb_threads(cores, n, frames, dur),
             (Where::Thread, Contender::CopyRoof) => t::roof_threads(cores, n, dur),
@@ -428,6 +440,9 @@ impl Bench {
         if self.args.wants(Only::Ring) {
             cs.push(Contender::Ring);
         }
+        if mode == Where::Thread && self.args.wants(Only::Unpinned) {
+            cs.push(Contender::RingUnpinned);
+        }
         if mode == Where::Thread && self.args.wants(Only::Crossbeam) {
             cs.push(Contender::Crossbeam);
         }
@@ -454,6 +469,9 @@ impl Bench {
                 let cores = self.cores;
                 let (h, displaced) = match (mode, c) {
                     (Where::Thread, Contender::Ring) => latency::ring_threads(cores, rounds),
+                    (Where::Thread, Contender::RingUnpinned) => {
+                        util::unpinned(|| latency::ring_threads(cores, rounds))
+                    }
                     (Where::Thread, Contender::Crossbeam) => {
                         latency::crossbeam_threads(cores, rounds)
                     }

@@ -32,6 +32,10 @@ pub enum Contender {
     Ring,
     /// The frame ring, `commit` and `release` per frame.
     RingFrame,
+    /// The frame ring, batched as `Ring`, with neither thread pinned: the
+    /// kernel's scheduler places them (what a job without `air` placement
+    /// gets). Threads only.
+    RingUnpinned,
     /// crossbeam-channel, bounded.
     Crossbeam,
     /// rtrb, a ring of bytes.
@@ -48,6 +52,7 @@ impl Contender {
         match self {
             Contender::Ring => "ring",
             Contender::RingFrame => "ring-frame",
+            Contender::RingUnpinned => "ring-unpinned",
             Contender::Crossbeam => "crossbeam",
             Contender::Rtrb => "rtrb",
             Contender::CopyRoof => "copy-roof",
@@ -268,6 +273,32 @@ pub fn targets(res: &Results) -> Vec<String> {
             ));
         }
     }
+    // Pinned vs unpinned (threads): the same ring, the same run.
+    let mut pairs = Vec::new();
+    for r in res
+        .throughput
+        .iter()
+        .filter(|r| r.mode == Where::Thread && r.contender == Contender::Ring)
+    {
+        if let Some(u) = res.tput(Where::Thread, Contender::RingUnpinned, r.size) {
+            pairs.push(format!("{} {:.2}x", human_size(r.size), r.ratio(u)));
+        }
+    }
+    if !pairs.is_empty() {
+        out.push(format!(
+            "ring pinned / unpinned frames/s (thread, paired medians): {}",
+            pairs.join(", ")
+        ));
+    }
+    if let (Some(p), Some(u)) = (
+        res.lat(Where::Thread, Contender::Ring),
+        res.lat(Where::Thread, Contender::RingUnpinned),
+    ) {
+        out.push(format!(
+            "ring one way pinned vs unpinned (thread): p50 {:.0} vs {:.0} ns, p99 {:.0} vs {:.0} ns",
+            p.p50_ns, u.p50_ns, p.p99_ns, u.p99_ns
+        ));
+    }
     for mode in [Where::Thread, Where::Process] {
         let ring = res.lat(mode, Contender::Ring);
         if let (Some(r), Some(l)) = (ring, res.lat(mode, Contender::CacheLine)) {
@@ -441,6 +472,7 @@ pub fn write_plot(res: &Results, path: &Path, title: &str) -> Result<()> {
     let color = |c: Contender| match c {
         Contender::Ring => RGBColor(214, 39, 40),
         Contender::RingFrame => RGBColor(255, 127, 14),
+        Contender::RingUnpinned => RGBColor(148, 103, 189),
         Contender::Crossbeam => RGBColor(31, 119, 180),
         Contender::Rtrb => RGBColor(44, 160, 44),
         Contender::CopyRoof | Contender::CacheLine => RGBColor(40, 40, 40),

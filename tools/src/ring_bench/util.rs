@@ -5,8 +5,26 @@ use anyhow::{bail, Context, Result};
 use core_affinity::CoreId;
 use std::time::{Duration, Instant};
 
-/// Pins the calling thread to `core`; an error if the kernel refuses.
+/// Whether [`pin`] pins (off only inside [`unpinned`]).
+static PINNING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
+
+/// Runs `f` with [`pin`] a no-op: the threads it starts stay where the
+/// kernel's scheduler puts them (inside this process's CPU set). The
+/// benchmark runs one measurement at a time, so the switch is global.
+pub fn unpinned<R>(f: impl FnOnce() -> R) -> R {
+    use std::sync::atomic::Ordering;
+    PINNING.store(false, Ordering::SeqCst);
+    let r = f();
+    PINNING.store(true, Ordering::SeqCst);
+    r
+}
+
+/// Pins the calling thread to `core`; an error if the kernel refuses. A
+/// no-op inside [`unpinned`].
 pub fn pin(core: CoreId) -> Result<()> {
+    if !PINNING.load(std::sync::atomic::Ordering::SeqCst) {
+        return Ok(());
+    }
     if !core_affinity::set_for_current(core) {
         bail!("cannot pin this thread to CPU {}", core.id);
     }
