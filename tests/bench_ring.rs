@@ -54,6 +54,10 @@ fn tiny_run_in_both_modes_writes_csv_and_png() {
     );
     assert!(stdout.contains("# Targets"), "{stdout}");
     assert!(stdout.contains("cache-line"), "{stdout}");
+    assert!(
+        stdout.contains("ring pinned / unpinned frames/s (thread, paired medians): 64 "),
+        "{stdout}"
+    );
 
     let text = std::fs::read_to_string(&csv).expect("CSV written");
     let mut lines = text.lines();
@@ -129,14 +133,21 @@ fn tiny_run_in_both_modes_writes_csv_and_png() {
     }
     let mut want = BTreeSet::new();
     for size in ["64", "65536"] {
-        for c in ["ring", "ring-frame", "crossbeam", "rtrb", "copy-roof"] {
+        for c in [
+            "ring",
+            "ring-frame",
+            "ring-unpinned",
+            "crossbeam",
+            "rtrb",
+            "copy-roof",
+        ] {
             want.insert(("throughput", "thread", c, size));
         }
         for c in ["ring", "ring-frame", "copy-roof"] {
             want.insert(("throughput", "process", c, size));
         }
     }
-    for c in ["ring", "crossbeam", "rtrb", "cache-line"] {
+    for c in ["ring", "ring-unpinned", "crossbeam", "rtrb", "cache-line"] {
         want.insert(("latency", "thread", c, "8"));
     }
     for c in ["ring", "cache-line"] {

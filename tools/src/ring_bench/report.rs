@@ -163,7 +163,7 @@ impl Results {
 /// The header line of the throughput table.
 pub fn throughput_header() -> String {
     format!(
-        "{:<9} {:<11} {:>12} {:>12} {:>8} {:>8} {:>8}",
+        "{:<9} {:<13} {:>12} {:>12} {:>8} {:>8} {:>8}",
         "# Size", "Contender", "MB/s", "Frames/s", "% roof", "line ns", "% runq"
     )
 }
@@ -183,7 +183,7 @@ pub fn throughput_line(r: &ThroughputRow, roof: Option<&ThroughputRow>) -> Strin
         String::new()
     };
     format!(
-        "{:<9} {:<11} {:>12.1} {:>12} {:>8} {:>8.0} {:>8.2}{warn}",
+        "{:<9} {:<13} {:>12.1} {:>12} {:>8} {:>8.0} {:>8.2}{warn}",
         human_size(r.size),
         r.contender.label(),
         r.mb_per_s(),
@@ -197,7 +197,7 @@ pub fn throughput_line(r: &ThroughputRow, roof: Option<&ThroughputRow>) -> Strin
 /// The header line of the latency table.
 pub fn latency_header() -> String {
     format!(
-        "{:<9} {:<11} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8}",
+        "{:<9} {:<13} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8}",
         "# Mode", "Contender", "p50", "p99", "p99.9", "max", "rounds", "% runq"
     )
 }
@@ -205,7 +205,7 @@ pub fn latency_header() -> String {
 /// One line of the latency table.
 pub fn latency_line(r: &LatencyRow) -> String {
     format!(
-        "{:<9} {:<11} {:>9.0} {:>9.0} {:>9.0} {:>9.0} {:>9} {:>8.2}",
+        "{:<9} {:<13} {:>9.0} {:>9.0} {:>9.0} {:>9.0} {:>9} {:>8.2}",
         r.mode.label(),
         r.contender.label(),
         r.p50_ns,
