@@ -10,11 +10,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-bench-out}
 mkdir -p "$out"
+features=""
 if command -v mpirun >/dev/null; then
-    features="--features mpi"
-else
-    features=""
+    features="mpi"
 fi
+if pkg-config --exists hwloc 2>/dev/null; then
+    features="${features:+$features,}hwloc"
+fi
+if [ -n "$features" ]; then features="--features $features"; fi
 cargo build --release -j2 $features >/dev/null 2>&1
 air=./target/release/air
 
@@ -25,10 +28,13 @@ air=./target/release/air
     echo "kernel: $(uname -r)"
     echo "rustc: $(rustc --version)"
     echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
-    if [ -n "$features" ]; then
+    if command -v mpirun >/dev/null; then
         echo "mpi: $(mpirun --version 2>/dev/null | grep -E 'Version|Open MPI|OpenRTE' | sed -n 1p | tr -s ' \t' ' ')"
     fi
 } | tee "$out/machine.txt"
+
+echo "== air topo" | tee "$out/topo.txt"
+$air topo | tee -a "$out/topo.txt"
 
 echo "== air bench ring" | tee "$out/ring.txt"
 $air bench ring --csv "$out/ring.csv" --plot "$out/ring.png" | tee -a "$out/ring.txt"
@@ -45,6 +51,13 @@ ysb preagg-w2 --events 600000000 --workers 2
 ysb shuffle-w1 --events 100000000 --workers 1 --shuffle
 ysb shuffle-w2 --events 200000000 --workers 2 --shuffle
 
+# Placement: pinned by the plan vs --no-pin, interleaved.
+echo "== air run ysb (pinned) vs air run ysb --no-pin, 5 rounds" | tee -a "$out/ysb.txt"
+for i in 1 2 3 4 5; do
+    $air run ysb --report "$out/ysb-pinned-$i.json" | sed 's/^/pinned: /' | tee -a "$out/ysb.txt"
+    $air run ysb --no-pin --report "$out/ysb-nopin-$i.json" | sed 's/^/no-pin: /' | tee -a "$out/ysb.txt"
+done
+
 # File input: generate once, then parse-bound runs.
 if [ ! -f "$out/ysb-events.json" ]; then
     $air gen ysb --events 4000000 --out "$out/ysb-events.json" --campaigns-out "$out/ysb-campaigns.txt" >/dev/null
@@ -57,7 +70,7 @@ ysb file-qf-w2 --input "$out/ysb-events.json" --campaigns "$out/ysb-campaigns.tx
 echo "== air run ysb --rate 50000000 --duration 25" | tee -a "$out/ysb.txt"
 $air run ysb --rate 50000000 --duration 25 --report "$out/ysb-latency.json" | tee -a "$out/ysb.txt"
 
-if [ -n "$features" ]; then
+if command -v mpirun >/dev/null; then
     # YSB: 2 workers in one process against 2 ranks x 1 worker (node tier,
     # then network tier), interleaved so drift hits them alike.
     echo "== YSB embedded vs mpirun -np 2" | tee "$out/mpi-ysb.txt"
