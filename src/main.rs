@@ -81,6 +81,13 @@ enum BenchCommand {
 }
 
 fn main() {
+    // `air topo | head -1` ends quietly, as a Unix tool does: Rust ignores
+    // SIGPIPE (then `println!` panics on a closed pipe); restore the default.
+    // SAFETY: first thing in main, before any other thread exists; SIG_DFL
+    // is a valid disposition for SIGPIPE.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     let cli = Cli::parse();
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::new(&cli.log))

@@ -68,6 +68,14 @@ fn bad_options_are_refused() {
     for args in [
         &["topo", "--synthetic", "2x0x1"][..],
         &["topo", "--ranks-per-node", "2", "--local-rank", "2"],
+        &["topo", "--workers", "0"],
+        &["topo", "--workers", "18446744073709551615"],
+        &["topo", "--allowed", "0-4000000000"],
+        &["topo", "--allowed", "1-0"],
+        &["topo", "--allowed", "0,,1"],
+        &["topo", "--allowed", ""],
+        &["topo", "--synthetic", "18446744073709551615x2x1"],
+        &["topo", "--synthetic", "100000x100000x100000"],
     ] {
         let o = Command::new(AIR).args(args).output().unwrap();
         assert_eq!(o.status.code(), Some(2), "{args:?}");
@@ -326,9 +334,77 @@ fn unbound_slurm_tasks_split_the_node_in_air_topo() {
     assert_eq!(s.len(), 14);
     assert!(s.iter().all(|s| s["package"] == 1));
     // Bound by srun to socket 1 already: one share, inside the binding.
-    let v = run(&slurm, &["--allowed", "14-27,42-55"]);
+    let mut bound = slurm.to_vec();
+    bound.push(("SLURM_CPU_BIND_TYPE", "mask_cpu:"));
+    let v = run(&bound, &["--allowed", "14-27,42-55"]);
     assert_eq!(v["ranks_per_node"], 1);
     let s = v["plan"]["slots"].as_array().unwrap();
     assert_eq!(s.len(), 14);
     assert!(s.iter().all(|s| s["package"] == 1));
+}
+
+#[test]
+fn a_closed_pipe_ends_air_topo_quietly() {
+    use std::io::Read;
+    let mut child = Command::new(AIR)
+        .args(["topo", "--synthetic", "64x64x2"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = child.stdout.take().unwrap();
+    let mut first = [0u8; 16];
+    out.read_exact(&mut first).unwrap();
+    drop(out); // as `| head -c 16` would
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    let status = child.wait().unwrap();
+    assert!(!err.contains("panicked"), "{err}");
+    assert_ne!(status.code(), Some(101), "{err}");
+}
+
+/// `air topo --json` on the machine hwloc loads from `HWLOC_XMLFILE=xml`.
+#[cfg(feature = "hwloc")]
+fn hwloc_xml(xml: &str) -> serde_json::Value {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data")
+        .join(xml);
+    let o = Command::new(AIR)
+        .args(["topo", "--json"])
+        .env("HWLOC_XMLFILE", path)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+#[test]
+#[cfg(feature = "hwloc")]
+fn hwloc_pus_without_a_core_count_as_cores_of_their_own() {
+    // Synthetic: no core level at all.
+    let v = hwloc_plan("package:2 pu:2", &[]);
+    assert_eq!(v["counts"]["cores"], 4);
+    assert_eq!(distinct(slots(&v).iter().map(|x| x.1)), 4);
+    // XML: package 0 holds PU 0 directly, package 1 a core with PUs 1, 2.
+    let v = hwloc_xml("hwloc-pu-without-core.xml");
+    assert_eq!(v["counts"]["cores"], 2);
+    let s = slots(&v);
+    assert_eq!(
+        s.iter().map(|x| (x.0, x.2)).collect::<Vec<_>>(),
+        vec![(0, 0), (1, 1)]
+    );
+}
+
+#[test]
+#[cfg(feature = "hwloc")]
+fn hwloc_numa_nodes_0_and_2_are_two_nodes() {
+    let v = hwloc_xml("hwloc-numa-0-and-2.xml");
+    assert_eq!(v["counts"]["numa_nodes"], 2);
+    let numa: Vec<u64> = slots(&v).iter().map(|x| x.3).collect();
+    assert_eq!(numa, vec![0, 2]);
 }

@@ -34,11 +34,12 @@ pub struct Loaded {
     pub foreign: bool,
 }
 
-/// Whether hwloc's environment points it at another machine.
+/// Whether hwloc's environment points it at another machine
+/// (`HWLOC_SYNTHETIC`, `HWLOC_XMLFILE`, `HWLOC_FSROOT`; `HWLOC_THISSYSTEM=1`
+/// does not make such a description this machine for pinning).
 pub fn foreign_requested() -> bool {
     let set = |k: &str| std::env::var_os(k).is_some_and(|v| !v.is_empty());
-    (set("HWLOC_SYNTHETIC") || set("HWLOC_XMLFILE") || set("HWLOC_FSROOT"))
-        && std::env::var("HWLOC_THISSYSTEM").as_deref() != Ok("1")
+    set("HWLOC_SYNTHETIC") || set("HWLOC_XMLFILE") || set("HWLOC_FSROOT")
 }
 
 /// Loads the topology with hwloc: packages, cores, PUs, NUMA nodes (from
@@ -69,11 +70,15 @@ pub fn load() -> Result<Loaded, String> {
     let core_depth = depth(ObjectType::Core);
     let package_depth = depth(ObjectType::Package);
 
-    let mut pus = Vec::new();
+    // (os, package, core key) where the key is the Core's logical index, or
+    // for a PU without a Core above it (some XML/synthetic machines), the
+    // PU itself: it then counts as a core of its own.
+    let mut raw = Vec::new();
     for pu in topo.objects_at_depth(pu_depth) {
-        let core = core_depth
-            .and_then(|d| ancestor_at(pu, d))
-            .map(|c| c.logical_index() as usize);
+        let core_key = match core_depth.and_then(|d| ancestor_at(pu, d)) {
+            Some(c) => (0u8, c.logical_index()),
+            None => (1u8, pu.logical_index()),
+        };
         let package = package_depth
             .and_then(|d| ancestor_at(pu, d))
             .map_or(0, |p| p.logical_index() as usize);
@@ -84,17 +89,24 @@ pub fn load() -> Result<Loaded, String> {
                 usize::try_from(n.first()).ok()
             }
         });
-        pus.push(Pu {
-            os: pu.os_index() as usize,
-            // Without a core level, every PU is its own core.
-            core: core.unwrap_or(pu.logical_index() as usize),
-            package,
-            numa,
-        });
+        raw.push((pu.os_index() as usize, package, core_key, numa));
     }
-    if pus.is_empty() {
+    if raw.is_empty() {
         return Err("hwloc reports no PU".into());
     }
+    // Cores numbered densely in package order.
+    let mut keys: Vec<(usize, (u8, u32))> = raw.iter().map(|r| (r.1, r.2)).collect();
+    keys.sort_unstable();
+    keys.dedup();
+    let mut pus: Vec<Pu> = raw
+        .iter()
+        .map(|&(os, package, key, numa)| Pu {
+            os,
+            core: keys.binary_search(&(package, key)).unwrap_or(0),
+            package,
+            numa,
+        })
+        .collect();
     pus.sort_by_key(|p| p.os);
 
     let mut caches = Vec::new();
@@ -196,8 +208,14 @@ fn check_foreign_source() -> Result<(), String> {
     } else if let Some(p) = get("HWLOC_XMLFILE") {
         std::fs::metadata(&p).map_err(|e| format!("HWLOC_XMLFILE={p}: {e}"))?;
         ("HWLOC_XMLFILE", p, sys::hwloc_topology_set_xml)
+    } else if let Some(root) = get("HWLOC_FSROOT") {
+        // hwloc reads this machine when the root is unusable: check it.
+        return match std::fs::metadata(std::path::Path::new(&root).join("sys")) {
+            Ok(_) => Ok(()),
+            Err(e) => Err(format!("HWLOC_FSROOT={root}: no sys/ under it ({e})")),
+        };
     } else {
-        return Ok(()); // HWLOC_FSROOT: hwloc reports its own errors
+        return Ok(());
     };
     let c = std::ffi::CString::new(value.clone())
         .map_err(|_| format!("{what}={value:?}: contains a NUL byte"))?;

@@ -346,9 +346,12 @@ where
             placement::topology().map_or("unknown", |t| t.source),
             p.slots
         );
-        if wiring.local_rank() == 0 {
-            // Once per node (its first process), not once per rank.
-            for warning in &p.warnings {
+        // Each process has its own plan (its own share of the node): each
+        // says what is wrong with its own.
+        for warning in &p.warnings {
+            if wiring.ranks_on_node() > 1 {
+                tracing::warn!("local rank {}: {warning}", wiring.local_rank());
+            } else {
                 tracing::warn!("{warning}");
             }
         }
@@ -363,7 +366,8 @@ where
                     .name(format!("air-w{}", wiring.first() + me))
                     .spawn_scoped(s, move || {
                         let slot = plan.and_then(|p| p.slots.get(me)).copied();
-                        worker::<T, U, D, F, G>(cfg, slot, me, wiring, barrier, make)
+                        let shared = plan.is_some_and(|p| p.oversubscribed);
+                        worker::<T, U, D, F, G>(cfg, (slot, shared), me, wiring, barrier, make)
                     })
                     .expect("spawn worker thread")
             })
@@ -409,7 +413,7 @@ where
 
 fn worker<T, U, D, F, G>(
     cfg: &JobConfig,
-    slot: Option<Slot>,
+    (slot, shared): (Option<Slot>, bool),
     local: usize,
     wiring: &G,
     barrier: &Barrier,
@@ -449,6 +453,7 @@ where
             package: slot.map(|s| s.package),
             numa: slot.and_then(|s| s.numa),
             input_rings_numa,
+            oversubscribed: shared,
         },
     };
     let (mut up, mut down) = make(&info);

@@ -37,6 +37,14 @@ pub fn read_machine() -> Result<Topology, String> {
     }
     #[cfg(not(feature = "hwloc"))]
     {
+        for k in ["HWLOC_SYNTHETIC", "HWLOC_XMLFILE", "HWLOC_FSROOT"] {
+            if std::env::var_os(k).is_some_and(|v| !v.is_empty()) {
+                tracing::warn!(
+                    "{k} is set but this build reads the machine from sysfs (build with \
+                     `--features hwloc` to use it; `air topo --synthetic PxCxT` works without)"
+                );
+            }
+        }
         Topology::from_sysfs().map_err(|e| e.to_string())
     }
 }
@@ -70,42 +78,80 @@ pub fn topology() -> Option<&'static Topology> {
     .as_ref()
 }
 
-/// The share of this node's slots the launcher gives this process when it
+/// The share of this node's cores the launcher gives this process when it
 /// is not an MPI rank: `(processes on this node, this one's local index)`
 /// from SLURM (`SLURM_LOCALID`, and `SLURM_STEP_TASKS_PER_NODE` or
 /// `SLURM_TASKS_PER_NODE` at index `SLURM_NODEID`, in SLURM's `2(x3),1`
-/// form). `None` outside SLURM, for one task per node, or when the task is
-/// already bound to its own share: `SLURM_CPUS_PER_TASK` or fewer allowed
-/// CPUs, or at most 1/R of the machine's PUs (srun `--cpu-bind` did the
-/// split; the plan then stays inside that binding).
+/// form). `None` outside SLURM, for one task per node, and when srun
+/// already bound the task (then the plan stays inside that binding):
+/// `SLURM_CPU_BIND_TYPE` names a binding (not `none`), or the allowed CPUs
+/// span at most `SLURM_CPUS_PER_TASK` cores. Without that evidence the
+/// tasks split the allowed cores (sharing cores would be far worse than
+/// using half of a binding). Unusable SLURM values (a local id beyond the
+/// task count, a list without this node) give `None` and a warning, once.
 pub fn launcher_share(topo: &Topology) -> Option<(usize, usize)> {
-    launcher_share_from(topo, &|k| std::env::var(k).ok())
+    match launcher_share_from(topo, &|k| std::env::var(k).ok()) {
+        Ok(share) => share,
+        Err(e) => {
+            static WARNED: OnceLock<()> = OnceLock::new();
+            WARNED.get_or_init(|| tracing::warn!("{e}; planning as the only process on this node"));
+            None
+        }
+    }
 }
 
-/// [`launcher_share`] with the environment read through `var` (for tests).
+/// [`launcher_share`] with the environment read through `var` (for tests);
+/// `Err` names the SLURM variable that makes no sense.
 pub fn launcher_share_from(
     topo: &Topology,
     var: &dyn Fn(&str) -> Option<String>,
-) -> Option<(usize, usize)> {
-    let local: usize = var("SLURM_LOCALID")?.trim().parse().ok()?;
-    let node: usize = var("SLURM_NODEID")
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(0);
-    let per_node = var("SLURM_STEP_TASKS_PER_NODE").or_else(|| var("SLURM_TASKS_PER_NODE"))?;
-    let ranks = slurm_tasks_on_node(&per_node, node)?;
-    if ranks <= 1 || local >= ranks {
-        return None;
+) -> Result<Option<(usize, usize)>, String> {
+    let Some(local) = var("SLURM_LOCALID") else {
+        return Ok(None);
+    };
+    let local: usize = local
+        .trim()
+        .parse()
+        .map_err(|_| format!("SLURM_LOCALID={local:?} is not a number"))?;
+    let node_var = var("SLURM_NODEID").unwrap_or_else(|| "0".into());
+    let node: usize = node_var
+        .trim()
+        .parse()
+        .map_err(|_| format!("SLURM_NODEID={node_var:?} is not a number"))?;
+    let Some(per_node) = var("SLURM_STEP_TASKS_PER_NODE").or_else(|| var("SLURM_TASKS_PER_NODE"))
+    else {
+        return Ok(None);
+    };
+    let ranks = slurm_tasks_on_node(&per_node, node).ok_or_else(|| {
+        format!("SLURM tasks per node {per_node:?} has no entry for SLURM_NODEID={node}")
+    })?;
+    if local >= ranks {
+        return Err(format!(
+            "SLURM_LOCALID={local} but {ranks} task(s) on this node"
+        ));
     }
-    let allowed = topo.allowed.len();
-    if let Some(c) = var("SLURM_CPUS_PER_TASK").and_then(|v| v.trim().parse::<usize>().ok()) {
-        if allowed <= c {
-            return None;
+    if ranks <= 1 {
+        return Ok(None);
+    }
+    if let Some(t) = var("SLURM_CPU_BIND_TYPE") {
+        let t = t.trim().to_ascii_lowercase();
+        if !t.is_empty() && !t.starts_with("none") {
+            return Ok(None);
         }
     }
-    if allowed * ranks <= topo.pus.len() {
-        return None;
+    if let Some(c) = var("SLURM_CPUS_PER_TASK").and_then(|v| v.trim().parse::<usize>().ok()) {
+        let mut cores: Vec<usize> = topo
+            .allowed
+            .iter()
+            .filter_map(|&os| topo.pus.iter().find(|p| p.os == os).map(|p| p.core))
+            .collect();
+        cores.sort_unstable();
+        cores.dedup();
+        if cores.len() <= c {
+            return Ok(None);
+        }
     }
-    Some((ranks, local))
+    Ok(Some((ranks, local)))
 }
 
 /// The task count of node `node` in SLURM's compressed list (`2(x3),1`:

@@ -22,7 +22,8 @@ pub struct Pu {
     /// The core it belongs to: index into the machine's cores, in package
     /// order.
     pub core: usize,
-    /// Its package (socket), 0-based in OS order.
+    /// Its package (socket), 0-based (sysfs: in order of package ids;
+    /// hwloc: its logical index; 0 when the machine names no package).
     pub package: usize,
     /// Its NUMA node, if the machine reports one.
     pub numa: Option<usize>,
@@ -85,9 +86,14 @@ pub struct WorkerPlacement {
     /// Its NUMA node, by the plan.
     pub numa: Option<usize>,
     /// The NUMA nodes its input rings' memory is on, as the kernel reports
-    /// them after the worker touched it (distinct, ascending; empty when
-    /// unknown, e.g. a container without `get_mempolicy`).
+    /// them for the first data page of each ring after the worker touched
+    /// it (distinct, ascending; empty when unknown, e.g. a container
+    /// without `get_mempolicy`).
     pub input_rings_numa: Vec<usize>,
+    /// Its process's plan is oversubscribed (more workers than its share of
+    /// cores, or no core of its own): some workers share a PU.
+    #[serde(default)]
+    pub oversubscribed: bool,
 }
 
 /// A placement plan for the workers of one process.
@@ -243,80 +249,108 @@ impl Topology {
         self.pus.iter().map(|p| p.core + 1).max().unwrap_or(0)
     }
 
-    /// Number of NUMA nodes (0 when the machine reports none).
+    /// Number of NUMA nodes that hold CPUs (0 when the machine reports
+    /// none). Node ids need not be contiguous (nodes 0 and 2: 2 nodes).
     pub fn numa_nodes(&self) -> usize {
-        self.pus
-            .iter()
-            .filter_map(|p| p.numa)
-            .map(|n| n + 1)
-            .max()
-            .unwrap_or(0)
+        let mut ids: Vec<usize> = self.pus.iter().filter_map(|p| p.numa).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        ids.len()
     }
 
+    /// The PU with OS number `os` (`pus` is sorted by OS number).
     fn pu(&self, os: usize) -> Option<&Pu> {
-        self.pus.iter().find(|p| p.os == os)
+        self.pus
+            .binary_search_by_key(&os, |p| p.os)
+            .ok()
+            .map(|i| &self.pus[i])
     }
 
-    /// The node's worker slots in plan order: the first allowed PU of every
-    /// core (cores in package order), then, with `smt`, the further allowed
-    /// PUs of every core in the same order.
-    pub fn slots_in_order(&self, smt: bool) -> Vec<Pu> {
+    /// The allowed PUs grouped by core, cores in package order (cores
+    /// without an allowed PU left out), each core's PUs in OS order.
+    fn allowed_by_core(&self) -> Vec<Vec<Pu>> {
         let mut per_core: Vec<Vec<Pu>> = vec![Vec::new(); self.cores()];
         for &os in &self.allowed {
             if let Some(p) = self.pu(os) {
                 per_core[p.core].push(*p);
             }
         }
-        let mut out: Vec<Pu> = per_core.iter().filter_map(|c| c.first().copied()).collect();
+        per_core.retain(|c| !c.is_empty());
+        per_core
+    }
+
+    /// Slot order over `cores`: the first PU of every core, then, with
+    /// `smt`, the second PU of every core, and so on.
+    fn order(cores: &[Vec<Pu>], smt: bool) -> Vec<Pu> {
+        let mut out: Vec<Pu> = cores.iter().map(|c| c[0]).collect();
         if smt {
-            let depth = per_core.iter().map(Vec::len).max().unwrap_or(0);
+            let depth = cores.iter().map(Vec::len).max().unwrap_or(0);
             for i in 1..depth {
-                out.extend(per_core.iter().filter_map(|c| c.get(i).copied()));
+                out.extend(cores.iter().filter_map(|c| c.get(i).copied()));
             }
         }
         out
     }
 
-    /// How many slots local rank `local_rank` of `ranks_on_node` gets (its
-    /// default worker count): the slots split into contiguous blocks, the
-    /// first `slots mod ranks` blocks one larger; at least 1.
-    pub fn share_len(&self, ranks_on_node: usize, local_rank: usize, smt: bool) -> usize {
-        let n = self.slots_in_order(smt).len();
+    /// The node's worker slots in plan order: the first allowed PU of every
+    /// core (cores in package order), then, with `smt`, the further allowed
+    /// PUs of every core in the same order.
+    pub fn slots_in_order(&self, smt: bool) -> Vec<Pu> {
+        Self::order(&self.allowed_by_core(), smt)
+    }
+
+    /// The slots of local rank `local_rank` of `ranks_on_node`: the node's
+    /// cores (those with an allowed PU, in package order) split into
+    /// contiguous blocks, the first `cores mod ranks` blocks one core
+    /// larger; within its block, a rank's slots are the first PU of each
+    /// core, then (with `smt`) their siblings. Ranks never share a core, so
+    /// with `smt` too two ranks on a two-socket node get a socket each.
+    /// Empty when there are more ranks than cores.
+    pub fn share(&self, ranks_on_node: usize, local_rank: usize, smt: bool) -> Vec<Pu> {
+        let cores = self.allowed_by_core();
         let ranks = ranks_on_node.max(1);
-        (n / ranks + usize::from(local_rank < n % ranks)).max(1)
+        let base = cores.len() / ranks;
+        let extra = cores.len() % ranks;
+        let start = (local_rank * base + local_rank.min(extra)).min(cores.len());
+        let len = base + usize::from(local_rank < extra);
+        Self::order(&cores[start..(start + len).min(cores.len())], smt)
+    }
+
+    /// How many slots local rank `local_rank` of `ranks_on_node` gets (its
+    /// default worker count; see [`Topology::share`]); at least 1.
+    pub fn share_len(&self, ranks_on_node: usize, local_rank: usize, smt: bool) -> usize {
+        self.share(ranks_on_node, local_rank, smt).len().max(1)
     }
 
     /// The plan for `workers` workers of the process that is local rank
-    /// `local_rank` of `ranks_on_node` processes sharing this node.
+    /// `local_rank` of `ranks_on_node` processes sharing this node (see
+    /// [`Topology::share`]). Workers beyond the share wrap around it
+    /// (oversubscribed, with a warning); a rank without a core of its own
+    /// (more ranks than cores) shares one with the others, round robin by
+    /// local rank, and is oversubscribed too.
     pub fn plan(&self, workers: usize, ranks_on_node: usize, local_rank: usize, smt: bool) -> Plan {
-        let order = self.slots_in_order(smt);
         let ranks = ranks_on_node.max(1);
+        let unit = if smt { "PUs" } else { "cores" };
         let mut warnings = Vec::new();
-        // Contiguous blocks; the first `extra` ranks get one slot more.
-        let base = order.len() / ranks;
-        let extra = order.len() % ranks;
-        let start = local_rank * base + local_rank.min(extra);
-        let len = base + usize::from(local_rank < extra);
-        let mut share: Vec<Pu> =
-            order[start.min(order.len())..(start + len).min(order.len())].to_vec();
+        let mut share = self.share(ranks, local_rank, smt);
+        let mut oversubscribed = false;
         if share.is_empty() {
-            // More ranks than slots: share the whole order, wrapping by rank.
+            let order = self.slots_in_order(smt);
             if !order.is_empty() {
                 share.push(order[local_rank % order.len()]);
             }
+            oversubscribed = true;
             warnings.push(format!(
-                "{ranks} processes on this node but {} usable {}: this process has no slot \
-                 of its own",
-                order.len(),
-                if smt { "PUs" } else { "cores" }
+                "{ranks} processes on this node but {} usable cores: local rank {local_rank} has \
+                 no core of its own and shares one",
+                self.allowed_by_core().len()
             ));
         }
-        let oversubscribed = workers > share.len();
-        if oversubscribed && !share.is_empty() {
+        if workers > share.len() && !share.is_empty() {
+            oversubscribed = true;
             warnings.push(format!(
-                "{workers} workers but {} {} for this process: workers share them",
-                share.len(),
-                if smt { "PUs" } else { "cores" }
+                "{workers} workers but {} {unit} for this process: workers share them",
+                share.len()
             ));
         }
         let slots = (0..workers)
@@ -406,24 +440,77 @@ pub fn format_cpu_list(cpus: &[usize]) -> String {
     out.join(",")
 }
 
-/// Parses a Linux CPU list such as `0-3,8,10-11`.
+/// CPU numbers at or above this are refused (Linux's `NR_CPUS` is at most
+/// 8192; this leaves room).
+pub const MAX_CPU: usize = 65_536;
+
+/// Parses a Linux CPU list such as `0-3,8,10-11` (as sysfs writes it),
+/// leniently: malformed parts and CPUs at or above [`MAX_CPU`] are skipped.
 pub fn parse_cpu_list(s: &str) -> Vec<usize> {
     let mut out = Vec::new();
     for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        match part.split_once('-') {
-            Some((a, b)) => {
-                if let (Ok(a), Ok(b)) = (a.parse::<usize>(), b.parse::<usize>()) {
-                    out.extend(a..=b);
-                }
-            }
-            None => {
-                if let Ok(a) = part.parse() {
-                    out.push(a);
-                }
-            }
+        if let Ok(mut cpus) = parse_cpu_part(part) {
+            out.append(&mut cpus);
         }
     }
     out
+}
+
+/// Parses a CPU list given by a user (`--allowed`): numbers, ranges `A-B`,
+/// and ranges with a stride `A-B:S` (as `taskset -c` takes them), separated
+/// by commas; sorted and deduplicated.
+///
+/// # Errors
+/// An empty list, an empty or malformed part, a range with `A > B`, a zero
+/// stride, or a CPU number of [`MAX_CPU`] or more; the message names the part.
+pub fn parse_cpu_list_strict(s: &str) -> Result<Vec<usize>, String> {
+    let mut out = Vec::new();
+    for part in s.split(',').map(str::trim) {
+        if part.is_empty() {
+            return Err(format!("empty entry in CPU list {s:?}"));
+        }
+        out.append(&mut parse_cpu_part(part)?);
+    }
+    out.sort_unstable();
+    out.dedup();
+    Ok(out)
+}
+
+fn parse_cpu_part(part: &str) -> Result<Vec<usize>, String> {
+    let num = |t: &str| -> Result<usize, String> {
+        let n: usize = t
+            .trim()
+            .parse()
+            .map_err(|_| format!("{part:?}: {t:?} is not a CPU number"))?;
+        if n >= MAX_CPU {
+            return Err(format!("{part:?}: CPU {n} is beyond {}", MAX_CPU - 1));
+        }
+        Ok(n)
+    };
+    let (range, stride) = match part.split_once(':') {
+        Some((r, st)) => {
+            let st: usize = st
+                .trim()
+                .parse()
+                .map_err(|_| format!("{part:?}: stride {st:?} is not a number"))?;
+            if st == 0 {
+                return Err(format!("{part:?}: stride 0"));
+            }
+            (r, st)
+        }
+        None => (part, 1),
+    };
+    match range.split_once('-') {
+        Some((a, b)) => {
+            let (a, b) = (num(a)?, num(b)?);
+            if a > b {
+                return Err(format!("{part:?}: range runs backwards"));
+            }
+            Ok((a..=b).step_by(stride).collect())
+        }
+        None if stride == 1 => Ok(vec![num(range)?]),
+        None => Err(format!("{part:?}: a stride needs a range A-B:S")),
+    }
 }
 
 /// The CPUs this thread may run on (`sched_getaffinity`), ascending.

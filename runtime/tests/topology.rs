@@ -155,34 +155,101 @@ fn unbound_slurm_tasks_split_the_node_and_bound_ones_stay_in_their_binding() {
         ("SLURM_STEP_TASKS_PER_NODE", "2"),
     ];
     // Unbound (every PU allowed): task 1 of 2 gets the second socket.
-    assert_eq!(launcher_share_from(&node, &env(&two)), Some((2, 1)));
+    assert_eq!(launcher_share_from(&node, &env(&two)), Ok(Some((2, 1))));
     let p = node.plan(14, 2, 1, false);
     assert!(p.slots.iter().all(|s| s.package == 1) && distinct_cores(&p));
     // srun --cpu-bind gave the task its socket already: plan inside it.
     let socket1: Vec<usize> = (14..28).chain(42..56).collect();
     let bound = node.clone().with_allowed(&socket1);
-    assert_eq!(launcher_share_from(&bound, &env(&two)), None);
+    let mut with_bind = two.to_vec();
+    with_bind.push(("SLURM_CPU_BIND_TYPE", "mask_cpu:"));
+    assert_eq!(launcher_share_from(&bound, &env(&with_bind)), Ok(None));
     let mut with_cpt = two.to_vec();
-    with_cpt.push(("SLURM_CPUS_PER_TASK", "28"));
-    assert_eq!(launcher_share_from(&bound, &env(&with_cpt)), None);
+    with_cpt.push(("SLURM_CPUS_PER_TASK", "14"));
+    assert_eq!(launcher_share_from(&bound, &env(&with_cpt)), Ok(None));
     let p = bound.plan(14, 1, 0, false);
     assert!(p.slots.iter().all(|s| s.package == 1) && distinct_cores(&p));
-    // One task per node, no SLURM, or a local id out of range: no split.
+    // A half-node job (cgroup of 14 cores) with 2 unbound tasks of 7 CPUs:
+    // they split it, 7 cores each, none shared.
+    let half: Vec<usize> = (0..14).chain(28..42).collect();
+    let job = node.clone().with_allowed(&half);
+    let mut seven = two.to_vec();
+    seven.push(("SLURM_CPUS_PER_TASK", "7"));
+    seven.push(("SLURM_CPU_BIND_TYPE", "none"));
+    assert_eq!(launcher_share_from(&job, &env(&seven)), Ok(Some((2, 1))));
+    let (a, b) = (job.plan(7, 2, 0, false), job.plan(7, 2, 1, false));
+    let cores: HashSet<usize> = a.slots.iter().chain(&b.slots).map(|s| s.core).collect();
+    assert_eq!(cores.len(), 14);
+    // One task per node, or no SLURM: no split.
     assert_eq!(
         launcher_share_from(
             &node,
             &env(&[("SLURM_LOCALID", "0"), ("SLURM_TASKS_PER_NODE", "1")])
         ),
-        None
+        Ok(None)
     );
-    assert_eq!(launcher_share_from(&node, &env(&[])), None);
-    assert_eq!(
-        launcher_share_from(
-            &node,
-            &env(&[("SLURM_LOCALID", "3"), ("SLURM_TASKS_PER_NODE", "2")])
-        ),
-        None
+    assert_eq!(launcher_share_from(&node, &env(&[])), Ok(None));
+    // Nonsense is reported, not silently planned over rank 0's cores.
+    for bad in [
+        &[("SLURM_LOCALID", "3"), ("SLURM_TASKS_PER_NODE", "2")][..],
+        &[("SLURM_LOCALID", "x"), ("SLURM_TASKS_PER_NODE", "2")],
+        &[("SLURM_LOCALID", "0"), ("SLURM_TASKS_PER_NODE", "garbage")],
+        &[
+            ("SLURM_LOCALID", "0"),
+            ("SLURM_NODEID", "7"),
+            ("SLURM_TASKS_PER_NODE", "2(x3)"),
+        ],
+    ] {
+        assert!(launcher_share_from(&node, &env(bad)).is_err(), "{bad:?}");
+    }
+}
+
+#[test]
+fn with_smt_two_ranks_still_get_a_socket_each() {
+    let t = Topology::synthetic(2, 14, 2, true);
+    for rank in 0..2 {
+        let p = t.plan(28, 2, rank, true);
+        assert!(!p.oversubscribed, "{:?}", p.warnings);
+        assert!(p.slots.iter().all(|s| s.package == rank), "rank {rank}");
+        let pus: HashSet<usize> = p.slots.iter().map(|s| s.pu).collect();
+        assert_eq!(pus.len(), 28);
+        // One PU of each of its 14 cores first, then their siblings.
+        assert_eq!(p.slots[0].core, p.slots[14].core);
+    }
+}
+
+#[test]
+fn a_rank_without_a_core_of_its_own_is_oversubscribed() {
+    let t = Topology::synthetic(1, 2, 1, true);
+    let p = t.plan(1, 3, 2, false);
+    assert!(p.oversubscribed);
+    assert_eq!(p.slots.len(), 1);
+    assert!(
+        p.warnings[0].contains("no core of its own"),
+        "{:?}",
+        p.warnings
     );
+}
+
+#[test]
+fn strict_cpu_lists_take_strides_and_refuse_nonsense() {
+    use air_runtime::topology::parse_cpu_list_strict as p;
+    assert_eq!(p("0-7:2"), Ok(vec![0, 2, 4, 6]));
+    assert_eq!(p("5,7, 9,11,5"), Ok(vec![5, 7, 9, 11]));
+    for bad in ["", "1-0", "a", "0,,1", "0-4000000000", "3:2", "0-7:0", "-1"] {
+        assert!(p(bad).is_err(), "{bad:?}");
+    }
+    // The lenient reader (sysfs) never builds huge ranges either.
+    assert!(parse_cpu_list("0-4000000000,3").len() == 1);
+}
+
+#[test]
+fn numa_nodes_count_distinct_ids() {
+    let mut t = Topology::synthetic(2, 2, 1, true);
+    for p in &mut t.pus {
+        p.numa = p.numa.map(|n| n * 2); // nodes 0 and 2
+    }
+    assert_eq!(t.numa_nodes(), 2);
 }
 
 #[test]

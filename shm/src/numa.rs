@@ -64,14 +64,11 @@ pub fn current_node() -> Option<usize> {
 /// Moves the whole pages inside `[addr, addr + len)` that are not on the
 /// calling thread's NUMA node to it (`move_pages(2)`, `MPOL_MF_MOVE`), for
 /// memory another thread touched first (an MPI window zeroed by the main
-/// thread). Returns the node of the first page afterwards; a no-op on a
-/// machine with one NUMA node.
+/// thread). Every page is checked (one query for all), so a range that
+/// starts local but continues elsewhere is moved too. Returns the node of
+/// the first page afterwards; nothing moves on a machine with one node.
 pub fn bring_here(addr: *const u8, len: usize) -> Option<usize> {
     let here = current_node()?;
-    let at = node_of(addr)?;
-    if at == here {
-        return Some(at);
-    }
     #[cfg(target_os = "linux")]
     {
         // SAFETY: sysconf has no memory effects.
@@ -80,27 +77,46 @@ pub fn bring_here(addr: *const u8, len: usize) -> Option<usize> {
             .max(1);
         let start = (addr as usize).div_ceil(page) * page;
         let end = (addr as usize + len) / page * page;
-        let pages: Vec<*const libc::c_void> = (start..end)
-            .step_by(page)
-            .map(|p| p as *const libc::c_void)
-            .collect();
+        let pages: Vec<usize> = (start..end).step_by(page).collect();
         if !pages.is_empty() {
-            let nodes = vec![here as libc::c_int; pages.len()];
-            let mut status = vec![0 as libc::c_int; pages.len()];
             const MPOL_MF_MOVE: libc::c_int = 1 << 1;
-            // SAFETY: `pages`, `nodes` and `status` hold `pages.len()`
-            // elements each; the kernel reads the first two and writes the
-            // third; the pages are mapped (inside the caller's region).
-            unsafe {
+            let mut status = vec![-1 as libc::c_int; pages.len()];
+            // Where each page is now (nodes = NULL: query only).
+            // SAFETY: `pages` and `status` hold `pages.len()` elements; the
+            // kernel reads the first and writes the second; addresses are
+            // only looked up.
+            let rc = unsafe {
                 libc::syscall(
                     libc::SYS_move_pages,
                     0 as libc::c_int,
                     pages.len() as libc::c_ulong,
                     pages.as_ptr(),
-                    nodes.as_ptr(),
+                    std::ptr::null::<libc::c_int>(),
                     status.as_mut_ptr(),
-                    MPOL_MF_MOVE,
-                );
+                    0 as libc::c_int,
+                )
+            };
+            let away: Vec<usize> = pages
+                .iter()
+                .zip(&status)
+                .filter(|&(_, &st)| rc == 0 && st >= 0 && st as usize != here)
+                .map(|(&p, _)| p)
+                .collect();
+            if !away.is_empty() {
+                let nodes = vec![here as libc::c_int; away.len()];
+                let mut st = vec![0 as libc::c_int; away.len()];
+                // SAFETY: as above; `nodes` holds `away.len()` targets.
+                unsafe {
+                    libc::syscall(
+                        libc::SYS_move_pages,
+                        0 as libc::c_int,
+                        away.len() as libc::c_ulong,
+                        away.as_ptr(),
+                        nodes.as_ptr(),
+                        st.as_mut_ptr(),
+                        MPOL_MF_MOVE,
+                    );
+                }
             }
         }
     }

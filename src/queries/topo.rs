@@ -2,12 +2,13 @@
 
 use super::common::CliError;
 use air_runtime::placement;
-use air_runtime::topology::{format_cpu_list, parse_cpu_list, Topology};
+use air_runtime::topology::{format_cpu_list, parse_cpu_list_strict, Topology, MAX_CPU};
 
 /// `air topo`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct TopoArgs {
-    /// Workers per process to plan for (default: one per allowed core).
+    /// Workers per process to plan for (default: this process's share: one
+    /// per allowed core, or per allowed PU with `--smt`).
     #[arg(long)]
     pub workers: Option<usize>,
     /// Processes (ranks) sharing this node (default: SLURM's tasks on this
@@ -46,9 +47,14 @@ pub fn main(args: &TopoArgs) -> Result<(), CliError> {
                 .map_err(|_| {
                     CliError::BadInput(format!("--synthetic {spec}: expected PxCxT, e.g. 2x14x2"))
                 })?;
-            if n.len() != 3 || n.contains(&0) {
+            let pus = n
+                .iter()
+                .try_fold(1usize, |acc, &x| acc.checked_mul(x))
+                .filter(|&p| p < MAX_CPU);
+            if n.len() != 3 || n.contains(&0) || pus.is_none() {
                 return Err(CliError::BadInput(format!(
-                    "--synthetic {spec}: expected three positive numbers PxCxT"
+                    "--synthetic {spec}: expected three positive numbers PxCxT with fewer \
+                     than {MAX_CPU} PUs in all"
                 )));
             }
             Topology::synthetic(n[0], n[1], n[2], true)
@@ -58,22 +64,24 @@ pub fn main(args: &TopoArgs) -> Result<(), CliError> {
     let topo = match &args.allowed {
         None => topo,
         Some(list) => {
-            let cpus = parse_cpu_list(list);
+            let cpus = parse_cpu_list_strict(list)
+                .map_err(|e| CliError::BadInput(format!("--allowed {list}: {e}")))?;
             let unknown: Vec<usize> = cpus
                 .iter()
                 .copied()
-                .filter(|c| !topo.pus.iter().any(|p| p.os == *c))
+                .filter(|&c| !topo.pus.iter().any(|p| p.os == c))
                 .collect();
-            if cpus.is_empty() || !unknown.is_empty() || !valid_cpu_list(list) {
+            if !unknown.is_empty() {
+                let shown: Vec<String> = unknown.iter().take(8).map(|c| c.to_string()).collect();
                 return Err(CliError::BadInput(format!(
-                    "--allowed {list}: expected a CPU list of this machine's PUs ({}), \
-                     e.g. 0-3,8{}",
-                    format_cpu_list(&topo.pus.iter().map(|p| p.os).collect::<Vec<_>>()),
-                    if unknown.is_empty() {
-                        String::new()
+                    "--allowed {list}: CPU {}{} not on this machine (its PUs: {})",
+                    shown.join(", "),
+                    if unknown.len() > 8 {
+                        format!(" and {} more", unknown.len() - 8)
                     } else {
-                        format!("; unknown CPUs {unknown:?}")
-                    }
+                        String::new()
+                    },
+                    format_cpu_list(&topo.pus.iter().map(|p| p.os).collect::<Vec<_>>()),
                 )));
             }
             topo.with_allowed(&cpus)
@@ -86,6 +94,14 @@ pub fn main(args: &TopoArgs) -> Result<(), CliError> {
         return Err(CliError::BadInput(format!(
             "--local-rank {local_rank} must be below --ranks-per-node {ranks_per_node}"
         )));
+    }
+    if let Some(w) = args.workers {
+        if w == 0 || w >= MAX_CPU {
+            return Err(CliError::BadInput(format!(
+                "--workers {w}: expected 1 to {}",
+                MAX_CPU - 1
+            )));
+        }
     }
     let workers = args
         .workers
@@ -213,18 +229,4 @@ fn bytes(n: u64) -> String {
     } else {
         format!("{v:.1} {}", UNITS[u])
     }
-}
-
-/// Whether `s` is a well-formed Linux CPU list (`0-3,8`): numbers and
-/// ascending ranges separated by commas.
-fn valid_cpu_list(s: &str) -> bool {
-    s.split(',')
-        .map(str::trim)
-        .all(|part| match part.split_once('-') {
-            Some((a, b)) => matches!(
-                (a.parse::<usize>(), b.parse::<usize>()),
-                (Ok(a), Ok(b)) if a <= b
-            ),
-            None => part.parse::<usize>().is_ok(),
-        })
 }

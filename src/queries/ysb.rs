@@ -386,7 +386,8 @@ pub struct PlacementReport {
     /// Where the machine's topology came from ("hwloc", "sysfs"; `null`
     /// when unknown).
     pub topology: Option<&'static str>,
-    /// Some workers of one rank share a PU (more workers than cores).
+    /// Some rank's plan is oversubscribed: workers share PUs (more workers
+    /// than its share of cores, or no core of its own).
     pub oversubscribed: bool,
 }
 
@@ -696,13 +697,7 @@ fn merge(
             pinned: !args.runtime.no_pin,
             smt: args.runtime.smt,
             topology: air_runtime::placement::topology().map(|t| t.source),
-            oversubscribed: {
-                let mut seen = std::collections::HashSet::new();
-                per_worker
-                    .iter()
-                    .filter_map(|p| p.placement.pu.map(|pu| (p.rank, pu)))
-                    .any(|k| !seen.insert(k))
-            },
+            oversubscribed: per_worker.iter().any(|p| p.placement.oversubscribed),
         },
         mpi,
         per_worker,

@@ -245,6 +245,13 @@ impl Bench {
             "# line ns = one-way p50 of a quick cache-line ping-pong probe taken before each \
              repeat (median): the host may move the vCPUs, and throughput follows it"
         );
+        if args.wants(Only::Unpinned) && args.mode != Mode::Process {
+            println!(
+                "# ring-unpinned: the batched ring with neither thread pinned (the scheduler \
+                 places them within the {ncpus} allowed CPUs; the CPUs above and line ns \
+                 apply to the pinned rows)"
+            );
+        }
         println!(
             "# % runq = time the two sides waited for a CPU while runnable, over their run \
              time (~0 on a quiet machine; more: other work shared the CPUs)"
@@ -275,8 +282,14 @@ impl Bench {
                 self.latency(mode)?;
             }
         }
+        if self.args.wants(Only::Unpinned)
+            && !self.args.only.is_empty()
+            && self.args.mode == Mode::Process
+        {
+            println!("# (ring-unpinned runs in thread mode only: --mode thread or both)");
+        }
         println!();
-        println!("# Targets (issue 2), measured in this run:");
+        println!("# Targets (issue 2) and comparisons, measured in this run:");
         for l in report::targets(&self.res) {
             println!("#   {l}");
         }

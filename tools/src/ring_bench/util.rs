@@ -13,10 +13,16 @@ static PINNING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::n
 /// benchmark runs one measurement at a time, so the switch is global.
 pub fn unpinned<R>(f: impl FnOnce() -> R) -> R {
     use std::sync::atomic::Ordering;
+    /// Turns pinning back on however `f` ends (a panic too).
+    struct Restore;
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            PINNING.store(true, Ordering::SeqCst);
+        }
+    }
     PINNING.store(false, Ordering::SeqCst);
-    let r = f();
-    PINNING.store(true, Ordering::SeqCst);
-    r
+    let _restore = Restore;
+    f()
 }
 
 /// Pins the calling thread to `core`; an error if the kernel refuses. A
