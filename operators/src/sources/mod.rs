@@ -4,4 +4,7 @@
 //! (`worker_index` in `0..W`), and the shards together produce the job's
 //! stream exactly once.
 
+pub mod nexmark;
+pub(crate) mod rng;
+pub mod text;
 pub mod ysb;

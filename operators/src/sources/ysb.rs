@@ -51,7 +51,7 @@ mod files;
 mod generator;
 mod json;
 mod reader;
-mod rng;
+use super::rng;
 
 pub use campaigns::{
     Campaigns, CampaignsError, CampaignsErrorKind, CampaignsFormat, FromPairsError,

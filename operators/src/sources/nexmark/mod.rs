@@ -1,0 +1,1 @@
+//! NEXMark: the event model, generator and JSON-lines files (in progress).

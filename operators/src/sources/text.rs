@@ -1,0 +1,1 @@
+//! Text input for word count (in progress).
