@@ -50,12 +50,17 @@ enum ShmCommand {
 enum RunCommand {
     /// Yahoo Streaming Benchmark: views per campaign per 10 s event-time window.
     Ysb(Box<queries::ysb::YsbArgs>),
+    /// Windowed aggregation (AIR's benchmark): per-key count and sum of keyed
+    /// events in tumbling event-time windows; CSV `window_start_ms,key,count,sum`.
+    Wa(Box<queries::wa::WaArgs>),
 }
 
 #[derive(Subcommand, Debug)]
 enum GenCommand {
     /// YSB events (JSON lines) and the campaign map.
     Ysb(queries::ysb::GenYsbArgs),
+    /// The keyed events of `air run wa` (CSV `time_ms,key,value`).
+    Wa(queries::wa::GenWaArgs),
 }
 
 /// `air bench exchange`.
@@ -95,7 +100,11 @@ fn main() {
         .init();
     let result: Result<(), CliError> = match cli.command {
         Command::Run(RunCommand::Ysb(args)) => run_query(|dist| queries::ysb::main(&args, dist)),
+        Command::Run(RunCommand::Wa(args)) => {
+            run_query(|dist| queries::driver::main(args.as_ref(), dist))
+        }
         Command::Gen(GenCommand::Ysb(args)) => queries::ysb::gen(&args),
+        Command::Gen(GenCommand::Wa(args)) => queries::wa::gen(&args),
         Command::Shm(ShmCommand::Clean { dry_run }) => shm_clean(dry_run),
         Command::Topo(args) => queries::topo::main(&args),
         Command::Bench(BenchCommand::Ring(args)) => {

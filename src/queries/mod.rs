@@ -3,5 +3,7 @@
 
 pub mod common;
 pub mod dist;
+pub mod driver;
 pub mod topo;
+pub mod wa;
 pub mod ysb;

@@ -401,14 +401,9 @@ pub struct YsbOutcome {
     pub input_error: Option<String>,
 }
 
-/// Refuses options that make no sense together, before anything runs
-/// (`ranks`: ranks of the job, each with the same options).
-fn validate(args: &YsbArgs, ranks: usize) -> Result<(), CliError> {
+/// Refuses runtime options that cannot work (every query checks these).
+pub fn check_runtime(rt: &RuntimeArgs) -> Result<(), CliError> {
     let bad = |m: String| Err(CliError::BadInput(m));
-    let rt = &args.runtime;
-    if args.window_ms == 0 {
-        return bad("--window-ms must be positive".into());
-    }
     if rt.workers == Some(0) {
         return bad("--workers must be at least 1".into());
     }
@@ -422,6 +417,18 @@ fn validate(args: &YsbArgs, ranks: usize) -> Result<(), CliError> {
             rt.ring_bytes
         ));
     }
+    Ok(())
+}
+
+/// Refuses options that make no sense together, before anything runs
+/// (`ranks`: ranks of the job, each with the same options).
+fn validate(args: &YsbArgs, ranks: usize) -> Result<(), CliError> {
+    let bad = |m: String| Err(CliError::BadInput(m));
+    let rt = &args.runtime;
+    if args.window_ms == 0 {
+        return bad("--window-ms must be positive".into());
+    }
+    check_runtime(rt)?;
     let workers = (rt.job_config().workers * ranks) as u64;
     if let Some(r) = args.rate {
         if r < workers {

@@ -7,4 +7,5 @@
 pub mod nexmark;
 pub(crate) mod rng;
 pub mod text;
+pub mod wa;
 pub mod ysb;

@@ -1,0 +1,356 @@
+//! The part every `air run` query (other than YSB, which predates it) shares:
+//! check options and open outputs before running (every rank agrees), run
+//! this rank's share, gather the rank parts at rank 0, merge, write the CSV
+//! and the JSON report, print a summary, end with the right exit code.
+
+use super::common::{thousands, CliError, RuntimeArgs};
+use super::dist::{Dist, MpiReport};
+use serde::{de::DeserializeOwned, Deserialize, Serialize};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// Output options of a query.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct OutputArgs {
+    /// Result rows as CSV (columns per query, see `air run QUERY --help`).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// The JSON report (throughput, latency, per-worker counters, placement).
+    #[arg(long)]
+    pub report: Option<PathBuf>,
+    /// Under MPI: every rank writes its own rows to `<stem>.rank<R>.<ext>`
+    /// instead of rank 0 writing all rows to `--out`.
+    #[arg(long)]
+    pub out_per_rank: bool,
+}
+
+/// One worker's figures in a report.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct WorkerFigures {
+    /// Global worker index (`rank * workers per rank + local index`).
+    pub worker: usize,
+    /// The rank it ran on (0 when alone).
+    pub rank: usize,
+    /// Where it ran and where its input rings' memory is.
+    pub placement: air_runtime::WorkerPlacement,
+    /// Records read from its source.
+    pub events: u64,
+    /// Late records (older than the watermark), dropped and counted.
+    pub late_records: u64,
+    /// Channel counters.
+    pub channels: air_runtime::ChannelMetrics,
+}
+
+/// What one rank produced: its rows (before [`Query::finish`]) and figures.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(bound = "R: Serialize + DeserializeOwned")]
+pub struct RankPart<R> {
+    /// Result rows of the keys this rank owns.
+    pub rows: Vec<R>,
+    /// Its workers' figures.
+    pub per_worker: Vec<WorkerFigures>,
+    /// Latency histogram (ms) as (value, count) pairs.
+    pub latency: Vec<(u64, u64)>,
+    /// Longest worker wall time, s.
+    pub elapsed_s: f64,
+    /// Partials that arrived after their window fired (must be 0).
+    pub late_partials: u64,
+    /// The input error that stopped a source, if any.
+    pub input_error: Option<String>,
+    /// Bad records skipped (`--on-bad-record skip`).
+    pub skipped: u64,
+}
+
+/// The JSON report of a query run.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    /// The query ("wa", "nexmark-q5", …).
+    pub query: String,
+    /// Workers in the job (all ranks).
+    pub workers: usize,
+    /// Ranks (processes) in the job: 1 when alone.
+    pub ranks: usize,
+    /// "generator" or "files".
+    pub source: &'static str,
+    /// Records read by every source.
+    pub events: u64,
+    /// Wall time of the job, s (longest worker).
+    pub elapsed_s: f64,
+    /// Events per second, whole job.
+    pub events_per_s: f64,
+    /// Events per second per worker.
+    pub events_per_s_per_worker: f64,
+    /// Late records, dropped and counted.
+    pub late_records: u64,
+    /// Bad input records skipped.
+    pub skipped_records: u64,
+    /// Result rows.
+    pub rows: u64,
+    /// Latency, ms: emit time − newest event time in the window; `null`
+    /// when event times are not wall-clock times.
+    pub latency_ms: Option<air_runtime::LatencySummary>,
+    /// The query's own settings (window sizes, keys, …).
+    pub params: serde_json::Value,
+    /// How workers were placed.
+    pub placement: super::ysb::PlacementReport,
+    /// The MPI run; `null` when alone.
+    pub mpi: Option<MpiReport>,
+    /// Per-worker figures, every rank's workers in global order.
+    pub per_worker: Vec<WorkerFigures>,
+}
+
+/// A query the driver can run.
+pub trait Query: Sync {
+    /// One result row.
+    type Row: Serialize + DeserializeOwned + Clone + Send;
+    /// The query's name in reports and messages.
+    fn name(&self) -> String;
+    /// Runtime options.
+    fn runtime(&self) -> &RuntimeArgs;
+    /// Output options.
+    fn output(&self) -> &OutputArgs;
+    /// Checks the options (and input files) before anything runs, for a job
+    /// of `ranks` ranks. Bad input is [`CliError::BadInput`].
+    fn validate(&self, ranks: usize) -> Result<(), CliError>;
+    /// Runs this rank's share.
+    fn run_rank(&self, dist: &Dist) -> Result<RankPart<Self::Row>, CliError>;
+    /// Turns all ranks' rows into the result, in output order (sorting,
+    /// and a last global step such as "the top auction per window").
+    fn finish(&self, rows: Vec<Self::Row>) -> Vec<Self::Row>;
+    /// Whether [`Query::finish`] needs every rank's rows (then
+    /// `--out-per-rank` is refused).
+    fn global_finish(&self) -> bool {
+        false
+    }
+    /// The CSV header.
+    fn header(&self) -> Vec<&'static str>;
+    /// One row's CSV fields.
+    fn record(&self, row: &Self::Row) -> Vec<String>;
+    /// "generator" or "files".
+    fn source(&self) -> &'static str;
+    /// Whether event times are wall-clock times (latency is meaningful).
+    fn wallclock(&self) -> bool;
+    /// Settings for the report.
+    fn params(&self) -> serde_json::Value;
+}
+
+/// Writes `rows` of `q` as CSV to `file`.
+fn write_csv<Q: Query>(q: &Q, file: std::fs::File, rows: &[Q::Row]) -> anyhow::Result<()> {
+    let mut w = csv::Writer::from_writer(std::io::BufWriter::new(file));
+    w.write_record(q.header())?;
+    for r in rows {
+        w.write_record(q.record(r))?;
+    }
+    w.flush()?;
+    Ok(())
+}
+
+/// `<stem>.rank<R>.<ext>` beside `path`.
+pub fn per_rank_path(path: &Path, rank: usize) -> PathBuf {
+    let stem = path
+        .file_stem()
+        .map_or_else(Default::default, |s| s.to_string_lossy().into_owned());
+    let name = match path.extension() {
+        Some(ext) => format!("{stem}.rank{rank}.{}", ext.to_string_lossy()),
+        None => format!("{stem}.rank{rank}"),
+    };
+    path.with_file_name(name)
+}
+
+/// The figures of every worker of a windowed job run on this rank.
+pub fn worker_figures<S, P>(
+    out: &air_operators::stream::WindowJobOutput<S, P>,
+    dist: &Dist,
+) -> Vec<WorkerFigures> {
+    let w = out.upstream.len();
+    (0..w)
+        .map(|i| WorkerFigures {
+            worker: dist.rank() * w + i,
+            rank: dist.rank(),
+            placement: out.placement[i].clone(),
+            events: out.upstream[i].source_records,
+            late_records: out.upstream[i].late_records,
+            channels: out.channels[i].clone(),
+        })
+        .collect()
+}
+
+/// Runs `q`: every rank runs its share; rank 0 merges and writes.
+pub fn main<Q: Query>(q: &Q, dist: &Dist) -> Result<(), CliError> {
+    let root = dist.is_root();
+    let out = q.output();
+    let open = |p: &Path| {
+        std::fs::File::create(p).map_err(|e| CliError::BadInput(format!("{}: {e}", p.display())))
+    };
+    let mut files = (None, None, None);
+    let checked = q.validate(dist.ranks()).and_then(|()| {
+        if out.out_per_rank && q.global_finish() {
+            return Err(CliError::BadInput(format!(
+                "--out-per-rank: {} computes its result from every rank's rows; use --out",
+                q.name()
+            )));
+        }
+        if root {
+            files.0 = out
+                .out
+                .as_deref()
+                .filter(|_| !out.out_per_rank)
+                .map(open)
+                .transpose()?;
+            files.1 = out.report.as_deref().map(open).transpose()?;
+        }
+        if out.out_per_rank {
+            files.2 = out
+                .out
+                .as_deref()
+                .map(|p| open(&per_rank_path(p, dist.rank())))
+                .transpose()?;
+        }
+        Ok(())
+    });
+    dist.agree(checked)?;
+    let (out_file, report_file, rank_file) = files;
+    let part = match q.run_rank(dist) {
+        Ok(p) => p,
+        Err(e) => {
+            dist.abort_if_distributed(&e.to_string(), e.exit_code());
+            return Err(e);
+        }
+    };
+    if let Some(f) = rank_file {
+        let rows = q.finish(part.rows.clone());
+        write_csv(q, f, &rows)?;
+    }
+    let bytes = serde_json::to_vec(&part)?;
+    let Some(parts) = dist.gather(bytes)? else {
+        return match dist.agree_exit_code(0) {
+            0 => Ok(()),
+            c => Err(CliError::Quiet(c)),
+        };
+    };
+    let parts = parts
+        .iter()
+        .map(|b| serde_json::from_slice::<RankPart<Q::Row>>(b))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mpi = dist.describe(q.runtime().job_config().workers, q.runtime().force_network);
+    let merged = merge(q, parts, mpi);
+    let code = match &merged {
+        Ok((_, _, Some(_))) => 2,
+        Ok(_) => 0,
+        Err(e) => e.exit_code(),
+    };
+    dist.agree_exit_code(code);
+    let (rows, report, input_error) = merged?;
+    if let Some(f) = out_file {
+        write_csv(q, f, &rows)?;
+    }
+    if let Some(f) = report_file {
+        serde_json::to_writer_pretty(std::io::BufWriter::new(f), &report)?;
+    }
+    print_summary(&report)?;
+    match input_error {
+        Some(e) => Err(CliError::BadInput(e)),
+        None => Ok(()),
+    }
+}
+
+type Merged<R> = (Vec<R>, Report, Option<String>);
+
+fn merge<Q: Query>(
+    q: &Q,
+    parts: Vec<RankPart<Q::Row>>,
+    mpi: Option<MpiReport>,
+) -> Result<Merged<Q::Row>, CliError> {
+    let mut rows = Vec::new();
+    let mut per_worker = Vec::new();
+    let mut hist = air_runtime::metrics::latency_histogram();
+    let (mut skipped, mut late_partials, mut secs) = (0, 0, 1e-9f64);
+    let mut input_error = None;
+    for p in parts {
+        rows.extend(p.rows);
+        per_worker.extend(p.per_worker);
+        air_runtime::metrics::record_pairs(&mut hist, &p.latency);
+        skipped += p.skipped;
+        late_partials += p.late_partials;
+        secs = secs.max(p.elapsed_s);
+        if input_error.is_none() {
+            input_error = p.input_error;
+        }
+    }
+    if late_partials != 0 {
+        return Err(CliError::Other(anyhow::anyhow!(
+            "internal error: {late_partials} partial aggregates arrived after their window fired"
+        )));
+    }
+    let rows = q.finish(rows);
+    let w = per_worker.len().max(1);
+    let events: u64 = per_worker.iter().map(|p| p.events).sum();
+    if let Some(e) = &input_error {
+        input_error = Some(format!(
+            "{e} (reading stopped; the {events} events read before every worker stopped \
+             were processed and their results written)"
+        ));
+    }
+    let rt = q.runtime();
+    let report = Report {
+        query: q.name(),
+        workers: w,
+        ranks: mpi.as_ref().map_or(1, |m| m.ranks),
+        source: q.source(),
+        events,
+        elapsed_s: secs,
+        events_per_s: events as f64 / secs,
+        events_per_s_per_worker: events as f64 / secs / w as f64,
+        late_records: per_worker.iter().map(|p| p.late_records).sum(),
+        skipped_records: skipped,
+        rows: rows.len() as u64,
+        latency_ms: q
+            .wallclock()
+            .then(|| air_runtime::LatencySummary::of(&hist)),
+        params: q.params(),
+        placement: super::ysb::PlacementReport {
+            pinned: !rt.no_pin,
+            smt: rt.smt,
+            topology: air_runtime::placement::topology().map(|t| t.source),
+            oversubscribed: per_worker.iter().any(|p| p.placement.oversubscribed),
+        },
+        mpi,
+        per_worker,
+    };
+    Ok((rows, report, input_error))
+}
+
+fn print_summary(r: &Report) -> std::io::Result<()> {
+    let mut out = std::io::stdout().lock();
+    let ranks = if r.ranks > 1 {
+        format!(" on {} ranks", r.ranks)
+    } else {
+        String::new()
+    };
+    writeln!(
+        out,
+        "{}: {} worker{}{ranks}, {} events in {:.3} s = {:.1} M events/s ({:.1} M/s per worker)",
+        r.query,
+        r.workers,
+        if r.workers == 1 { "" } else { "s" },
+        thousands(r.events),
+        r.elapsed_s,
+        r.events_per_s / 1e6,
+        r.events_per_s_per_worker / 1e6,
+    )?;
+    writeln!(
+        out,
+        "  rows {}, late {}, skipped {}",
+        thousands(r.rows),
+        thousands(r.late_records),
+        thousands(r.skipped_records)
+    )?;
+    if let Some(l) = &r.latency_ms {
+        writeln!(
+            out,
+            "  latency (emit - newest event in window): p50 {} ms, p95 {} ms, p99 {} ms, max {} ms",
+            l.p50_ms, l.p95_ms, l.p99_ms, l.max_ms
+        )?;
+    }
+    Ok(())
+}

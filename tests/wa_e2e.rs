@@ -1,0 +1,192 @@
+//! `air run wa` end to end: results from 1, 2 and 4 workers (and with
+//! `--shuffle`, and Zipf keys) equal a sequential computation in this test
+//! over the events `air gen wa` exports.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::{Command, Output};
+
+const AIR: &str = env!("CARGO_BIN_EXE_air");
+
+fn air(args: &[&str]) -> Output {
+    Command::new(AIR).args(args).output().expect("run air")
+}
+
+/// (window_start, key) → (count, sum), from the exported events.
+type Table = BTreeMap<(u64, u64), (u64, i64)>;
+
+fn reference(events_csv: &Path, window_ms: u64) -> Table {
+    let text = std::fs::read_to_string(events_csv).unwrap();
+    let mut lines = text.lines();
+    assert_eq!(lines.next(), Some("time_ms,key,value"));
+    let mut t = Table::new();
+    for l in lines {
+        let f: Vec<u64> = l.split(',').map(|x| x.parse().unwrap()).collect();
+        let (time, key, value) = (f[0], f[1], f[2] as i64);
+        let e = t.entry((time - time % window_ms, key)).or_default();
+        e.0 += 1;
+        e.1 += value;
+    }
+    t
+}
+
+fn results(out_csv: &Path) -> Table {
+    let text = std::fs::read_to_string(out_csv).unwrap();
+    let mut lines = text.lines();
+    assert_eq!(lines.next(), Some("window_start_ms,key,count,sum"));
+    let mut t = Table::new();
+    let mut last = None;
+    for l in lines {
+        let f: Vec<&str> = l.split(',').collect();
+        let k = (f[0].parse().unwrap(), f[1].parse().unwrap());
+        assert!(last < Some(k), "rows sorted by window, key: {l}");
+        last = Some(k);
+        t.insert(k, (f[2].parse().unwrap(), f[3].parse().unwrap()));
+    }
+    t
+}
+
+fn check(gen: &[&str], window_ms: u64, runs: &[&[&str]]) -> Table {
+    let dir = common::tmpdir("wa", "check");
+    let events = dir.join("events.csv");
+    let mut args = vec!["gen", "wa", "--out", events.to_str().unwrap()];
+    args.extend_from_slice(gen);
+    let o = air(&args);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let want = reference(&events, window_ms);
+    let w = window_ms.to_string();
+    for extra in runs {
+        let out = dir.join("out.csv");
+        let report = dir.join("report.json");
+        let mut args = vec![
+            "run",
+            "wa",
+            "--window-ms",
+            &w,
+            "--out",
+            out.to_str().unwrap(),
+            "--report",
+            report.to_str().unwrap(),
+        ];
+        args.extend_from_slice(gen);
+        args.extend_from_slice(extra);
+        let o = air(&args);
+        assert!(
+            o.status.success(),
+            "{extra:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        assert_eq!(results(&out), want, "{extra:?}");
+        let r: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
+        assert_eq!(r["query"], "wa");
+        assert_eq!(r["rows"], want.len() as u64);
+        assert_eq!(r["late_records"], 0);
+        let events: u64 = gen
+            .iter()
+            .position(|a| *a == "--events")
+            .map(|i| gen[i + 1].parse().unwrap())
+            .unwrap();
+        assert_eq!(r["events"], events, "{extra:?}");
+    }
+    want
+}
+
+#[test]
+fn uniform_keys_give_the_sequential_result_on_1_2_4_workers_and_shuffled() {
+    // 100 events per ms of event time: many events sit exactly on window
+    // edges (t = k·250), which open the next window.
+    let gen = [
+        "--events",
+        "300000",
+        "--keys",
+        "37",
+        "--events-per-s",
+        "100000",
+        "--seed",
+        "7",
+    ];
+    let want = check(
+        &gen,
+        250,
+        &[
+            &["--workers", "1"],
+            &["--workers", "2"],
+            &["--workers", "4"],
+            &["--workers", "3", "--shuffle"],
+        ],
+    );
+    // 3000 ms of event time in 250 ms windows: 12 windows × 37 keys.
+    assert_eq!(want.len(), 12 * 37);
+    assert_eq!(want.values().map(|v| v.0).sum::<u64>(), 300_000);
+}
+
+#[test]
+fn zipf_keys_are_skewed_and_exact() {
+    let gen = [
+        "--events",
+        "200000",
+        "--keys",
+        "1000",
+        "--zipf",
+        "1.2",
+        "--events-per-s",
+        "50000",
+        "--seed",
+        "3",
+    ];
+    let want = check(&gen, 1000, &[&["--workers", "1"], &["--workers", "4"]]);
+    let mut per_key: BTreeMap<u64, u64> = BTreeMap::new();
+    for ((_, k), (c, _)) in &want {
+        *per_key.entry(*k).or_default() += c;
+    }
+    let top = per_key.get(&0).copied().unwrap_or(0);
+    // Key 0 has probability 1/H(1000, 1.2) ≈ 0.21; the mean key gets 0.001.
+    assert!(top > 30_000, "key 0 got {top} of 200000");
+    assert!(
+        per_key.values().all(|&c| c <= top),
+        "key 0 is the most frequent"
+    );
+}
+
+#[test]
+fn the_same_seed_gives_the_same_stream_and_another_seed_another() {
+    let dir = common::tmpdir("wa", "seed");
+    let gen = |seed: &str, name: &str| {
+        let p = dir.join(name);
+        let o = air(&[
+            "gen",
+            "wa",
+            "--events",
+            "1000",
+            "--seed",
+            seed,
+            "--out",
+            p.to_str().unwrap(),
+        ]);
+        assert!(o.status.success());
+        std::fs::read(p).unwrap()
+    };
+    assert_eq!(gen("5", "a"), gen("5", "b"));
+    assert_ne!(gen("5", "a"), gen("6", "c"));
+}
+
+#[test]
+fn bad_options_are_refused_with_exit_2() {
+    for args in [
+        &["run", "wa", "--keys", "0"][..],
+        &["run", "wa", "--zipf", "-1"],
+        &["run", "wa", "--zipf", "NaN"],
+        &["run", "wa", "--window-ms", "0"],
+        &["run", "wa", "--events-per-s", "0"],
+        &["run", "wa", "--workers", "0"],
+        &["run", "wa", "--out", "/nonexistent/dir/x.csv"],
+    ] {
+        let o = air(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains("error"), "{args:?}: {err}");
+    }
+}
