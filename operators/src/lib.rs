@@ -13,4 +13,5 @@
 pub mod join;
 pub mod sources;
 pub mod stream;
+pub mod top;
 pub mod window;
