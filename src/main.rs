@@ -53,6 +53,12 @@ enum RunCommand {
     /// Windowed aggregation (AIR's benchmark): per-key count and sum of keyed
     /// events in tumbling event-time windows; CSV `window_start_ms,key,count,sum`.
     Wa(Box<queries::wa::WaArgs>),
+    /// NEXMark queries q1, q2, q5, q7, q8 over the NEXMark generator or
+    /// JSON-lines files (see `air gen nexmark`).
+    Nexmark(Box<queries::nexmark::NexmarkArgs>),
+    /// Word count over text files (map-reduce; batch, or windowed by arrival
+    /// time with --window-ms); CSV `word,count` by count then word.
+    Wordcount(Box<queries::wordcount::WordCountArgs>),
 }
 
 #[derive(Subcommand, Debug)]
@@ -61,6 +67,8 @@ enum GenCommand {
     Ysb(queries::ysb::GenYsbArgs),
     /// The keyed events of `air run wa` (CSV `time_ms,key,value`).
     Wa(queries::wa::GenWaArgs),
+    /// NEXMark events as JSON lines (persons, auctions, bids; a `type` field).
+    Nexmark(queries::nexmark::GenNexmarkArgs),
 }
 
 /// `air bench exchange`.
@@ -105,6 +113,13 @@ fn main() {
         }
         Command::Gen(GenCommand::Ysb(args)) => queries::ysb::gen(&args),
         Command::Gen(GenCommand::Wa(args)) => queries::wa::gen(&args),
+        Command::Run(RunCommand::Nexmark(args)) => {
+            run_query(|dist| queries::driver::main(args.as_ref(), dist))
+        }
+        Command::Gen(GenCommand::Nexmark(args)) => queries::nexmark::gen(&args),
+        Command::Run(RunCommand::Wordcount(args)) => {
+            run_query(|dist| queries::driver::main(args.as_ref(), dist))
+        }
         Command::Shm(ShmCommand::Clean { dry_run }) => shm_clean(dry_run),
         Command::Topo(args) => queries::topo::main(&args),
         Command::Bench(BenchCommand::Ring(args)) => {

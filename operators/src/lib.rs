@@ -15,3 +15,4 @@ pub mod sources;
 pub mod stream;
 pub mod top;
 pub mod window;
+pub mod wordcount;

@@ -372,8 +372,13 @@ where
         let pre = opts.pre_aggregate;
         let mut newest = *max_seen;
         // Tumbling windows: remember the last window so most events skip the
-        // division in `assign`.
-        let tumbling = matches!(spec, WindowSpec::Tumbling { .. });
+        // division in `assign`. Sliding windows whose size is a multiple of
+        // the slide are pre-aggregated per pane (a tumbling window of the
+        // slide): one table update per event instead of size/slide, the
+        // windows are composed from their panes when a pane closes.
+        let pane = pane_of(spec);
+        let tumbling = matches!(spec, WindowSpec::Tumbling { .. }) || pane.is_some();
+        let step_size = pane.unwrap_or(spec.size());
         let (mut cur_start, mut cur_end) = (u64::MAX, 0u64);
         for item in buf.iter().cloned() {
             pipe.run(item, &mut |r| {
@@ -395,8 +400,8 @@ where
                 if pre {
                     if tumbling {
                         if !(cur_start <= t && t < cur_end) {
-                            cur_start = t - t % spec.size();
-                            cur_end = cur_start.saturating_add(spec.size());
+                            cur_start = t - t % step_size;
+                            cur_end = cur_start.saturating_add(step_size);
                         }
                         table.entry(cur_start, k).merge(&one, reduce);
                     } else {
@@ -422,9 +427,9 @@ where
         if pre
             && table
                 .oldest()
-                .is_some_and(|s| s.saturating_add(spec.size()) <= wm_now)
+                .is_some_and(|s| s.saturating_add(step_size) <= wm_now)
         {
-            emit_closed(table, spec.size(), wm_now, out);
+            emit_closed(table, spec, wm_now, out);
         }
         match poll {
             SourcePoll::Done => Progress::Done,
@@ -438,28 +443,61 @@ where
     }
 
     fn finish(&mut self, out: &mut Emitter<'_, '_, WindowPartial>) {
-        emit_closed(&mut self.table, self.spec.size(), u64::MAX, out);
+        emit_closed(&mut self.table, self.spec, u64::MAX, out);
     }
 }
 
-/// Sends the partial aggregate of every window that closed under
-/// `watermark` to its key's owner, and forgets it here.
+/// The pane (slide) of a sliding window whose size is a multiple of its
+/// slide: such windows are unions of panes.
+fn pane_of(spec: WindowSpec) -> Option<u64> {
+    match spec {
+        WindowSpec::Sliding { size_ms, slide_ms } if size_ms % slide_ms == 0 => Some(slide_ms),
+        _ => None,
+    }
+}
+
+/// Sends the partial aggregate of every window (or pane) that closed under
+/// `watermark` to its key's owner, and forgets it here. A closed pane
+/// `[p, p + slide)` goes out as a partial of every window containing it
+/// (starts `p − size + slide … p` in steps of the slide, none below 0).
 fn emit_closed(
     table: &mut WindowTable,
-    size: u64,
+    spec: WindowSpec,
     watermark: u64,
     out: &mut Emitter<'_, '_, WindowPartial>,
 ) {
-    table.drain_closed(size, watermark, |s, k, st| {
-        out.emit(
-            mix64(k),
-            WindowPartial {
-                key: k,
-                window_start: s,
-                state: *st,
-            },
-        )
-    });
+    match pane_of(spec) {
+        None => {
+            table.drain_closed(spec.size(), watermark, |s, k, st| {
+                out.emit(
+                    mix64(k),
+                    WindowPartial {
+                        key: k,
+                        window_start: s,
+                        state: *st,
+                    },
+                )
+            });
+        }
+        Some(slide) => {
+            let back = spec.size() - slide;
+            table.drain_closed(slide, watermark, |p, k, st| {
+                let h = mix64(k);
+                let mut s = p.saturating_sub(back);
+                while s <= p {
+                    out.emit(
+                        h,
+                        WindowPartial {
+                            key: k,
+                            window_start: s,
+                            state: *st,
+                        },
+                    );
+                    s += slide;
+                }
+            });
+        }
+    }
 }
 
 /// Milliseconds since the Unix epoch, wall clock (0 before 1970).

@@ -59,6 +59,10 @@ pub struct RankPart<R> {
     pub input_error: Option<String>,
     /// Bad records skipped (`--on-bad-record skip`).
     pub skipped: u64,
+    /// Result rows produced but not collected (a stateless query without
+    /// `--out` counts its rows only, as a benchmark's sink does).
+    #[serde(default)]
+    pub uncollected_rows: u64,
 }
 
 /// The JSON report of a query run.
@@ -84,7 +88,7 @@ pub struct Report {
     pub late_records: u64,
     /// Bad input records skipped.
     pub skipped_records: u64,
-    /// Result rows.
+    /// Result rows (counted, also when not collected).
     pub rows: u64,
     /// Latency, ms: emit time − newest event time in the window; `null`
     /// when event times are not wall-clock times.
@@ -221,17 +225,22 @@ pub fn main<Q: Query>(q: &Q, dist: &Dist) -> Result<(), CliError> {
         let rows = q.finish(part.rows.clone());
         write_csv(q, f, &rows)?;
     }
-    let bytes = serde_json::to_vec(&part)?;
-    let Some(parts) = dist.gather(bytes)? else {
-        return match dist.agree_exit_code(0) {
-            0 => Ok(()),
-            c => Err(CliError::Quiet(c)),
+    let parts = if dist.ranks() == 1 {
+        // Alone: no need to serialize (Q1's kept rows can be millions).
+        vec![part]
+    } else {
+        let bytes = serde_json::to_vec(&part)?;
+        let Some(parts) = dist.gather(bytes)? else {
+            return match dist.agree_exit_code(0) {
+                0 => Ok(()),
+                c => Err(CliError::Quiet(c)),
+            };
         };
+        parts
+            .iter()
+            .map(|b| serde_json::from_slice::<RankPart<Q::Row>>(b))
+            .collect::<Result<Vec<_>, _>>()?
     };
-    let parts = parts
-        .iter()
-        .map(|b| serde_json::from_slice::<RankPart<Q::Row>>(b))
-        .collect::<Result<Vec<_>, _>>()?;
     let mpi = dist.describe(q.runtime().job_config().workers, q.runtime().force_network);
     let merged = merge(q, parts, mpi);
     let code = match &merged {
@@ -264,13 +273,14 @@ fn merge<Q: Query>(
     let mut rows = Vec::new();
     let mut per_worker = Vec::new();
     let mut hist = air_runtime::metrics::latency_histogram();
-    let (mut skipped, mut late_partials, mut secs) = (0, 0, 1e-9f64);
+    let (mut skipped, mut late_partials, mut secs, mut uncollected) = (0, 0, 1e-9f64, 0);
     let mut input_error = None;
     for p in parts {
         rows.extend(p.rows);
         per_worker.extend(p.per_worker);
         air_runtime::metrics::record_pairs(&mut hist, &p.latency);
         skipped += p.skipped;
+        uncollected += p.uncollected_rows;
         late_partials += p.late_partials;
         secs = secs.max(p.elapsed_s);
         if input_error.is_none() {
@@ -303,7 +313,7 @@ fn merge<Q: Query>(
         events_per_s_per_worker: events as f64 / secs / w as f64,
         late_records: per_worker.iter().map(|p| p.late_records).sum(),
         skipped_records: skipped,
-        rows: rows.len() as u64,
+        rows: rows.len() as u64 + uncollected,
         latency_ms: q
             .wallclock()
             .then(|| air_runtime::LatencySummary::of(&hist)),

@@ -4,6 +4,8 @@
 pub mod common;
 pub mod dist;
 pub mod driver;
+pub mod nexmark;
 pub mod topo;
 pub mod wa;
+pub mod wordcount;
 pub mod ysb;

@@ -155,6 +155,7 @@ impl Query for WaArgs {
             late_partials: out.late_partials,
             input_error: None,
             skipped: 0,
+            uncollected_rows: 0,
         })
     }
     fn finish(&self, mut rows: Vec<WaRow>) -> Vec<WaRow> {

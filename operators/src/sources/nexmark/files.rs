@@ -1,0 +1,83 @@
+//! `air gen nexmark`: a NEXMark stream written as a JSON-lines file.
+
+use std::fs::File;
+use std::io::{self, BufWriter, Write};
+use std::path::Path;
+use std::sync::mpsc;
+use std::thread;
+
+use super::config::NexmarkConfig;
+use super::full::full_event_with;
+use super::generator::Model;
+use super::json::write_json_line;
+
+/// Events per chunk of text a thread formats at a time (about 4 MB).
+const CHUNK_EVENTS: u64 = 16 << 10;
+
+/// Writes events `0..events` of the stream of `cfg` to `path` as JSON lines
+/// (one [full event](super::full_event) per line, see
+/// [`write_json_line`]) and returns how many it wrote. The same config
+/// gives the same file.
+///
+/// Formatting runs on every available core: thread `t` of `T` formats
+/// chunks `t, t + T, …` of 16 Ki events and the calling thread writes them
+/// in order (at most 2 chunks queued per thread, so memory stays bounded).
+///
+/// # Errors
+/// `InvalidInput` for an unbounded stream (`events: None`) or a config that
+/// does not [validate](NexmarkConfig::validate); I/O errors, with the path
+/// in the message.
+pub fn gen_to_file(cfg: &NexmarkConfig, path: &Path) -> io::Result<u64> {
+    let invalid = |msg: String| io::Error::new(io::ErrorKind::InvalidInput, msg);
+    let total = cfg
+        .events
+        .ok_or_else(|| invalid("an unbounded NEXMark stream cannot be written to a file".into()))?;
+    cfg.validate()
+        .map_err(|e| invalid(format!("invalid NEXMark config: {e}")))?;
+    let with_path = |e: io::Error| io::Error::new(e.kind(), format!("{}: {e}", path.display()));
+    let mut file = BufWriter::with_capacity(1 << 20, File::create(path).map_err(with_path)?);
+    let model = Model::new(cfg);
+    let chunks = total.div_ceil(CHUNK_EVENTS);
+    let threads = thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(chunks.max(1) as usize);
+    let format = |chunk: u64| {
+        let first = chunk * CHUNK_EVENTS;
+        let mut text = Vec::with_capacity(CHUNK_EVENTS as usize * 256);
+        for n in first..(first + CHUNK_EVENTS).min(total) {
+            write_json_line(&full_event_with(&model, n), &mut text);
+        }
+        text
+    };
+    if threads <= 1 {
+        for chunk in 0..chunks {
+            file.write_all(&format(chunk)).map_err(with_path)?;
+        }
+    } else {
+        thread::scope(|s| -> io::Result<()> {
+            let receivers: Vec<mpsc::Receiver<Vec<u8>>> = (0..threads)
+                .map(|t| {
+                    let (tx, rx) = mpsc::sync_channel(2);
+                    let format = &format;
+                    s.spawn(move || {
+                        for chunk in (t as u64..chunks).step_by(threads) {
+                            if tx.send(format(chunk)).is_err() {
+                                return; // the writer stopped on an error
+                            }
+                        }
+                    });
+                    rx
+                })
+                .collect();
+            for chunk in 0..chunks {
+                let text = receivers[(chunk % threads as u64) as usize]
+                    .recv()
+                    .expect("a formatting thread panicked");
+                file.write_all(&text).map_err(with_path)?;
+            }
+            Ok(())
+        })?;
+    }
+    file.flush().map_err(with_path)?;
+    Ok(total)
+}

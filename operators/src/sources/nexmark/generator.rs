@@ -1,0 +1,630 @@
+//! Event `n` of the NEXMark stream (compact form) and the sharded generator.
+//!
+//! Semantics follow the Apache Beam NEXMark generator
+//! (`org.apache.beam.sdk.nexmark.sources.generator`: `Generator`,
+//! `GeneratorConfig`, `model.PersonGenerator`, `AuctionGenerator`,
+//! `BidGenerator`, `PriceGenerator`) and its Flink port (github:
+//! nexmark/nexmark): the kind of event `n` from `n % 50`, ids derived from
+//! `n`, hot auctions / sellers / bidders, log-uniform prices, auction
+//! lengths from the in-flight horizon. The random source differs (wyrand
+//! seeded per event from `(seed, n)` instead of `java.util.Random(n)`), so
+//! values are not bit-identical to Beam's, but every distribution is.
+
+use super::config::{
+    NexmarkConfig, AUCTION_PROPORTION, FIRST_AUCTION_ID, FIRST_CATEGORY_ID, FIRST_PERSON_ID,
+    HOT_BLOCK, NUM_CATEGORIES, PERSON_PROPORTION, PROPORTION_DENOMINATOR,
+};
+use super::model::{Auction, Bid, EventKind, Name, NexEvent, Person};
+use crate::sources::rng::{below, splitmix64, WyRand};
+
+/// First names of generated persons (Beam's `PersonGenerator.FIRST_NAMES`).
+pub(crate) const FIRST_NAMES: [&str; 11] = [
+    "Peter", "Paul", "Luke", "John", "Saul", "Vicky", "Kate", "Julie", "Sarah", "Deiter", "Walter",
+];
+/// Last names of generated persons (Beam's `PersonGenerator.LAST_NAMES`).
+pub(crate) const LAST_NAMES: [&str; 9] = [
+    "Shultz", "Abrams", "Spencer", "White", "Bartels", "Walton", "Smith", "Jones", "Noris",
+];
+
+/// Every `first last` combination, built at compile time, indexed
+/// `first * 9 + last`: the hot path copies a name, never builds one.
+static NAMES: [Name; 99] = {
+    let mut t = [Name::EMPTY; 99];
+    let mut i = 0;
+    while i < 99 {
+        t[i] = Name::joined(FIRST_NAMES[i / 9], LAST_NAMES[i % 9]);
+        i += 1;
+    }
+    t
+};
+
+/// The kind of event `n`: a person if `n % 50 < 1`, an auction if
+/// `n % 50 < 4`, else a bid (proportions 1 : 3 : 46).
+#[inline(always)]
+pub fn event_kind(n: u64) -> EventKind {
+    let offset = n % PROPORTION_DENOMINATOR;
+    if offset < PERSON_PROPORTION {
+        EventKind::Person
+    } else if offset < PERSON_PROPORTION + AUCTION_PROPORTION {
+        EventKind::Auction
+    } else {
+        EventKind::Bid
+    }
+}
+
+/// The last person id (0-based, without [`FIRST_PERSON_ID`]) generated up
+/// to event `n`: the id of `n` itself when `n` is a person (Beam's
+/// `lastBase0PersonId`).
+#[inline(always)]
+pub fn last_base0_person_id(n: u64) -> u64 {
+    // One person per epoch, at its start: the epoch number.
+    const _: () = assert!(PERSON_PROPORTION == 1);
+    n / PROPORTION_DENOMINATOR
+}
+
+/// The last auction id (0-based, without [`FIRST_AUCTION_ID`]) generated up
+/// to event `n`: the id of `n` itself when `n` is an auction (Beam's
+/// `lastBase0AuctionId`). For a person of the first epoch, before any
+/// auction, Beam's `-1` saturates to 0.
+#[inline(always)]
+pub fn last_base0_auction_id(n: u64) -> u64 {
+    let epoch = n / PROPORTION_DENOMINATOR;
+    let offset = n % PROPORTION_DENOMINATOR;
+    if offset < PERSON_PROPORTION {
+        // The last auction of the previous epoch.
+        (epoch * AUCTION_PROPORTION).saturating_sub(1)
+    } else if offset >= PERSON_PROPORTION + AUCTION_PROPORTION {
+        epoch * AUCTION_PROPORTION + AUCTION_PROPORTION - 1
+    } else {
+        epoch * AUCTION_PROPORTION + offset - PERSON_PROPORTION
+    }
+}
+
+/// A price in cents, log-uniform from $1 to $10^6: `round(10^(6u) · 100)`
+/// for `u = r / 2^64` uniform in `[0, 1)` (Beam's
+/// `PriceGenerator.nextPrice`, `Math.round(Math.pow(10, 6u) * 100)`).
+///
+/// Computed without libm (`pow` and `round` are calls there, and were half
+/// of the generator's time) and without a float-to-integer conversion:
+/// `10^(6u) = 2^y`, `y = u · 6 log2 10`, in fixed point, is split into
+/// `k + j/64 + ρ` (`0 ≤ ρ < 1/64`), and `2^y = 2^k · 2^(j/64) · e^(ρ ln 2)`
+/// from the exponent bits, a table and a degree-5 polynomial (truncation
+/// error below 2·10^-15 relative). Rounding is to nearest (ties to even,
+/// which no price ever is).
+#[inline(always)]
+pub(crate) fn price(r: u64) -> u64 {
+    const SCALE: f64 = 6.0 * std::f64::consts::LOG2_10;
+    /// `y` as a 6.122 fixed-point number is `r · Y_SCALE`.
+    const Y_SCALE: u64 = (SCALE * (1u64 << 58) as f64) as u64;
+    let y = r as u128 * Y_SCALE as u128;
+    let k = (y >> 122) as u64; // 0..20
+    let j = (y >> 116) as usize & 63;
+    // ρ = the next 52 bits of the fraction, from 2^-7 down to 2^-58.
+    let rho = ((y >> 64) as u64 & ((1 << 52) - 1)) as i64 as f64 * (1.0 / (1u64 << 58) as f64);
+    let t = rho * std::f64::consts::LN_2;
+    // 1 + t + t²/2 + t³/6 + t⁴/24 + t⁵/120, in Estrin's form (shorter
+    // dependency chains than Horner's).
+    let t2 = t * t;
+    let p = (1.0 + t) + t2 * ((0.5 + t * (1.0 / 6.0)) + t2 * (1.0 / 24.0 + t * (1.0 / 120.0)));
+    let two_k = f64::from_bits((k + 1023) << 52);
+    let cents = EXP2_TABLE[j] * p * two_k * 100.0;
+    // Round to an integer below 2^52 by adding 2^52: the sum's low
+    // mantissa bits are the integer.
+    const MAGIC: f64 = (1u64 << 52) as f64;
+    (cents + MAGIC).to_bits() - MAGIC.to_bits()
+}
+
+/// `2^(j/64)` for `j` in `0..64`, computed at compile time.
+static EXP2_TABLE: [f64; 64] = {
+    let mut t = [0.0; 64];
+    let mut j = 0;
+    while j < 64 {
+        t[j] = exp_series(j as f64 / 64.0 * std::f64::consts::LN_2);
+        j += 1;
+    }
+    t
+};
+
+/// `e^x` for `x` in `[0, 1)` by its Taylor series (30 terms: the remainder
+/// is far below an ulp); compile-time only.
+const fn exp_series(x: f64) -> f64 {
+    let mut sum = 1.0;
+    let mut term = 1.0;
+    let mut k = 1;
+    while k < 30 {
+        term = term * x / k as f64;
+        sum += term;
+        k += 1;
+    }
+    sum
+}
+
+/// A config prepared for generating: the per-stream constants of event `n`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Model {
+    pub(crate) cfg: NexmarkConfig,
+    /// Seed of the per-event generators (`key ^ n`).
+    key: u64,
+    /// Events until `num_in_flight_auctions` more auctions are generated
+    /// (`num_in_flight_auctions · 50 / 3`): the auction-length horizon.
+    horizon_events: u64,
+}
+
+/// Salt of the per-event seeds ("NEXMARK\0").
+const EVENT_SALT: u64 = 0x4e45_584d_4152_4b00;
+
+impl Model {
+    pub(crate) fn new(cfg: &NexmarkConfig) -> Model {
+        Model {
+            cfg: *cfg,
+            key: splitmix64(cfg.seed ^ EVENT_SALT),
+            horizon_events: cfg
+                .num_in_flight_auctions
+                .saturating_mul(PROPORTION_DENOMINATOR)
+                / AUCTION_PROPORTION,
+        }
+    }
+
+    /// The random source of event `n`: its values depend on `(seed, n)` only.
+    #[inline(always)]
+    pub(crate) fn rng(&self, n: u64) -> WyRand {
+        WyRand::new(self.key ^ n)
+    }
+
+    /// A second, independent key for values that are a function of the
+    /// stream and a small index (bid channel URLs).
+    pub(crate) fn aux_key(&self) -> u64 {
+        splitmix64(self.key ^ 0x4348_414e_4e45_4c53)
+    }
+
+    /// `hot_id` with probability `1 - 1/ratio` (Beam's
+    /// `random.nextInt(ratio) > 0`), else `other`, without a branch (the
+    /// choice is random, so a branch would mispredict often).
+    #[inline(always)]
+    fn pick_hot(r: u64, ratio: u64, hot_id: u64, other: u64) -> u64 {
+        let hot = (below(r, ratio) > 0) as u64;
+        let mask = hot.wrapping_neg();
+        (hot_id & mask) | (other & !mask)
+    }
+
+    /// A random recent person (0-based) as of event `n` from `r`: one of
+    /// the last `num_active_people`, or up to `person_id_lead` beyond the
+    /// last (Beam's `nextBase0PersonId`).
+    #[inline(always)]
+    fn random_person(&self, n: u64, r: u64) -> u64 {
+        let num_people = last_base0_person_id(n) + 1;
+        let active = num_people.min(self.cfg.num_active_people);
+        num_people - active + below(r, active + self.cfg.person_id_lead)
+    }
+
+    /// A random in-flight auction (0-based) as of event `n` from `r`: one of
+    /// the last `num_in_flight_auctions + 1`, or up to `auction_id_lead`
+    /// beyond the last (Beam's `nextBase0AuctionId`).
+    #[inline(always)]
+    fn random_auction(&self, n: u64, r: u64) -> u64 {
+        let max = last_base0_auction_id(n);
+        let min = max.saturating_sub(self.cfg.num_in_flight_auctions);
+        min + below(r, max - min + 1 + self.cfg.auction_id_lead)
+    }
+
+    /// The compact person of event `n` (a person event) at `date_time`
+    /// (`time_of(n)`); draws 1 number.
+    #[inline(always)]
+    pub(crate) fn person(&self, n: u64, date_time: u64, rng: &mut WyRand) -> Person {
+        // One draw for both names: the first from the high bits, the last
+        // from the low bits (rotated up).
+        let r = rng.next_u64();
+        let first = below(r, FIRST_NAMES.len() as u64) as usize;
+        let last = below(r.rotate_left(32), LAST_NAMES.len() as u64) as usize;
+        Person {
+            id: FIRST_PERSON_ID + last_base0_person_id(n),
+            date_time,
+            name: NAMES[first * LAST_NAMES.len() + last],
+        }
+    }
+
+    /// The compact auction of event `n` (an auction event) at `date_time`
+    /// (`time_of(n)`); draws 6 numbers.
+    #[inline(always)]
+    pub(crate) fn auction(&self, n: u64, date_time: u64, rng: &mut WyRand) -> Auction {
+        // The hot seller is the first person of the current block of 100.
+        // (Unlike Beam, the random seller is drawn even when the hot one is
+        // picked: a fixed number of draws keeps the hot path branch-free.)
+        let (r_hot, r_seller) = (rng.next_u64(), rng.next_u64());
+        let seller = Self::pick_hot(
+            r_hot,
+            self.cfg.hot_sellers_ratio,
+            last_base0_person_id(n) / HOT_BLOCK * HOT_BLOCK,
+            self.random_person(n, r_seller),
+        );
+        let category = FIRST_CATEGORY_ID + below(rng.next_u64(), NUM_CATEGORIES);
+        let initial_bid = price(rng.next_u64());
+        // Length: uniform in 1..=2·horizon, the horizon being how long it
+        // takes to generate `num_in_flight_auctions` more auctions (Beam's
+        // `nextAuctionLengthMs`).
+        let horizon_ms = self
+            .cfg
+            .time_of(n.saturating_add(self.horizon_events))
+            .saturating_sub(date_time);
+        let length = 1 + below(rng.next_u64(), horizon_ms.saturating_mul(2).max(1));
+        let reserve = initial_bid + price(rng.next_u64());
+        Auction {
+            id: FIRST_AUCTION_ID + last_base0_auction_id(n),
+            seller: FIRST_PERSON_ID + seller,
+            category,
+            initial_bid,
+            reserve,
+            date_time,
+            expires: date_time.saturating_add(length),
+        }
+    }
+
+    /// The compact bid of event `n` (a bid event) at `date_time`
+    /// (`time_of(n)`); draws 5 numbers.
+    #[inline(always)]
+    pub(crate) fn bid(&self, n: u64, date_time: u64, rng: &mut WyRand) -> Bid {
+        // Five draws, always (see `auction`).
+        let (r_hot_auction, r_auction) = (rng.next_u64(), rng.next_u64());
+        let (r_hot_bidder, r_bidder) = (rng.next_u64(), rng.next_u64());
+        // The hot auction is the first of the current block of 100.
+        let auction = Self::pick_hot(
+            r_hot_auction,
+            self.cfg.hot_auction_ratio,
+            last_base0_auction_id(n) / HOT_BLOCK * HOT_BLOCK,
+            self.random_auction(n, r_auction),
+        );
+        // The hot bidder is the second person of the current block of 100
+        // (the first is the hot seller).
+        let bidder = Self::pick_hot(
+            r_hot_bidder,
+            self.cfg.hot_bidders_ratio,
+            last_base0_person_id(n) / HOT_BLOCK * HOT_BLOCK + 1,
+            self.random_person(n, r_bidder),
+        );
+        Bid {
+            auction: FIRST_AUCTION_ID + auction,
+            bidder: FIRST_PERSON_ID + bidder,
+            price: price(rng.next_u64()),
+            date_time,
+        }
+    }
+
+    /// The compact event `n` at `date_time` (`time_of(n)`).
+    #[inline(always)]
+    pub(crate) fn event(&self, n: u64, date_time: u64) -> NexEvent {
+        let mut rng = self.rng(n);
+        match event_kind(n) {
+            EventKind::Bid => NexEvent::Bid(self.bid(n, date_time, &mut rng)),
+            EventKind::Auction => NexEvent::Auction(self.auction(n, date_time, &mut rng)),
+            EventKind::Person => NexEvent::Person(self.person(n, date_time, &mut rng)),
+        }
+    }
+}
+
+/// Event times of one shard, cached over the runs of events that share a
+/// millisecond: at high rates most events skip the division of
+/// [`NexmarkConfig::time_of`]. Always equal to `time_of(n)`.
+#[derive(Clone, Copy, Debug)]
+struct Clock {
+    /// `time_of(m)` for the event numbers `m` below `until` from the last
+    /// refresh on.
+    time: u64,
+    until: u64,
+    /// Whether refreshing pays: at least 8 of the shard's events per ms.
+    enabled: bool,
+}
+
+impl Clock {
+    fn new(cfg: &NexmarkConfig, step: u64) -> Clock {
+        Clock {
+            time: 0,
+            until: 0,
+            enabled: cfg.events_per_s / 1000.0 / step as f64 >= 8.0,
+        }
+    }
+
+    /// `cfg.time_of(n)`, for non-decreasing `n`.
+    #[inline(always)]
+    fn time(&mut self, cfg: &NexmarkConfig, n: u64) -> u64 {
+        if n < self.until {
+            self.time
+        } else {
+            self.refresh(cfg, n)
+        }
+    }
+
+    /// Computes `time_of(n)` and the first event number after `n` with a
+    /// later time (guessed from the inverse of `time_of`, then corrected:
+    /// `time_of` is non-decreasing, so `until` is valid once
+    /// `time_of(until - 1) <= time`).
+    #[inline(never)]
+    fn refresh(&mut self, cfg: &NexmarkConfig, n: u64) -> u64 {
+        let t = cfg.time_of(n);
+        self.time = t;
+        self.until = n.saturating_add(1);
+        if !self.enabled || t == u64::MAX {
+            return t;
+        }
+        let next_ms = (t - cfg.base_time_ms + 1) as f64;
+        let guess = (next_ms * cfg.events_per_s / 1000.0).ceil();
+        if guess.is_nan() || guess >= 1.8e19 {
+            return t;
+        }
+        let mut c = (guess as u64).max(n + 1);
+        for _ in 0..64 {
+            if c == u64::MAX || cfg.time_of(c) > t {
+                break;
+            }
+            c += 1;
+        }
+        for _ in 0..64 {
+            if c == n + 1 || cfg.time_of(c - 1) <= t {
+                self.until = c;
+                return t;
+            }
+            c -= 1;
+        }
+        t
+    }
+}
+
+/// The compact event `n` (0-based) of the stream of `cfg` (the sequential
+/// definition: [`NexmarkGenerator`] shards yield exactly these).
+pub fn compact_event(cfg: &NexmarkConfig, n: u64) -> NexEvent {
+    Model::new(cfg).event(n, cfg.time_of(n))
+}
+
+/// One shard of the NEXMark stream, compact events.
+///
+/// Worker `w` of `W` generates event numbers `w, w + W, w + 2W, …` below
+/// `cfg.events` (all of them when unbounded). Event `n` is a pure function
+/// of `(cfg, n)`, so the union of the shards is exactly the sequential
+/// stream ([`compact_event`] for `n = 0, 1, …`) for any `W`, and each shard
+/// is in event-time order (event time is non-decreasing in `n`).
+///
+/// ```
+/// use air_operators::sources::nexmark::*;
+/// let cfg = NexmarkConfig { events: Some(100), ..NexmarkConfig::default() };
+/// let mut g = NexmarkGenerator::new(&cfg, 1, 2); // odd event numbers
+/// let mut buf = [NexEvent::default(); 64];
+/// assert_eq!(g.fill(&mut buf), 50);
+/// assert_eq!(buf[0], compact_event(&cfg, 1));
+/// assert!(matches!(buf[0], NexEvent::Auction(a) if a.id == 1000));
+/// assert_eq!(g.fill(&mut buf), 0);
+/// ```
+#[derive(Clone, Debug)]
+pub struct NexmarkGenerator {
+    model: Model,
+    /// The next event number.
+    next: u64,
+    step: u64,
+    /// Events this shard has left (`u64::MAX`: unbounded).
+    remaining: u64,
+    generated: u64,
+    clock: Clock,
+}
+
+impl NexmarkGenerator {
+    /// The shard of worker `worker` of `workers`.
+    ///
+    /// # Panics
+    /// If `workers == 0`, `worker >= workers`, or `cfg` does not
+    /// [validate](NexmarkConfig::validate).
+    pub fn new(cfg: &NexmarkConfig, worker: usize, workers: usize) -> NexmarkGenerator {
+        assert!(
+            workers > 0 && worker < workers,
+            "worker {worker} of {workers}"
+        );
+        if let Err(e) = cfg.validate() {
+            panic!("invalid NEXMark config: {e}");
+        }
+        let (w, step) = (worker as u64, workers as u64);
+        let remaining = match cfg.events {
+            Some(total) if total > w => (total - w - 1) / step + 1,
+            Some(_) => 0,
+            None => u64::MAX,
+        };
+        NexmarkGenerator {
+            model: Model::new(cfg),
+            next: w,
+            step,
+            remaining,
+            generated: 0,
+            clock: Clock::new(cfg, step),
+        }
+    }
+
+    /// Writes this shard's next events to the front of `out` and returns how
+    /// many: `out.len()`, fewer at the end of the stream, 0 once exhausted.
+    /// Builds no strings and allocates nothing.
+    #[inline]
+    pub fn fill(&mut self, out: &mut [NexEvent]) -> usize {
+        let k = (out.len() as u64).min(self.remaining) as usize;
+        let (model, step, clock) = (&self.model, self.step, &mut self.clock);
+        let mut n = self.next;
+        for slot in &mut out[..k] {
+            *slot = model.event(n, clock.time(&model.cfg, n));
+            n = n.wrapping_add(step);
+        }
+        self.next = n;
+        self.remaining -= k as u64;
+        self.generated += k as u64;
+        k
+    }
+
+    /// Events generated so far by this shard.
+    pub fn generated(&self) -> u64 {
+        self.generated
+    }
+
+    /// Events this shard has left (`None`: unbounded).
+    pub fn remaining(&self) -> Option<u64> {
+        self.model.cfg.events.map(|_| self.remaining)
+    }
+
+    /// The event number of this shard's next event (`None`: exhausted).
+    pub fn next_event_number(&self) -> Option<u64> {
+        (self.remaining > 0).then_some(self.next)
+    }
+
+    /// Event-time watermark of this shard, ms since the Unix epoch: no
+    /// event this shard has yet to generate has an earlier `date_time` (it
+    /// is the next event's time). `u64::MAX` once the shard is exhausted.
+    pub fn watermark_ms(&self) -> u64 {
+        match self.next_event_number() {
+            Some(n) => self.model.cfg.time_of(n),
+            None => u64::MAX,
+        }
+    }
+
+    /// The config this shard generates from.
+    pub fn config(&self) -> &NexmarkConfig {
+        &self.model.cfg
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base0_ids_follow_beam() {
+        // Epoch 0: person 0, auctions 0..3, bids.
+        assert_eq!(last_base0_person_id(0), 0);
+        assert_eq!(last_base0_person_id(49), 0);
+        assert_eq!(last_base0_person_id(50), 1);
+        assert_eq!(last_base0_auction_id(0), 0); // Beam: -1
+        assert_eq!(last_base0_auction_id(1), 0);
+        assert_eq!(last_base0_auction_id(3), 2);
+        assert_eq!(last_base0_auction_id(4), 2);
+        assert_eq!(last_base0_auction_id(50), 2);
+        assert_eq!(last_base0_auction_id(51), 3);
+        assert_eq!(last_base0_auction_id(149), 8);
+        assert_eq!(event_kind(0), EventKind::Person);
+        assert_eq!(event_kind(3), EventKind::Auction);
+        assert_eq!(event_kind(4), EventKind::Bid);
+        assert_eq!(event_kind(100), EventKind::Person);
+    }
+
+    #[test]
+    fn prices_are_log_uniform_cents() {
+        assert_eq!(price(0), 100);
+        assert_eq!(price(u64::MAX), 100_000_000);
+        // Median of 10^(6u)·100 is 10^3·100.
+        assert_eq!(price(1 << 63), 100_000);
+        let mut rng = WyRand::new(5);
+        let mut below_10_dollars = 0;
+        for _ in 0..60_000 {
+            let p = price(rng.next_u64());
+            assert!((100..=100_000_000).contains(&p));
+            below_10_dollars += (p < 1000) as u32;
+        }
+        // P(10^(6u) < 10) = 1/6.
+        assert!(
+            (9_500..10_500).contains(&below_10_dollars),
+            "{below_10_dollars}"
+        );
+    }
+
+    #[test]
+    fn prices_match_beams_formula() {
+        for (j, &v) in EXP2_TABLE.iter().enumerate() {
+            let want = (j as f64 / 64.0).exp2();
+            assert!((v - want).abs() <= 2.0 * f64::EPSILON * want, "{j}");
+        }
+        // `Math.round(Math.pow(10, 6u) * 100)` but for the rare value
+        // within a hair of a half cent.
+        let mut rng = WyRand::new(11);
+        let mut differ = 0;
+        for i in 0..1_000_000u64 {
+            let r = if i < 64 { 1 << i } else { rng.next_u64() };
+            let u = r as f64 / 2f64.powi(64);
+            let beam = (10f64.powf(u * 6.0) * 100.0 + 0.5).floor() as u64;
+            let p = price(r);
+            assert!(p.abs_diff(beam) <= 1, "{r}: {p} vs {beam}");
+            differ += (p != beam) as u32;
+        }
+        assert!(differ <= 2, "{differ}");
+    }
+
+    #[test]
+    fn names_table() {
+        assert_eq!(NAMES[0].as_str(), "Peter Shultz");
+        assert_eq!(NAMES[98].as_str(), "Walter Noris");
+    }
+
+    #[test]
+    fn cached_times_equal_time_of() {
+        for rate in [
+            3.0,
+            999.0,
+            1000.0,
+            8000.0,
+            16_001.0,
+            1e4,
+            7e6 + 0.3,
+            1.234_567e7,
+            1e9,
+            3e12,
+        ] {
+            for workers in 1..=4 {
+                let cfg = NexmarkConfig {
+                    events_per_s: rate,
+                    events: Some(200_000),
+                    base_time_ms: 17,
+                    ..NexmarkConfig::default()
+                };
+                let mut g = NexmarkGenerator::new(&cfg, workers - 1, workers);
+                let mut buf = vec![NexEvent::default(); 1000];
+                let mut n = workers as u64 - 1;
+                loop {
+                    let k = g.fill(&mut buf);
+                    if k == 0 {
+                        break;
+                    }
+                    for e in &buf[..k] {
+                        assert_eq!(e.date_time(), cfg.time_of(n), "rate {rate}, event {n}");
+                        n += workers as u64;
+                    }
+                }
+            }
+        }
+        // Far event numbers, where f64 cannot tell neighbours apart.
+        let cfg = NexmarkConfig {
+            events_per_s: 1e9,
+            events: None,
+            ..NexmarkConfig::default()
+        };
+        let mut clock = Clock::new(&cfg, 1);
+        for n in (1u64 << 60)..(1u64 << 60) + 100_000 {
+            assert_eq!(clock.time(&cfg, n), cfg.time_of(n));
+        }
+        for n in u64::MAX - 1000..u64::MAX {
+            assert_eq!(clock.time(&cfg, n), cfg.time_of(n));
+        }
+    }
+
+    #[test]
+    fn shard_counts() {
+        let cfg = NexmarkConfig {
+            events: Some(10),
+            ..NexmarkConfig::default()
+        };
+        let counts: Vec<u64> = (0..4)
+            .map(|w| NexmarkGenerator::new(&cfg, w, 4).remaining().unwrap())
+            .collect();
+        assert_eq!(counts, [3, 3, 2, 2]);
+        assert_eq!(NexmarkGenerator::new(&cfg, 3, 20).remaining(), Some(1));
+        assert_eq!(NexmarkGenerator::new(&cfg, 10, 20).remaining(), Some(0));
+        let unbounded = NexmarkConfig {
+            events: None,
+            ..cfg
+        };
+        let mut g = NexmarkGenerator::new(&unbounded, 0, 1);
+        assert_eq!(g.remaining(), None);
+        let mut buf = [NexEvent::default(); 8];
+        assert_eq!(g.fill(&mut buf), 8);
+        assert_eq!(g.next_event_number(), Some(8));
+        assert_eq!(g.watermark_ms(), unbounded.time_of(8));
+    }
+}

@@ -1,0 +1,919 @@
+//! NEXMark events as JSON lines: writer (full events) and parser (compact
+//! events, with precise errors).
+//!
+//! # Schema
+//!
+//! One flat object per line with a `type` member and the Beam field names
+//! in camelCase (members in this order when written):
+//!
+//! ```text
+//! {"type":"person","id":1000,"name":"Peter Shultz","emailAddress":"…","creditCard":"…","city":"…","state":"…","dateTime":1700000000000,"extra":"…"}
+//! {"type":"auction","id":1000,"itemName":"…","description":"…","initialBid":1234,"reserve":5678,"dateTime":…,"expires":…,"seller":1000,"category":10,"extra":"…"}
+//! {"type":"bid","auction":1000,"bidder":1001,"price":4321,"channel":"Google","url":"…","dateTime":…,"extra":"…"}
+//! ```
+//!
+//! Ids, prices (cents), `category` and the times are JSON integers; times
+//! (`dateTime`, `expires`) are milliseconds since the Unix epoch. Strings
+//! are written with JSON escapes where needed (generated ones never need
+//! any).
+//!
+//! # Parser
+//!
+//! [`parse_json_line`] reads what the queries use: `type`, then per kind
+//! person `id`, `name`, `dateTime`; auction `id`, `seller`, `category`,
+//! `initialBid`, `reserve`, `dateTime`, `expires`; bid `auction`,
+//! `bidder`, `price`, `dateTime`. Those must be present, once, with the
+//! right type (integers: non-negative, fitting a `u64`; `name`: a string of
+//! at most 64 bytes). Every other member is ignored, whatever its type.
+//!
+//! Like the YSB parser, it validates UTF-8 (SIMD) and then runs a
+//! single-pass scanner specialised for flat lines with integers and
+//! unescaped strings, which allocates nothing; anything else (escapes,
+//! nested values, a bad or missing value, malformed JSON) goes to the slow
+//! path, `serde_json`, which accepts any valid JSON object and produces the
+//! error message.
+
+use std::fmt;
+
+use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
+
+use super::model::{
+    Auction, Bid, EventKind, FullEvent, Name, NameTooLong, NexEvent, Person, NAME_CAP,
+};
+
+/// A member of the NEXMark JSON schema that the parser reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Field {
+    /// `type`: `"person"`, `"auction"` or `"bid"`.
+    Type = 0,
+    /// `id` (person, auction): integer.
+    Id = 1,
+    /// `name` (person): string of at most 64 bytes.
+    Name = 2,
+    /// `dateTime`: integer, ms since the Unix epoch.
+    DateTime = 3,
+    /// `seller` (auction): integer person id.
+    Seller = 4,
+    /// `category` (auction): integer.
+    Category = 5,
+    /// `initialBid` (auction): integer, cents.
+    InitialBid = 6,
+    /// `reserve` (auction): integer, cents.
+    Reserve = 7,
+    /// `expires` (auction): integer, ms since the Unix epoch.
+    Expires = 8,
+    /// `auction` (bid): integer auction id.
+    Auction = 9,
+    /// `bidder` (bid): integer person id.
+    Bidder = 10,
+    /// `price` (bid): integer, cents.
+    Price = 11,
+}
+
+const NUM_FIELDS: usize = 12;
+
+impl Field {
+    /// All fields, in discriminant order.
+    pub const ALL: [Field; NUM_FIELDS] = [
+        Field::Type,
+        Field::Id,
+        Field::Name,
+        Field::DateTime,
+        Field::Seller,
+        Field::Category,
+        Field::InitialBid,
+        Field::Reserve,
+        Field::Expires,
+        Field::Auction,
+        Field::Bidder,
+        Field::Price,
+    ];
+
+    /// The JSON member name.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Field::Type => "type",
+            Field::Id => "id",
+            Field::Name => "name",
+            Field::DateTime => "dateTime",
+            Field::Seller => "seller",
+            Field::Category => "category",
+            Field::InitialBid => "initialBid",
+            Field::Reserve => "reserve",
+            Field::Expires => "expires",
+            Field::Auction => "auction",
+            Field::Bidder => "bidder",
+            Field::Price => "price",
+        }
+    }
+
+    #[inline]
+    fn from_key(key: &[u8]) -> Option<Field> {
+        Some(match key {
+            b"type" => Field::Type,
+            b"id" => Field::Id,
+            b"name" => Field::Name,
+            b"dateTime" => Field::DateTime,
+            b"seller" => Field::Seller,
+            b"category" => Field::Category,
+            b"initialBid" => Field::InitialBid,
+            b"reserve" => Field::Reserve,
+            b"expires" => Field::Expires,
+            b"auction" => Field::Auction,
+            b"bidder" => Field::Bidder,
+            b"price" => Field::Price,
+            _ => return None,
+        })
+    }
+
+    const fn bit(self) -> u16 {
+        1 << self as u16
+    }
+}
+
+impl fmt::Display for Field {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The fields an event of kind `k` must have (bit set of [`Field::bit`]),
+/// `type` included.
+const fn required(k: EventKind) -> u16 {
+    let common = Field::Type.bit() | Field::DateTime.bit();
+    match k {
+        EventKind::Person => common | Field::Id.bit() | Field::Name.bit(),
+        EventKind::Auction => {
+            common
+                | Field::Id.bit()
+                | Field::Seller.bit()
+                | Field::Category.bit()
+                | Field::InitialBid.bit()
+                | Field::Reserve.bit()
+                | Field::Expires.bit()
+        }
+        EventKind::Bid => common | Field::Auction.bit() | Field::Bidder.bit() | Field::Price.bit(),
+    }
+}
+
+/// The accepted `type` values, for error messages.
+pub const TYPE_VALUES: &str = r#""person", "auction", "bid""#;
+
+/// Why a JSON line is not a valid NEXMark event: the event kind (once
+/// known), the member at fault (when the problem is in one) and what is
+/// wrong. Displays as e.g. `field price (bid): missing`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FieldError {
+    /// The event's kind, when its `type` was read.
+    pub event: Option<EventKind>,
+    /// The member at fault; `None` for problems of the whole line.
+    pub field: Option<Field>,
+    /// What is wrong.
+    pub kind: FieldErrorKind,
+}
+
+/// What is wrong in a [`FieldError`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum FieldErrorKind {
+    /// The member is absent.
+    Missing,
+    /// The member appears more than once.
+    Duplicate,
+    /// The member's JSON type is wrong.
+    WrongType {
+        /// What was expected: `"an integer"` or `"a string"`.
+        expected: &'static str,
+        /// The JSON type found: `string`, `number`, `object`, `array`,
+        /// `boolean`, `null`.
+        found: &'static str,
+    },
+    /// A number that is not a non-negative integer fitting a `u64`.
+    NotAnInteger {
+        /// The number as JSON text (cut at 64 bytes).
+        value: String,
+    },
+    /// `type` names no event kind.
+    UnknownType {
+        /// The value (cut at 64 bytes).
+        value: String,
+    },
+    /// `name` is longer than 64 bytes.
+    NameTooLong {
+        /// Its length in bytes.
+        len: usize,
+    },
+    /// The line is not valid JSON.
+    Malformed {
+        /// 1-based column (byte) where the JSON parser stopped.
+        column: usize,
+        /// The JSON parser's message.
+        message: String,
+    },
+    /// The line is valid JSON but not an object.
+    NotAnObject,
+    /// The line is not valid UTF-8.
+    NotUtf8 {
+        /// 0-based byte offset of the first invalid byte in the line.
+        offset: usize,
+    },
+}
+
+impl fmt::Display for FieldError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(field) = self.field {
+            write!(f, "field {field}")?;
+            match self.event {
+                Some(e) if field != Field::Type => write!(f, " ({e}): ")?,
+                _ => f.write_str(": ")?,
+            }
+        }
+        match &self.kind {
+            FieldErrorKind::Missing => f.write_str("missing"),
+            FieldErrorKind::Duplicate => f.write_str("appears more than once"),
+            FieldErrorKind::WrongType { expected, found } => {
+                write!(f, "expected {expected}, found {found}")
+            }
+            FieldErrorKind::NotAnInteger { value } => {
+                write!(f, "{value} is not a non-negative 64-bit integer")
+            }
+            FieldErrorKind::UnknownType { value } => {
+                write!(f, "{value:?} is not one of {TYPE_VALUES}")
+            }
+            FieldErrorKind::NameTooLong { len } => {
+                write!(f, "{len} bytes, longer than the limit of {NAME_CAP}")
+            }
+            FieldErrorKind::Malformed { column, message } => {
+                write!(f, "malformed JSON at column {column}: {message}")
+            }
+            FieldErrorKind::NotAnObject => f.write_str("not a JSON object"),
+            FieldErrorKind::NotUtf8 { offset } => {
+                write!(f, "invalid UTF-8 at byte {offset} of the line")
+            }
+        }
+    }
+}
+
+impl std::error::Error for FieldError {}
+
+// ------------------------------------------------------------------ writer
+
+/// Appends `e` as one JSON line (compact, members in the order of the
+/// module docs, ending in `\n`).
+pub fn write_json_line(e: &FullEvent, out: &mut Vec<u8>) {
+    let mut w = Writer { out };
+    match e {
+        FullEvent::Person(p) => {
+            w.raw(br#"{"type":"person","id":"#);
+            w.int(p.id);
+            w.key_str(b"name", &p.name);
+            w.key_str(b"emailAddress", &p.email_address);
+            w.key_str(b"creditCard", &p.credit_card);
+            w.key_str(b"city", &p.city);
+            w.key_str(b"state", &p.state);
+            w.key_int(b"dateTime", p.date_time);
+            w.key_str(b"extra", &p.extra);
+        }
+        FullEvent::Auction(a) => {
+            w.raw(br#"{"type":"auction","id":"#);
+            w.int(a.id);
+            w.key_str(b"itemName", &a.item_name);
+            w.key_str(b"description", &a.description);
+            w.key_int(b"initialBid", a.initial_bid);
+            w.key_int(b"reserve", a.reserve);
+            w.key_int(b"dateTime", a.date_time);
+            w.key_int(b"expires", a.expires);
+            w.key_int(b"seller", a.seller);
+            w.key_int(b"category", a.category);
+            w.key_str(b"extra", &a.extra);
+        }
+        FullEvent::Bid(b) => {
+            w.raw(br#"{"type":"bid","auction":"#);
+            w.int(b.auction);
+            w.key_int(b"bidder", b.bidder);
+            w.key_int(b"price", b.price);
+            w.key_str(b"channel", &b.channel);
+            w.key_str(b"url", &b.url);
+            w.key_int(b"dateTime", b.date_time);
+            w.key_str(b"extra", &b.extra);
+        }
+    }
+    w.raw(b"}\n");
+}
+
+struct Writer<'a> {
+    out: &'a mut Vec<u8>,
+}
+
+impl Writer<'_> {
+    #[inline]
+    fn raw(&mut self, b: &[u8]) {
+        self.out.extend_from_slice(b);
+    }
+
+    #[inline]
+    fn int(&mut self, v: u64) {
+        let mut buf = [0u8; 20];
+        self.raw(format_u64(v, &mut buf));
+    }
+
+    /// `,"key":`
+    #[inline]
+    fn key(&mut self, key: &[u8]) {
+        self.raw(b",\"");
+        self.raw(key);
+        self.raw(b"\":");
+    }
+
+    #[inline]
+    fn key_int(&mut self, key: &[u8], v: u64) {
+        self.key(key);
+        self.int(v);
+    }
+
+    #[inline]
+    fn key_str(&mut self, key: &[u8], s: &str) {
+        self.key(key);
+        write_json_string(s, self.out);
+    }
+}
+
+/// Decimal digits of `v`, written at the end of `buf`.
+fn format_u64(mut v: u64, buf: &mut [u8; 20]) -> &[u8] {
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            return &buf[i..];
+        }
+    }
+}
+
+/// `s` as a JSON string: quoted, with `"`, `\` and control characters
+/// escaped (`\n`, `\r`, `\t`, `\b`, `\f`, else `\u00XX`).
+fn write_json_string(s: &str, out: &mut Vec<u8>) {
+    out.push(b'"');
+    let b = s.as_bytes();
+    let mut start = 0;
+    for (i, &c) in b.iter().enumerate() {
+        let esc: &[u8] = match c {
+            b'"' => b"\\\"",
+            b'\\' => b"\\\\",
+            b'\n' => b"\\n",
+            b'\r' => b"\\r",
+            b'\t' => b"\\t",
+            0x08 => b"\\b",
+            0x0c => b"\\f",
+            0..=0x1f => b"",
+            _ => continue,
+        };
+        out.extend_from_slice(&b[start..i]);
+        if esc.is_empty() {
+            const HEX: &[u8; 16] = b"0123456789abcdef";
+            out.extend_from_slice(b"\\u00");
+            out.push(HEX[(c >> 4) as usize]);
+            out.push(HEX[(c & 0xf) as usize]);
+        } else {
+            out.extend_from_slice(esc);
+        }
+        start = i + 1;
+    }
+    out.extend_from_slice(&b[start..]);
+    out.push(b'"');
+}
+
+// ------------------------------------------------------------------ parser
+
+/// Parses one JSON line (without or with its trailing `\n` / `\r\n`;
+/// surrounding whitespace is ignored) into a compact event. See the module
+/// docs for what is checked.
+#[inline]
+pub fn parse_json_line(line: &[u8]) -> Result<NexEvent, FieldError> {
+    if let Err(e) = simdutf8::compat::from_utf8(line) {
+        return Err(FieldError {
+            event: None,
+            field: None,
+            kind: FieldErrorKind::NotUtf8 {
+                offset: e.valid_up_to(),
+            },
+        });
+    }
+    match fast_parse(line) {
+        Some(e) => Ok(e),
+        None => slow_parse(line),
+    }
+}
+
+/// The values of the known members of one line.
+struct Values<'a> {
+    kind: Option<EventKind>,
+    ints: [u64; NUM_FIELDS],
+    name: &'a str,
+}
+
+impl Values<'_> {
+    /// The event of kind `k` from the values (all required ones present).
+    fn event(&self, k: EventKind) -> Result<NexEvent, FieldError> {
+        let v = |f: Field| self.ints[f as usize];
+        Ok(match k {
+            EventKind::Person => NexEvent::Person(Person {
+                id: v(Field::Id),
+                date_time: v(Field::DateTime),
+                name: Name::new(self.name).map_err(|NameTooLong { len }| FieldError {
+                    event: Some(k),
+                    field: Some(Field::Name),
+                    kind: FieldErrorKind::NameTooLong { len },
+                })?,
+            }),
+            EventKind::Auction => NexEvent::Auction(Auction {
+                id: v(Field::Id),
+                seller: v(Field::Seller),
+                category: v(Field::Category),
+                initial_bid: v(Field::InitialBid),
+                reserve: v(Field::Reserve),
+                date_time: v(Field::DateTime),
+                expires: v(Field::Expires),
+            }),
+            EventKind::Bid => NexEvent::Bid(Bid {
+                auction: v(Field::Auction),
+                bidder: v(Field::Bidder),
+                price: v(Field::Price),
+                date_time: v(Field::DateTime),
+            }),
+        })
+    }
+}
+
+#[inline(always)]
+fn skip_ws(b: &[u8], mut i: usize) -> usize {
+    while i < b.len() && matches!(b[i], b' ' | b'\t' | b'\n' | b'\r') {
+        i += 1;
+    }
+    i
+}
+
+/// Index of the closing quote of a string whose content starts at `i`, or
+/// `None` if a backslash comes first or the line ends.
+#[inline(always)]
+fn string_end(b: &[u8], i: usize) -> Option<usize> {
+    let j = i + memchr::memchr2(b'"', b'\\', b.get(i..)?)?;
+    (b[j] == b'"').then_some(j)
+}
+
+/// A JSON unsigned integer starting at `i` (no sign, no leading zero, no
+/// fraction or exponent) that fits a `u64`; its value and end.
+#[inline(always)]
+fn parse_uint(b: &[u8], i: usize) -> Option<(u64, usize)> {
+    let mut j = i;
+    let mut v: u64 = 0;
+    while let Some(&c) = b.get(j) {
+        let d = c.wrapping_sub(b'0');
+        if d > 9 {
+            break;
+        }
+        v = v.checked_mul(10)?.checked_add(d as u64)?;
+        j += 1;
+    }
+    let len = j - i;
+    if len == 0 || (len > 1 && b[i] == b'0') || matches!(b.get(j), Some(b'.' | b'e' | b'E')) {
+        return None;
+    }
+    Some((v, j))
+}
+
+/// End of a scalar value that is not a string (number, `true`, `false`,
+/// `null`) starting at `i`; `None` for anything else (nested values go to
+/// the slow path). Numbers are only delimited here, not validated.
+#[inline(always)]
+fn skip_scalar(b: &[u8], i: usize) -> Option<usize> {
+    match *b.get(i)? {
+        b'-' | b'0'..=b'9' => {
+            let mut j = i + 1;
+            while j < b.len() && matches!(b[j], b'0'..=b'9' | b'.' | b'e' | b'E' | b'+' | b'-') {
+                j += 1;
+            }
+            Some(j)
+        }
+        b't' => b[i..].starts_with(b"true").then_some(i + 4),
+        b'f' => b[i..].starts_with(b"false").then_some(i + 5),
+        b'n' => b[i..].starts_with(b"null").then_some(i + 4),
+        _ => None,
+    }
+}
+
+/// The fast path: a flat line of integers and unescaped strings straight
+/// into an event, or `None` for the slow path to decide.
+#[inline]
+fn fast_parse(b: &[u8]) -> Option<NexEvent> {
+    let mut vals = Values {
+        kind: None,
+        ints: [0; NUM_FIELDS],
+        name: "",
+    };
+    let mut seen = 0u16;
+    let mut i = skip_ws(b, 0);
+    if b.get(i) != Some(&b'{') {
+        return None;
+    }
+    i = skip_ws(b, i + 1);
+    loop {
+        if b.get(i) != Some(&b'"') {
+            return None; // includes `{}`: the slow path says what is missing
+        }
+        let key_end = string_end(b, i + 1)?;
+        let field = Field::from_key(&b[i + 1..key_end]);
+        i = skip_ws(b, key_end + 1);
+        if b.get(i) != Some(&b':') {
+            return None;
+        }
+        i = skip_ws(b, i + 1);
+        i = match field {
+            Some(f) => {
+                if seen & f.bit() != 0 {
+                    return None;
+                }
+                seen |= f.bit();
+                match f {
+                    Field::Type | Field::Name => {
+                        if b.get(i) != Some(&b'"') {
+                            return None;
+                        }
+                        let end = string_end(b, i + 1)?;
+                        let s = &b[i + 1..end];
+                        if f == Field::Type {
+                            vals.kind = Some(EventKind::from_bytes(s)?);
+                        } else {
+                            if s.len() > NAME_CAP {
+                                return None;
+                            }
+                            // The whole line is valid UTF-8 and a string
+                            // without escapes ends at an ASCII quote, so
+                            // this slice is valid UTF-8 too.
+                            vals.name = std::str::from_utf8(s).ok()?;
+                        }
+                        end + 1
+                    }
+                    _ => {
+                        let (v, end) = parse_uint(b, i)?;
+                        vals.ints[f as usize] = v;
+                        end
+                    }
+                }
+            }
+            None => match b.get(i) {
+                Some(b'"') => string_end(b, i + 1)? + 1,
+                _ => skip_scalar(b, i)?,
+            },
+        };
+        i = skip_ws(b, i);
+        match b.get(i) {
+            Some(b',') => i = skip_ws(b, i + 1),
+            Some(b'}') => break,
+            _ => return None,
+        }
+    }
+    if skip_ws(b, i + 1) != b.len() {
+        return None;
+    }
+    let kind = vals.kind?;
+    let need = required(kind);
+    if seen & need != need {
+        return None;
+    }
+    vals.event(kind).ok()
+}
+
+/// The members of a JSON object, in order, duplicates kept.
+struct Members(Vec<(String, serde_json::Value)>);
+
+impl<'de> Deserialize<'de> for Members {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Members, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Members;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Members, A::Error> {
+                let mut members = Vec::with_capacity(12);
+                while let Some(entry) = map.next_entry::<String, serde_json::Value>()? {
+                    members.push(entry);
+                }
+                Ok(Members(members))
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
+/// The JSON type of `v`, for error messages.
+fn json_type(v: &serde_json::Value) -> &'static str {
+    match v {
+        serde_json::Value::Null => "null",
+        serde_json::Value::Bool(_) => "boolean",
+        serde_json::Value::Number(_) => "number",
+        serde_json::Value::String(_) => "string",
+        serde_json::Value::Array(_) => "array",
+        serde_json::Value::Object(_) => "object",
+    }
+}
+
+/// A value for an error message, cut at 64 bytes (at a character boundary).
+fn cut(s: &str) -> String {
+    const MAX: usize = 64;
+    if s.len() <= MAX {
+        return s.to_owned();
+    }
+    let mut end = MAX;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &s[..end])
+}
+
+/// The slow path: any JSON, precise errors.
+#[cold]
+fn slow_parse(line: &[u8]) -> Result<NexEvent, FieldError> {
+    let whole = |kind| FieldError {
+        event: None,
+        field: None,
+        kind,
+    };
+    let members = match serde_json::from_slice::<Members>(line) {
+        Ok(m) => m.0,
+        Err(e) => {
+            return Err(whole(
+                if e.classify() == serde_json::error::Category::Data {
+                    FieldErrorKind::NotAnObject
+                } else {
+                    let message = e.to_string();
+                    let message = match message.rfind(" at line ") {
+                        Some(k) => message[..k].to_owned(),
+                        None => message,
+                    };
+                    FieldErrorKind::Malformed {
+                        column: e.column(),
+                        message,
+                    }
+                },
+            ))
+        }
+    };
+    // Each known member's value, and whether it was given twice.
+    let mut values: [Option<&serde_json::Value>; NUM_FIELDS] = [None; NUM_FIELDS];
+    let mut twice = 0u16;
+    for (key, value) in &members {
+        if let Some(f) = Field::from_key(key.as_bytes()) {
+            if values[f as usize].replace(value).is_some() {
+                twice |= f.bit();
+            }
+        }
+    }
+    let err = |event, f, kind| FieldError {
+        event,
+        field: Some(f),
+        kind,
+    };
+    if twice & Field::Type.bit() != 0 {
+        return Err(err(None, Field::Type, FieldErrorKind::Duplicate));
+    }
+    let kind = match values[Field::Type as usize] {
+        None => return Err(err(None, Field::Type, FieldErrorKind::Missing)),
+        Some(serde_json::Value::String(s)) => match EventKind::from_bytes(s.as_bytes()) {
+            Some(k) => k,
+            None => {
+                return Err(err(
+                    None,
+                    Field::Type,
+                    FieldErrorKind::UnknownType { value: cut(s) },
+                ))
+            }
+        },
+        Some(other) => {
+            return Err(err(
+                None,
+                Field::Type,
+                FieldErrorKind::WrongType {
+                    expected: "a string",
+                    found: json_type(other),
+                },
+            ))
+        }
+    };
+    let need = required(kind);
+    let mut vals = Values {
+        kind: Some(kind),
+        ints: [0; NUM_FIELDS],
+        name: "",
+    };
+    for f in Field::ALL {
+        if f == Field::Type || need & f.bit() == 0 {
+            continue;
+        }
+        let e = |k| Err(err(Some(kind), f, k));
+        if twice & f.bit() != 0 {
+            return e(FieldErrorKind::Duplicate);
+        }
+        let Some(v) = values[f as usize] else {
+            return e(FieldErrorKind::Missing);
+        };
+        match (f, v) {
+            (Field::Name, serde_json::Value::String(s)) => {
+                if s.len() > NAME_CAP {
+                    return e(FieldErrorKind::NameTooLong { len: s.len() });
+                }
+                vals.name = s;
+            }
+            (Field::Name, other) => {
+                return e(FieldErrorKind::WrongType {
+                    expected: "a string",
+                    found: json_type(other),
+                })
+            }
+            (_, serde_json::Value::Number(num)) => match num.as_u64() {
+                Some(x) => vals.ints[f as usize] = x,
+                None => {
+                    return e(FieldErrorKind::NotAnInteger {
+                        value: cut(&num.to_string()),
+                    })
+                }
+            },
+            (_, other) => {
+                return e(FieldErrorKind::WrongType {
+                    expected: "an integer",
+                    found: json_type(other),
+                })
+            }
+        }
+    }
+    vals.event(kind)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sources::nexmark::model::{FullAuction, FullBid, FullPerson};
+
+    fn person() -> FullEvent {
+        FullEvent::Person(FullPerson {
+            id: 1000,
+            name: "Peter Shultz".into(),
+            email_address: "abc@de.com".into(),
+            credit_card: "0001 0002 0003 0004".into(),
+            city: "Boise".into(),
+            state: "ID".into(),
+            date_time: 1_700_000_000_000,
+            extra: "xyz".into(),
+        })
+    }
+
+    #[test]
+    fn writer_text() {
+        let mut out = Vec::new();
+        write_json_line(&person(), &mut out);
+        assert_eq!(
+            std::str::from_utf8(&out).unwrap(),
+            "{\"type\":\"person\",\"id\":1000,\"name\":\"Peter Shultz\",\"emailAddress\":\"abc@de.com\",\"creditCard\":\"0001 0002 0003 0004\",\"city\":\"Boise\",\"state\":\"ID\",\"dateTime\":1700000000000,\"extra\":\"xyz\"}\n"
+        );
+        out.clear();
+        let a = FullEvent::Auction(FullAuction {
+            id: 1001,
+            item_name: "a\"b\\c\n\u{1}é".into(),
+            expires: u64::MAX,
+            ..FullAuction::default()
+        });
+        write_json_line(&a, &mut out);
+        let text = std::str::from_utf8(&out).unwrap();
+        assert!(text.contains(r#""itemName":"a\"b\\c\n\u0001é""#), "{text}");
+        let v: serde_json::Value = serde_json::from_str(text).unwrap();
+        assert_eq!(v["itemName"], "a\"b\\c\n\u{1}é");
+        assert_eq!(v["expires"], u64::MAX);
+        assert_eq!(parse_json_line(&out), Ok(compact(&a)));
+        out.clear();
+        let b = FullEvent::Bid(FullBid {
+            auction: 1,
+            bidder: 2,
+            price: 3,
+            channel: "Apple".into(),
+            url: "https://x".into(),
+            date_time: 4,
+            extra: String::new(),
+        });
+        write_json_line(&b, &mut out);
+        assert_eq!(
+            out,
+            b"{\"type\":\"bid\",\"auction\":1,\"bidder\":2,\"price\":3,\"channel\":\"Apple\",\"url\":\"https://x\",\"dateTime\":4,\"extra\":\"\"}\n"
+        );
+        assert_eq!(fast_parse(&out), Some(compact(&b)));
+    }
+
+    use crate::sources::nexmark::model::compact;
+
+    #[test]
+    fn fast_and_slow_paths_agree() {
+        let mut line = Vec::new();
+        write_json_line(&person(), &mut line);
+        let want = compact(&person());
+        assert_eq!(fast_parse(&line), Some(want));
+        assert_eq!(slow_parse(&line), Ok(want));
+        let text = std::str::from_utf8(&line).unwrap().trim_end();
+        // Another key order, spacing, escapes, nested unknown members.
+        for variant in [
+            r#"{ "dateTime" : 1700000000000 , "name":"Peter Shultz", "id":1000, "type":"person" }"#
+                .to_owned(),
+            text.replace("Peter", "P\\u0065ter"),
+            text.replacen('{', r#"{"x":{"y":[1,2,null]},"z":-1.5e3,"t":true,"#, 1),
+            format!("  {text}\r\n"),
+        ] {
+            assert_eq!(parse_json_line(variant.as_bytes()), Ok(want), "{variant}");
+        }
+    }
+
+    fn error(line: &str) -> String {
+        parse_json_line(line.as_bytes()).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn error_messages() {
+        assert_eq!(
+            error(r#"{"type":"bid","auction":1,"bidder":2,"dateTime":3}"#),
+            "field price (bid): missing"
+        );
+        assert_eq!(
+            error(r#"{"type":"bid","auction":1,"bidder":"2","price":1,"dateTime":3}"#),
+            "field bidder (bid): expected an integer, found string"
+        );
+        assert_eq!(
+            error(r#"{"type":"bid","auction":1,"bidder":2,"price":-1,"dateTime":3}"#),
+            "field price (bid): -1 is not a non-negative 64-bit integer"
+        );
+        assert_eq!(
+            error(r#"{"type":"bid","auction":1,"bidder":2,"price":1.5,"dateTime":3}"#),
+            "field price (bid): 1.5 is not a non-negative 64-bit integer"
+        );
+        assert_eq!(
+            error(r#"{"type":"Bid","auction":1}"#),
+            r#"field type: "Bid" is not one of "person", "auction", "bid""#
+        );
+        assert_eq!(error(r#"{"auction":1}"#), "field type: missing");
+        assert_eq!(
+            error(r#"{"type":7}"#),
+            "field type: expected a string, found number"
+        );
+        let long = "x".repeat(65);
+        assert_eq!(
+            error(&format!(
+                r#"{{"type":"person","id":1,"name":"{long}","dateTime":2}}"#
+            )),
+            "field name (person): 65 bytes, longer than the limit of 64"
+        );
+        assert_eq!(
+            error(r#"{"type":"person","id":1,"name":null,"dateTime":2}"#),
+            "field name (person): expected a string, found null"
+        );
+        assert_eq!(
+            error(r#"{"type":"bid","auction":1,"auction":1,"bidder":2,"price":1,"dateTime":3}"#),
+            "field auction (bid): appears more than once"
+        );
+        assert_eq!(error("[1,2]"), "not a JSON object");
+        assert!(error(r#"{"type":"bid""#).starts_with("malformed JSON at column 13"));
+        assert_eq!(
+            parse_json_line(b"{\"type\":\"bid\xff\"}").unwrap_err().kind,
+            FieldErrorKind::NotUtf8 { offset: 12 }
+        );
+        // Members of other kinds are ignored, whatever their type.
+        assert_eq!(
+            parse_json_line(
+                br#"{"type":"bid","auction":1,"bidder":2,"price":3,"dateTime":4,"name":5,"id":"x"}"#
+            ),
+            Ok(NexEvent::Bid(Bid {
+                auction: 1,
+                bidder: 2,
+                price: 3,
+                date_time: 4
+            }))
+        );
+    }
+
+    #[test]
+    fn integers() {
+        assert_eq!(parse_uint(b"0", 0), Some((0, 1)));
+        assert_eq!(
+            parse_uint(b"18446744073709551615,", 0),
+            Some((u64::MAX, 20))
+        );
+        assert_eq!(parse_uint(b"18446744073709551616", 0), None);
+        assert_eq!(parse_uint(b"01", 0), None);
+        assert_eq!(parse_uint(b"1e3", 0), None);
+        assert_eq!(parse_uint(b"-1", 0), None);
+        assert_eq!(parse_uint(b"", 0), None);
+        assert_eq!(
+            error(
+                r#"{"type":"bid","auction":18446744073709551616,"bidder":2,"price":1,"dateTime":3}"#
+            ),
+            "field auction (bid): 1.8446744073709552e+19 is not a non-negative 64-bit integer"
+        );
+    }
+}

@@ -1,1 +1,0 @@
-//! Text input for word count (in progress).

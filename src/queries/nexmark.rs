@@ -1,0 +1,883 @@
+//! `air run nexmark --query q1|q2|q5|q7|q8` and `air gen nexmark`: the
+//! NEXMark benchmark queries (semantics of the Apache Beam NEXMark suite) over
+//! the NEXMark generator or JSON-lines files of its events.
+//!
+//! | query | what | output CSV columns (sorted by) |
+//! |---|---|---|
+//! | q1 | currency conversion: every bid, price × 89 / 100 (dollars → euros, integer cents, rounded down) | `auction,bidder,price,date_time_ms` (date_time, auction, bidder, price) |
+//! | q2 | selection: bids whose `auction % 123 == 0` | `auction,price` (auction, price) |
+//! | q5 | hot items: per sliding window (size `--window-ms`, slide `--slide-ms`), the auction(s) with the most bids; ties all listed | `window_start_ms,window_end_ms,auction,bids` (window, auction) |
+//! | q7 | highest bid: per tumbling window of `--window-ms`, the bid(s) with the highest price; ties all listed | `window_start_ms,window_end_ms,auction,bidder,price,date_time_ms` (window, auction, bidder, date_time) |
+//! | q8 | monitor new users: persons who opened an auction in the same tumbling window of `--window-ms` (join person.id = auction.seller) | `window_start_ms,person_id,name,auction_id,reserve` (window, person, auction) |
+//!
+//! Windows hold `[start, start + size)`; an event at exactly `start` belongs
+//! to the window starting there. Event times are the generator's (or the
+//! file's) `dateTime`, ms. Q5's last step (the top auction per window) runs
+//! at rank 0 over every rank's per-auction counts; the counts themselves
+//! are computed where the auctions are owned.
+
+use super::common::{CliError, RuntimeArgs};
+use super::dist::Dist;
+use super::driver::{OutputArgs, Query, RankPart, WorkerFigures};
+use air_operators::join::{run_join_job, JoinOptions, JoinSide};
+use air_operators::sources::nexmark::{
+    Auction, Bid, NexEvent, NexmarkConfig, NexmarkFileReader, NexmarkGenerator, OnBadRecord,
+    Person, ReaderOptions,
+};
+use air_operators::stream::{run_window_job, Pipe, Source, SourcePoll, Stream, WindowOptions};
+use air_operators::top::{run_stateless_job, run_top_job, StatelessUpstream, TopUpstream};
+use air_operators::window::{Aggregate, WindowSpec};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::ops::Range;
+use std::path::PathBuf;
+use std::time::Instant;
+
+/// The NEXMark queries `air` runs.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NexQuery {
+    /// Currency conversion (map).
+    Q1,
+    /// Selection (filter).
+    Q2,
+    /// Hot items (sliding-window count, then the top auction per window).
+    Q5,
+    /// Highest bid per tumbling window.
+    Q7,
+    /// New users: persons who opened an auction in the same window (join).
+    Q8,
+}
+
+/// What to do with a bad input record.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BadRecord {
+    /// Stop reading (exit 2; what was read before is processed).
+    Fail,
+    /// Skip it and count it.
+    Skip,
+}
+
+/// Generator options shared by `air run nexmark` and `air gen nexmark`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct NexGenArgs {
+    /// Events in the stream (all workers).
+    #[arg(long)]
+    pub events: Option<u64>,
+    /// Event-time rate: events per second of event time (the generator's
+    /// inter-event delay is 10^6 / rate µs, fractional).
+    #[arg(long, default_value_t = 10_000_000.0)]
+    pub events_per_s: f64,
+    /// Seed of the stream.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+}
+
+impl NexGenArgs {
+    fn config(&self, default_events: u64) -> NexmarkConfig {
+        NexmarkConfig {
+            seed: self.seed,
+            events: Some(self.events.unwrap_or(default_events)),
+            events_per_s: self.events_per_s,
+            ..NexmarkConfig::default()
+        }
+    }
+}
+
+/// `air run nexmark`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct NexmarkArgs {
+    /// The query.
+    #[arg(long, value_enum)]
+    pub query: NexQuery,
+    /// Generator options (default 100 000 000 events).
+    #[command(flatten)]
+    pub gen: NexGenArgs,
+    /// Read events from these JSON-lines files (`air gen nexmark`'s format)
+    /// instead of the generator; each file is split by byte range across
+    /// the workers.
+    #[arg(long, num_args = 1..)]
+    pub input: Vec<PathBuf>,
+    /// What to do with a bad input record.
+    #[arg(long, value_enum, default_value_t = BadRecord::Fail)]
+    pub on_bad_record: BadRecord,
+    /// Window size, ms of event time (q5: sliding; q7, q8: tumbling).
+    #[arg(long, default_value_t = 10_000)]
+    pub window_ms: u64,
+    /// Slide of q5's sliding window, ms (0 < slide ≤ size).
+    #[arg(long, default_value_t = 2_000)]
+    pub slide_ms: u64,
+    /// Bounded out-of-orderness, ms: events older than newest − this are late.
+    #[arg(long, default_value_t = 0)]
+    pub max_delay_ms: u64,
+    /// Outputs.
+    #[command(flatten)]
+    pub output: OutputArgs,
+    /// Runtime options.
+    #[command(flatten)]
+    pub runtime: RuntimeArgs,
+}
+
+/// One result row (the columns of each query; see the module docs).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum NexRow {
+    /// q1.
+    Q1 {
+        /// Sort key first.
+        date_time_ms: u64,
+        /// Auction id.
+        auction: u64,
+        /// Bidder (person) id.
+        bidder: u64,
+        /// Price in euro cents.
+        price: u64,
+    },
+    /// q2.
+    Q2 {
+        /// Auction id.
+        auction: u64,
+        /// Price, cents.
+        price: u64,
+    },
+    /// q5 (before `finish`: one row per auction and window, its bid count).
+    Q5 {
+        /// Window start, ms.
+        window_start_ms: u64,
+        /// Auction id.
+        auction: u64,
+        /// Bids on it in the window.
+        bids: u64,
+    },
+    /// q7.
+    Q7 {
+        /// Window start, ms.
+        window_start_ms: u64,
+        /// Auction id.
+        auction: u64,
+        /// Bidder id.
+        bidder: u64,
+        /// Bid time, ms.
+        date_time_ms: u64,
+        /// The window's highest price, cents.
+        price: u64,
+    },
+    /// q8.
+    Q8 {
+        /// Window start, ms.
+        window_start_ms: u64,
+        /// Person id (= the auction's seller).
+        person_id: u64,
+        /// The auction's id.
+        auction_id: u64,
+        /// The person's name.
+        name: String,
+        /// The auction's reserve price, cents.
+        reserve: u64,
+    },
+}
+
+/// One byte range of one input file.
+type Piece = (PathBuf, Range<u64>);
+
+/// A worker's NEXMark source: its generator shard or its byte ranges of
+/// the input files. (One per worker, never moved on the hot path: the size
+/// difference of the variants does not matter.)
+#[allow(clippy::large_enum_variant)]
+pub enum NexSource {
+    /// The generator.
+    Gen(NexmarkGenerator),
+    /// Input files.
+    Files {
+        /// (file, byte range) still to read, in order.
+        pieces: std::vec::IntoIter<Piece>,
+        /// The reader of the current piece.
+        current: Option<NexmarkFileReader>,
+        /// Reader options.
+        opts: ReaderOptions,
+        /// The error that stopped reading.
+        error: Option<String>,
+        /// Bad records skipped by finished readers.
+        skipped: u64,
+    },
+}
+
+impl Source for NexSource {
+    type Item = NexEvent;
+
+    fn poll(&mut self, buf: &mut Vec<NexEvent>, max: usize) -> SourcePoll {
+        buf.resize(max, NexEvent::default());
+        match self {
+            NexSource::Gen(g) => {
+                let n = g.fill(buf);
+                buf.truncate(n);
+                if n == 0 {
+                    SourcePoll::Done
+                } else {
+                    SourcePoll::Ready
+                }
+            }
+            NexSource::Files {
+                pieces,
+                current,
+                opts,
+                error,
+                skipped,
+            } => loop {
+                if error.is_some() {
+                    buf.clear();
+                    return SourcePoll::Done;
+                }
+                if current.is_none() {
+                    let Some((path, range)) = pieces.next() else {
+                        buf.clear();
+                        return SourcePoll::Done;
+                    };
+                    match NexmarkFileReader::open(&path, range, *opts) {
+                        Ok(r) => *current = Some(r),
+                        Err(e) => {
+                            *error = Some(e.to_string());
+                            continue;
+                        }
+                    }
+                }
+                let r = current.as_mut().expect("opened above");
+                match r.fill(buf) {
+                    Ok(0) => {
+                        *skipped += r.skipped();
+                        *current = None;
+                    }
+                    Ok(n) => {
+                        buf.truncate(n);
+                        return SourcePoll::Ready;
+                    }
+                    Err(e) => {
+                        *error = Some(e.to_string());
+                    }
+                }
+            },
+        }
+    }
+}
+
+impl NexSource {
+    fn error(&self) -> Option<&str> {
+        match self {
+            NexSource::Files { error, .. } => error.as_deref(),
+            NexSource::Gen(_) => None,
+        }
+    }
+    fn skipped(&self) -> u64 {
+        match self {
+            NexSource::Files {
+                skipped, current, ..
+            } => skipped + current.as_ref().map_or(0, |r| r.skipped()),
+            NexSource::Gen(_) => 0,
+        }
+    }
+}
+
+/// Keeps the bids.
+struct Bids;
+impl Pipe<NexEvent> for Bids {
+    type Out = Bid;
+    #[inline(always)]
+    fn run<E: FnMut(Bid)>(&mut self, e: NexEvent, emit: &mut E) {
+        if let NexEvent::Bid(b) = e {
+            emit(b)
+        }
+    }
+}
+
+/// Keeps the persons.
+struct Persons;
+impl Pipe<NexEvent> for Persons {
+    type Out = Person;
+    #[inline(always)]
+    fn run<E: FnMut(Person)>(&mut self, e: NexEvent, emit: &mut E) {
+        if let NexEvent::Person(p) = e {
+            emit(p)
+        }
+    }
+}
+
+/// Keeps the auctions.
+struct Auctions;
+impl Pipe<NexEvent> for Auctions {
+    type Out = Auction;
+    #[inline(always)]
+    fn run<E: FnMut(Auction)>(&mut self, e: NexEvent, emit: &mut E) {
+        if let NexEvent::Auction(a) = e {
+            emit(a)
+        }
+    }
+}
+
+/// Q1: every bid, price in euros.
+struct Q1Map;
+impl Pipe<NexEvent> for Q1Map {
+    type Out = Bid;
+    #[inline(always)]
+    fn run<E: FnMut(Bid)>(&mut self, e: NexEvent, emit: &mut E) {
+        if let NexEvent::Bid(b) = e {
+            emit(Bid {
+                price: q1_price(b.price),
+                ..b
+            })
+        }
+    }
+}
+
+/// Q1's conversion: dollars to euros as Beam's Query1 does it,
+/// `price * 89 / 100` in integer cents (rounded down).
+pub fn q1_price(cents: u64) -> u64 {
+    cents.saturating_mul(89) / 100
+}
+
+/// Q2's selection: Beam's Query2 keeps bids whose auction id is a multiple
+/// of 123 (its `auctionSkip`).
+pub const Q2_AUCTION_SKIP: u64 = 123;
+
+/// Q2: bids on every 123rd auction.
+struct Q2Filter;
+impl Pipe<NexEvent> for Q2Filter {
+    type Out = Bid;
+    #[inline(always)]
+    fn run<E: FnMut(Bid)>(&mut self, e: NexEvent, emit: &mut E) {
+        if let NexEvent::Bid(b) = e {
+            if b.auction % Q2_AUCTION_SKIP == 0 {
+                emit(b)
+            }
+        }
+    }
+}
+
+impl NexmarkArgs {
+    fn files(&self) -> bool {
+        !self.input.is_empty()
+    }
+
+    /// Each global worker's pieces of input.
+    fn pieces(&self, total: usize) -> Result<Vec<Vec<Piece>>, CliError> {
+        let mut pieces: Vec<Vec<Piece>> = vec![Vec::new(); total];
+        for path in &self.input {
+            let ranges = air_operators::sources::nexmark::split_ranges(path, total)
+                .map_err(|e| CliError::BadInput(format!("{}: {e}", path.display())))?;
+            for (i, r) in ranges.into_iter().enumerate() {
+                pieces[i % total].push((path.clone(), r));
+            }
+        }
+        Ok(pieces)
+    }
+
+    fn reader_options(&self) -> ReaderOptions {
+        ReaderOptions {
+            on_bad_record: match self.on_bad_record {
+                BadRecord::Fail => OnBadRecord::Fail,
+                BadRecord::Skip => OnBadRecord::Skip,
+            },
+            ..ReaderOptions::default()
+        }
+    }
+}
+
+/// The sources of every worker of this rank, built on demand by worker
+/// index (each taken once).
+struct Sources {
+    gen: NexmarkConfig,
+    pieces: std::sync::Mutex<Vec<Vec<Piece>>>,
+    files: bool,
+    opts: ReaderOptions,
+}
+
+impl Sources {
+    /// Worker `index` of `workers`' source; `copy` (0 or 1) asks for a
+    /// second, independent source over the same shard (the join's two
+    /// sides read the stream twice).
+    fn get(&self, index: usize, workers: usize, copy: bool) -> NexSource {
+        if self.files {
+            let mut all = self.pieces.lock().unwrap_or_else(|e| e.into_inner());
+            let mine = if copy {
+                all[index].clone()
+            } else {
+                std::mem::take(&mut all[index])
+            };
+            NexSource::Files {
+                pieces: mine.into_iter(),
+                current: None,
+                opts: self.opts,
+                error: None,
+                skipped: 0,
+            }
+        } else {
+            NexSource::Gen(NexmarkGenerator::new(&self.gen, index, workers))
+        }
+    }
+}
+
+/// Figures common to the per-worker report of every query shape.
+fn figures(
+    dist: &Dist,
+    placement: &[air_runtime::WorkerPlacement],
+    channels: &[air_runtime::ChannelMetrics],
+    events: &[u64],
+    late: &[u64],
+) -> Vec<WorkerFigures> {
+    let w = placement.len();
+    (0..w)
+        .map(|i| WorkerFigures {
+            worker: dist.rank() * w + i,
+            rank: dist.rank(),
+            placement: placement[i].clone(),
+            events: events[i],
+            late_records: late[i],
+            channels: channels[i].clone(),
+        })
+        .collect()
+}
+
+fn input_outcome<'a>(sources: impl Iterator<Item = &'a NexSource>) -> (Option<String>, u64) {
+    let mut err = None;
+    let mut skipped = 0;
+    for s in sources {
+        skipped += s.skipped();
+        if err.is_none() {
+            err = s.error().map(str::to_string);
+        }
+    }
+    (err, skipped)
+}
+
+impl Query for NexmarkArgs {
+    type Row = NexRow;
+
+    fn name(&self) -> String {
+        format!("nexmark-{:?}", self.query).to_lowercase()
+    }
+    fn runtime(&self) -> &RuntimeArgs {
+        &self.runtime
+    }
+    fn output(&self) -> &OutputArgs {
+        &self.output
+    }
+    fn validate(&self, _ranks: usize) -> Result<(), CliError> {
+        let bad = |m: String| Err(CliError::BadInput(m));
+        super::ysb::check_runtime(&self.runtime)?;
+        self.gen
+            .config(1)
+            .validate()
+            .map_err(|e| CliError::BadInput(format!("generator: {e}")))?;
+        if self.window_ms == 0 {
+            return bad("--window-ms must be positive".into());
+        }
+        if self.query == NexQuery::Q5 && (self.slide_ms == 0 || self.slide_ms > self.window_ms) {
+            return bad(format!(
+                "--slide-ms {}: need 0 < slide <= --window-ms {}",
+                self.slide_ms, self.window_ms
+            ));
+        }
+        if self.files() && self.gen.events.is_some() {
+            return bad("--events applies to the generator, not to --input files".into());
+        }
+        for path in &self.input {
+            match std::fs::metadata(path) {
+                Ok(m) if !m.is_file() => {
+                    return bad(format!(
+                        "{}: not a regular file (input files are split by byte range)",
+                        path.display()
+                    ))
+                }
+                Ok(_) => {}
+                Err(e) => return bad(format!("{}: {e}", path.display())),
+            }
+        }
+        if self.output.out_per_rank && self.output.out.is_none() {
+            return bad("--out-per-rank needs --out".into());
+        }
+        Ok(())
+    }
+
+    fn run_rank(&self, dist: &Dist) -> Result<RankPart<NexRow>, CliError> {
+        let mut cfg = self.runtime.job_config();
+        dist.configure(&mut cfg, self.runtime.force_network);
+        let total = cfg.workers * dist.ranks();
+        let sources = Sources {
+            gen: self.gen.config(100_000_000),
+            pieces: std::sync::Mutex::new(self.pieces(total)?),
+            files: self.files(),
+            opts: self.reader_options(),
+        };
+        let start = Instant::now();
+        let rt = |e: air_runtime::RuntimeError| CliError::Other(e.into());
+        let wopts = WindowOptions {
+            max_delay_ms: self.max_delay_ms,
+            ..WindowOptions::default()
+        };
+        let mut part = match self.query {
+            NexQuery::Q1 | NexQuery::Q2 => {
+                let keep = self.output.out.is_some();
+                let q1 = self.query == NexQuery::Q1;
+                let out = if q1 {
+                    run_stateless_job(&cfg, |i| {
+                        StatelessUpstream::new(sources.get(i.index, i.workers, false), Q1Map, keep)
+                    })
+                } else {
+                    run_stateless_job(&cfg, |i| {
+                        StatelessUpstream::new(
+                            sources.get(i.index, i.workers, false),
+                            Q2Filter,
+                            keep,
+                        )
+                    })
+                }
+                .map_err(rt)?;
+                let rows = out
+                    .kept
+                    .iter()
+                    .flatten()
+                    .map(|b| {
+                        if q1 {
+                            NexRow::Q1 {
+                                date_time_ms: b.date_time,
+                                auction: b.auction,
+                                bidder: b.bidder,
+                                price: b.price,
+                            }
+                        } else {
+                            NexRow::Q2 {
+                                auction: b.auction,
+                                price: b.price,
+                            }
+                        }
+                    })
+                    .collect();
+                let events: Vec<u64> = out.counts.iter().map(|c| c.0).collect();
+                let produced: u64 = out.counts.iter().map(|c| c.1).sum();
+                let (input_error, skipped) = input_outcome(out.sources.iter());
+                RankPart {
+                    rows,
+                    per_worker: figures(
+                        dist,
+                        &out.placement,
+                        &out.channels,
+                        &events,
+                        &vec![0; events.len()],
+                    ),
+                    latency: Vec::new(),
+                    elapsed_s: out.elapsed.as_secs_f64(),
+                    late_partials: 0,
+                    input_error,
+                    skipped,
+                    uncollected_rows: if keep { 0 } else { produced },
+                }
+            }
+            NexQuery::Q5 => {
+                let out = run_window_job(
+                    &cfg,
+                    WindowSpec::sliding(self.window_ms, self.slide_ms),
+                    Aggregate::Count,
+                    |i| {
+                        Stream::source(sources.get(i.index, i.workers, false))
+                            .pipe(Bids)
+                            .key_by(|b: &Bid| b.auction)
+                            .window(|b| b.date_time, |_| 1, wopts)
+                    },
+                )
+                .map_err(rt)?;
+                let (input_error, skipped) = input_outcome(out.sources.iter());
+                let counts: Vec<NexRow> = out
+                    .results
+                    .iter()
+                    .map(|r| NexRow::Q5 {
+                        window_start_ms: r.window_start,
+                        auction: r.key,
+                        bids: r.state.count,
+                    })
+                    .collect();
+                RankPart {
+                    rows: q5_top(&counts),
+                    per_worker: super::driver::worker_figures(&out, dist),
+                    latency: Vec::new(),
+                    elapsed_s: out.elapsed.as_secs_f64(),
+                    late_partials: out.late_partials,
+                    input_error,
+                    skipped,
+                    uncollected_rows: 0,
+                }
+            }
+            NexQuery::Q7 => {
+                let size = self.window_ms;
+                let out = run_top_job(&cfg, size, |i| {
+                    TopUpstream::new(
+                        sources.get(i.index, i.workers, false),
+                        Bids,
+                        |b: &Bid| b.date_time,
+                        |b: &Bid| b.price,
+                        size,
+                        self.max_delay_ms,
+                    )
+                })
+                .map_err(rt)?;
+                let mut rows = Vec::new();
+                for r in &out.results {
+                    for b in &r.items {
+                        rows.push(NexRow::Q7 {
+                            window_start_ms: r.window_start,
+                            auction: b.auction,
+                            bidder: b.bidder,
+                            date_time_ms: b.date_time,
+                            price: b.price,
+                        });
+                    }
+                }
+                let events: Vec<u64> = out.upstream.iter().map(|c| c.source_records).collect();
+                let late: Vec<u64> = out.upstream.iter().map(|c| c.late_records).collect();
+                let (input_error, skipped) = input_outcome(out.sources.iter());
+                RankPart {
+                    rows,
+                    per_worker: figures(dist, &out.placement, &out.channels, &events, &late),
+                    latency: Vec::new(),
+                    elapsed_s: out.elapsed.as_secs_f64(),
+                    late_partials: out.late_partials,
+                    input_error,
+                    skipped,
+                    uncollected_rows: 0,
+                }
+            }
+            NexQuery::Q8 => {
+                let opts = JoinOptions {
+                    max_delay_ms: self.max_delay_ms,
+                    ..JoinOptions::default()
+                };
+                let out = run_join_job(&cfg, WindowSpec::tumbling(self.window_ms), |i| {
+                    JoinSide::with_pipe(
+                        sources.get(i.index, i.workers, true),
+                        Persons,
+                        |p: &Person| p.id,
+                        |p: &Person| p.date_time,
+                    )
+                    .join(
+                        JoinSide::with_pipe(
+                            sources.get(i.index, i.workers, false),
+                            Auctions,
+                            |a: &Auction| a.seller,
+                            |a: &Auction| a.date_time,
+                        ),
+                        opts,
+                    )
+                })
+                .map_err(rt)?;
+                if out.join.late_left + out.join.late_right != 0 {
+                    return Err(CliError::Other(anyhow::anyhow!(
+                        "internal error: join records arrived after their window closed"
+                    )));
+                }
+                let rows = out
+                    .results
+                    .iter()
+                    .map(|m| NexRow::Q8 {
+                        window_start_ms: m.window_start,
+                        person_id: m.left.id,
+                        auction_id: m.right.id,
+                        name: m.left.name.as_str().to_string(),
+                        reserve: m.right.reserve,
+                    })
+                    .collect();
+                // The join reads the stream twice (once per side): count
+                // each event once (the auction side's reads).
+                let events: Vec<u64> = out
+                    .upstream
+                    .iter()
+                    .map(|c| c.right.source_records)
+                    .collect();
+                let late: Vec<u64> = out
+                    .upstream
+                    .iter()
+                    .map(|c| c.left.late_records + c.right.late_records)
+                    .collect();
+                let (input_error, skipped) =
+                    input_outcome(out.sources.iter().flat_map(|(l, r)| [l, r]));
+                RankPart {
+                    rows,
+                    per_worker: figures(dist, &out.placement, &out.channels, &events, &late),
+                    latency: Vec::new(),
+                    elapsed_s: out.elapsed.as_secs_f64(),
+                    late_partials: 0,
+                    input_error,
+                    skipped: skipped / 2,
+                    uncollected_rows: 0,
+                }
+            }
+        };
+        // Wall time of this rank's job, setup included (as YSB reports it).
+        part.elapsed_s = part.elapsed_s.max(start.elapsed().as_secs_f64());
+        Ok(part)
+    }
+
+    fn finish(&self, mut rows: Vec<NexRow>) -> Vec<NexRow> {
+        if self.query == NexQuery::Q5 {
+            rows = q5_top(&rows);
+        }
+        rows.sort_unstable();
+        rows
+    }
+
+    fn global_finish(&self) -> bool {
+        self.query == NexQuery::Q5
+    }
+
+    fn header(&self) -> Vec<&'static str> {
+        match self.query {
+            NexQuery::Q1 => vec!["auction", "bidder", "price", "date_time_ms"],
+            NexQuery::Q2 => vec!["auction", "price"],
+            NexQuery::Q5 => vec!["window_start_ms", "window_end_ms", "auction", "bids"],
+            NexQuery::Q7 => vec![
+                "window_start_ms",
+                "window_end_ms",
+                "auction",
+                "bidder",
+                "price",
+                "date_time_ms",
+            ],
+            NexQuery::Q8 => vec![
+                "window_start_ms",
+                "person_id",
+                "name",
+                "auction_id",
+                "reserve",
+            ],
+        }
+    }
+
+    fn record(&self, row: &NexRow) -> Vec<String> {
+        let s = |x: &u64| x.to_string();
+        let size = self.window_ms;
+        match row {
+            NexRow::Q1 {
+                date_time_ms,
+                auction,
+                bidder,
+                price,
+            } => vec![s(auction), s(bidder), s(price), s(date_time_ms)],
+            NexRow::Q2 { auction, price } => vec![s(auction), s(price)],
+            NexRow::Q5 {
+                window_start_ms,
+                auction,
+                bids,
+            } => vec![
+                s(window_start_ms),
+                s(&(window_start_ms + size)),
+                s(auction),
+                s(bids),
+            ],
+            NexRow::Q7 {
+                window_start_ms,
+                auction,
+                bidder,
+                date_time_ms,
+                price,
+            } => vec![
+                s(window_start_ms),
+                s(&(window_start_ms + size)),
+                s(auction),
+                s(bidder),
+                s(price),
+                s(date_time_ms),
+            ],
+            NexRow::Q8 {
+                window_start_ms,
+                person_id,
+                auction_id,
+                name,
+                reserve,
+            } => vec![
+                s(window_start_ms),
+                s(person_id),
+                name.clone(),
+                s(auction_id),
+                s(reserve),
+            ],
+        }
+    }
+
+    fn source(&self) -> &'static str {
+        if self.files() {
+            "files"
+        } else {
+            "generator"
+        }
+    }
+
+    fn wallclock(&self) -> bool {
+        false
+    }
+
+    fn params(&self) -> serde_json::Value {
+        serde_json::json!({
+            "query": format!("{:?}", self.query).to_lowercase(),
+            "window_ms": self.window_ms,
+            "slide_ms": (self.query == NexQuery::Q5).then_some(self.slide_ms),
+            "seed": (!self.files()).then_some(self.gen.seed),
+            "events_per_s_event_time": (!self.files()).then_some(self.gen.events_per_s),
+            "max_delay_ms": self.max_delay_ms,
+        })
+    }
+}
+
+/// Q5's last step: per window, the auction(s) with the most bids (ties all
+/// kept). Each (window, auction) count is final at exactly one worker, so
+/// the top of the workers' (or ranks') local tops is the global top: each
+/// rank reduces its rows with this, and rank 0 reduces the reductions.
+fn q5_top(rows: &[NexRow]) -> Vec<NexRow> {
+    let mut best: BTreeMap<u64, (u64, Vec<u64>)> = BTreeMap::new();
+    for r in rows {
+        if let NexRow::Q5 {
+            window_start_ms,
+            auction,
+            bids,
+        } = *r
+        {
+            let e = best.entry(window_start_ms).or_insert((bids, Vec::new()));
+            if bids > e.0 {
+                *e = (bids, Vec::new());
+            }
+            if bids == e.0 {
+                e.1.push(auction);
+            }
+        }
+    }
+    best.into_iter()
+        .flat_map(|(w, (bids, auctions))| {
+            auctions.into_iter().map(move |auction| NexRow::Q5 {
+                window_start_ms: w,
+                auction,
+                bids,
+            })
+        })
+        .collect()
+}
+
+/// `air gen nexmark`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct GenNexmarkArgs {
+    /// Generator options (the same as `air run nexmark`'s: the same events).
+    #[command(flatten)]
+    pub gen: NexGenArgs,
+    /// The events as JSON lines (one object per event, with a `type` field).
+    #[arg(long)]
+    pub out: PathBuf,
+}
+
+/// `air gen nexmark`: writes the stream `air run nexmark` would generate.
+pub fn gen(args: &GenNexmarkArgs) -> Result<(), CliError> {
+    let cfg = args.gen.config(1_000_000);
+    cfg.validate().map_err(CliError::BadInput)?;
+    let n = air_operators::sources::nexmark::gen_to_file(&cfg, &args.out).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::InvalidInput || e.kind() == std::io::ErrorKind::NotFound
+        {
+            CliError::BadInput(e.to_string())
+        } else {
+            CliError::Other(e.into())
+        }
+    })?;
+    eprintln!("wrote {n} events to {}", args.out.display());
+    Ok(())
+}

@@ -1,0 +1,378 @@
+//! `air run nexmark` end to end: for every query, the results from 1, 2
+//! and 4 workers equal a plain sequential computation in this test over the
+//! same exported events (`air gen nexmark`), the generator gives what its
+//! export gives, and a hand-made input exercises windows with no bids, ties
+//! for the maximum and events on window edges.
+
+mod common;
+
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::{Command, Output};
+
+const AIR: &str = env!("CARGO_BIN_EXE_air");
+
+fn air(args: &[&str]) -> Output {
+    Command::new(AIR).args(args).output().expect("run air")
+}
+
+#[derive(Default)]
+struct Events {
+    /// (id, name, dateTime)
+    persons: Vec<(u64, String, u64)>,
+    /// (id, seller, reserve, dateTime)
+    auctions: Vec<(u64, u64, u64, u64)>,
+    /// (auction, bidder, price, dateTime)
+    bids: Vec<(u64, u64, u64, u64)>,
+}
+
+fn load(path: &Path) -> Events {
+    let mut e = Events::default();
+    for line in std::fs::read_to_string(path).unwrap().lines() {
+        let v: Value = serde_json::from_str(line).unwrap();
+        let u = |k: &str| v[k].as_u64().unwrap();
+        match v["type"].as_str().unwrap() {
+            "person" => {
+                e.persons
+                    .push((u("id"), v["name"].as_str().unwrap().into(), u("dateTime")))
+            }
+            "auction" => e
+                .auctions
+                .push((u("id"), u("seller"), u("reserve"), u("dateTime"))),
+            "bid" => e
+                .bids
+                .push((u("auction"), u("bidder"), u("price"), u("dateTime"))),
+            t => panic!("type {t}"),
+        }
+    }
+    e
+}
+
+/// The expected CSV body (no header) of `query`, computed sequentially.
+fn reference(e: &Events, query: &str, size: u64, slide: u64) -> Vec<String> {
+    match query {
+        "q1" => {
+            let mut rows: Vec<(u64, u64, u64, u64)> = e
+                .bids
+                .iter()
+                .map(|&(a, b, p, t)| (t, a, b, p * 89 / 100))
+                .collect();
+            rows.sort();
+            rows.iter()
+                .map(|(t, a, b, p)| format!("{a},{b},{p},{t}"))
+                .collect()
+        }
+        "q2" => {
+            let mut rows: Vec<(u64, u64)> = e
+                .bids
+                .iter()
+                .filter(|b| b.0 % 123 == 0)
+                .map(|b| (b.0, b.2))
+                .collect();
+            rows.sort();
+            rows.iter().map(|(a, p)| format!("{a},{p}")).collect()
+        }
+        "q5" => {
+            // Count per (window, auction) over sliding windows, then the
+            // auctions with the highest count per window.
+            let mut counts: BTreeMap<(u64, u64), u64> = BTreeMap::new();
+            for &(a, _, _, t) in &e.bids {
+                // Windows [k·slide, k·slide + size) holding t.
+                let first = (t + 1).saturating_sub(size).div_ceil(slide);
+                for k in first..=t / slide {
+                    *counts.entry((k * slide, a)).or_default() += 1;
+                }
+            }
+            let mut best: BTreeMap<u64, u64> = BTreeMap::new();
+            for (&(w, _), &c) in &counts {
+                let b = best.entry(w).or_default();
+                *b = (*b).max(c);
+            }
+            counts
+                .iter()
+                .filter(|((w, _), c)| best[w] == **c)
+                .map(|((w, a), c)| format!("{w},{},{a},{c}", w + size))
+                .collect()
+        }
+        "q7" => {
+            let mut best: BTreeMap<u64, u64> = BTreeMap::new();
+            for &(_, _, p, t) in &e.bids {
+                let b = best.entry(t - t % size).or_default();
+                *b = (*b).max(p);
+            }
+            let mut rows: Vec<(u64, u64, u64, u64, u64)> = e
+                .bids
+                .iter()
+                .filter(|&&(_, _, p, t)| best[&(t - t % size)] == p)
+                .map(|&(a, b, p, t)| (t - t % size, a, b, t, p))
+                .collect();
+            rows.sort();
+            rows.iter()
+                .map(|(w, a, b, t, p)| format!("{w},{},{a},{b},{p},{t}", w + size))
+                .collect()
+        }
+        "q8" => {
+            let mut rows = Vec::new();
+            for (pid, name, pt) in &e.persons {
+                for &(aid, seller, reserve, at) in &e.auctions {
+                    if seller == *pid && pt - pt % size == at - at % size {
+                        rows.push((pt - pt % size, *pid, aid, name.clone(), reserve));
+                    }
+                }
+            }
+            rows.sort();
+            rows.iter()
+                .map(|(w, p, a, n, r)| format!("{w},{p},{n},{a},{r}"))
+                .collect()
+        }
+        q => panic!("{q}"),
+    }
+}
+
+fn run(args: &[&str], out: &Path) -> Vec<String> {
+    let mut a = args.to_vec();
+    a.extend_from_slice(&["--out", out.to_str().unwrap()]);
+    let o = air(&a);
+    assert!(
+        o.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    std::fs::read_to_string(out)
+        .unwrap()
+        .lines()
+        .skip(1)
+        .map(str::to_string)
+        .collect()
+}
+
+fn windows(query: &str, size: &str, slide: &str) -> Vec<String> {
+    let mut v = vec!["--window-ms".to_string(), size.to_string()];
+    if query == "q5" {
+        v.extend(["--slide-ms".to_string(), slide.to_string()]);
+    }
+    v
+}
+
+#[test]
+fn every_query_on_1_2_4_workers_equals_the_sequential_result() {
+    let dir = common::tmpdir("nexmark", "eq");
+    let file = dir.join("events.json");
+    let gen = [
+        "--events",
+        "40000",
+        "--events-per-s",
+        "2000",
+        "--seed",
+        "11",
+    ];
+    let mut args = vec!["gen", "nexmark", "--out", file.to_str().unwrap()];
+    args.extend_from_slice(&gen);
+    assert!(air(&args).status.success());
+    let e = load(&file);
+    // Proportions of the export (the generator's own tests check 1%).
+    assert_eq!(e.persons.len() + e.auctions.len() + e.bids.len(), 40_000);
+    assert_eq!(e.persons.len(), 800);
+    assert_eq!(e.auctions.len(), 2400);
+    // 20 s of event time; Q5 10 s / 2 s, Q7 and Q8 in 1 s windows.
+    for (query, size, slide) in [
+        ("q1", "1000", "1000"),
+        ("q2", "1000", "1000"),
+        ("q5", "10000", "2000"),
+        ("q7", "1000", "1000"),
+        ("q8", "1000", "1000"),
+    ] {
+        let want = reference(&e, query, size.parse().unwrap(), slide.parse().unwrap());
+        assert!(!want.is_empty(), "{query}: the reference has rows");
+        let w = windows(query, size, slide);
+        let w: Vec<&str> = w.iter().map(String::as_str).collect();
+        for workers in ["1", "2", "4"] {
+            let mut a = vec![
+                "run",
+                "nexmark",
+                "--query",
+                query,
+                "--input",
+                file.to_str().unwrap(),
+                "--workers",
+                workers,
+            ];
+            a.extend_from_slice(&w);
+            let got = run(&a, &dir.join("out.csv"));
+            assert_eq!(got, want, "{query} on {workers} workers (file)");
+        }
+        // The generator itself gives what its export gives.
+        let mut a = vec!["run", "nexmark", "--query", query, "--workers", "3"];
+        a.extend_from_slice(&gen);
+        a.extend_from_slice(&w);
+        assert_eq!(
+            run(&a, &dir.join("gen.csv")),
+            want,
+            "{query} from the generator"
+        );
+    }
+}
+
+fn line(v: Value) -> String {
+    v.to_string()
+}
+
+#[test]
+fn ties_empty_windows_and_window_edges() {
+    let dir = common::tmpdir("nexmark", "edges");
+    let file = dir.join("events.json");
+    let p = |id: u64, name: &str, t: u64| {
+        line(
+            serde_json::json!({"type":"person","id":id,"name":name,"emailAddress":"e",
+            "creditCard":"c","city":"x","state":"y","dateTime":t,"extra":""}),
+        )
+    };
+    let a = |id: u64, seller: u64, reserve: u64, t: u64| {
+        line(
+            serde_json::json!({"type":"auction","id":id,"itemName":"i","description":"d",
+            "initialBid":1,"reserve":reserve,"dateTime":t,"expires":t + 10,"seller":seller,
+            "category":10,"extra":""}),
+        )
+    };
+    let b = |auction: u64, bidder: u64, price: u64, t: u64| {
+        line(
+            serde_json::json!({"type":"bid","auction":auction,"bidder":bidder,"price":price,
+            "channel":"ch","url":"u","dateTime":t,"extra":""}),
+        )
+    };
+    let lines = [
+        p(1000, "Ann", 0),
+        a(2000, 1000, 50, 5),
+        // Window [0, 10): two bids tie at 70 (Q7), auctions 2000 and 2001
+        // tie at one bid each in Q5's windows.
+        b(2000, 1000, 70, 1),
+        b(2001, 1001, 70, 9),
+        // [10, 20) has no bid. t = 20 is on an edge: it opens [20, 30).
+        p(1001, "Bob", 12),
+        a(2001, 1001, 99, 19),
+        b(2000, 1002, 5, 20),
+        b(2000, 1002, 5, 21),
+        b(2002, 1003, 4, 29),
+        // Ann opens an auction again in [30, 40); Bob's person event was in
+        // [10, 20), his auction there too.
+        a(2002, 1000, 7, 30),
+        p(1000, "Ann", 31),
+        b(2002, 1000, 123, 45),
+    ];
+    std::fs::write(&file, lines.join("\n") + "\n").unwrap();
+    let e = load(&file);
+    for (query, size, slide) in [
+        ("q5", "10", "5"),
+        ("q7", "10", "10"),
+        ("q8", "10", "10"),
+        ("q1", "10", "10"),
+    ] {
+        let want = reference(&e, query, size.parse().unwrap(), slide.parse().unwrap());
+        let w = windows(query, size, slide);
+        let w: Vec<&str> = w.iter().map(String::as_str).collect();
+        for workers in ["1", "2", "4"] {
+            let mut a = vec![
+                "run",
+                "nexmark",
+                "--query",
+                query,
+                "--input",
+                file.to_str().unwrap(),
+                "--workers",
+                workers,
+            ];
+            a.extend_from_slice(&w);
+            assert_eq!(run(&a, &dir.join("o.csv")), want, "{query} {workers}");
+        }
+        match query {
+            "q7" => assert_eq!(
+                want,
+                vec![
+                    "0,10,2000,1000,70,1",
+                    "0,10,2001,1001,70,9",
+                    "20,30,2000,1002,5,20",
+                    "20,30,2000,1002,5,21",
+                    "40,50,2002,1000,123,45",
+                ],
+                "ties kept, no row for the empty window [10, 20)"
+            ),
+            "q8" => assert_eq!(
+                want,
+                vec![
+                    "0,1000,Ann,2000,50",
+                    "10,1001,Bob,2001,99",
+                    "30,1000,Ann,2002,7"
+                ]
+            ),
+            _ => {}
+        }
+    }
+}
+
+#[test]
+fn bad_input_names_file_line_and_field() {
+    let dir = common::tmpdir("nexmark", "bad");
+    let file = dir.join("bad.json");
+    std::fs::write(
+        &file,
+        "{\"type\":\"bid\",\"auction\":1,\"bidder\":2,\"price\":3,\"dateTime\":4}\n\
+         {\"type\":\"bid\",\"auction\":1,\"bidder\":2,\"dateTime\":5}\n",
+    )
+    .unwrap();
+    let o = air(&[
+        "run",
+        "nexmark",
+        "--query",
+        "q1",
+        "--input",
+        file.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("bad.json:2") && err.contains("price"), "{err}");
+    // Skipping: the good line is processed, the bad one counted.
+    let out = dir.join("o.csv");
+    let o = air(&[
+        "run",
+        "nexmark",
+        "--query",
+        "q1",
+        "--on-bad-record",
+        "skip",
+        "--input",
+        file.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        std::fs::read_to_string(&out).unwrap(),
+        "auction,bidder,price,date_time_ms\n1,2,2,4\n"
+    );
+    for args in [
+        &["run", "nexmark", "--query", "q5", "--slide-ms", "0"][..],
+        &[
+            "run",
+            "nexmark",
+            "--query",
+            "q5",
+            "--window-ms",
+            "10",
+            "--slide-ms",
+            "20",
+        ],
+        &["run", "nexmark", "--query", "q7", "--window-ms", "0"],
+        &["run", "nexmark", "--query", "q1", "--events-per-s", "0"],
+        &[
+            "run",
+            "nexmark",
+            "--query",
+            "q1",
+            "--input",
+            "/nonexistent.json",
+        ],
+    ] {
+        assert_eq!(air(args).status.code(), Some(2), "{args:?}");
+    }
+}
