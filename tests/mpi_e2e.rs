@@ -589,3 +589,82 @@ fn a_job_start_removes_stale_segments_of_dead_jobs_only() {
         let _ = std::fs::remove_file(p);
     }
 }
+
+/// The CSV of `air run <query…> --out` run embedded (2 workers) and under
+/// `mpirun -np 2` (1 worker each, node tier, then network tier).
+fn same_rows_embedded_and_distributed(tag: &str, query: &[&str]) {
+    let dir = tmpdir(tag);
+    let emb = dir.join("emb.csv");
+    let mut args = query.to_vec();
+    args.extend_from_slice(&["--workers", "2", "--out", emb.to_str().unwrap()]);
+    embedded(&args);
+    let want = std::fs::read_to_string(&emb).unwrap();
+    assert!(want.lines().count() > 1, "{tag}: the embedded run has rows");
+    for extra in [&[][..], &["--force-network"]] {
+        let d = dir.join("dist.csv");
+        let rep = dir.join("dist.json");
+        let mut args = query.to_vec();
+        args.extend_from_slice(&[
+            "--workers",
+            "1",
+            "--out",
+            d.to_str().unwrap(),
+            "--report",
+            rep.to_str().unwrap(),
+        ]);
+        args.extend_from_slice(extra);
+        let o = mpirun(2, &args, &[]);
+        assert!(o.status.success(), "{tag} {extra:?}: {}", text(&o));
+        assert_eq!(
+            std::fs::read_to_string(&d).unwrap(),
+            want,
+            "{tag} {extra:?}"
+        );
+        assert_eq!(report(&rep)["ranks"], 2);
+    }
+}
+
+#[test]
+fn windowed_aggregation_nexmark_and_word_count_run_distributed() {
+    same_rows_embedded_and_distributed(
+        "wa",
+        &[
+            "run",
+            "wa",
+            "--events",
+            "200000",
+            "--keys",
+            "100",
+            "--window-ms",
+            "100",
+        ],
+    );
+    for q in ["q5", "q7", "q8"] {
+        same_rows_embedded_and_distributed(
+            q,
+            &[
+                "run",
+                "nexmark",
+                "--query",
+                q,
+                "--events",
+                "100000",
+                "--events-per-s",
+                "5000",
+                "--window-ms",
+                "2000",
+                "--slide-ms",
+                "1000",
+            ],
+        );
+    }
+    // Q1 and Q2 keep their rows per rank; the merged CSV is sorted.
+    same_rows_embedded_and_distributed(
+        "q2",
+        &["run", "nexmark", "--query", "q2", "--events", "300000"],
+    );
+    let dir = tmpdir("wcin");
+    let f = dir.join("words.txt");
+    std::fs::write(&f, "a b c a b a\nd e f\n".repeat(5000)).unwrap();
+    same_rows_embedded_and_distributed("wc", &["run", "wordcount", "--input", f.to_str().unwrap()]);
+}
