@@ -3,9 +3,12 @@
 //! event time)`, keys uniform over `0..keys` or Zipf-distributed.
 //!
 //! Event `n` (0-based) is a pure function of `(config, n)`: its key and
-//! value come from `splitmix64(seed, n)`, its event time is
-//! `base_time_ms + floor(n · 1000 / events_per_s)` (a fractional spacing, so
-//! rates above 1000 events/s do not round to zero). Worker `w` of `W`
+//! value come from one 64-bit hash of `n` — wyrand's output at state
+//! `splitmix64(seed) + (n + 1)·P0`, i.e. the `n`-th output of a wyrand
+//! stream, computed directly — and its event time is
+//! `base_time_ms + floor(n · F / 2^32)` with `F = round(2^32 · 1000 /
+//! events_per_s)`: `n · 1000 / events_per_s` in 32.32 fixed point, a
+//! fractional spacing, so rates above 1000 events/s do not round to zero. Worker `w` of `W`
 //! generates events `w, w + W, w + 2W, …`, so the union of the shards is the
 //! same stream for any worker count, and each shard is in event-time order.
 //!
@@ -13,6 +16,17 @@
 //! with `rand_distr::Zipf` from a generator seeded by the event's hash.
 
 use super::rng::{below, splitmix64};
+
+/// wyrand's increment and mixing constant.
+const P0: u64 = 0xa076_1d64_78bd_642f;
+const P1: u64 = 0xe703_7ed1_a0b4_28db;
+
+/// The hash of the event whose wyrand state is `state`.
+#[inline(always)]
+fn mix(state: u64) -> u64 {
+    let t = (state as u128).wrapping_mul((state ^ P1) as u128);
+    (t >> 64) as u64 ^ t as u64
+}
 use rand::SeedableRng;
 use rand_distr::Distribution;
 
@@ -100,13 +114,30 @@ impl WaConfig {
     /// Event time of event `n`, ms.
     #[inline(always)]
     pub fn time_of(&self, n: u64) -> u64 {
-        self.base_time_ms + (n as f64 * (1000.0 / self.events_per_s)) as u64
+        self.base_time_ms + ((n as u128 * self.ms_fixed() as u128) >> 32) as u64
+    }
+
+    /// Milliseconds per event in 32.32 fixed point (saturating).
+    #[inline(always)]
+    fn ms_fixed(&self) -> u64 {
+        (1000.0 * 4_294_967_296.0 / self.events_per_s).round() as u64
+    }
+
+    /// The wyrand state of event `n`.
+    #[inline(always)]
+    fn state_of(&self, n: u64) -> u64 {
+        splitmix64(self.seed).wrapping_add(n.wrapping_add(1).wrapping_mul(P0))
     }
 }
 
 /// Event `n` of the stream (the sequential definition).
 pub fn event(cfg: &WaConfig, zipf: Option<&rand_distr::Zipf<f64>>, n: u64) -> WaEvent {
-    let h = splitmix64(cfg.seed ^ n.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+    event_at(cfg, zipf, mix(cfg.state_of(n)), cfg.time_of(n))
+}
+
+/// The event with hash `h` at time `time_ms`.
+#[inline(always)]
+fn event_at(cfg: &WaConfig, zipf: Option<&rand_distr::Zipf<f64>>, h: u64, time_ms: u64) -> WaEvent {
     let key = match zipf {
         None => below(h, cfg.keys),
         Some(z) => {
@@ -120,7 +151,7 @@ pub fn event(cfg: &WaConfig, zipf: Option<&rand_distr::Zipf<f64>>, n: u64) -> Wa
     WaEvent {
         key,
         value,
-        time_ms: cfg.time_of(n),
+        time_ms,
     }
 }
 
@@ -158,18 +189,91 @@ impl WaGenerator {
     /// Writes the next events to the front of `out`; returns how many
     /// (0: the shard is exhausted).
     pub fn fill(&mut self, out: &mut [WaEvent]) -> usize {
-        let mut i = 0;
-        while i < out.len() && self.next < self.cfg.events {
-            out[i] = event(&self.cfg, self.zipf.as_ref(), self.next);
-            self.next += self.step;
-            i += 1;
+        let cfg = &self.cfg;
+        let left = cfg.events.saturating_sub(self.next).div_ceil(self.step);
+        let k = (out.len() as u64).min(left) as usize;
+        if k == 0 {
+            return 0;
         }
-        self.generated += i as u64;
-        i
+        // Walk the wyrand state and the fixed-point time by `step` events
+        // (the same values `event` computes from scratch).
+        let mut state = cfg.state_of(self.next);
+        let d_state = self.step.wrapping_mul(P0);
+        let f = cfg.ms_fixed() as u128;
+        let mut t_fp = self.next as u128 * f;
+        let d_t = self.step as u128 * f;
+        let base = cfg.base_time_ms;
+        let zipf = self.zipf.as_ref();
+        for slot in &mut out[..k] {
+            *slot = event_at(cfg, zipf, mix(state), base + (t_fp >> 32) as u64);
+            state = state.wrapping_add(d_state);
+            t_fp += d_t;
+        }
+        self.next += k as u64 * self.step;
+        self.generated += k as u64;
+        k
     }
 
     /// Events generated so far.
     pub fn generated(&self) -> u64 {
         self.generated
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shards_walk_the_same_events_as_the_definition() {
+        for dist in [KeyDist::Uniform, KeyDist::Zipf(1.1)] {
+            let cfg = WaConfig {
+                events: 10_007,
+                keys: 97,
+                dist,
+                events_per_s: 333.3,
+                base_time_ms: 5,
+                ..WaConfig::default()
+            };
+            let z = zipf_of(&cfg);
+            for workers in [1, 2, 3, 7] {
+                let mut all = Vec::new();
+                for w in 0..workers {
+                    let mut g = WaGenerator::new(&cfg, w, workers);
+                    let mut buf = vec![WaEvent::default(); 100];
+                    let mut n = w as u64;
+                    loop {
+                        let k = g.fill(&mut buf);
+                        if k == 0 {
+                            break;
+                        }
+                        for e in &buf[..k] {
+                            assert_eq!(*e, event(&cfg, z.as_ref(), n), "event {n}");
+                            n += workers as u64;
+                        }
+                    }
+                    all.push(g.generated());
+                }
+                assert_eq!(all.iter().sum::<u64>(), 10_007);
+            }
+        }
+    }
+
+    #[test]
+    fn event_time_is_fractional_and_exact_at_round_rates() {
+        let cfg = WaConfig {
+            events_per_s: 1e9,
+            ..WaConfig::default()
+        };
+        // 1 ns apart: the millisecond still advances every 10^6 events.
+        assert_eq!(cfg.time_of(500_000), 0);
+        assert_eq!(cfg.time_of(1_500_000), 1);
+        assert_eq!(cfg.time_of(2_500_000), 2);
+        let cfg = WaConfig {
+            events_per_s: 100_000.0,
+            ..WaConfig::default()
+        };
+        assert_eq!(cfg.time_of(25_000), 250);
+        assert_eq!(cfg.time_of(24_999), 249);
     }
 }
