@@ -524,6 +524,8 @@ pub struct WindowedDownstream {
     /// Largest watermark lag seen, ms: wall-clock time minus the input
     /// watermark when it advanced (meaningful for wall-clock event times).
     pub watermark_lag_max_ms: u64,
+    /// Which rows to keep when a window fires.
+    pub fire: Fire,
 }
 
 impl WindowedDownstream {
@@ -538,6 +540,7 @@ impl WindowedDownstream {
             latency: air_runtime::metrics::latency_histogram(),
             late_partials: 0,
             watermark_lag_max_ms: 0,
+            fire: Fire::All,
         }
     }
 }
@@ -573,7 +576,21 @@ impl Downstream<WindowPartial> for WindowedDownstream {
         let now = now_ms();
         let results = &mut self.results;
         let latency = &mut self.latency;
+        let top = self.fire == Fire::TopCountPerWindow;
+        // (window, best count, index of its first kept row)
+        let mut cur: Option<(u64, u64, usize)> = None;
         self.table.drain_closed(self.spec.size(), wm, |s, k, st| {
+            if top {
+                match cur {
+                    Some((w, best, _)) if w == s && st.count < best => return,
+                    Some((w, best, first)) if w == s && st.count > best => {
+                        results.truncate(first);
+                        cur = Some((s, st.count, first));
+                    }
+                    Some((w, _, _)) if w == s => {}
+                    _ => cur = Some((s, st.count, results.len())),
+                }
+            }
             results.push(WindowResult {
                 window_start: s,
                 key: k,
@@ -628,6 +645,38 @@ where
     VF: Fn(&P::Out) -> i64 + Send,
     B: Fn(&WorkerInfo) -> WindowedUpstream<S, P, K, TF, VF> + Sync,
 {
+    run_window_job_firing(cfg, spec, agg, Fire::All, build)
+}
+
+/// Which rows a key's owner keeps when a window fires.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fire {
+    /// Every (window, key) row.
+    All,
+    /// Per window, only the rows with the largest count (ties kept): each
+    /// owner's local top. The global top per window is the top of the
+    /// owners' tops, since every (window, key) is final at one owner
+    /// (NEXMark Q5's "hottest item": the caller takes that last step).
+    TopCountPerWindow,
+}
+
+/// [`run_window_job`], keeping what `fire` says when a window fires (on the
+/// owner's thread, so a large key space is reduced in parallel).
+pub fn run_window_job_firing<S, P, K, TF, VF, B>(
+    cfg: &JobConfig,
+    spec: WindowSpec,
+    agg: Aggregate,
+    fire: Fire,
+    build: B,
+) -> Result<WindowJobOutput<S, P>, RuntimeError>
+where
+    S: Source,
+    P: Pipe<S::Item>,
+    K: Fn(&P::Out) -> u64 + Send,
+    TF: Fn(&P::Out) -> u64 + Send,
+    VF: Fn(&P::Out) -> i64 + Send,
+    B: Fn(&WorkerInfo) -> WindowedUpstream<S, P, K, TF, VF> + Sync,
+{
     let reduce = match agg {
         Aggregate::Reduce(f) => Some(f),
         _ => None,
@@ -636,7 +685,9 @@ where
         let mut up = build(info);
         up.spec = spec;
         up.reduce = reduce;
-        (up, WindowedDownstream::new(spec, reduce))
+        let mut down = WindowedDownstream::new(spec, reduce);
+        down.fire = fire;
+        (up, down)
     })?;
     let mut results = Vec::new();
     let mut hist = air_runtime::metrics::latency_histogram();

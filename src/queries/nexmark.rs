@@ -24,7 +24,9 @@ use air_operators::sources::nexmark::{
     Auction, Bid, NexEvent, NexmarkConfig, NexmarkFileReader, NexmarkGenerator, OnBadRecord,
     Person, ReaderOptions,
 };
-use air_operators::stream::{run_window_job, Pipe, Source, SourcePoll, Stream, WindowOptions};
+use air_operators::stream::{
+    run_window_job_firing, Fire, Pipe, Source, SourcePoll, Stream, WindowOptions,
+};
 use air_operators::top::{run_stateless_job, run_top_job, StatelessUpstream, TopUpstream};
 use air_operators::window::{Aggregate, WindowSpec};
 use serde::{Deserialize, Serialize};
@@ -570,10 +572,11 @@ impl Query for NexmarkArgs {
                 }
             }
             NexQuery::Q5 => {
-                let out = run_window_job(
+                let out = run_window_job_firing(
                     &cfg,
                     WindowSpec::sliding(self.window_ms, self.slide_ms),
                     Aggregate::Count,
+                    Fire::TopCountPerWindow,
                     |i| {
                         Stream::source(sources.get(i.index, i.workers, false))
                             .pipe(Bids)
