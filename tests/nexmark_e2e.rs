@@ -376,3 +376,86 @@ fn bad_input_names_file_line_and_field() {
         assert_eq!(air(args).status.code(), Some(2), "{args:?}");
     }
 }
+
+#[test]
+fn event_times_near_u64_max_neither_hang_nor_wrap() {
+    let dir = common::tmpdir("nexmark", "max");
+    let file = dir.join("b.json");
+    std::fs::write(
+        &file,
+        "{\"type\":\"bid\",\"auction\":1,\"bidder\":2,\"price\":18446744073709551615,\
+         \"dateTime\":18446744073709551614}\n",
+    )
+    .unwrap();
+    let f = file.to_str().unwrap();
+    let q7 = run(
+        &[
+            "run",
+            "nexmark",
+            "--query",
+            "q7",
+            "--input",
+            f,
+            "--workers",
+            "2",
+        ],
+        &dir.join("q7.csv"),
+    );
+    assert_eq!(
+        q7,
+        vec!["18446744073709550000,18446744073709551615,1,2,18446744073709551615,18446744073709551614"]
+    );
+    let q5 = run(
+        &["run", "nexmark", "--query", "q5", "--input", f],
+        &dir.join("q5.csv"),
+    );
+    assert_eq!(q5.len(), 5, "{q5:?}");
+    // Q1 converts without saturating: u64::MAX * 89 / 100 fits in a u64.
+    let q1 = run(
+        &["run", "nexmark", "--query", "q1", "--input", f],
+        &dir.join("q1.csv"),
+    );
+    assert_eq!(q1, vec!["1,2,16417602225601500937,18446744073709551614"]);
+}
+
+#[test]
+fn outputs_never_overwrite_inputs_and_windows_are_bounded() {
+    let dir = common::tmpdir("nexmark", "guard");
+    let file = dir.join("e.json");
+    assert!(air(&[
+        "gen",
+        "nexmark",
+        "--events",
+        "100",
+        "--out",
+        file.to_str().unwrap()
+    ])
+    .status
+    .success());
+    let before = std::fs::read(&file).unwrap();
+    let f = file.to_str().unwrap();
+    for args in [
+        &["run", "nexmark", "--query", "q7", "--input", f, "--out", f][..],
+        &[
+            "run", "nexmark", "--query", "q7", "--input", f, "--report", f,
+        ],
+        &[
+            "run",
+            "nexmark",
+            "--query",
+            "q5",
+            "--window-ms",
+            "10000",
+            "--slide-ms",
+            "1",
+        ],
+        &["run", "nexmark", "--query", "q7", "--slide-ms", "500"],
+        &[
+            "run", "nexmark", "--query", "q7", "--input", f, "--seed", "3",
+        ],
+    ] {
+        let o = air(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+    }
+    assert_eq!(std::fs::read(&file).unwrap(), before, "the input is intact");
+}

@@ -204,3 +204,30 @@ fn bad_options_are_refused() {
         assert_eq!(air(args).status.code(), Some(2), "{args:?}");
     }
 }
+
+#[test]
+fn long_tokens_cross_the_exchange_in_split_batches() {
+    // 2000 distinct 1100-byte words: one batch of them archives larger than
+    // a 1 MiB ring frame; the exchange splits it.
+    let dir = common::tmpdir("wc", "long");
+    let f = dir.join("long.txt");
+    let mut text = String::new();
+    for i in 0..2000u32 {
+        let w: String = (0..1100)
+            .map(|j| b"acgt"[((i.wrapping_mul(7919) + j * 31) % 4) as usize] as char)
+            .collect();
+        text.push_str(&format!("{w}{i}\n"));
+    }
+    std::fs::write(&f, text).unwrap();
+    let out = dir.join("o.csv");
+    let o = run_batch(std::slice::from_ref(&f), "1", &[], &out);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        csv_rows(&out),
+        count_words_sequential(&[f.clone()], false).unwrap()
+    );
+    // The input is never an output.
+    let o = run_batch(std::slice::from_ref(&f), "1", &[], &f);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(std::fs::metadata(&f).unwrap().len() > 2_000_000);
+}

@@ -70,6 +70,33 @@ ysb file-qf-w2 --input "$out/ysb-events.json" --campaigns "$out/ysb-campaigns.tx
 echo "== air run ysb --rate 50000000 --duration 25" | tee -a "$out/ysb.txt"
 $air run ysb --rate 50000000 --duration 25 --report "$out/ysb-latency.json" | tee -a "$out/ysb.txt"
 
+# Workloads (issue 6): events/s per worker, 1 and 2 workers, 3 runs each.
+workload() {
+    local name=$1; shift
+    for w in 1 2; do
+        for i in 1 2 3; do
+            $air run "$@" --workers $w --report "$out/$name-w$w-$i.json" | sed -n 1p \
+                | tee -a "$out/workloads.txt"
+        done
+    done
+}
+: > "$out/workloads.txt"
+workload wa wa --events 200000000
+for q in q1 q2 q7; do workload nexmark-$q nexmark --query $q --events 100000000; done
+for q in q5 q8; do workload nexmark-$q nexmark --query $q --events 30000000; done
+if [ ! -f "$out/words.txt" ]; then
+    # ~100 MB of text: a fixed word list in a seeded order.
+    python3 -c "
+import random
+r = random.Random(1)
+words = open('/usr/share/dict/words').read().split() if __import__('os').path.exists('/usr/share/dict/words') else ['w%d' % i for i in range(50000)]
+with open('$out/words.txt', 'w') as f:
+    for _ in range(200000):
+        f.write(' '.join(r.choice(words) for _ in range(80)) + '\\n')
+"
+fi
+workload wordcount wordcount --input "$out/words.txt"
+
 if command -v mpirun >/dev/null; then
     # YSB: 2 workers in one process against 2 ranks x 1 worker (node tier,
     # then network tier), interleaved so drift hits them alike.

@@ -664,14 +664,19 @@ impl<A: JoinInput, B: JoinInput> JoinUpstream<A, B> {
     }
 }
 
-/// Polls one side unless exhausted; returns whether it did work.
+/// Polls one side unless exhausted; returns whether it did work. The
+/// worker's watermark `wm` advances with every record, as in the window
+/// jobs: `min(this side's newest, other side's watermark `other`) − delay`.
 #[inline]
+#[allow(clippy::too_many_arguments)]
 fn step_side<I: JoinInput>(
     input: &mut I,
     state: &mut SideState,
     counters: &mut SideCounters,
     max: usize,
-    wm: u64,
+    wm: &mut u64,
+    other: u64,
+    delay: u64,
     mut send: impl FnMut(u64, u64, I::Payload),
 ) -> bool {
     if state.done {
@@ -680,11 +685,14 @@ fn step_side<I: JoinInput>(
     let mut newest = state.newest;
     let (poll, n) = input.poll(max, |key, time, payload| {
         counters.records += 1;
-        if time < wm {
+        if time < *wm {
             counters.late_records += 1;
             return;
         }
-        newest = newest.max(time);
+        if time > newest {
+            newest = time;
+            *wm = (*wm).max(newest.saturating_sub(delay).min(other));
+        }
         send(key, time, payload);
     });
     counters.source_records += n as u64;
@@ -707,13 +715,17 @@ where
 {
     fn step(&mut self, out: &mut Emitter<'_, '_, JoinRecord<A::Payload, B::Payload>>) -> Progress {
         let max = self.opts.source_batch.max(1);
-        let wm = self.wm;
+        let delay = self.opts.max_delay_ms;
+        let mut wm = self.wm;
+        let other = self.right_state.watermark(delay);
         let busy_left = step_side(
             &mut self.left,
             &mut self.left_state,
             &mut self.counters.left,
             max,
-            wm,
+            &mut wm,
+            other,
+            delay,
             |key, time, payload| {
                 out.emit(
                     mix64(key),
@@ -721,12 +733,15 @@ where
                 )
             },
         );
+        let other = self.left_state.watermark(delay);
         let busy_right = step_side(
             &mut self.right,
             &mut self.right_state,
             &mut self.counters.right,
             max,
-            wm,
+            &mut wm,
+            other,
+            delay,
             |key, time, payload| {
                 out.emit(
                     mix64(key),
@@ -734,7 +749,6 @@ where
                 )
             },
         );
-        let delay = self.opts.max_delay_ms;
         let new_wm = self
             .left_state
             .watermark(delay)
@@ -742,7 +756,7 @@ where
         if self.left_state.done && self.right_state.done {
             return Progress::Done;
         }
-        self.wm = self.wm.max(new_wm);
+        self.wm = wm.max(new_wm);
         if busy_left || busy_right {
             Progress::Busy
         } else {

@@ -484,7 +484,7 @@ fn emit_closed(
             table.drain_closed(slide, watermark, |p, k, st| {
                 let h = mix64(k);
                 let mut s = p.saturating_sub(back);
-                while s <= p {
+                loop {
                     out.emit(
                         h,
                         WindowPartial {
@@ -493,6 +493,9 @@ fn emit_closed(
                             state: *st,
                         },
                     );
+                    if s >= p {
+                        break;
+                    }
                     s += slide;
                 }
             });

@@ -66,12 +66,16 @@ impl WindowSpec {
                 // First start s = k·slide with s + size > t.
                 let span = (size_ms - 1) / slide_ms * slide_ms;
                 let mut s = last.saturating_sub(span);
-                while s + size_ms <= t {
+                // (Checked: event times near u64::MAX must not wrap.)
+                while s.checked_add(size_ms).is_some_and(|end| end <= t) {
                     s += slide_ms;
                 }
                 while s <= last {
                     f(s);
-                    s += slide_ms;
+                    match s.checked_add(slide_ms) {
+                        Some(next) => s = next,
+                        None => break,
+                    }
                 }
             }
         }

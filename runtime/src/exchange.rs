@@ -141,22 +141,43 @@ impl<'c, T: ExchangeData> Exchange<'c, T> {
         if self.staging[dest].is_empty() {
             return Ok(());
         }
-        let items = std::mem::take(&mut self.staging[dest]);
+        let mut items = std::mem::take(&mut self.staging[dest]);
+        self.send_items(dest, &mut items, drain)?;
+        items.clear();
+        self.staging[dest] = items;
+        Ok(())
+    }
+
+    /// Sends `items` as one frame; a batch of variable-size records (e.g.
+    /// strings) that archives larger than the channel's largest frame is
+    /// split in halves until each half fits. A single record that does not
+    /// fit is an error.
+    fn send_items(
+        &mut self,
+        dest: usize,
+        items: &mut Vec<T>,
+        drain: &mut Drain<'_>,
+    ) -> Result<(), RuntimeError> {
         let max = self.tx[dest].max_frame();
         let hint = T::size_hint(items.len()).min(max);
         let bytes = match self.send_frame(
             dest,
             FrameKind::Data,
             hint,
-            &mut |buf| T::write_batch(&items, buf),
+            &mut |buf| T::write_batch(items, buf),
             drain,
         )? {
             Some(len) => len,
             None => {
                 // Variable-size records: archive off-ring once, then copy.
-                let archived = T::to_bytes(&items);
+                let archived = T::to_bytes(items);
                 let len = archived.len();
                 if len > max {
+                    if items.len() > 1 {
+                        let mut second = items.split_off(items.len() / 2);
+                        self.send_items(dest, items, drain)?;
+                        return self.send_items(dest, &mut second, drain);
+                    }
                     return Err(RuntimeError::BatchTooLarge { bytes: len, max });
                 }
                 self.send_frame(
@@ -176,9 +197,6 @@ impl<'c, T: ExchangeData> Exchange<'c, T> {
         self.metrics.bytes_out += bytes as u64;
         self.metrics.batches_out += 1;
         self.unflushed = true;
-        let mut items = items;
-        items.clear();
-        self.staging[dest] = items;
         Ok(())
     }
 

@@ -61,8 +61,9 @@ pub enum RuntimeError {
         /// What was wrong.
         reason: String,
     },
-    /// A single batch archives larger than a channel's largest frame.
-    #[error("a batch of {bytes} bytes exceeds the channel's largest frame of {max} bytes (raise --ring-bytes or lower the batch size)")]
+    /// A single record archives larger than a channel's largest frame
+    /// (batches of several records are split until they fit).
+    #[error("a record of {bytes} bytes (archived) exceeds the channel's largest frame of {max} bytes (raise --ring-bytes)")]
     BatchTooLarge {
         /// Archived size in bytes.
         bytes: usize,

@@ -112,3 +112,55 @@ pub fn thousands(n: u64) -> String {
     }
     out
 }
+
+/// Refuses output paths that name an input file or each other (creating an
+/// output truncates it before the input is read). Paths are compared as
+/// files (device and inode) when they exist, else by their canonical
+/// parent directory and name.
+pub fn check_outputs(
+    outputs: &[(&str, &std::path::Path)],
+    inputs: &[std::path::PathBuf],
+) -> Result<(), CliError> {
+    use std::os::unix::fs::MetadataExt;
+    let id = |p: &std::path::Path| -> Option<(u64, u64)> {
+        std::fs::metadata(p).ok().map(|m| (m.dev(), m.ino()))
+    };
+    let canon = |p: &std::path::Path| -> Option<std::path::PathBuf> {
+        let parent = p
+            .parent()
+            .filter(|d| !d.as_os_str().is_empty())
+            .unwrap_or(std::path::Path::new("."));
+        Some(std::fs::canonicalize(parent).ok()?.join(p.file_name()?))
+    };
+    let same = |a: &std::path::Path, b: &std::path::Path| match (id(a), id(b)) {
+        (Some(x), Some(y)) => x == y,
+        _ => canon(a).is_some() && canon(a) == canon(b),
+    };
+    for (i, (flag, out)) in outputs.iter().enumerate() {
+        for input in inputs {
+            if same(out, input) {
+                return Err(CliError::BadInput(format!(
+                    "{flag} {} is also an input file: writing it would destroy the input",
+                    out.display()
+                )));
+            }
+        }
+        for (flag2, out2) in &outputs[..i] {
+            if same(out, out2) {
+                return Err(CliError::BadInput(format!(
+                    "{flag2} and {flag} name the same file {}",
+                    out.display()
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `MemAvailable` from `/proc/meminfo`, bytes (Linux), if readable.
+pub fn available_memory() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = s.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}

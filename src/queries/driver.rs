@@ -63,6 +63,10 @@ pub struct RankPart<R> {
     /// `--out` counts its rows only, as a benchmark's sink does).
     #[serde(default)]
     pub uncollected_rows: u64,
+    /// Query-specific counters, summed over ranks into the report's
+    /// `counters` (e.g. word count's `replaced_lines`).
+    #[serde(default)]
+    pub counters: std::collections::BTreeMap<String, u64>,
 }
 
 /// The JSON report of a query run.
@@ -95,6 +99,8 @@ pub struct Report {
     pub latency_ms: Option<air_runtime::LatencySummary>,
     /// The query's own settings (window sizes, keys, …).
     pub params: serde_json::Value,
+    /// Query-specific counters, summed over ranks.
+    pub counters: std::collections::BTreeMap<String, u64>,
     /// How workers were placed.
     pub placement: super::ysb::PlacementReport,
     /// The MPI run; `null` when alone.
@@ -132,6 +138,10 @@ pub trait Query: Sync {
     fn record(&self, row: &Self::Row) -> Vec<String>;
     /// "generator" or "files".
     fn source(&self) -> &'static str;
+    /// The input files (outputs must not name them).
+    fn inputs(&self) -> Vec<PathBuf> {
+        Vec::new()
+    }
     /// Whether event times are wall-clock times (latency is meaningful).
     fn wallclock(&self) -> bool;
     /// Settings for the report.
@@ -188,6 +198,17 @@ pub fn main<Q: Query>(q: &Q, dist: &Dist) -> Result<(), CliError> {
     };
     let mut files = (None, None, None);
     let checked = q.validate(dist.ranks()).and_then(|()| {
+        if out.out_per_rank && out.out.is_none() {
+            return Err(CliError::BadInput("--out-per-rank needs --out".into()));
+        }
+        let mut outs: Vec<(&str, &Path)> = Vec::new();
+        if let Some(o) = &out.out {
+            outs.push(("--out", o));
+        }
+        if let Some(r) = &out.report {
+            outs.push(("--report", r));
+        }
+        super::common::check_outputs(&outs, &q.inputs())?;
         if out.out_per_rank && q.global_finish() {
             return Err(CliError::BadInput(format!(
                 "--out-per-rank: {} computes its result from every rank's rows; use --out",
@@ -275,7 +296,11 @@ fn merge<Q: Query>(
     let mut hist = air_runtime::metrics::latency_histogram();
     let (mut skipped, mut late_partials, mut secs, mut uncollected) = (0, 0, 1e-9f64, 0);
     let mut input_error = None;
+    let mut counters = std::collections::BTreeMap::new();
     for p in parts {
+        for (k, v) in &p.counters {
+            *counters.entry(k.clone()).or_insert(0) += v;
+        }
         rows.extend(p.rows);
         per_worker.extend(p.per_worker);
         air_runtime::metrics::record_pairs(&mut hist, &p.latency);
@@ -318,6 +343,7 @@ fn merge<Q: Query>(
             .wallclock()
             .then(|| air_runtime::LatencySummary::of(&hist)),
         params: q.params(),
+        counters,
         placement: super::ysb::PlacementReport {
             pinned: !rt.no_pin,
             smt: rt.smt,
@@ -355,6 +381,14 @@ fn print_summary(r: &Report) -> std::io::Result<()> {
         thousands(r.late_records),
         thousands(r.skipped_records)
     )?;
+    if !r.counters.is_empty() {
+        let c: Vec<String> = r
+            .counters
+            .iter()
+            .map(|(k, v)| format!("{k} {}", thousands(*v)))
+            .collect();
+        writeln!(out, "  {}", c.join(", "))?;
+    }
     if let Some(l) = &r.latency_ms {
         writeln!(
             out,

@@ -62,7 +62,8 @@ pub enum BadRecord {
 /// Generator options shared by `air run nexmark` and `air gen nexmark`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct NexGenArgs {
-    /// Events in the stream (all workers).
+    /// Events in the stream (all workers) [default: 100000000 for
+    /// `air run nexmark`, 1000000 for `air gen nexmark`].
     #[arg(long)]
     pub events: Option<u64>,
     /// Event-time rate: events per second of event time (the generator's
@@ -108,7 +109,11 @@ pub struct NexmarkArgs {
     /// Slide of q5's sliding window, ms (0 < slide ≤ size).
     #[arg(long, default_value_t = 2_000)]
     pub slide_ms: u64,
-    /// Bounded out-of-orderness, ms: events older than newest − this are late.
+    /// Bounded out-of-orderness, ms: an event older than the newest one its
+    /// worker has read minus this is late (dropped, counted). Each worker
+    /// reads its own byte ranges, so with a file out of order by more than
+    /// this the late events (and the results) depend on --workers: set it
+    /// to the file's disorder.
     #[arg(long, default_value_t = 0)]
     pub max_delay_ms: u64,
     /// Outputs.
@@ -118,6 +123,24 @@ pub struct NexmarkArgs {
     #[command(flatten)]
     pub runtime: RuntimeArgs,
 }
+
+/// The output columns, for `air run nexmark --help`.
+pub const COLUMNS_HELP: &str = "\
+Output CSV (--out) per query, rows sorted as listed:
+  q1  auction,bidder,price,date_time_ms            every bid, price*89/100 (euro cents)
+  q2  auction,price                                bids with auction % 123 == 0
+  q5  window_start_ms,window_end_ms,auction,bids   top auction(s) by bids per sliding window
+  q7  window_start_ms,window_end_ms,auction,bidder,price,date_time_ms
+                                                   highest bid(s) per tumbling window
+  q8  window_start_ms,person_id,name,auction_id,reserve
+                                                   persons who opened an auction in the window
+Limits: input lines up to 1 MiB; person names up to 64 bytes.";
+
+/// Events of `air run nexmark` when `--events` is not given.
+pub const DEFAULT_EVENTS: u64 = 100_000_000;
+
+/// The most sliding windows one event may count in (`size / slide`).
+pub const MAX_WINDOWS_PER_EVENT: u64 = 1000;
 
 /// One result row (the columns of each query; see the module docs).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
@@ -331,7 +354,7 @@ impl Pipe<NexEvent> for Q1Map {
 /// Q1's conversion: dollars to euros as Beam's Query1 does it,
 /// `price * 89 / 100` in integer cents (rounded down).
 pub fn q1_price(cents: u64) -> u64 {
-    cents.saturating_mul(89) / 100
+    (cents as u128 * 89 / 100) as u64
 }
 
 /// Q2's selection: Beam's Query2 keeps bids whose auction id is a multiple
@@ -476,8 +499,58 @@ impl Query for NexmarkArgs {
                 self.slide_ms, self.window_ms
             ));
         }
-        if self.files() && self.gen.events.is_some() {
-            return bad("--events applies to the generator, not to --input files".into());
+        if self.query == NexQuery::Q5 && self.window_ms / self.slide_ms > MAX_WINDOWS_PER_EVENT {
+            return bad(format!(
+                "--window-ms {} / --slide-ms {}: each bid would count in more than \
+                 {MAX_WINDOWS_PER_EVENT} windows; use a larger slide",
+                self.window_ms, self.slide_ms
+            ));
+        }
+        if matches!(self.query, NexQuery::Q1 | NexQuery::Q2) && self.output.out.is_some() {
+            // The rows are kept to be sorted and written: ~100 bytes per row
+            // at the peak. Refuse what cannot fit rather than abort later.
+            let events = if self.files() {
+                let bytes: u64 = self
+                    .input
+                    .iter()
+                    .filter_map(|p| std::fs::metadata(p).ok())
+                    .map(|m| m.len())
+                    .sum();
+                bytes / 60
+            } else {
+                self.gen.events.unwrap_or(DEFAULT_EVENTS)
+            };
+            let rows = if self.query == NexQuery::Q1 {
+                events
+            } else {
+                events / 100
+            };
+            let need = rows.saturating_mul(100);
+            if let Some(avail) = super::common::available_memory() {
+                if need > avail / 2 {
+                    return bad(format!(
+                        "{:?} with --out keeps every result row in memory to sort it: about \
+                         {} MiB for {rows} rows, more than half of the {} MiB available; \
+                         run without --out (rows are counted) or on fewer events",
+                        self.query,
+                        need >> 20,
+                        avail >> 20
+                    ));
+                }
+            }
+        }
+        if self.query != NexQuery::Q5 && self.slide_ms != 2_000 {
+            return bad("--slide-ms applies to q5 only".into());
+        }
+        if self.files()
+            && (self.gen.events.is_some()
+                || self.gen.seed != 0
+                || self.gen.events_per_s != 10_000_000.0)
+        {
+            return bad(
+                "--events, --seed and --events-per-s apply to the generator, not to --input files"
+                    .into(),
+            );
         }
         for path in &self.input {
             match std::fs::metadata(path) {
@@ -491,9 +564,6 @@ impl Query for NexmarkArgs {
                 Err(e) => return bad(format!("{}: {e}", path.display())),
             }
         }
-        if self.output.out_per_rank && self.output.out.is_none() {
-            return bad("--out-per-rank needs --out".into());
-        }
         Ok(())
     }
 
@@ -502,7 +572,7 @@ impl Query for NexmarkArgs {
         dist.configure(&mut cfg, self.runtime.force_network);
         let total = cfg.workers * dist.ranks();
         let sources = Sources {
-            gen: self.gen.config(100_000_000),
+            gen: self.gen.config(DEFAULT_EVENTS),
             pieces: std::sync::Mutex::new(self.pieces(total)?),
             files: self.files(),
             opts: self.reader_options(),
@@ -569,6 +639,7 @@ impl Query for NexmarkArgs {
                     input_error,
                     skipped,
                     uncollected_rows: if keep { 0 } else { produced },
+                    counters: Default::default(),
                 }
             }
             NexQuery::Q5 => {
@@ -604,6 +675,7 @@ impl Query for NexmarkArgs {
                     input_error,
                     skipped,
                     uncollected_rows: 0,
+                    counters: Default::default(),
                 }
             }
             NexQuery::Q7 => {
@@ -643,6 +715,7 @@ impl Query for NexmarkArgs {
                     input_error,
                     skipped,
                     uncollected_rows: 0,
+                    counters: Default::default(),
                 }
             }
             NexQuery::Q8 => {
@@ -707,6 +780,7 @@ impl Query for NexmarkArgs {
                     input_error,
                     skipped: skipped / 2,
                     uncollected_rows: 0,
+                    counters: Default::default(),
                 }
             }
         };
@@ -767,7 +841,7 @@ impl Query for NexmarkArgs {
                 bids,
             } => vec![
                 s(window_start_ms),
-                s(&(window_start_ms + size)),
+                s(&window_start_ms.saturating_add(size)),
                 s(auction),
                 s(bids),
             ],
@@ -779,7 +853,7 @@ impl Query for NexmarkArgs {
                 price,
             } => vec![
                 s(window_start_ms),
-                s(&(window_start_ms + size)),
+                s(&window_start_ms.saturating_add(size)),
                 s(auction),
                 s(bidder),
                 s(price),
@@ -799,6 +873,10 @@ impl Query for NexmarkArgs {
                 s(reserve),
             ],
         }
+    }
+
+    fn inputs(&self) -> Vec<PathBuf> {
+        self.input.clone()
     }
 
     fn source(&self) -> &'static str {

@@ -156,6 +156,7 @@ impl Query for WaArgs {
             input_error: None,
             skipped: 0,
             uncollected_rows: 0,
+            counters: Default::default(),
         })
     }
     fn finish(&self, mut rows: Vec<WaRow>) -> Vec<WaRow> {

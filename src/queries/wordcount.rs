@@ -79,9 +79,6 @@ impl Query for WordCountArgs {
                 Err(e) => return bad(format!("{}: {e}", path.display())),
             }
         }
-        if self.output.out_per_rank && self.output.out.is_none() {
-            return bad("--out-per-rank needs --out".into());
-        }
         Ok(())
     }
 
@@ -126,8 +123,24 @@ impl Query for WordCountArgs {
             elapsed_s: start.elapsed().as_secs_f64(),
             late_partials: out.late_partials,
             input_error: out.error.map(|e| e.to_string()),
-            skipped: out.counters.iter().map(|c| c.replaced_lines).sum(),
+            skipped: 0,
             uncollected_rows: 0,
+            counters: [
+                (
+                    "replaced_lines".to_string(),
+                    out.counters.iter().map(|c| c.replaced_lines).sum(),
+                ),
+                (
+                    "words".to_string(),
+                    out.counters.iter().map(|c| c.words).sum(),
+                ),
+                (
+                    "bytes".to_string(),
+                    out.counters.iter().map(|c| c.bytes).sum(),
+                ),
+            ]
+            .into_iter()
+            .collect(),
         })
     }
 
@@ -170,6 +183,10 @@ impl Query for WordCountArgs {
         }
     }
 
+    fn inputs(&self) -> Vec<PathBuf> {
+        self.input.clone()
+    }
+
     fn source(&self) -> &'static str {
         "files"
     }
@@ -184,7 +201,7 @@ impl Query for WordCountArgs {
             "window_ms": self.window_ms,
             "lossy": self.lossy,
             "inputs": self.input,
-            "note": "events = lines; skipped_records = lines decoded lossily",
+            "note": "events = lines; counters.replaced_lines = lines decoded with U+FFFD (--lossy)",
         })
     }
 }

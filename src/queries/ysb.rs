@@ -447,6 +447,18 @@ fn validate(args: &YsbArgs, ranks: usize) -> Result<(), CliError> {
     if args.out_per_rank && args.out.is_none() {
         return bad("--out-per-rank needs --out".into());
     }
+    {
+        let mut outs: Vec<(&str, &std::path::Path)> = Vec::new();
+        if let Some(o) = &args.out {
+            outs.push(("--out", o));
+        }
+        if let Some(r) = &args.report {
+            outs.push(("--report", r));
+        }
+        let mut inputs = args.input.clone();
+        inputs.extend(args.campaigns.iter().cloned());
+        super::common::check_outputs(&outs, &inputs)?;
+    }
     if !args.input.is_empty() {
         let conflicting = [
             ("--events", args.events.is_some()),

@@ -97,9 +97,9 @@ impl WaConfig {
         if self.keys == 0 {
             return Err("--keys must be at least 1".into());
         }
-        if !(self.events_per_s.is_finite() && self.events_per_s > 0.0) {
+        if !(self.events_per_s.is_finite() && self.events_per_s >= 0.001) {
             return Err(format!(
-                "--events-per-s {}: must be a positive number",
+                "--events-per-s {}: must be a number of at least 0.001",
                 self.events_per_s
             ));
         }
