@@ -224,7 +224,7 @@ fn long_tokens_cross_the_exchange_in_split_batches() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert_eq!(
         csv_rows(&out),
-        count_words_sequential(&[f.clone()], false).unwrap()
+        count_words_sequential(std::slice::from_ref(&f), false).unwrap()
     );
     // The input is never an output.
     let o = run_batch(std::slice::from_ref(&f), "1", &[], &f);
