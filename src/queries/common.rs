@@ -164,3 +164,22 @@ pub fn available_memory() -> Option<u64> {
     let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kib * 1024)
 }
+
+/// Checks that every input path is a readable regular file (inputs are
+/// split by byte range across workers: no pipes, devices, directories).
+pub fn check_input_files(paths: &[std::path::PathBuf]) -> Result<(), CliError> {
+    for path in paths {
+        match std::fs::metadata(path) {
+            Ok(m) if !m.is_file() => {
+                return Err(CliError::BadInput(format!(
+                    "{}: not a regular file (input files are split by byte range across \
+                     workers; pipes and devices are not supported)",
+                    path.display()
+                )))
+            }
+            Ok(_) => {}
+            Err(e) => return Err(CliError::BadInput(format!("{}: {e}", path.display()))),
+        }
+    }
+    Ok(())
+}

@@ -300,55 +300,52 @@ impl NexSource {
     }
 }
 
-/// Keeps the bids.
-struct Bids;
-impl Pipe<NexEvent> for Bids {
-    type Out = Bid;
+/// A fused stateless operator over NEXMark events: `f` maps an event to
+/// at most one record (a filter and a map in one).
+struct Only<F>(F);
+
+impl<T, F: FnMut(NexEvent) -> Option<T> + Send> Pipe<NexEvent> for Only<F> {
+    type Out = T;
     #[inline(always)]
-    fn run<E: FnMut(Bid)>(&mut self, e: NexEvent, emit: &mut E) {
-        if let NexEvent::Bid(b) = e {
-            emit(b)
+    fn run<E: FnMut(T)>(&mut self, e: NexEvent, emit: &mut E) {
+        if let Some(x) = (self.0)(e) {
+            emit(x)
         }
     }
 }
 
-/// Keeps the persons.
-struct Persons;
-impl Pipe<NexEvent> for Persons {
-    type Out = Person;
-    #[inline(always)]
-    fn run<E: FnMut(Person)>(&mut self, e: NexEvent, emit: &mut E) {
-        if let NexEvent::Person(p) = e {
-            emit(p)
-        }
+fn bid(e: NexEvent) -> Option<Bid> {
+    match e {
+        NexEvent::Bid(b) => Some(b),
+        _ => None,
     }
 }
 
-/// Keeps the auctions.
-struct Auctions;
-impl Pipe<NexEvent> for Auctions {
-    type Out = Auction;
-    #[inline(always)]
-    fn run<E: FnMut(Auction)>(&mut self, e: NexEvent, emit: &mut E) {
-        if let NexEvent::Auction(a) = e {
-            emit(a)
-        }
+fn person(e: NexEvent) -> Option<Person> {
+    match e {
+        NexEvent::Person(p) => Some(p),
+        _ => None,
+    }
+}
+
+fn auction(e: NexEvent) -> Option<Auction> {
+    match e {
+        NexEvent::Auction(a) => Some(a),
+        _ => None,
     }
 }
 
 /// Q1: every bid, price in euros.
-struct Q1Map;
-impl Pipe<NexEvent> for Q1Map {
-    type Out = Bid;
-    #[inline(always)]
-    fn run<E: FnMut(Bid)>(&mut self, e: NexEvent, emit: &mut E) {
-        if let NexEvent::Bid(b) = e {
-            emit(Bid {
-                price: q1_price(b.price),
-                ..b
-            })
-        }
-    }
+fn q1_map(e: NexEvent) -> Option<Bid> {
+    bid(e).map(|b| Bid {
+        price: q1_price(b.price),
+        ..b
+    })
+}
+
+/// Q2: bids on every 123rd auction.
+fn q2_filter(e: NexEvent) -> Option<Bid> {
+    bid(e).filter(|b| b.auction % Q2_AUCTION_SKIP == 0)
 }
 
 /// Q1's conversion: dollars to euros as Beam's Query1 does it,
@@ -360,20 +357,6 @@ pub fn q1_price(cents: u64) -> u64 {
 /// Q2's selection: Beam's Query2 keeps bids whose auction id is a multiple
 /// of 123 (its `auctionSkip`).
 pub const Q2_AUCTION_SKIP: u64 = 123;
-
-/// Q2: bids on every 123rd auction.
-struct Q2Filter;
-impl Pipe<NexEvent> for Q2Filter {
-    type Out = Bid;
-    #[inline(always)]
-    fn run<E: FnMut(Bid)>(&mut self, e: NexEvent, emit: &mut E) {
-        if let NexEvent::Bid(b) = e {
-            if b.auction % Q2_AUCTION_SKIP == 0 {
-                emit(b)
-            }
-        }
-    }
-}
 
 impl NexmarkArgs {
     fn files(&self) -> bool {
@@ -552,18 +535,7 @@ impl Query for NexmarkArgs {
                     .into(),
             );
         }
-        for path in &self.input {
-            match std::fs::metadata(path) {
-                Ok(m) if !m.is_file() => {
-                    return bad(format!(
-                        "{}: not a regular file (input files are split by byte range)",
-                        path.display()
-                    ))
-                }
-                Ok(_) => {}
-                Err(e) => return bad(format!("{}: {e}", path.display())),
-            }
-        }
+        super::common::check_input_files(&self.input)?;
         Ok(())
     }
 
@@ -589,13 +561,17 @@ impl Query for NexmarkArgs {
                 let q1 = self.query == NexQuery::Q1;
                 let out = if q1 {
                     run_stateless_job(&cfg, |i| {
-                        StatelessUpstream::new(sources.get(i.index, i.workers, false), Q1Map, keep)
+                        StatelessUpstream::new(
+                            sources.get(i.index, i.workers, false),
+                            Only(q1_map),
+                            keep,
+                        )
                     })
                 } else {
                     run_stateless_job(&cfg, |i| {
                         StatelessUpstream::new(
                             sources.get(i.index, i.workers, false),
-                            Q2Filter,
+                            Only(q2_filter),
                             keep,
                         )
                     })
@@ -650,7 +626,7 @@ impl Query for NexmarkArgs {
                     Fire::TopCountPerWindow,
                     |i| {
                         Stream::source(sources.get(i.index, i.workers, false))
-                            .pipe(Bids)
+                            .pipe(Only(bid))
                             .key_by(|b: &Bid| b.auction)
                             .window(|b| b.date_time, |_| 1, wopts)
                     },
@@ -683,7 +659,7 @@ impl Query for NexmarkArgs {
                 let out = run_top_job(&cfg, size, |i| {
                     TopUpstream::new(
                         sources.get(i.index, i.workers, false),
-                        Bids,
+                        Only(bid),
                         |b: &Bid| b.date_time,
                         |b: &Bid| b.price,
                         size,
@@ -726,14 +702,14 @@ impl Query for NexmarkArgs {
                 let out = run_join_job(&cfg, WindowSpec::tumbling(self.window_ms), |i| {
                     JoinSide::with_pipe(
                         sources.get(i.index, i.workers, true),
-                        Persons,
+                        Only(person),
                         |p: &Person| p.id,
                         |p: &Person| p.date_time,
                     )
                     .join(
                         JoinSide::with_pipe(
                             sources.get(i.index, i.workers, false),
-                            Auctions,
+                            Only(auction),
                             |a: &Auction| a.seller,
                             |a: &Auction| a.date_time,
                         ),

@@ -67,18 +67,7 @@ impl Query for WordCountArgs {
         if self.window_ms == Some(0) {
             return bad("--window-ms must be positive".into());
         }
-        for path in &self.input {
-            match std::fs::metadata(path) {
-                Ok(m) if !m.is_file() => {
-                    return bad(format!(
-                        "{}: not a regular file (input files are split by byte range)",
-                        path.display()
-                    ))
-                }
-                Ok(_) => {}
-                Err(e) => return bad(format!("{}: {e}", path.display())),
-            }
-        }
+        super::common::check_input_files(&self.input)?;
         Ok(())
     }
 

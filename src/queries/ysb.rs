@@ -473,19 +473,7 @@ fn validate(args: &YsbArgs, ranks: usize) -> Result<(), CliError> {
                 ));
             }
         }
-        for path in &args.input {
-            match std::fs::metadata(path) {
-                Ok(m) if !m.is_file() => {
-                    return bad(format!(
-                        "{}: not a regular file (input files are split by byte range \
-                         across workers; pipes and devices are not supported)",
-                        path.display()
-                    ))
-                }
-                Ok(_) => {}
-                Err(e) => return bad(format!("{}: {e}", path.display())),
-            }
-        }
+        super::common::check_input_files(&args.input)?;
     }
     Ok(())
 }
