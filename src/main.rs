@@ -107,6 +107,11 @@ fn main() {
         .with_env_filter(tracing_subscriber::EnvFilter::new(&cli.log))
         .with_writer(std::io::stderr)
         .init();
+    if matches!(cli.command, Command::Run(_)) {
+        // SIGINT/SIGTERM stop the sources; the run drains, writes what is
+        // complete and exits 128 + signal (air_runtime::stop).
+        air_runtime::stop::install_handlers();
+    }
     let result: Result<(), CliError> = match cli.command {
         Command::Run(RunCommand::Ysb(args)) => run_query(|dist| queries::ysb::main(&args, dist)),
         Command::Run(RunCommand::Wa(args)) => {
@@ -172,7 +177,20 @@ fn run_query(
     let code = {
         let dist = queries::dist::Dist::init()?;
         let code = match dist.check_same_args().and_then(|()| query(&dist)) {
-            Ok(()) => 0,
+            Ok(()) => match air_runtime::stop::signal() {
+                // Stopped by a signal: results and report hold what was
+                // complete; the exit code says the run did not finish.
+                Some(sig) => {
+                    if dist.is_root() {
+                        eprintln!(
+                            "air: stopped by signal {sig}: the results hold the windows every \
+                             worker had read past"
+                        );
+                    }
+                    128 + sig
+                }
+                None => 0,
+            },
             Err(CliError::Quiet(c)) => c,
             Err(e) => {
                 eprintln!("air: error: {e}");

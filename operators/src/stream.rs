@@ -626,6 +626,11 @@ pub struct WindowJobOutput<S, P> {
     pub latency_hist: hdrhistogram::Histogram<u64>,
     /// Partials that arrived after their window fired (must be 0).
     pub late_partials: u64,
+    /// The job was stopped early (SIGINT/SIGTERM, `air_runtime::stop`).
+    pub stopped: bool,
+    /// Windows (per owner) still open at the end of a stopped job: not
+    /// fired, not in `results` (0 unless stopped).
+    pub unfired_windows: u64,
     /// Each worker's largest watermark lag, ms (wall clock − input watermark).
     pub watermark_lag_max_ms: Vec<u64>,
     /// Longest worker wall time.
@@ -700,12 +705,16 @@ where
     let mut channels = Vec::new();
     let mut placement = Vec::new();
     let mut late_partials = 0;
+    let mut stopped = false;
+    let mut unfired_windows = 0u64;
     let mut watermark_lag_max_ms = Vec::new();
     let mut elapsed = Duration::ZERO;
     for o in outcomes {
         results.extend_from_slice(&o.downstream.results);
         let _ = hist.add(&o.downstream.latency);
         late_partials += o.downstream.late_partials;
+        stopped |= o.stopped;
+        unfired_windows += o.downstream.table.len() as u64;
         watermark_lag_max_ms.push(o.downstream.watermark_lag_max_ms);
         upstream.push(o.upstream.counters);
         sources.push(o.upstream.source);
@@ -725,6 +734,8 @@ where
         latency: LatencySummary::of(&hist),
         latency_hist: hist,
         late_partials,
+        stopped,
+        unfired_windows,
         watermark_lag_max_ms,
         elapsed,
     })

@@ -322,6 +322,11 @@ impl WindowTable {
         n
     }
 
+    /// Number of open windows.
+    pub fn len(&self) -> usize {
+        self.windows.len()
+    }
+
     /// Whether no window is open.
     pub fn is_empty(&self) -> bool {
         self.windows.is_empty()

@@ -285,6 +285,8 @@ pub struct WordCountOutput {
     pub placement: Vec<air_runtime::WorkerPlacement>,
     /// Partials that arrived after their window fired (must be 0).
     pub late_partials: u64,
+    /// Windows (per owner) still open at the end of a stopped job.
+    pub unfired_windows: u64,
     /// Longest worker wall time.
     pub elapsed: Duration,
 }
@@ -312,9 +314,11 @@ where
         channels: Vec::new(),
         placement: Vec::new(),
         late_partials: 0,
+        unfired_windows: 0,
         elapsed: Duration::ZERO,
     };
     for o in outcomes {
+        out.unfired_windows += o.downstream.table.len() as u64;
         out.results.extend(o.downstream.results);
         out.late_partials += o.downstream.late_partials;
         out.counters.push(o.upstream.counters);

@@ -323,7 +323,11 @@ impl<'c> Inputs<'c> {
                             *wm = (*wm).max(v);
                         }
                         FrameKind::End => {
-                            *wm = u64::MAX;
+                            // End carries the sender's final watermark:
+                            // u64::MAX normally, its watermark at a stop.
+                            let v =
+                                u64::from_le_bytes(payload[..8].try_into().unwrap_or([0xff; 8]));
+                            *wm = (*wm).max(v);
                             *ended = true;
                         }
                     })

@@ -143,6 +143,9 @@ pub struct WorkerOutcome<U, D> {
     pub channels: ChannelMetrics,
     /// Wall time from the start barrier to its end.
     pub elapsed: Duration,
+    /// Its source was stopped early ([`crate::stop`]): windows beyond its
+    /// final watermark did not fire.
+    pub stopped: bool,
 }
 
 /// How a job's workers get their channels: which of the job's workers run
@@ -463,6 +466,7 @@ where
     let mut last_flush = start;
     let mut sent_wm = 0u64;
     let mut up_done = false;
+    let mut stopped = false;
     let mut idle = 0u32;
     let mut error: Option<RuntimeError> = None;
     loop {
@@ -475,12 +479,23 @@ where
                 drain,
                 error: &mut error,
             };
-            match up.step(&mut em) {
-                Progress::Busy => busy = true,
-                Progress::Idle => {}
-                Progress::Done => {
-                    up.finish(&mut em);
-                    up_done = true;
+            // End-of-stream carries this worker's final watermark: "all"
+            // normally; after a stop, the watermark it had reached, so only
+            // windows every worker read past fire (see `crate::stop`).
+            let mut final_wm = u64::MAX;
+            if crate::stop::requested() {
+                final_wm = up.watermark();
+                up.finish(&mut em);
+                up_done = true;
+                stopped = true;
+            } else {
+                match up.step(&mut em) {
+                    Progress::Busy => busy = true,
+                    Progress::Idle => {}
+                    Progress::Done => {
+                        up.finish(&mut em);
+                        up_done = true;
+                    }
                 }
             }
             if let Some(e) = error.take() {
@@ -488,7 +503,7 @@ where
             }
             if up_done {
                 ex.flush_all(drain)?;
-                ex.broadcast(FrameKind::End, u64::MAX, drain)?;
+                ex.broadcast(FrameKind::End, final_wm, drain)?;
             } else {
                 let now = Instant::now();
                 if now.duration_since(last_flush) >= cfg.flush {
@@ -530,6 +545,7 @@ where
         downstream: down,
         channels,
         elapsed: start.elapsed(),
+        stopped,
     })
 }
 

@@ -20,6 +20,7 @@ pub mod hwloc;
 pub mod job;
 pub mod metrics;
 pub mod placement;
+pub mod stop;
 pub mod topology;
 
 pub use channel::{ChannelError, ChannelRx, ChannelTx, Recv};

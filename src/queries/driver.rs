@@ -67,6 +67,12 @@ pub struct RankPart<R> {
     /// `counters` (e.g. word count's `replaced_lines`).
     #[serde(default)]
     pub counters: std::collections::BTreeMap<String, u64>,
+    /// Stopped early by SIGINT/SIGTERM (`air_runtime::stop`).
+    #[serde(default)]
+    pub stopped: bool,
+    /// Windows still open at a stop: not fired, not in the rows.
+    #[serde(default)]
+    pub unfired_windows: u64,
 }
 
 /// The JSON report of a query run.
@@ -101,6 +107,11 @@ pub struct Report {
     pub params: serde_json::Value,
     /// Query-specific counters, summed over ranks.
     pub counters: std::collections::BTreeMap<String, u64>,
+    /// The run was stopped by SIGINT/SIGTERM: the rows hold the windows
+    /// every worker had read past; `unfired_windows` were dropped.
+    pub stopped: bool,
+    /// Windows (per owner) still open at the stop, not reported.
+    pub unfired_windows: u64,
     /// How workers were placed.
     pub placement: super::ysb::PlacementReport,
     /// The MPI run; `null` when alone.
@@ -297,7 +308,10 @@ fn merge<Q: Query>(
     let (mut skipped, mut late_partials, mut secs, mut uncollected) = (0, 0, 1e-9f64, 0);
     let mut input_error = None;
     let mut counters = std::collections::BTreeMap::new();
+    let (mut stopped, mut unfired) = (air_runtime::stop::requested(), 0);
     for p in parts {
+        stopped |= p.stopped;
+        unfired += p.unfired_windows;
         for (k, v) in &p.counters {
             *counters.entry(k.clone()).or_insert(0) += v;
         }
@@ -344,6 +358,8 @@ fn merge<Q: Query>(
             .then(|| air_runtime::LatencySummary::of(&hist)),
         params: q.params(),
         counters,
+        stopped,
+        unfired_windows: unfired,
         placement: super::ysb::PlacementReport {
             pinned: !rt.no_pin,
             smt: rt.smt,
@@ -381,6 +397,13 @@ fn print_summary(r: &Report) -> std::io::Result<()> {
         thousands(r.late_records),
         thousands(r.skipped_records)
     )?;
+    if r.stopped {
+        writeln!(
+            out,
+            "  STOPPED by a signal: {} window(s) still open were not reported",
+            thousands(r.unfired_windows)
+        )?;
+    }
     if !r.counters.is_empty() {
         let c: Vec<String> = r
             .counters

@@ -616,6 +616,8 @@ impl Query for NexmarkArgs {
                     skipped,
                     uncollected_rows: if keep { 0 } else { produced },
                     counters: Default::default(),
+                    stopped: false,
+                    unfired_windows: 0,
                 }
             }
             NexQuery::Q5 => {
@@ -652,6 +654,8 @@ impl Query for NexmarkArgs {
                     skipped,
                     uncollected_rows: 0,
                     counters: Default::default(),
+                    stopped: false,
+                    unfired_windows: out.unfired_windows,
                 }
             }
             NexQuery::Q7 => {
@@ -692,6 +696,8 @@ impl Query for NexmarkArgs {
                     skipped,
                     uncollected_rows: 0,
                     counters: Default::default(),
+                    stopped: false,
+                    unfired_windows: 0,
                 }
             }
             NexQuery::Q8 => {
@@ -757,6 +763,8 @@ impl Query for NexmarkArgs {
                     skipped: skipped / 2,
                     uncollected_rows: 0,
                     counters: Default::default(),
+                    stopped: false,
+                    unfired_windows: 0,
                 }
             }
         };

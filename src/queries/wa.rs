@@ -157,6 +157,8 @@ impl Query for WaArgs {
             skipped: 0,
             uncollected_rows: 0,
             counters: Default::default(),
+            stopped: out.stopped,
+            unfired_windows: out.unfired_windows,
         })
     }
     fn finish(&self, mut rows: Vec<WaRow>) -> Vec<WaRow> {

@@ -130,6 +130,8 @@ impl Query for WordCountArgs {
             ]
             .into_iter()
             .collect(),
+            stopped: false,
+            unfired_windows: out.unfired_windows,
         })
     }
 

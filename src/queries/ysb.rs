@@ -372,6 +372,11 @@ pub struct YsbReport {
     /// How workers were placed (rank 0's view; each worker's own placement
     /// is in `per_worker`).
     pub placement: PlacementReport,
+    /// Stopped by SIGINT/SIGTERM: the rows hold the windows every worker
+    /// had read past (`air_runtime::stop`).
+    pub stopped: bool,
+    /// Windows (per owner) still open at the stop, not reported.
+    pub unfired_windows: u64,
     /// Per-worker figures, every rank's workers in global order.
     pub per_worker: Vec<WorkerReport>,
 }
@@ -493,6 +498,8 @@ struct RankPart {
     input_error: Option<String>,
     elapsed_s: f64,
     late_partials: u64,
+    #[serde(default)]
+    unfired_windows: u64,
 }
 
 /// Runs this process's share of YSB as `args` say (every rank's workers
@@ -640,6 +647,7 @@ fn run_rank(args: &YsbArgs, campaigns: Arc<Campaigns>, dist: &Dist) -> Result<Ra
         input_error,
         elapsed_s: elapsed.as_secs_f64(),
         late_partials: out.late_partials,
+        unfired_windows: out.unfired_windows,
     })
 }
 
@@ -657,7 +665,9 @@ fn merge(
     let mut input_error = None;
     let mut secs: f64 = 1e-9;
     let mut late_partials = 0;
+    let mut unfired_windows = 0;
     for p in parts {
+        unfired_windows += p.unfired_windows;
         rows.extend(p.rows);
         per_worker.extend(p.per_worker);
         air_runtime::metrics::record_pairs(&mut hist, &p.latency);
@@ -706,6 +716,8 @@ fn merge(
             topology: air_runtime::placement::topology().map(|t| t.source),
             oversubscribed: per_worker.iter().any(|p| p.placement.oversubscribed),
         },
+        stopped: air_runtime::stop::requested(),
+        unfired_windows,
         mpi,
         per_worker,
     };
