@@ -351,7 +351,11 @@ fn q2_filter(e: NexEvent) -> Option<Bid> {
 /// Q1's conversion: dollars to euros as Beam's Query1 does it,
 /// `price * 89 / 100` in integer cents (rounded down).
 pub fn q1_price(cents: u64) -> u64 {
-    (cents as u128 * 89 / 100) as u64
+    match cents.checked_mul(89) {
+        Some(x) => x / 100,
+        // Beyond 2^64 / 89 cents: exact in 128 bits (rare, and slower).
+        None => (cents as u128 * 89 / 100) as u64,
+    }
 }
 
 /// Q2's selection: Beam's Query2 keeps bids whose auction id is a multiple
