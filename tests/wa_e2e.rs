@@ -116,6 +116,7 @@ fn uniform_keys_give_the_sequential_result_on_1_2_4_workers_and_shuffled() {
             &["--workers", "2"],
             &["--workers", "4"],
             &["--workers", "3", "--shuffle"],
+            &["--workers", "2", "--shuffle", "--validate"],
         ],
     );
     // 3000 ms of event time in 250 ms windows: 12 windows × 37 keys.

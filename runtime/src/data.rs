@@ -41,6 +41,11 @@ pub trait ExchangeData: Send + 'static + Sized {
     /// 16-byte aligned. Errors (debug builds only) when the bytes do not
     /// validate.
     fn read_batch(bytes: &[u8]) -> Result<&[Self::Item], String>;
+
+    /// [`ExchangeData::read_batch`] with rkyv's validation in every build
+    /// (`--validate`): a corrupted batch is an error, never undefined
+    /// behaviour.
+    fn read_batch_validated(bytes: &[u8]) -> Result<&[Self::Item], String>;
 }
 
 impl<T> ExchangeData for T
@@ -71,12 +76,16 @@ where
             .expect("archiving into a growable buffer cannot fail")
     }
 
+    fn read_batch_validated(bytes: &[u8]) -> Result<&[Self::Item], String> {
+        rkyv::access::<ArchivedVec<T::Archived>, rancor::Error>(bytes)
+            .map(|v| v.as_slice())
+            .map_err(|e| format!("invalid archived batch of {} bytes: {e}", bytes.len()))
+    }
+
     #[inline]
     fn read_batch(bytes: &[u8]) -> Result<&[Self::Item], String> {
         if cfg!(debug_assertions) {
-            rkyv::access::<ArchivedVec<T::Archived>, rancor::Error>(bytes)
-                .map(|v| v.as_slice())
-                .map_err(|e| format!("invalid archived batch of {} bytes: {e}", bytes.len()))
+            Self::read_batch_validated(bytes)
         } else {
             // SAFETY: within one job every frame of a data channel is written
             // by `write_batch` for the same `T`, with its exact length, into a

@@ -18,6 +18,9 @@ pub trait Downstream<T: ExchangeData>: Send {
     fn on_watermark(&mut self, wm: u64);
 }
 
+/// How a batch's bytes are read (checked by rkyv or trusted).
+type ReadBatch<T> = fn(&[u8]) -> Result<&[<T as ExchangeData>::Item], String>;
+
 /// Callback that drains this worker's inputs while a send waits for room
 /// (so two workers blocked on each other's full rings cannot deadlock).
 pub type Drain<'a> = dyn FnMut() -> Result<(), RuntimeError> + 'a;
@@ -259,11 +262,18 @@ pub struct Inputs<'c> {
     ended: Vec<bool>,
     n_ended: usize,
     min_wm: u64,
+    validate: bool,
     /// Counters of the receiving side.
     pub metrics: ChannelMetrics,
 }
 
 impl<'c> Inputs<'c> {
+    /// Validates every batch with rkyv (`--validate`), also in release builds.
+    pub fn with_validation(mut self, on: bool) -> Self {
+        self.validate = on;
+        self
+    }
+
     /// Inputs at worker `me` from `rx` (indexed by source worker).
     pub fn new(me: usize, rx: Vec<Box<dyn ChannelRx + 'c>>) -> Self {
         let n = rx.len();
@@ -274,6 +284,7 @@ impl<'c> Inputs<'c> {
             ended: vec![false; n],
             n_ended: 0,
             min_wm: 0,
+            validate: false,
             metrics: ChannelMetrics::default(),
         }
     }
@@ -298,6 +309,11 @@ impl<'c> Inputs<'c> {
     ) -> Result<usize, RuntimeError> {
         let mut frames = 0;
         let mut bad: Option<String> = None;
+        let read: ReadBatch<T> = if self.validate {
+            T::read_batch_validated
+        } else {
+            T::read_batch
+        };
         for from in 0..self.rx.len() {
             if self.ended[from] {
                 continue;
@@ -309,7 +325,7 @@ impl<'c> Inputs<'c> {
                 let m = &mut self.metrics;
                 let r = self.rx[from]
                     .try_recv(&mut |kind, payload| match kind {
-                        FrameKind::Data => match T::read_batch(payload) {
+                        FrameKind::Data => match read(payload) {
                             Ok(items) => {
                                 m.records_in += items.len() as u64;
                                 m.bytes_in += payload.len() as u64;

@@ -32,6 +32,9 @@ pub struct JobConfig {
     pub pin: bool,
     /// Plan on SMT siblings too (after one PU of every core), `--smt`.
     pub smt: bool,
+    /// Validate every received batch with rkyv in release builds too
+    /// (`--validate`; debug builds always do).
+    pub validate: bool,
     /// Run across the ranks of an MPI job (`None`: this process alone).
     pub cluster: Option<ClusterConfig>,
 }
@@ -54,6 +57,7 @@ impl Default for JobConfig {
             batch_records: 1024,
             pin: true,
             smt: false,
+            validate: false,
             cluster: None,
         }
     }
@@ -461,7 +465,7 @@ where
     };
     let (mut up, mut down) = make(&info);
     let mut ex: Exchange<'_, T> = Exchange::new(me, tx, cfg.batch_records);
-    let mut inputs = Inputs::new(me, rx);
+    let mut inputs = Inputs::new(me, rx).with_validation(cfg.validate);
     let start = Instant::now();
     let mut last_flush = start;
     let mut sent_wm = 0u64;

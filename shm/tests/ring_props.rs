@@ -31,7 +31,9 @@ fn op() -> impl Strategy<Value = Op> {
 
 /// The payload of frame `seq`: bytes derived from its number.
 fn payload(seq: u64, len: usize) -> Vec<u8> {
-    (0..len).map(|i| (seq as usize * 31 + i * 7) as u8).collect()
+    (0..len)
+        .map(|i| (seq as usize * 31 + i * 7) as u8)
+        .collect()
 }
 
 proptest! {

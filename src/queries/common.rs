@@ -27,6 +27,12 @@ pub struct RuntimeArgs {
     /// without it, one worker per physical core and siblings stay idle.
     #[arg(long)]
     pub smt: bool,
+    /// Validate every received batch with rkyv's checked access (release
+    /// builds otherwise trust batches of the same job: frame headers are
+    /// always checked, payloads only with this); a corrupted batch is an
+    /// error naming the channel. For the network tier across hosts.
+    #[arg(long)]
+    pub validate: bool,
     /// Under MPI: use the network tier (RMA windows) between ranks of one
     /// node too, instead of `/dev/shm` rings (tests the RMA path on one machine).
     #[arg(long, env = "AIR_FORCE_NETWORK", value_parser = clap::builder::FalseyValueParser::new())]
@@ -46,6 +52,7 @@ impl RuntimeArgs {
             batch_records: self.batch.max(1),
             pin: !self.no_pin,
             smt: self.smt,
+            validate: self.validate,
             ..JobConfig::default()
         }
     }
