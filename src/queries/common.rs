@@ -190,3 +190,17 @@ pub fn check_input_files(paths: &[std::path::PathBuf]) -> Result<(), CliError> {
     }
     Ok(())
 }
+
+/// Peak resident set size of this process so far, bytes (`getrusage`,
+/// Linux reports `ru_maxrss` in KiB).
+pub fn peak_rss_bytes() -> u64 {
+    // SAFETY: a zeroed rusage is a valid out-parameter; getrusage writes it.
+    let ru = unsafe {
+        let mut ru: libc::rusage = std::mem::zeroed();
+        if libc::getrusage(libc::RUSAGE_SELF, &mut ru) != 0 {
+            return 0;
+        }
+        ru
+    };
+    (ru.ru_maxrss.max(0) as u64) * 1024
+}

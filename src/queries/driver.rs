@@ -70,6 +70,9 @@ pub struct RankPart<R> {
     /// Stopped early by SIGINT/SIGTERM (`air_runtime::stop`).
     #[serde(default)]
     pub stopped: bool,
+    /// This rank's peak resident set size, bytes (filled by the driver).
+    #[serde(default)]
+    pub peak_rss_bytes: u64,
     /// Windows still open at a stop: not fired, not in the rows.
     #[serde(default)]
     pub unfired_windows: u64,
@@ -112,6 +115,9 @@ pub struct Report {
     pub stopped: bool,
     /// Windows (per owner) still open at the stop, not reported.
     pub unfired_windows: u64,
+    /// The largest peak resident set size of any rank, bytes (memory stays
+    /// bounded under backpressure: a full channel blocks its sender).
+    pub peak_rss_bytes: u64,
     /// How workers were placed.
     pub placement: super::ysb::PlacementReport,
     /// The MPI run; `null` when alone.
@@ -247,7 +253,10 @@ pub fn main<Q: Query>(q: &Q, dist: &Dist) -> Result<(), CliError> {
     dist.agree(checked)?;
     let (out_file, report_file, rank_file) = files;
     let part = match q.run_rank(dist) {
-        Ok(p) => p,
+        Ok(mut p) => {
+            p.peak_rss_bytes = super::common::peak_rss_bytes();
+            p
+        }
         Err(e) => {
             dist.abort_if_distributed(&e.to_string(), e.exit_code());
             return Err(e);
@@ -309,7 +318,9 @@ fn merge<Q: Query>(
     let mut input_error = None;
     let mut counters = std::collections::BTreeMap::new();
     let (mut stopped, mut unfired) = (air_runtime::stop::requested(), 0);
+    let mut peak_rss = 0;
     for p in parts {
+        peak_rss = p.peak_rss_bytes.max(peak_rss);
         stopped |= p.stopped;
         unfired += p.unfired_windows;
         for (k, v) in &p.counters {
@@ -360,6 +371,7 @@ fn merge<Q: Query>(
         counters,
         stopped,
         unfired_windows: unfired,
+        peak_rss_bytes: peak_rss,
         placement: super::ysb::PlacementReport {
             pinned: !rt.no_pin,
             smt: rt.smt,

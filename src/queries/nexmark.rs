@@ -622,6 +622,7 @@ impl Query for NexmarkArgs {
                     counters: Default::default(),
                     stopped: false,
                     unfired_windows: 0,
+                    peak_rss_bytes: 0,
                 }
             }
             NexQuery::Q5 => {
@@ -660,6 +661,7 @@ impl Query for NexmarkArgs {
                     counters: Default::default(),
                     stopped: false,
                     unfired_windows: out.unfired_windows,
+                    peak_rss_bytes: 0,
                 }
             }
             NexQuery::Q7 => {
@@ -702,6 +704,7 @@ impl Query for NexmarkArgs {
                     counters: Default::default(),
                     stopped: false,
                     unfired_windows: 0,
+                    peak_rss_bytes: 0,
                 }
             }
             NexQuery::Q8 => {
@@ -769,6 +772,7 @@ impl Query for NexmarkArgs {
                     counters: Default::default(),
                     stopped: false,
                     unfired_windows: 0,
+                    peak_rss_bytes: 0,
                 }
             }
         };

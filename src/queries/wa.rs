@@ -159,6 +159,7 @@ impl Query for WaArgs {
             counters: Default::default(),
             stopped: out.stopped,
             unfired_windows: out.unfired_windows,
+            peak_rss_bytes: 0,
         })
     }
     fn finish(&self, mut rows: Vec<WaRow>) -> Vec<WaRow> {

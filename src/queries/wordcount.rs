@@ -132,6 +132,7 @@ impl Query for WordCountArgs {
             .collect(),
             stopped: false,
             unfired_windows: out.unfired_windows,
+            peak_rss_bytes: 0,
         })
     }
 
