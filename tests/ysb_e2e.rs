@@ -469,6 +469,9 @@ fn generator_event_counts_and_rate() {
         assert!(o.status.success(), "{}", stderr(&o));
         let r = report(&rep);
         assert_eq!(r["events"], 1_000_003);
+        // Memory stays small: 1 M events generated and aggregated, never held.
+        let rss = r["peak_rss_bytes"].as_u64().unwrap();
+        assert!(rss > 0 && rss < 256 << 20, "peak RSS {rss} bytes");
         let rows: u64 = r["rows"].as_u64().unwrap();
         assert!(rows >= 100, "100 campaigns see views");
         assert!(r["latency_ms"]["p99_ms"].as_u64().is_some());

@@ -377,6 +377,8 @@ pub struct YsbReport {
     pub stopped: bool,
     /// Windows (per owner) still open at the stop, not reported.
     pub unfired_windows: u64,
+    /// The largest peak resident set size of any rank, bytes.
+    pub peak_rss_bytes: u64,
     /// Per-worker figures, every rank's workers in global order.
     pub per_worker: Vec<WorkerReport>,
 }
@@ -500,6 +502,8 @@ struct RankPart {
     late_partials: u64,
     #[serde(default)]
     unfired_windows: u64,
+    #[serde(default)]
+    peak_rss_bytes: u64,
 }
 
 /// Runs this process's share of YSB as `args` say (every rank's workers
@@ -648,6 +652,7 @@ fn run_rank(args: &YsbArgs, campaigns: Arc<Campaigns>, dist: &Dist) -> Result<Ra
         elapsed_s: elapsed.as_secs_f64(),
         late_partials: out.late_partials,
         unfired_windows: out.unfired_windows,
+        peak_rss_bytes: super::common::peak_rss_bytes(),
     })
 }
 
@@ -666,8 +671,10 @@ fn merge(
     let mut secs: f64 = 1e-9;
     let mut late_partials = 0;
     let mut unfired_windows = 0;
+    let mut peak_rss_bytes = 0;
     for p in parts {
         unfired_windows += p.unfired_windows;
+        peak_rss_bytes = peak_rss_bytes.max(p.peak_rss_bytes);
         rows.extend(p.rows);
         per_worker.extend(p.per_worker);
         air_runtime::metrics::record_pairs(&mut hist, &p.latency);
@@ -718,6 +725,7 @@ fn merge(
         },
         stopped: air_runtime::stop::requested(),
         unfired_windows,
+        peak_rss_bytes,
         mpi,
         per_worker,
     };
