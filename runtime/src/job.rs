@@ -554,7 +554,7 @@ where
 }
 
 /// `MemAvailable` from `/proc/meminfo`, in bytes (Linux), if readable.
-fn available_memory() -> Option<u64> {
+pub fn available_memory() -> Option<u64> {
     let s = std::fs::read_to_string("/proc/meminfo").ok()?;
     let line = s.lines().find(|l| l.starts_with("MemAvailable:"))?;
     let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;

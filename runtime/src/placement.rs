@@ -143,7 +143,7 @@ pub fn launcher_share_from(
         let mut cores: Vec<usize> = topo
             .allowed
             .iter()
-            .filter_map(|&os| topo.pus.iter().find(|p| p.os == os).map(|p| p.core))
+            .filter_map(|&os| topo.pu(os).map(|p| p.core))
             .collect();
         cores.sort_unstable();
         cores.dedup();

@@ -259,7 +259,7 @@ impl Topology {
     }
 
     /// The PU with OS number `os` (`pus` is sorted by OS number).
-    fn pu(&self, os: usize) -> Option<&Pu> {
+    pub fn pu(&self, os: usize) -> Option<&Pu> {
         self.pus
             .binary_search_by_key(&os, |p| p.os)
             .ok()

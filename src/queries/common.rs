@@ -164,14 +164,6 @@ pub fn check_outputs(
     Ok(())
 }
 
-/// `MemAvailable` from `/proc/meminfo`, bytes (Linux), if readable.
-pub fn available_memory() -> Option<u64> {
-    let s = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = s.lines().find(|l| l.starts_with("MemAvailable:"))?;
-    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib * 1024)
-}
-
 /// Checks that every input path is a readable regular file (inputs are
 /// split by byte range across workers: no pipes, devices, directories).
 pub fn check_input_files(paths: &[std::path::PathBuf]) -> Result<(), CliError> {

@@ -513,7 +513,7 @@ impl Query for NexmarkArgs {
                 events / 100
             };
             let need = rows.saturating_mul(100);
-            if let Some(avail) = super::common::available_memory() {
+            if let Some(avail) = air_runtime::job::available_memory() {
                 if need > avail / 2 {
                     return bad(format!(
                         "{:?} with --out keeps every result row in memory to sort it: about \

@@ -69,7 +69,7 @@ pub fn main(args: &TopoArgs) -> Result<(), CliError> {
             let unknown: Vec<usize> = cpus
                 .iter()
                 .copied()
-                .filter(|&c| !topo.pus.iter().any(|p| p.os == c))
+                .filter(|&c| topo.pu(c).is_none())
                 .collect();
             if !unknown.is_empty() {
                 let shown: Vec<String> = unknown.iter().take(8).map(|c| c.to_string()).collect();
