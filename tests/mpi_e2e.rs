@@ -667,3 +667,50 @@ fn windowed_aggregation_nexmark_and_word_count_run_distributed() {
     std::fs::write(&f, "a b c a b a\nd e f\n".repeat(5000)).unwrap();
     same_rows_embedded_and_distributed("wc", &["run", "wordcount", "--input", f.to_str().unwrap()]);
 }
+
+#[test]
+fn sigterm_to_mpirun_stops_every_rank_with_whole_windows() {
+    // mpirun (MPICH's hydra, Open MPI's) forwards SIGTERM to the ranks;
+    // each stops its sources, the ranks drain, and rank 0 writes the
+    // windows every worker of every rank had read past.
+    let dir = tmpdir("sigterm");
+    let (out, rep) = (dir.join("o.csv"), dir.join("r.json"));
+    let mut cmd = air_rdma::mpirun_command(2);
+    cmd.arg(AIR).args([
+        "run",
+        "wa",
+        "--events",
+        "100000000000",
+        "--keys",
+        "10",
+        "--window-ms",
+        "100",
+        "--events-per-s",
+        "1000000",
+        "--seed",
+        "9",
+        "--workers",
+        "1",
+        "--no-pin",
+        "--out",
+        out.to_str().unwrap(),
+        "--report",
+        rep.to_str().unwrap(),
+    ]);
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+    let child = cmd.spawn().expect("start mpirun");
+    let pid = child.id() as i32;
+    std::thread::sleep(Duration::from_secs(3));
+    // SAFETY: plain kill of the launcher this test started.
+    unsafe { libc::kill(pid, libc::SIGTERM) };
+    let (o, took) = wait(child, "mpirun after SIGTERM", Duration::from_secs(30));
+    assert!(took < Duration::from_secs(10), "stopping took {took:?}");
+    // Each rank exits 143; MPICH's mpirun passes it on, Open MPI's says 1.
+    assert!(!o.status.success(), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("stopped by signal 15"), "{}", text(&o));
+    let r = report(&rep);
+    assert_eq!(r["stopped"], true);
+    assert_eq!(r["ranks"], 2);
+    common::assert_stopped_wa_exact(&out, 9, 10, 100, 1_000_000.0);
+}

@@ -4,8 +4,6 @@
 
 mod common;
 
-use air_operators::sources::wa::{event, zipf_of, KeyDist, WaConfig};
-use std::collections::BTreeMap;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -65,59 +63,7 @@ fn sigterm_mid_run_reports_exactly_the_windows_read_past_and_exits_143() {
     assert!(err.contains("stopped by signal 15"), "{err}");
     let r: serde_json::Value = serde_json::from_slice(&std::fs::read(&rep).unwrap()).unwrap();
     assert_eq!(r["stopped"], true);
-    // Rows: (window, key) -> (count, sum), windows contiguous from 0.
-    let mut rows: BTreeMap<(u64, u64), (u64, i64)> = BTreeMap::new();
-    let text = std::fs::read_to_string(&out).unwrap();
-    for l in text.lines().skip(1) {
-        let f: Vec<i64> = l.split(',').map(|x| x.parse().unwrap()).collect();
-        rows.insert((f[0] as u64, f[1] as u64), (f[2] as u64, f[3]));
-    }
-    let windows: Vec<u64> = {
-        let mut w: Vec<u64> = rows.keys().map(|k| k.0).collect();
-        w.dedup();
-        w
-    };
-    assert!(
-        windows.len() >= 3,
-        "{} windows before the stop",
-        windows.len()
-    );
-    assert_eq!(
-        windows,
-        (0..windows.len() as u64)
-            .map(|i| i * 100)
-            .collect::<Vec<_>>()
-    );
-    // Every reported window is complete: equal to the generator's events
-    // in it (the first two and the last one checked in full).
-    let cfg = WaConfig {
-        seed: 9,
-        events: u64::MAX,
-        keys: 10,
-        dist: KeyDist::Uniform,
-        events_per_s: 1_000_000.0,
-        ..WaConfig::default()
-    };
-    let z = zipf_of(&cfg);
-    let last = *windows.last().unwrap();
-    for w in [0, 100, last] {
-        let mut want: BTreeMap<(u64, u64), (u64, i64)> = BTreeMap::new();
-        // 1000 events per ms; scan a margin around the window.
-        let first = (w * 1000).saturating_sub(2000);
-        for n in first..(w + 100) * 1000 + 2000 {
-            let e = event(&cfg, z.as_ref(), n);
-            if e.time_ms >= w && e.time_ms < w + 100 {
-                let s = want.entry((w, e.key)).or_default();
-                s.0 += 1;
-                s.1 += e.value;
-            }
-        }
-        let got: BTreeMap<(u64, u64), (u64, i64)> = rows
-            .range((w, 0)..(w + 1, 0))
-            .map(|(k, v)| (*k, *v))
-            .collect();
-        assert_eq!(got, want, "window {w}");
-    }
+    common::assert_stopped_wa_exact(&out, 9, 10, 100, 1_000_000.0);
 }
 
 #[test]
@@ -152,4 +98,130 @@ fn sigint_stops_ysb_with_exit_130_and_writes_its_outputs() {
     assert!(r["rows"].as_u64().unwrap() > 0, "{r}");
     let rows = std::fs::read_to_string(&out).unwrap().lines().count() - 1;
     assert_eq!(rows as u64, r["rows"].as_u64().unwrap());
+}
+
+#[test]
+fn a_second_signal_exits_at_once_even_while_results_are_being_written() {
+    // --out is a FIFO nobody reads: after the first signal the job stops
+    // and then blocks opening its output; only the second signal ends it.
+    let dir = common::tmpdir("sig", "second");
+    let fifo = dir.join("o.csv");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: mkfifo with a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let child = Command::new(AIR)
+        .args([
+            "run",
+            "wa",
+            "--events",
+            "100000000000",
+            "--events-per-s",
+            "1000000",
+            "--workers",
+            "2",
+            "--out",
+            fifo.to_str().unwrap(),
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id() as i32;
+    std::thread::sleep(Duration::from_millis(1000));
+    // SAFETY: plain kill of the child this test started.
+    unsafe { libc::kill(pid, libc::SIGTERM) };
+    std::thread::sleep(Duration::from_millis(1500));
+    let mut status = 0;
+    // SAFETY: non-blocking waitpid on our own child.
+    let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+    assert_eq!(r, 0, "the job is still writing its results (blocked)");
+    let t = Instant::now();
+    // SAFETY: as above.
+    unsafe { libc::kill(pid, libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        t.elapsed() < Duration::from_secs(2),
+        "took {:?}",
+        t.elapsed()
+    );
+    // The code of the second signal (SIGINT), at once, without results.
+    assert_eq!(out.status.code(), Some(130), "{err}");
+    assert!(err.contains("second signal"), "{err}");
+}
+
+/// `air run nexmark --query q` stopped by SIGTERM reports whole windows
+/// only: its rows equal, window by window, those of a complete run over
+/// more events, for every window up to the last one it reports.
+fn nexmark_stopped_run_is_a_prefix_of_the_complete_run(q: &str) {
+    let dir = common::tmpdir("sig", q);
+    let (out, rep, full) = (dir.join("o.csv"), dir.join("r.json"), dir.join("f.csv"));
+    let args = |events: &str, out: &std::path::Path| -> Vec<String> {
+        [
+            "run",
+            "nexmark",
+            "--query",
+            q,
+            "--events",
+            events,
+            "--events-per-s",
+            "1000000",
+            "--window-ms",
+            "100",
+            "--seed",
+            "5",
+            "--workers",
+            "2",
+            "--out",
+            out.to_str().unwrap(),
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect()
+    };
+    let mut a = args("100000000000", &out);
+    a.extend(["--report".to_string(), rep.to_str().unwrap().to_string()]);
+    let a: Vec<&str> = a.iter().map(|s| s.as_str()).collect();
+    let (code, err, took) = signal_after(&a, libc::SIGTERM, Duration::from_millis(2500));
+    assert_eq!(code, Some(143), "{q}: {err}");
+    assert!(
+        took < Duration::from_secs(10),
+        "{q}: stopping took {took:?}"
+    );
+    let r: serde_json::Value = serde_json::from_slice(&std::fs::read(&rep).unwrap()).unwrap();
+    assert_eq!(r["stopped"], true, "{q}");
+    let window = |l: &str| -> u64 { l.split(',').next().unwrap().parse().unwrap() };
+    let got = std::fs::read_to_string(&out).unwrap();
+    let got: Vec<&str> = got.lines().skip(1).collect();
+    let windows: std::collections::BTreeSet<u64> = got.iter().map(|l| window(l)).collect();
+    assert!(
+        windows.len() >= 3,
+        "{q}: {} windows before the stop",
+        windows.len()
+    );
+    let last = *windows.last().unwrap();
+    // A complete run over 1 s (10 windows) of events more than were read.
+    let more = (r["events"].as_u64().unwrap() + 1_000_000).to_string();
+    let a = args(&more, &full);
+    let a: Vec<&str> = a.iter().map(|s| s.as_str()).collect();
+    let o = Command::new(AIR).args(&a).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let want = std::fs::read_to_string(&full).unwrap();
+    let want: Vec<&str> = want.lines().skip(1).filter(|l| window(l) <= last).collect();
+    assert!(
+        want.iter().any(|l| window(l) == last),
+        "{q}: the complete run has the window {last}"
+    );
+    assert_eq!(got.len(), want.len(), "{q}: rows up to window {last}");
+    assert!(got == want, "{q}: rows differ from the complete run's");
+}
+
+#[test]
+fn sigterm_stops_nexmark_q7_with_whole_windows_only() {
+    nexmark_stopped_run_is_a_prefix_of_the_complete_run("q7");
+}
+
+#[test]
+fn sigterm_stops_nexmark_q8_with_whole_windows_only() {
+    nexmark_stopped_run_is_a_prefix_of_the_complete_run("q8");
 }

@@ -28,7 +28,11 @@
 //! it in place and feeds its [`WindowJoin`]. Each side keeps its own bounded
 //! out-of-orderness watermark (newest event time − `max_delay_ms`); the
 //! worker's watermark is the minimum of the two (a side whose source is
-//! exhausted no longer holds it back). A record older than the worker's
+//! exhausted no longer holds it back). A side whose operators filter a
+//! shared stream ([`JoinSide::with_source_time`]) takes its newest event
+//! time from every record its source reads, kept or not: a worker whose
+//! shard holds none of that side's records (NEXMark's one person in 50
+//! events, sharded over 2 workers) still advances its watermark. A record older than the worker's
 //! watermark is late at the source: dropped and counted, as in
 //! [`crate::stream`]'s windows.
 //!
@@ -438,6 +442,12 @@ pub trait JoinInput: Send {
     /// payload)` for every record its operators produce. Returns the
     /// source's answer and the number of records taken from it.
     fn poll<F: FnMut(u64, u64, Self::Payload)>(&mut self, max: usize, f: F) -> (SourcePoll, usize);
+    /// Newest event time (ms) of any record the source has read, kept by
+    /// the operators or not; 0 if unknown. The side's watermark follows it
+    /// as well as the records it yields.
+    fn source_time(&self) -> u64 {
+        0
+    }
     /// The source.
     fn source(&self) -> &Self::Source;
     /// The source, by value (after the job).
@@ -454,6 +464,11 @@ pub struct JoinSide<S: Source, P, K, TF> {
     key: K,
     time: TF,
     buf: Vec<S::Item>,
+    /// Event time (ms) of every source record, kept or not (see
+    /// [`JoinSide::with_source_time`]).
+    source_time: Option<fn(&S::Item) -> u64>,
+    /// Newest `source_time` read, ms (0: none yet, or no `source_time`).
+    newest_source: u64,
 }
 
 impl<S: Source, K, TF> JoinSide<S, Identity, K, TF>
@@ -470,6 +485,8 @@ where
             key,
             time,
             buf: Vec::new(),
+            source_time: None,
+            newest_source: 0,
         }
     }
 }
@@ -488,7 +505,19 @@ where
             key,
             time,
             buf: Vec::new(),
+            source_time: None,
+            newest_source: 0,
         }
+    }
+
+    /// This side's watermark follows `time_of` over every record its source
+    /// reads, also those its operators drop (the stream's event time, ms),
+    /// as well as the records it keeps. For a side that filters a shared
+    /// stream: without it, a worker that reads none of the side's records
+    /// holds every window open until its source ends.
+    pub fn with_source_time(mut self, time_of: fn(&S::Item) -> u64) -> Self {
+        self.source_time = Some(time_of);
+        self
     }
 
     /// A join of this side (left) with `right`: each worker's upstream.
@@ -512,6 +541,11 @@ where
         self.buf.clear();
         let poll = self.source.poll(&mut self.buf, max);
         let n = self.buf.len();
+        if let Some(time_of) = self.source_time {
+            for item in &self.buf {
+                self.newest_source = self.newest_source.max(time_of(item));
+            }
+        }
         let JoinSide {
             pipe,
             key,
@@ -527,6 +561,10 @@ where
             });
         }
         (poll, n)
+    }
+
+    fn source_time(&self) -> u64 {
+        self.newest_source
     }
 
     fn source(&self) -> &S {
@@ -696,6 +734,11 @@ fn step_side<I: JoinInput>(
         send(key, time, payload);
     });
     counters.source_records += n as u64;
+    let seen = input.source_time();
+    if seen > newest {
+        newest = seen;
+        *wm = (*wm).max(newest.saturating_sub(delay).min(other));
+    }
     state.newest = newest;
     match poll {
         SourcePoll::Done => {
@@ -876,6 +919,11 @@ pub struct JoinJobOutput<L, R, SL, SR> {
     pub placement: Vec<air_runtime::WorkerPlacement>,
     /// Latency over all pairs, merged across workers (ms).
     pub latency: LatencySummary,
+    /// Windows still open when the job ended (a stop by SIGINT/SIGTERM:
+    /// some worker had not read past their end); their pairs are not in
+    /// `results` (the window is incomplete). 0 for a job that read its
+    /// whole input.
+    pub unfired_windows: u64,
     /// Longest worker wall time.
     pub elapsed: Duration,
 }
@@ -917,13 +965,22 @@ where
     let mut channels = Vec::new();
     let mut placement = Vec::new();
     let mut elapsed = Duration::ZERO;
+    let mut unfired_windows = 0u64;
     for o in outcomes {
         let down = o.downstream;
         let _ = hist.add(&down.latency);
         let c = down.join.counters();
         join.add(&c);
         operator.push(c);
-        results.extend(down.results);
+        // A window is complete once the final watermark passed its end;
+        // after a stop, later windows hold only some of their pairs.
+        let closed = down.join.watermark();
+        unfired_windows += down.join.open_windows() as u64;
+        results.extend(
+            down.results
+                .into_iter()
+                .filter(|m| m.window_start.saturating_add(spec.size()) <= closed),
+        );
         let u = o.upstream.counters();
         totals.add(&u);
         upstream.push(u);
@@ -943,6 +1000,7 @@ where
         channels,
         placement,
         latency: LatencySummary::of(&hist),
+        unfired_windows,
         elapsed,
     })
 }

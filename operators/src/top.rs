@@ -285,6 +285,10 @@ pub struct TopJobOutput<T, S> {
     pub placement: Vec<air_runtime::WorkerPlacement>,
     /// Partials that arrived after their window fired (must be 0).
     pub late_partials: u64,
+    /// Windows not fired when the job ended (a stop by SIGINT/SIGTERM: some
+    /// worker had not read past their end); 0 for a job that read its whole
+    /// input.
+    pub unfired_windows: u64,
     /// Longest worker wall time.
     pub elapsed: Duration,
 }
@@ -314,9 +318,11 @@ where
         channels: Vec::new(),
         placement: Vec::new(),
         late_partials: 0,
+        unfired_windows: 0,
         elapsed: Duration::ZERO,
     };
     for o in outcomes {
+        out.unfired_windows += o.downstream.table.len() as u64;
         out.results.extend(o.downstream.results);
         out.late_partials += o.downstream.late_partials;
         out.upstream.push(o.upstream.counters);

@@ -703,7 +703,7 @@ impl Query for NexmarkArgs {
                     uncollected_rows: 0,
                     counters: Default::default(),
                     stopped: false,
-                    unfired_windows: 0,
+                    unfired_windows: out.unfired_windows,
                     peak_rss_bytes: 0,
                 }
             }
@@ -719,13 +719,15 @@ impl Query for NexmarkArgs {
                         |p: &Person| p.id,
                         |p: &Person| p.date_time,
                     )
+                    .with_source_time(NexEvent::date_time)
                     .join(
                         JoinSide::with_pipe(
                             sources.get(i.index, i.workers, false),
                             Only(auction),
                             |a: &Auction| a.seller,
                             |a: &Auction| a.date_time,
-                        ),
+                        )
+                        .with_source_time(NexEvent::date_time),
                         opts,
                     )
                 })
@@ -771,7 +773,7 @@ impl Query for NexmarkArgs {
                     uncollected_rows: 0,
                     counters: Default::default(),
                     stopped: false,
-                    unfired_windows: 0,
+                    unfired_windows: out.unfired_windows,
                     peak_rss_bytes: 0,
                 }
             }
