@@ -714,3 +714,42 @@ fn sigterm_to_mpirun_stops_every_rank_with_whole_windows() {
     assert_eq!(r["ranks"], 2);
     common::assert_stopped_wa_exact(&out, 9, 10, 100, 1_000_000.0);
 }
+
+#[test]
+fn a_dev_shm_too_small_for_the_node_rings_fails_before_start() {
+    // Docker's default: a 64 MiB /dev/shm (a private tmpfs in a mount
+    // namespace, as root; CI runs as root). Two ranks on this node need two
+    // node-tier rings of 64 MiB: refused up front with the sizes, never a
+    // SIGBUS mid-run.
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: a private /dev/shm mount needs root");
+        return;
+    }
+    let ring: u64 = 64 << 20;
+    let mpirun = air_rdma::mpirun_command(2);
+    let mut cmd = Command::new("unshare");
+    cmd.args(["--mount", "--propagation", "private", "sh", "-c"])
+        .arg("mount -t tmpfs -o size=64m tmpfs /dev/shm && exec \"$@\"")
+        .arg("sh")
+        .arg(mpirun.get_program())
+        .args(mpirun.get_args())
+        .arg(AIR)
+        .args(["run", "ysb", "--events", "100000", "--workers", "1"])
+        .args(["--no-pin", "--ring-bytes", &ring.to_string()]);
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+    let child = cmd.spawn().expect("start unshare");
+    let (o, took) = wait(child, "a run with a small /dev/shm", Duration::from_secs(60));
+    assert!(!o.status.success(), "{}", text(&o));
+    assert!(took < Duration::from_secs(30), "{took:?}");
+    let err = String::from_utf8_lossy(&o.stderr);
+    let need = 2 * (ring + air_shm::HEADER_BYTES as u64);
+    assert!(
+        err.contains("not enough shared memory in /dev/shm")
+            && err.contains(&format!("2 rings of {ring} bytes = {need} bytes"))
+            && err.contains("bytes free"),
+        "{}",
+        text(&o)
+    );
+    assert!(!err.contains("SIGBUS") && !err.contains("Bus error"), "{err}");
+}

@@ -581,3 +581,75 @@ fn absurd_options_are_refused_before_running() {
         );
     }
 }
+
+#[test]
+fn timeline_rows_track_events_memory_and_latency_while_the_job_runs() {
+    let dir = tmpdir("timeline");
+    let (tl, rep) = (dir.join("t.csv"), dir.join("r.json"));
+    let o = air(&[
+        "run",
+        "ysb",
+        "--rate",
+        "1000000",
+        "--duration",
+        "3",
+        "--window-ms",
+        "250",
+        "--workers",
+        "2",
+        "--timeline",
+        tl.to_str().unwrap(),
+        "--timeline-s",
+        "0.25",
+        "--report",
+        rep.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = std::fs::read_to_string(&tl).unwrap();
+    let mut lines = text.lines();
+    assert_eq!(
+        lines.next().unwrap(),
+        "elapsed_s,events,events_per_s,rss_bytes,rows,latency_p50_ms,latency_p99_ms,latency_max_ms"
+    );
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+    // 3 s in rows of 0.25 s, plus the last partial one.
+    assert!(
+        (10..=16).contains(&rows.len()),
+        "{} rows:\n{text}",
+        rows.len()
+    );
+    let num = |s: &str| -> f64 { s.parse().unwrap() };
+    let events: Vec<f64> = rows.iter().map(|r| num(r[1])).collect();
+    assert!(events.windows(2).all(|w| w[0] <= w[1]), "{text}");
+    assert_eq!(
+        *events.last().unwrap() as u64,
+        report(&rep)["events"].as_u64().unwrap()
+    );
+    // Paced at 1 M/s: the middle rows read about 1 M events/s.
+    let mid = num(rows[rows.len() / 2][2]);
+    assert!((5e5..2e6).contains(&mid), "{mid} events/s\n{text}");
+    assert!(
+        rows.iter().all(|r| num(r[3]) > 1e6),
+        "resident bytes\n{text}"
+    );
+    // Windows of 250 ms fire during the run: latency samples in most rows,
+    // and the samples add up to the report's rows (one per window and
+    // campaign).
+    let sampled: f64 = rows.iter().map(|r| num(r[4])).sum();
+    assert_eq!(sampled as u64, report(&rep)["rows"].as_u64().unwrap());
+    let with = rows.iter().filter(|r| !r[6].is_empty()).count();
+    assert!(with >= rows.len() / 2, "{text}");
+
+    let o = air(&[
+        "run",
+        "ysb",
+        "--events",
+        "1000",
+        "--timeline",
+        tl.to_str().unwrap(),
+        "--timeline-s",
+        "0",
+    ]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("--timeline-s 0"), "{}", stderr(&o));
+}

@@ -352,6 +352,7 @@ where
         let poll = self.source.poll(&mut self.buf, self.opts.source_batch);
         let n = self.buf.len();
         self.counters.source_records += n as u64;
+        air_runtime::timeline::add_events(n as u64);
         let WindowedUpstream {
             pipe,
             key,
@@ -577,6 +578,7 @@ impl Downstream<WindowPartial> for WindowedDownstream {
             return;
         }
         let now = now_ms();
+        let before = self.results.len();
         let results = &mut self.results;
         let latency = &mut self.latency;
         let top = self.fire == Fire::TopCountPerWindow;
@@ -601,6 +603,12 @@ impl Downstream<WindowPartial> for WindowedDownstream {
                 emitted_ms: now,
             });
             let _ = latency.record(now.saturating_sub(st.max_event_time));
+        });
+        let fired = &self.results[before.min(self.results.len())..];
+        air_runtime::timeline::record_latency(|h| {
+            for r in fired {
+                let _ = h.record(r.emitted_ms.saturating_sub(r.state.max_event_time));
+            }
         });
     }
 }

@@ -92,6 +92,46 @@ pub fn tier(c: &ClusterConfig, a: usize, b: usize) -> Tier {
     }
 }
 
+/// Checks, before any segment exists, that the shared-memory directory
+/// (`/dev/shm`) holds every node-tier ring of this node: one segment of
+/// `HEADER_BYTES + ring_bytes` bytes per pair of workers on different ranks
+/// of the node. Every rank of the node computes the same figure, so all of
+/// them refuse together.
+///
+/// # Errors
+/// [`RuntimeError::Setup`] with the bytes needed and free, and what to
+/// change (a tmpfs limit such as Docker's default 64 MiB `--shm-size` is
+/// the common cause), when the node's segments would not fit.
+fn check_node_shm(c: &ClusterConfig, workers: usize, ring_bytes: usize) -> Result<(), RuntimeError> {
+    let mpi = &c.mpi;
+    let me = mpi.rank();
+    let local: Vec<usize> = (0..mpi.size())
+        .filter(|&r| mpi.node_of(r) == mpi.node_of(me))
+        .collect();
+    let pairs = local
+        .iter()
+        .flat_map(|&a| local.iter().map(move |&b| (a, b)))
+        .filter(|&(a, b)| tier(c, a, b) == Tier::Node)
+        .count() as u128;
+    if pairs == 0 {
+        return Ok(());
+    }
+    let rings = pairs * (workers as u128) * (workers as u128);
+    let need = rings * (air_shm::HEADER_BYTES + ring_bytes) as u128;
+    let dir = air_shm::shm_dir();
+    let free = air_shm::region::free_bytes(&dir).map_err(|e| RuntimeError::Setup(e.to_string()))?;
+    if need > free as u128 {
+        return Err(RuntimeError::Setup(format!(
+            "not enough shared memory in {}: the {} ranks on this node need {rings} rings of \
+             {ring_bytes} bytes = {need} bytes, {free} bytes free (enlarge the tmpfs, e.g. \
+             `docker run --shm-size`, or lower --ring-bytes or --workers)",
+            dir.display(),
+            local.len()
+        )));
+    }
+    Ok(())
+}
+
 /// Byte layout of every rank's window part.
 struct Layout {
     workers: usize,
@@ -381,6 +421,7 @@ where
             Err(e) => tracing::warn!("cleaning stale segments: {e}"),
         }
     }
+    check_node_shm(cluster, w, cfg.ring_bytes)?;
     let nonce = if mpi.rank() == 0 {
         let t = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)

@@ -21,6 +21,7 @@ pub mod job;
 pub mod metrics;
 pub mod placement;
 pub mod stop;
+pub mod timeline;
 pub mod topology;
 
 pub use channel::{ChannelError, ChannelRx, ChannelTx, Recv};

@@ -37,6 +37,53 @@ pub struct RuntimeArgs {
     /// node too, instead of `/dev/shm` rings (tests the RMA path on one machine).
     #[arg(long, env = "AIR_FORCE_NETWORK", value_parser = clap::builder::FalseyValueParser::new())]
     pub force_network: bool,
+    /// Write a live timeline CSV while the job runs: one row every
+    /// --timeline-s with events read, events/s, resident memory (bytes) and
+    /// the latency p50/p99/max (ms) of the rows emitted in that interval.
+    /// Under MPI each rank writes FILE.rank<R>.<ext>.
+    #[arg(long, value_name = "FILE")]
+    pub timeline: Option<std::path::PathBuf>,
+    /// Seconds between two --timeline rows.
+    #[arg(long, value_name = "S", default_value_t = 10.0)]
+    pub timeline_s: f64,
+}
+
+impl RuntimeArgs {
+    /// The --timeline path of this rank (`FILE.rank<R>.<ext>` when ranks > 1),
+    /// for the output checks.
+    pub fn timeline_path(&self, rank: usize, ranks: usize) -> Option<std::path::PathBuf> {
+        let p = self.timeline.as_deref()?;
+        Some(if ranks > 1 {
+            super::driver::per_rank_path(p, rank)
+        } else {
+            p.to_path_buf()
+        })
+    }
+
+    /// Starts the --timeline sampler of this rank, if asked for; it stops
+    /// (writing a last row) when dropped.
+    ///
+    /// # Errors
+    /// A --timeline-s that is not a positive number of seconds, or a file
+    /// that cannot be created.
+    pub fn start_timeline(
+        &self,
+        rank: usize,
+        ranks: usize,
+    ) -> Result<Option<air_runtime::timeline::Timeline>, CliError> {
+        let Some(path) = self.timeline_path(rank, ranks) else {
+            return Ok(None);
+        };
+        if !(self.timeline_s.is_finite() && self.timeline_s > 0.0 && self.timeline_s < 1e6) {
+            return Err(CliError::BadInput(format!(
+                "--timeline-s {}: expected seconds > 0",
+                self.timeline_s
+            )));
+        }
+        air_runtime::timeline::Timeline::start(&path, Duration::from_secs_f64(self.timeline_s))
+            .map(Some)
+            .map_err(CliError::BadInput)
+    }
 }
 
 impl RuntimeArgs {

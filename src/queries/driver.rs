@@ -225,6 +225,10 @@ pub fn main<Q: Query>(q: &Q, dist: &Dist) -> Result<(), CliError> {
         if let Some(r) = &out.report {
             outs.push(("--report", r));
         }
+        let timeline = q.runtime().timeline_path(dist.rank(), dist.ranks());
+        if let Some(t) = &timeline {
+            outs.push(("--timeline", t));
+        }
         super::common::check_outputs(&outs, &q.inputs())?;
         if out.out_per_rank && q.global_finish() {
             return Err(CliError::BadInput(format!(
@@ -252,7 +256,16 @@ pub fn main<Q: Query>(q: &Q, dist: &Dist) -> Result<(), CliError> {
     });
     dist.agree(checked)?;
     let (out_file, report_file, rank_file) = files;
-    let part = match q.run_rank(dist) {
+    let timeline = match q.runtime().start_timeline(dist.rank(), dist.ranks()) {
+        Ok(t) => t,
+        Err(e) => {
+            dist.abort_if_distributed(&e.to_string(), e.exit_code());
+            return Err(e);
+        }
+    };
+    let part = q.run_rank(dist);
+    drop(timeline);
+    let part = match part {
         Ok(mut p) => {
             p.peak_rss_bytes = super::common::peak_rss_bytes();
             p

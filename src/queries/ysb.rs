@@ -462,6 +462,10 @@ fn validate(args: &YsbArgs, ranks: usize) -> Result<(), CliError> {
         if let Some(r) = &args.report {
             outs.push(("--report", r));
         }
+        let timeline = args.runtime.timeline_path(0, ranks);
+        if let Some(t) = &timeline {
+            outs.push(("--timeline", t));
+        }
         let mut inputs = args.input.clone();
         inputs.extend(args.campaigns.iter().cloned());
         super::common::check_outputs(&outs, &inputs)?;
@@ -835,7 +839,15 @@ pub fn main(args: &YsbArgs, dist: &Dist) -> Result<(), CliError> {
     dist.agree(checked)?;
     let (out_file, report_file, rank_file) = files;
     let campaigns = campaigns.expect("loaded when the checks passed");
+    let timeline = match args.runtime.start_timeline(dist.rank(), dist.ranks()) {
+        Ok(t) => t,
+        Err(e) => {
+            dist.abort_if_distributed(&e.to_string(), e.exit_code());
+            return Err(e);
+        }
+    };
     let part = run_rank(args, campaigns, dist);
+    drop(timeline);
     done.store(true, std::sync::atomic::Ordering::Relaxed);
     if let Some(p) = progress {
         let _ = p.join();
