@@ -739,7 +739,11 @@ fn a_dev_shm_too_small_for_the_node_rings_fails_before_start() {
         .args(["--no-pin", "--ring-bytes", &ring.to_string()]);
     cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
     let child = cmd.spawn().expect("start unshare");
-    let (o, took) = wait(child, "a run with a small /dev/shm", Duration::from_secs(60));
+    let (o, took) = wait(
+        child,
+        "a run with a small /dev/shm",
+        Duration::from_secs(60),
+    );
     assert!(!o.status.success(), "{}", text(&o));
     assert!(took < Duration::from_secs(30), "{took:?}");
     let err = String::from_utf8_lossy(&o.stderr);
@@ -751,5 +755,8 @@ fn a_dev_shm_too_small_for_the_node_rings_fails_before_start() {
         "{}",
         text(&o)
     );
-    assert!(!err.contains("SIGBUS") && !err.contains("Bus error"), "{err}");
+    assert!(
+        !err.contains("SIGBUS") && !err.contains("Bus error"),
+        "{err}"
+    );
 }

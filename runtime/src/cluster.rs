@@ -102,7 +102,11 @@ pub fn tier(c: &ClusterConfig, a: usize, b: usize) -> Tier {
 /// [`RuntimeError::Setup`] with the bytes needed and free, and what to
 /// change (a tmpfs limit such as Docker's default 64 MiB `--shm-size` is
 /// the common cause), when the node's segments would not fit.
-fn check_node_shm(c: &ClusterConfig, workers: usize, ring_bytes: usize) -> Result<(), RuntimeError> {
+fn check_node_shm(
+    c: &ClusterConfig,
+    workers: usize,
+    ring_bytes: usize,
+) -> Result<(), RuntimeError> {
     let mpi = &c.mpi;
     let me = mpi.rank();
     let local: Vec<usize> = (0..mpi.size())
