@@ -551,6 +551,38 @@ fn a_stopped_rank_on_another_node_is_noticed_by_its_missing_heartbeats() {
 }
 
 #[test]
+fn a_stopped_rank_on_this_node_is_noticed_by_its_process_state() {
+    // Same node, node tier (/dev/shm rings): a stopped rank 1 still exists
+    // (kill(pid, 0) succeeds), so rank 0 must see state `T` in
+    // /proc/<pid>/stat for 5 s and end the job, naming rank 1.
+    let tag = format!("sstop{}", std::process::id());
+    let child = start_tagged_run(2, &tag, &[]);
+    let victim = wait_for_rank(&tag, 1);
+    std::thread::sleep(Duration::from_secs(2));
+    // SAFETY: plain signals to a process this test started (through mpirun).
+    unsafe { libc::kill(victim as i32, libc::SIGSTOP) };
+    let (o, took) = wait(
+        child,
+        "mpirun after a rank was stopped",
+        Duration::from_secs(60),
+    );
+    // SAFETY: as above; the process may be gone already.
+    unsafe { libc::kill(victim as i32, libc::SIGKILL) };
+    assert!(!o.status.success(), "{}", text(&o));
+    // 5 s stopped, 3 s for the workers to fail on their own.
+    assert!(
+        took < Duration::from_secs(15),
+        "the job took {took:?} to end after rank 1 was stopped"
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("rank 1 is lost: its process") && err.contains("stopped (SIGSTOP)"),
+        "{}",
+        text(&o)
+    );
+}
+
+#[test]
 fn a_job_start_removes_stale_segments_of_dead_jobs_only() {
     // SAFETY: getuid has no preconditions.
     let uid = unsafe { libc::getuid() };

@@ -1,8 +1,9 @@
 //! Noticing a lost rank: no blocking wait of the network tier is without a
 //! liveness check.
 //!
-//! - Ranks on this host: their process must exist and not be a zombie
-//!   (`kill(pid, 0)` and `/proc/<pid>/stat`).
+//! - Ranks on this host: their process must exist, not be a zombie, and not
+//!   stay stopped (SIGSTOP) for [`LOST_AFTER`] (`kill(pid, 0)` and the state
+//!   in `/proc/<pid>/stat`).
 //! - Ranks on other hosts: each rank's watcher puts a heartbeat counter into
 //!   every such rank's window part every [`HEARTBEAT`] (request-based puts
 //!   that are tested, never waited for, so a dead target cannot block the
@@ -111,11 +112,35 @@ impl Liveness {
         }
     }
 
-    /// Checks every rank on this host once (process exists, not a zombie).
-    pub fn check_local_pids(&self) {
+    /// Checks every rank on this host once: its process must exist, not be
+    /// a zombie, and not stay stopped (SIGSTOP / SIGTSTP, `T` in
+    /// `/proc/<pid>/stat`) for more than [`LOST_AFTER`]; `stopped_since[r]`
+    /// (one entry per rank) keeps when rank r was first seen stopped. A rank
+    /// held by a debugger (`t`, tracing stop) is not lost.
+    pub fn check_local_pids(&self, stopped_since: &mut [Option<Instant>]) {
+        let now = Instant::now();
         for (r, &pid) in self.pids.iter().enumerate() {
-            if r != self.me && self.same_host[r] && !process_alive(pid) {
-                self.mark_lost(r, format!("its process {pid} on {} is gone", self.hosts[r]));
+            if r == self.me || !self.same_host[r] {
+                continue;
+            }
+            match process_state(pid) {
+                ProcessState::Gone => {
+                    self.mark_lost(r, format!("its process {pid} on {} is gone", self.hosts[r]));
+                }
+                ProcessState::Stopped => {
+                    let since = *stopped_since[r].get_or_insert(now);
+                    if now.duration_since(since) > LOST_AFTER {
+                        self.mark_lost(
+                            r,
+                            format!(
+                                "its process {pid} on {} has been stopped (SIGSTOP) for {} s",
+                                self.hosts[r],
+                                LOST_AFTER.as_secs()
+                            ),
+                        );
+                    }
+                }
+                ProcessState::Running => stopped_since[r] = None,
             }
         }
     }
@@ -196,6 +221,7 @@ impl Liveness {
     ) {
         let n = self.pids.len();
         let mut seen: Vec<(u64, Instant)> = vec![(0, Instant::now()); n];
+        let mut stopped_since: Vec<Option<Instant>> = vec![None; n];
         while !stop.load(Ordering::Acquire) {
             let now = Instant::now();
             for (r, s) in seen.iter_mut().enumerate() {
@@ -225,7 +251,7 @@ impl Liveness {
                     );
                 }
             }
-            self.check_local_pids();
+            self.check_local_pids(&mut stopped_since);
             if let Err(e) = self.check() {
                 if on_lost(&e) {
                     return;
@@ -236,23 +262,43 @@ impl Liveness {
     }
 }
 
-/// Whether process `pid` exists and is not a zombie.
-pub fn process_alive(pid: u32) -> bool {
+/// What [`process_state`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProcessState {
+    /// No such process, or a zombie (killed, not yet reaped).
+    Gone,
+    /// Stopped by job control (SIGSTOP/SIGTSTP: state `T`).
+    Stopped,
+    /// Anything else (running, sleeping, held by a debugger).
+    Running,
+}
+
+/// The state of process `pid` on this host (`kill(pid, 0)`, then the state
+/// letter of `/proc/<pid>/stat`); this process and pid 0 are `Running`.
+pub fn process_state(pid: u32) -> ProcessState {
     if pid == 0 || pid == std::process::id() {
-        return true;
+        return ProcessState::Running;
     }
     // SAFETY: signal 0 performs only the existence and permission check.
     let rc = unsafe { libc::kill(pid as libc::pid_t, 0) };
     if rc != 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH) {
-        return false;
+        return ProcessState::Gone;
     }
     // A killed child of the launcher stays a zombie until reaped.
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(s) => !matches!(
-            s.rsplit_once(')')
-                .and_then(|(_, rest)| rest.trim_start().chars().next()),
-            Some('Z') | Some('X')
-        ),
-        Err(_) => true,
+        Ok(s) => match s
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.trim_start().chars().next())
+        {
+            Some('Z') | Some('X') => ProcessState::Gone,
+            Some('T') => ProcessState::Stopped,
+            _ => ProcessState::Running,
+        },
+        Err(_) => ProcessState::Running,
     }
+}
+
+/// Whether process `pid` exists and is not a zombie.
+pub fn process_alive(pid: u32) -> bool {
+    process_state(pid) != ProcessState::Gone
 }
