@@ -1,0 +1,86 @@
+//! `air shm clean`: removes this user's segments that no live process holds
+//! (listing each), leaves a live job's and another user's alone, and with
+//! `--dry-run` removes nothing.
+
+use std::os::unix::io::AsRawFd;
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::{Duration, SystemTime};
+
+const AIR: &str = env!("CARGO_BIN_EXE_air");
+
+fn plant(name: &str, owner: Option<u32>) -> PathBuf {
+    let p = PathBuf::from("/dev/shm").join(name);
+    let f = std::fs::File::create(&p).unwrap();
+    f.set_len(4096).unwrap();
+    // Older than the 2 s a fresh segment is given to be locked.
+    f.set_modified(SystemTime::now() - Duration::from_secs(3600))
+        .unwrap();
+    if let Some(uid) = owner {
+        std::os::unix::fs::chown(&p, Some(uid), Some(uid)).unwrap();
+    }
+    p
+}
+
+fn clean(args: &[&str]) -> String {
+    let o = Command::new(AIR)
+        .args(["shm", "clean"])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+#[test]
+fn clean_removes_only_this_users_unheld_segments_and_lists_them() {
+    // SAFETY: getuid has no preconditions.
+    let uid = unsafe { libc::getuid() };
+    let tag = format!("cleantest{}", std::process::id());
+    let stale = plant(&format!("air-{uid}-{tag}-stale"), None);
+    let live = plant(&format!("air-{uid}-{tag}-live"), None);
+    // A live job holds a shared flock on each segment it maps: this test
+    // process plays one.
+    let held = std::fs::File::open(&live).unwrap();
+    // SAFETY: flock on an open descriptor this test owns.
+    assert_eq!(unsafe { libc::flock(held.as_raw_fd(), libc::LOCK_SH) }, 0);
+    // Another user's segment (only root can make one): never touched.
+    let foreign = (uid == 0).then(|| plant(&format!("air-4242-{tag}-other"), Some(4242)));
+
+    let dry = clean(&["--dry-run"]);
+    assert!(
+        dry.contains(&format!("{}: stale (would remove)", stale.display())),
+        "{dry}"
+    );
+    assert!(
+        dry.contains(&format!("{}: in use", live.display())),
+        "{dry}"
+    );
+    assert!(stale.exists(), "--dry-run removed {}", stale.display());
+
+    let done = clean(&[]);
+    assert!(
+        done.contains(&format!("{}: removed", stale.display())),
+        "{done}"
+    );
+    assert!(
+        done.contains(&format!("{}: in use", live.display())),
+        "{done}"
+    );
+    assert!(!stale.exists(), "the stale segment is removed");
+    assert!(live.exists(), "a held segment is left alone");
+    if let Some(p) = &foreign {
+        assert!(p.exists(), "another user's segment is left alone");
+        assert!(!done.contains("air-4242-"), "{done}");
+        std::fs::remove_file(p).unwrap();
+    }
+
+    // Once its holder is gone, the segment is stale too.
+    drop(held);
+    let after = clean(&[]);
+    assert!(
+        after.contains(&format!("{}: removed", live.display())),
+        "{after}"
+    );
+    assert!(!live.exists());
+}
