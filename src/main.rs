@@ -92,6 +92,10 @@ enum BenchCommand {
     /// under `mpirun -np 2` (feature `mpi`).
     #[cfg(feature = "mpi")]
     Rma(air_tools::rma_bench::RmaBenchArgs),
+    /// YSB's sustainable throughput: the highest generator rate the job
+    /// keeps up with (input lag and p99 latency bounded), by doubling then
+    /// bisection; embedded or under `mpirun`.
+    Ysb(Box<queries::sustainable::BenchYsbArgs>),
 }
 
 fn main() {
@@ -128,6 +132,9 @@ fn main() {
         }
         Command::Shm(ShmCommand::Clean { dry_run }) => shm_clean(dry_run),
         Command::Topo(args) => queries::topo::main(&args),
+        Command::Bench(BenchCommand::Ysb(args)) => {
+            run_query(|dist| queries::sustainable::main(&args, dist))
+        }
         Command::Bench(BenchCommand::Ring(args)) => {
             air_tools::ring_bench::run(args).map_err(CliError::Other)
         }

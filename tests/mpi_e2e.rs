@@ -792,3 +792,38 @@ fn a_dev_shm_too_small_for_the_node_rings_fails_before_start() {
         "{err}"
     );
 }
+
+#[test]
+fn sustainable_search_runs_under_mpirun() {
+    let dir = tmpdir("sustainable");
+    let rep = dir.join("s.json");
+    let o = mpirun(
+        2,
+        &[
+            "bench",
+            "ysb",
+            "--sustainable",
+            "--rate",
+            "2000000",
+            "--duration",
+            "0.5",
+            "--window-ms",
+            "100",
+            "--precision",
+            "0.5",
+            "--workers",
+            "1",
+            "--no-pin",
+            "--report",
+            rep.to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let r = report(&rep);
+    assert_eq!(r["ranks"], 2);
+    assert!(r["sustainable_rate"].as_u64().unwrap() > 0, "{r}");
+    let out = String::from_utf8_lossy(&o.stdout);
+    // Rank 0 alone prints the table and the answer.
+    assert_eq!(out.matches("sustainable: ").count(), 1, "{out}");
+}

@@ -653,3 +653,58 @@ fn timeline_rows_track_events_memory_and_latency_while_the_job_runs() {
     assert!(!o.status.success());
     assert!(stderr(&o).contains("--timeline-s 0"), "{}", stderr(&o));
 }
+
+#[test]
+fn sustainable_search_brackets_the_highest_rate_that_keeps_up() {
+    let dir = tmpdir("sustainable");
+    let (csv, rep) = (dir.join("p.csv"), dir.join("s.json"));
+    let o = air(&[
+        "bench",
+        "ysb",
+        "--sustainable",
+        "--rate",
+        "4000000",
+        "--duration",
+        "0.5",
+        "--window-ms",
+        "100",
+        "--precision",
+        "0.5",
+        "--workers",
+        "2",
+        "--csv",
+        csv.to_str().unwrap(),
+        "--report",
+        rep.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let r = report(&rep);
+    let probes = r["probes"].as_array().unwrap();
+    let rate = |p: &Value| p["rate"].as_u64().unwrap();
+    let best = r["sustainable_rate"].as_u64().unwrap();
+    assert!(best > 0, "{r}");
+    // The answer is the highest rate that kept up, and a probe above it
+    // fell behind within the precision asked for.
+    let kept: Vec<u64> = probes
+        .iter()
+        .filter(|p| p["keeps_up"] == true)
+        .map(rate)
+        .collect();
+    assert_eq!(kept.iter().max(), Some(&best), "{r}");
+    let above = probes
+        .iter()
+        .filter(|p| p["keeps_up"] == false && rate(p) > best)
+        .map(rate)
+        .min()
+        .expect("a probe above the answer fell behind");
+    assert!((above - best) as f64 <= 0.5 * best as f64, "{r}");
+    // Every probe that failed broke a bound; every one kept up kept both.
+    for p in probes {
+        let broke = p["input_lag_max_ms"].as_f64().unwrap() > 200.0
+            || p["p99_ms"].as_u64().unwrap() > 1000;
+        assert_eq!(p["keeps_up"] == false, broke, "{p}");
+    }
+    assert_eq!(r["at_sustainable"]["rate"].as_u64(), Some(best));
+    let lines = std::fs::read_to_string(&csv).unwrap().lines().count();
+    assert_eq!(lines, probes.len() + 1);
+}

@@ -8,14 +8,14 @@
 #   RATE=...          events/s to soak at (default: 80% of the rate found)
 #   FRACTION=0.8      fraction of the sustainable rate
 #   PROBE_S=15        length of each probe of the rate search, s
-#   MAX_P99_MS=1000   a probe keeps up if its p99 latency stays under this...
-#   WORKERS=          ...and it reads >= 97% of the asked rate (default workers
-#                     of `air run ysb`)
+#   MAX_P99_MS=1000   a probe keeps up if its p99 latency stays under this
+#                     (and its input lag under 200 ms)
+#   WORKERS=          workers (default: those of `air run ysb`)
 #   WARMUP_S=60       timeline rows before this are not judged
 #
-# "Sustainable": the highest rate (doubling, then 4 bisection steps) at which
-# a PROBE_S run of `air run ysb --rate R` reads >= 97% of R events/s and its
-# p99 latency (emit time - newest event in the window) is <= MAX_P99_MS.
+# "Sustainable": `air bench ysb --sustainable` (doubling, then bisection to
+# 5%): the highest rate at which a PROBE_S run keeps its generator within
+# 200 ms of its schedule and its p99 latency <= MAX_P99_MS.
 # Figures: OUT_DIR/summary.md (for the README), timeline.csv, probes.csv.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -31,41 +31,12 @@ AIR=target/release/air
 WARGS=()
 [ -n "${WORKERS:-}" ] && WARGS=(--workers "$WORKERS")
 
-# probe RATE -> prints "rate events_per_s p99_ms ok"
-probe() {
-    local r=$1 rep="$OUT/probe.json"
-    "$AIR" run ysb --rate "$r" --duration "$PROBE_S" "${WARGS[@]}" --report "$rep" \
-        >/dev/null 2>"$OUT/probe.err" || { echo "$r 0 0 0"; return; }
-    python3 - "$rep" "$r" "$MAX_P99_MS" <<'EOF'
-import json, sys
-r = json.load(open(sys.argv[1])); rate = float(sys.argv[2]); bound = float(sys.argv[3])
-eps = r["events_per_s"]; p99 = (r.get("latency_ms") or {}).get("p99_ms", 1e18)
-ok = eps >= 0.97 * rate and p99 <= bound
-print(f"{int(rate)} {eps:.0f} {p99} {int(ok)}")
-EOF
-}
-
 if [ -z "${RATE:-}" ]; then
-    echo "rate,events_per_s,p99_ms,keeps_up" >"$OUT/probes.csv"
-    lo=0 hi=0 r=10000000
-    while :; do
-        read -r _ eps p99 ok < <(probe "$r")
-        echo "$r,$eps,$p99,$ok" >>"$OUT/probes.csv"
-        echo "probe $r ev/s: read $eps ev/s, p99 $p99 ms, keeps up: $ok" >&2
-        if [ "$ok" = 1 ]; then lo=$r; r=$((r * 2)); else hi=$r; break; fi
-        [ "$r" -gt 4000000000 ] && { hi=$r; break; }
-    done
-    for _ in 1 2 3 4; do
-        r=$(((lo + hi) / 2))
-        [ "$r" -le 0 ] && break
-        read -r _ eps p99 ok < <(probe "$r")
-        echo "$r,$eps,$p99,$ok" >>"$OUT/probes.csv"
-        echo "probe $r ev/s: read $eps ev/s, p99 $p99 ms, keeps up: $ok" >&2
-        if [ "$ok" = 1 ]; then lo=$r; else hi=$r; fi
-    done
-    [ "$lo" -gt 0 ] || { echo "no probed rate keeps up (see $OUT/probes.csv)" >&2; exit 1; }
-    SUSTAINABLE=$lo
-    RATE=$(python3 -c "print(int($lo * $FRACTION))")
+    "$AIR" bench ysb --sustainable --duration "$PROBE_S" --max-p99-ms "$MAX_P99_MS" \
+        "${WARGS[@]}" --csv "$OUT/probes.csv" --report "$OUT/sustainable.json" | tee "$OUT/sustainable.txt"
+    SUSTAINABLE=$(python3 -c "import json; print(json.load(open('$OUT/sustainable.json'))['sustainable_rate'])")
+    [ "$SUSTAINABLE" -gt 0 ] || { echo "no probed rate keeps up (see $OUT/probes.csv)" >&2; exit 1; }
+    RATE=$(python3 -c "print(int($SUSTAINABLE * $FRACTION))")
 else
     SUSTAINABLE=unknown
 fi

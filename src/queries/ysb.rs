@@ -144,6 +144,9 @@ pub enum YsbSource {
         pacer: Option<Pacer>,
         /// Full-length buffer the paced generator fills.
         scratch: Vec<YsbEvent>,
+        /// Largest input lag seen: how late the paced generator was on its
+        /// schedule (now − due time of the next event) after a batch.
+        lag_max: Duration,
     },
     /// Byte ranges of input files.
     Files {
@@ -186,6 +189,7 @@ impl YsbSource {
                 gen,
                 pacer,
                 scratch,
+                lag_max,
             } => {
                 match pacer {
                     None => {
@@ -229,6 +233,9 @@ impl YsbSource {
                         match gen.fill_paced(&mut scratch[..max], p, now) {
                             PacedFill::Filled(n) => {
                                 buf.extend_from_slice(&scratch[..n]);
+                                if let Some(due) = p.due(gen.generated() + 1) {
+                                    *lag_max = (*lag_max).max(now.saturating_duration_since(due));
+                                }
                                 SourcePoll::Ready
                             }
                             PacedFill::WaitUntil(_) => SourcePoll::Idle,
@@ -324,6 +331,11 @@ pub struct WorkerReport {
     /// Largest watermark lag at this worker's final aggregate, ms (wall
     /// clock − input watermark; `null` unless event times are wall-clock).
     pub watermark_lag_max_ms: Option<u64>,
+    /// Largest input lag of its paced generator, ms: how far behind its
+    /// schedule (`--rate`) it fell, measured after each batch as now − the
+    /// due time of its next event (`null` unless paced). A job that keeps up
+    /// stays near 0; one that cannot grows it without bound.
+    pub input_lag_max_ms: Option<f64>,
     /// Channel counters.
     pub channels: air_runtime::ChannelMetrics,
 }
@@ -363,6 +375,9 @@ pub struct YsbReport {
     /// definition); `null` for file input or synthetic event time, where
     /// event times are not wall-clock times.
     pub latency_ms: Option<air_runtime::LatencySummary>,
+    /// Largest input lag of any worker's paced generator, ms (see
+    /// [`WorkerReport::input_lag_max_ms`]; `null` unless `--rate`).
+    pub input_lag_max_ms: Option<f64>,
     /// Window size, ms.
     pub window_ms: u64,
     /// Whether partial aggregates were computed before the exchange.
@@ -592,6 +607,7 @@ fn run_rank(args: &YsbArgs, campaigns: Arc<Campaigns>, dist: &Dist) -> Result<Ra
                     pacer: paced
                         .then(|| Pacer::new(start, args.rate, duration, info.index, info.workers)),
                     scratch: Vec::new(),
+                    lag_max: Duration::ZERO,
                 }
             };
             Stream::source(source)
@@ -632,6 +648,14 @@ fn run_rank(args: &YsbArgs, campaigns: Arc<Campaigns>, dist: &Dist) -> Result<Ra
             late_records: u.late_records,
             watermark_lag_max_ms: (!files && args.event_time == EventTimeArg::Wallclock)
                 .then_some(out.watermark_lag_max_ms[i]),
+            input_lag_max_ms: match &out.sources[i] {
+                YsbSource::Gen {
+                    pacer: Some(_),
+                    lag_max,
+                    ..
+                } => Some(lag_max.as_secs_f64() * 1e3),
+                _ => None,
+            },
             channels: out.channels[i].clone(),
         });
         if let YsbSource::Files {
@@ -719,6 +743,10 @@ fn merge(
         windows_emitted: windows.len() as u64,
         rows: rows.len() as u64,
         latency_ms: wallclock.then(|| air_runtime::LatencySummary::of(&hist)),
+        input_lag_max_ms: per_worker
+            .iter()
+            .filter_map(|p| p.input_lag_max_ms)
+            .reduce(f64::max),
         window_ms: args.window_ms,
         pre_aggregate: !args.shuffle,
         placement: PlacementReport {
@@ -775,13 +803,23 @@ pub fn write_csv(file: std::fs::File, rows: &[YsbRow]) -> anyhow::Result<()> {
 /// `air run ysb`: runs, writes the outputs, prints a summary. Under MPI
 /// every rank runs it; rank 0 writes the merged outputs and prints.
 pub fn main(args: &YsbArgs, dist: &Dist) -> Result<(), CliError> {
+    run(args, dist, true).map(|_| ())
+}
+
+/// Runs `air run ysb` as [`main`] does; `print`: the progress line and the
+/// summary on the terminal. Returns the merged report at rank 0 (`None` on
+/// the other ranks).
+///
+/// # Errors
+/// As [`main`]: bad options or input, a failed job (every rank agrees).
+pub fn run(args: &YsbArgs, dist: &Dist, print: bool) -> Result<Option<YsbReport>, CliError> {
     let root = dist.is_root();
     // A progress line on a terminal, for long runs.
     let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let progress = {
         use std::io::IsTerminal;
         let done = done.clone();
-        (root && std::io::stderr().is_terminal()).then(|| {
+        (print && root && std::io::stderr().is_terminal()).then(|| {
             std::thread::spawn(move || {
                 let start = Instant::now();
                 let mut shown = false;
@@ -887,16 +925,18 @@ pub fn main(args: &YsbArgs, dist: &Dist) -> Result<(), CliError> {
             if let Some(f) = report_file {
                 serde_json::to_writer_pretty(std::io::BufWriter::new(f), &o.report)?;
             }
-            print_summary(&o.report)?;
+            if print {
+                print_summary(&o.report)?;
+            }
             if let Some(e) = o.input_error {
                 return Err(CliError::BadInput(e));
             }
-            return Ok(());
+            return Ok(Some(o.report));
         }
         None => dist.agree_exit_code(0),
     };
     match code {
-        0 => Ok(()),
+        0 => Ok(None),
         c => Err(CliError::Quiet(c)),
     }
 }
@@ -944,6 +984,12 @@ fn print_summary(r: &YsbReport) -> std::io::Result<()> {
             "  processing time {:.3} s (event times are not wall-clock: no latency)",
             r.elapsed_s
         )?,
+    }
+    if let Some(lag) = r.input_lag_max_ms {
+        writeln!(
+            out,
+            "  input lag (generator behind its --rate schedule): max {lag:.1} ms"
+        )?;
     }
     Ok(())
 }

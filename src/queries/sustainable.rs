@@ -1,0 +1,299 @@
+//! `air bench ysb --sustainable`: the highest generator rate the job keeps
+//! up with — the "sustainable throughput" of the AIR paper and of the
+//! stream-benchmarking literature (Karimov et al., "Benchmarking Distributed
+//! Stream Data Processing Systems", ICDE 2018): the input lag stays bounded
+//! and the latency stays under a bound for a steady period.
+//!
+//! Each probe is a whole `air run ysb --rate R --duration D` (wall-clock
+//! event times) in this process (and, under `mpirun`, in every rank, rank 0
+//! deciding). A probe keeps up when its generator's input lag (how far behind
+//! its `--rate` schedule it fell, [`super::ysb::WorkerReport::input_lag_max_ms`])
+//! stays <= `--max-lag-ms` and its p99 latency (emit time − newest event in
+//! the window, the YSB definition) is <= `--max-p99-ms`. The search doubles
+//! the rate from `--rate` until a probe falls behind (halves it if the first
+//! does), then bisects until the bracket is within `--precision`.
+
+use super::common::{thousands, CliError};
+use super::dist::Dist;
+use super::ysb::{YsbArgs, YsbReport};
+use serde::Serialize;
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Instant;
+
+/// `air bench ysb`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct BenchYsbArgs {
+    /// Search for the sustainable rate (the only mode so far).
+    #[arg(long, required = true)]
+    pub sustainable: bool,
+    /// A probe keeps up only if its p99 latency is at most this, ms.
+    #[arg(long, default_value_t = 1000)]
+    pub max_p99_ms: u64,
+    /// A probe keeps up only if its generator never fell further behind its
+    /// schedule than this, ms.
+    #[arg(long, default_value_t = 200.0)]
+    pub max_lag_ms: f64,
+    /// Stop bisecting once the bracket (highest rate kept up with, lowest
+    /// not) is narrower than this fraction of the rate.
+    #[arg(long, default_value_t = 0.05)]
+    pub precision: f64,
+    /// Write every probe as CSV to this file.
+    #[arg(long, value_name = "FILE")]
+    pub csv: Option<PathBuf>,
+    /// The YSB job of each probe: `--rate` is the first rate probed
+    /// (default 10 000 000 events/s), `--duration` the seconds of each probe
+    /// (default 10); `--out`, `--input` and `--event-time synthetic` do not
+    /// apply; `--report` gets the search's JSON.
+    #[command(flatten)]
+    pub ysb: YsbArgs,
+}
+
+/// One probe of the search.
+#[derive(Debug, Clone, Serialize)]
+pub struct Probe {
+    /// Generator rate asked for, events/s (whole job).
+    pub rate: u64,
+    /// Events read per second over the run (whole job, setup included).
+    pub events_per_s: f64,
+    /// Latency percentiles, ms (YSB definition).
+    pub p50_ms: u64,
+    /// 99th percentile, ms.
+    pub p99_ms: u64,
+    /// Maximum, ms.
+    pub max_ms: u64,
+    /// Largest input lag of any worker, ms.
+    pub input_lag_max_ms: f64,
+    /// CPU time of every rank (user + system) over the probe's wall time:
+    /// cores kept busy.
+    pub cpu_cores: f64,
+    /// Largest peak resident set of any rank, bytes.
+    pub peak_rss_bytes: u64,
+    /// Whether it kept up (lag and p99 within their bounds).
+    pub keeps_up: bool,
+}
+
+/// The JSON of `air bench ysb --sustainable --report`.
+#[derive(Debug, Clone, Serialize)]
+pub struct SustainableReport {
+    /// The highest rate that kept up, events/s (0: none did).
+    pub sustainable_rate: u64,
+    /// The probe at that rate.
+    pub at_sustainable: Option<Probe>,
+    /// Bounds used.
+    pub max_p99_ms: u64,
+    /// Bound on the input lag, ms.
+    pub max_lag_ms: f64,
+    /// Seconds per probe.
+    pub probe_s: f64,
+    /// Workers per rank.
+    pub workers: usize,
+    /// Ranks.
+    pub ranks: usize,
+    /// Every probe, in order.
+    pub probes: Vec<Probe>,
+}
+
+fn cpu_seconds() -> f64 {
+    // SAFETY: a zeroed rusage is a valid out-parameter; getrusage writes it.
+    let ru = unsafe {
+        let mut ru: libc::rusage = std::mem::zeroed();
+        if libc::getrusage(libc::RUSAGE_SELF, &mut ru) != 0 {
+            return 0.0;
+        }
+        ru
+    };
+    let t = |v: libc::timeval| v.tv_sec as f64 + v.tv_usec as f64 * 1e-6;
+    t(ru.ru_utime) + t(ru.ru_stime)
+}
+
+/// Runs one probe at `rate` on every rank; rank 0 gets the report.
+fn probe(
+    a: &BenchYsbArgs,
+    rate: u64,
+    secs: f64,
+    dist: &Dist,
+) -> Result<Option<(YsbReport, f64)>, CliError> {
+    let mut ysb = a.ysb.clone();
+    ysb.rate = Some(rate);
+    ysb.duration = Some(secs);
+    ysb.events = None;
+    ysb.out = None;
+    ysb.report = None;
+    ysb.runtime.timeline = None;
+    let (cpu0, t0) = (cpu_seconds(), Instant::now());
+    let report = super::ysb::run(&ysb, dist, false)?;
+    let cpu_us = ((cpu_seconds() - cpu0) * 1e6) as u64;
+    let cores = dist.all_sum(cpu_us) as f64 / 1e6 / t0.elapsed().as_secs_f64();
+    Ok(report.map(|r| (r, cores)))
+}
+
+/// `air bench ysb --sustainable`.
+///
+/// # Errors
+/// Bad options (file input, synthetic event times, bounds that are not
+/// positive), a failed probe, or an unwritable `--csv`/`--report`.
+pub fn main(a: &BenchYsbArgs, dist: &Dist) -> Result<(), CliError> {
+    let bad = |m: &str| Err(CliError::BadInput(m.to_string()));
+    if !a.ysb.input.is_empty() {
+        return bad("air bench ysb --sustainable paces the generator: --input does not apply");
+    }
+    if a.ysb.event_time != super::ysb::EventTimeArg::Wallclock {
+        return bad("air bench ysb --sustainable needs wall-clock event times (latency)");
+    }
+    if a.ysb.out.is_some() {
+        return bad("air bench ysb --sustainable writes no rows: --out does not apply");
+    }
+    if !(a.precision > 0.0 && a.precision < 1.0) {
+        return bad("--precision must lie in (0, 1)");
+    }
+    if !(a.max_lag_ms.is_finite() && a.max_lag_ms > 0.0) {
+        return bad("--max-lag-ms must be positive");
+    }
+    let secs = a.ysb.duration.unwrap_or(10.0);
+    if !(secs.is_finite() && secs > 0.0) {
+        return bad("--duration (seconds per probe) must be positive");
+    }
+    let root = dist.is_root();
+    let mut csv = match (&a.csv, root) {
+        (Some(p), true) => {
+            let mut f = std::fs::File::create(p)
+                .map_err(|e| CliError::BadInput(format!("{}: {e}", p.display())))?;
+            writeln!(
+                f,
+                "rate,events_per_s,p50_ms,p99_ms,max_ms,input_lag_max_ms,cpu_cores,peak_rss_bytes,keeps_up"
+            )?;
+            Some(f)
+        }
+        _ => None,
+    };
+    let mut out = std::io::stdout().lock();
+    if root {
+        writeln!(
+            out,
+            "sustainable YSB: {} s per probe, keeps up = input lag <= {} ms and p99 <= {} ms",
+            secs, a.max_lag_ms, a.max_p99_ms
+        )?;
+        writeln!(
+            out,
+            "{:>14} {:>14} {:>8} {:>8} {:>8} {:>10} {:>6}  keeps up",
+            "rate ev/s", "read ev/s", "p50 ms", "p99 ms", "max ms", "lag ms", "cores"
+        )?;
+    }
+    let mut probes: Vec<Probe> = Vec::new();
+    let (mut lo, mut hi): (u64, Option<u64>) = (0, None);
+    let mut rate = a.ysb.rate.unwrap_or(10_000_000).max(1);
+    let mut workers = 0;
+    loop {
+        let got = probe(a, rate, secs, dist)?;
+        // Rank 0 decides; every rank follows (same sequence of probes).
+        let keeps = match got {
+            Some((r, cores)) => {
+                workers = r.workers / r.ranks.max(1);
+                let l = r.latency_ms.clone().unwrap_or_default();
+                let lag = r.input_lag_max_ms.unwrap_or(f64::INFINITY);
+                let p = Probe {
+                    rate,
+                    events_per_s: r.events_per_s,
+                    p50_ms: l.p50_ms,
+                    p99_ms: l.p99_ms,
+                    max_ms: l.max_ms,
+                    input_lag_max_ms: lag,
+                    cpu_cores: cores,
+                    peak_rss_bytes: r.peak_rss_bytes,
+                    keeps_up: lag <= a.max_lag_ms && l.samples > 0 && l.p99_ms <= a.max_p99_ms,
+                };
+                writeln!(
+                    out,
+                    "{:>14} {:>14} {:>8} {:>8} {:>8} {:>10.1} {:>6.2}  {}",
+                    thousands(rate),
+                    thousands(p.events_per_s as u64),
+                    p.p50_ms,
+                    p.p99_ms,
+                    p.max_ms,
+                    p.input_lag_max_ms,
+                    p.cpu_cores,
+                    if p.keeps_up { "yes" } else { "no" }
+                )?;
+                out.flush()?;
+                if let Some(f) = csv.as_mut() {
+                    writeln!(
+                        f,
+                        "{},{:.0},{},{},{},{:.3},{:.3},{},{}",
+                        p.rate,
+                        p.events_per_s,
+                        p.p50_ms,
+                        p.p99_ms,
+                        p.max_ms,
+                        p.input_lag_max_ms,
+                        p.cpu_cores,
+                        p.peak_rss_bytes,
+                        p.keeps_up
+                    )?;
+                }
+                let k = p.keeps_up;
+                probes.push(p);
+                k
+            }
+            None => false,
+        };
+        let keeps = dist.all_max(u64::from(keeps)) == 1;
+        if keeps {
+            lo = lo.max(rate);
+        } else {
+            hi = Some(hi.map_or(rate, |h| h.min(rate)));
+        }
+        rate = match hi {
+            None if rate >= 1 << 40 => break,
+            None => rate * 2,
+            Some(h) if lo == 0 => {
+                if h <= 1000 {
+                    break;
+                }
+                h / 2
+            }
+            Some(h) => {
+                if (h - lo) as f64 <= a.precision * lo as f64 {
+                    break;
+                }
+                lo + (h - lo) / 2
+            }
+        };
+    }
+    if !root {
+        return Ok(());
+    }
+    let at = probes.iter().filter(|p| p.keeps_up).max_by_key(|p| p.rate);
+    match at {
+        Some(p) => writeln!(
+            out,
+            "sustainable: {} events/s ({} workers x {} ranks): p50 {} ms, p99 {} ms, max {} ms, \
+             input lag max {:.1} ms, {:.2} cores busy",
+            thousands(p.rate),
+            workers,
+            dist.ranks(),
+            p.p50_ms,
+            p.p99_ms,
+            p.max_ms,
+            p.input_lag_max_ms,
+            p.cpu_cores
+        )?,
+        None => writeln!(out, "sustainable: no probed rate kept up (down to 1000 events/s)")?,
+    }
+    if let Some(path) = &a.ysb.report {
+        let rep = SustainableReport {
+            sustainable_rate: at.map_or(0, |p| p.rate),
+            at_sustainable: at.cloned(),
+            max_p99_ms: a.max_p99_ms,
+            max_lag_ms: a.max_lag_ms,
+            probe_s: secs,
+            workers,
+            ranks: dist.ranks(),
+            probes: probes.clone(),
+        };
+        let f = std::fs::File::create(path)
+            .map_err(|e| CliError::BadInput(format!("{}: {e}", path.display())))?;
+        serde_json::to_writer_pretty(std::io::BufWriter::new(f), &rep)?;
+    }
+    Ok(())
+}
