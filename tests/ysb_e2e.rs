@@ -700,8 +700,8 @@ fn sustainable_search_brackets_the_highest_rate_that_keeps_up() {
     assert!((above - best) as f64 <= 0.5 * best as f64, "{r}");
     // Every probe that failed broke a bound; every one kept up kept both.
     for p in probes {
-        let broke = p["input_lag_max_ms"].as_f64().unwrap() > 200.0
-            || p["p99_ms"].as_u64().unwrap() > 1000;
+        let broke =
+            p["input_lag_max_ms"].as_f64().unwrap() > 200.0 || p["p99_ms"].as_u64().unwrap() > 1000;
         assert_eq!(p["keeps_up"] == false, broke, "{p}");
     }
     assert_eq!(r["at_sustainable"]["rate"].as_u64(), Some(best));

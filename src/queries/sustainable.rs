@@ -278,7 +278,10 @@ pub fn main(a: &BenchYsbArgs, dist: &Dist) -> Result<(), CliError> {
             p.input_lag_max_ms,
             p.cpu_cores
         )?,
-        None => writeln!(out, "sustainable: no probed rate kept up (down to 1000 events/s)")?,
+        None => writeln!(
+            out,
+            "sustainable: no probed rate kept up (down to 1000 events/s)"
+        )?,
     }
     if let Some(path) = &a.ysb.report {
         let rep = SustainableReport {
