@@ -30,6 +30,7 @@
 use crate::error::{RdmaError, Result};
 use crate::liveness::Liveness;
 use crate::win::Epoch;
+use air_shm::frame::{check_frame, check_published, FrameCheck};
 use air_shm::{frame_size, FrameKind, FRAME_ALIGN, FRAME_HEADER, KIND_PADDING};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -461,8 +462,8 @@ impl<'e> RmaConsumer<'e> {
             self.empty_polls = 0;
             let off = (self.head % self.cap as u64) as usize;
             let avail = (self.tail - self.head) as usize;
-            if avail < FRAME_HEADER {
-                return Err(self.corrupt(off, format!("{avail} bytes published")));
+            if let Err(e) = check_published(avail) {
+                return Err(self.corrupt(off, e.to_string()));
             }
             let mut h = [0u8; FRAME_HEADER];
             // SAFETY: off + 16 <= cap (off is 16-aligned, cap a multiple of
@@ -470,31 +471,16 @@ impl<'e> RmaConsumer<'e> {
             unsafe {
                 std::ptr::copy_nonoverlapping(self.data.add(off), h.as_mut_ptr(), FRAME_HEADER)
             };
-            let len = u32::from_le_bytes([h[0], h[1], h[2], h[3]]) as usize;
-            let kind = h[4];
-            let seq = u64::from_le_bytes(h[8..16].try_into().unwrap_or([0; 8]));
-            let to_end = self.cap - off;
-            if kind == KIND_PADDING {
-                if len + FRAME_HEADER != to_end || avail < to_end {
-                    return Err(self.corrupt(off, format!("padding of {len} bytes")));
+            let (kind, len, size) = match check_frame(&h, off, self.cap, avail, self.seq) {
+                Ok(FrameCheck::Padding { skip }) => {
+                    self.head += skip as u64;
+                    continue;
                 }
-                self.head += to_end as u64;
-                continue;
-            }
-            let Some(kind) = FrameKind::from_u8(kind) else {
-                return Err(self.corrupt(off, format!("unknown frame kind {kind:#x}")));
+                Ok(FrameCheck::Frame { kind, len, size }) => (kind, len, size),
+                Err(e) => return Err(self.corrupt(off, e.to_string())),
             };
-            let size = frame_size(len);
-            if size > to_end || size > avail {
-                return Err(self.corrupt(
-                    off,
-                    format!("frame of {len} bytes, {avail} published, {to_end} to the end"),
-                ));
-            }
-            if seq != self.seq {
-                return Err(self.corrupt(off, format!("sequence {seq}, expected {}", self.seq)));
-            }
-            // SAFETY: off + 16 + len <= cap (checked above) and published;
+            // SAFETY: off + 16 + len <= off + size <= cap and size <= avail
+            // (check_frame), so the payload is in the area and published;
             // the sender does not write it again before we release it.
             let payload =
                 unsafe { std::slice::from_raw_parts(self.data.add(off + FRAME_HEADER), len) };

@@ -20,6 +20,7 @@
 #![deny(missing_docs)]
 
 mod error;
+pub mod frame;
 mod futex;
 pub mod numa;
 pub mod region;

@@ -226,13 +226,22 @@ impl Campaigns {
     /// line ends are accepted.
     pub fn load(path: impl AsRef<Path>) -> Result<Campaigns, CampaignsError> {
         let path = path.as_ref();
-        let err = |line, kind| CampaignsError {
+        let text = fs::read(path).map_err(|e| CampaignsError {
             path: path.to_path_buf(),
+            line: None,
+            kind: CampaignsErrorKind::Io(e),
+        })?;
+        Self::from_bytes(&text, path)
+    }
+
+    /// [`Campaigns::load`] on the bytes of a campaign file already in
+    /// memory; `path` only names the file in errors.
+    pub fn from_bytes(text: &[u8], path: impl AsRef<Path>) -> Result<Campaigns, CampaignsError> {
+        Self::parse(text).map_err(|(line, kind)| CampaignsError {
+            path: path.as_ref().to_path_buf(),
             line,
             kind,
-        };
-        let text = fs::read(path).map_err(|e| err(None, CampaignsErrorKind::Io(e)))?;
-        Self::parse(&text).map_err(|(line, kind)| err(line, kind))
+        })
     }
 
     /// [`Campaigns::load`] on bytes already in memory; errors carry the line.
