@@ -676,8 +676,15 @@ fn sustainable_search_brackets_the_highest_rate_that_keeps_up() {
         csv.to_str().unwrap(),
         "--report",
         rep.to_str().unwrap(),
+        "--plot",
+        dir.join("s.png").to_str().unwrap(),
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
+    let png = std::fs::read(dir.join("s.png")).unwrap();
+    assert!(
+        png.len() > 10_000 && png.starts_with(b"\x89PNG"),
+        "a PNG plot"
+    );
     let r = report(&rep);
     let probes = r["probes"].as_array().unwrap();
     let rate = |p: &Value| p["rate"].as_u64().unwrap();

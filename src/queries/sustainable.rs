@@ -41,6 +41,10 @@ pub struct BenchYsbArgs {
     /// Write every probe as CSV to this file.
     #[arg(long, value_name = "FILE")]
     pub csv: Option<PathBuf>,
+    /// Plot latency (p50, p99) and input lag against the rate of every
+    /// probe, with the answer marked, as a PNG to this file.
+    #[arg(long, value_name = "FILE.png")]
+    pub plot: Option<PathBuf>,
     /// The YSB job of each probe: `--rate` is the first rate probed
     /// (default 10 000 000 events/s), `--duration` the seconds of each probe
     /// (default 10); `--out`, `--input` and `--event-time synthetic` do not
@@ -283,6 +287,19 @@ pub fn main(a: &BenchYsbArgs, dist: &Dist) -> Result<(), CliError> {
             "sustainable: no probed rate kept up (down to 1000 events/s)"
         )?,
     }
+    if let Some(path) = &a.plot {
+        let best = at.map_or(0, |p| p.rate);
+        let title = format!(
+            "YSB sustainable throughput: {:.1} M events/s ({} workers x {} rank{}, {} s probes)",
+            best as f64 / 1e6,
+            workers,
+            dist.ranks(),
+            if dist.ranks() == 1 { "" } else { "s" },
+            secs
+        );
+        write_plot(&probes, best, a, path, &title)
+            .map_err(|e| CliError::Other(anyhow::anyhow!("{}: {e}", path.display())))?;
+    }
     if let Some(path) = &a.ysb.report {
         let rep = SustainableReport {
             sustainable_rate: at.map_or(0, |p| p.rate),
@@ -298,5 +315,110 @@ pub fn main(a: &BenchYsbArgs, dist: &Dist) -> Result<(), CliError> {
             .map_err(|e| CliError::BadInput(format!("{}: {e}", path.display())))?;
         serde_json::to_writer_pretty(std::io::BufWriter::new(f), &rep)?;
     }
+    Ok(())
+}
+
+/// Draws p50/p99 latency and input lag (ms, log scale) against the probed
+/// rate (M events/s): filled markers kept up, crosses did not; the bounds as
+/// dashed lines, the answer as a vertical line.
+fn write_plot(
+    probes: &[Probe],
+    best: u64,
+    a: &BenchYsbArgs,
+    path: &std::path::Path,
+    title: &str,
+) -> Result<(), String> {
+    use plotters::prelude::*;
+    air_tools::ring_bench::register_fonts();
+    let e = |e: &dyn std::fmt::Display| e.to_string();
+    if probes.is_empty() {
+        return Err("no probe to plot".into());
+    }
+    let mut sorted = probes.to_vec();
+    sorted.sort_by_key(|p| p.rate);
+    let m = |r: u64| r as f64 / 1e6;
+    let floor = 0.5f64;
+    let ms = |v: f64| v.max(floor);
+    let xmax = m(sorted.last().map_or(1, |p| p.rate)) * 1.08;
+    let ymax = sorted
+        .iter()
+        .map(|p| (p.max_ms as f64).max(p.input_lag_max_ms))
+        .fold(a.max_p99_ms as f64, f64::max)
+        .max(a.max_lag_ms)
+        * 2.0;
+    let root = BitMapBackend::new(path, (1200, 760)).into_drawing_area();
+    root.fill(&WHITE).map_err(|x| e(&x))?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 22).into_font())
+        .margin(16)
+        .x_label_area_size(50)
+        .y_label_area_size(70)
+        .build_cartesian_2d(0f64..xmax, (floor..ymax).log_scale())
+        .map_err(|x| e(&x))?;
+    chart
+        .configure_mesh()
+        .x_desc("generator rate (M events/s)")
+        .y_desc("ms (log)")
+        .label_style(("sans-serif", 15))
+        .axis_desc_style(("sans-serif", 17))
+        .draw()
+        .map_err(|x| e(&x))?;
+    type Series = (&'static str, RGBColor, fn(&Probe) -> f64);
+    let series: [Series; 3] = [
+        ("p50 latency", RGBColor(44, 160, 44), |p| p.p50_ms as f64),
+        ("p99 latency", RGBColor(214, 39, 40), |p| p.p99_ms as f64),
+        ("input lag (max)", RGBColor(31, 119, 180), |p| {
+            p.input_lag_max_ms
+        }),
+    ];
+    for (label, col, f) in series {
+        let pts: Vec<(f64, f64)> = sorted.iter().map(|p| (m(p.rate), ms(f(p)))).collect();
+        chart
+            .draw_series(LineSeries::new(pts.clone(), col.stroke_width(2)))
+            .map_err(|x| e(&x))?
+            .label(label)
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 24, y)], col.stroke_width(3)));
+        chart
+            .draw_series(sorted.iter().zip(&pts).map(|(p, &xy)| {
+                if p.keeps_up {
+                    Circle::new(xy, 5, col.filled()).into_dyn()
+                } else {
+                    Cross::new(xy, 6, col.stroke_width(2)).into_dyn()
+                }
+            }))
+            .map_err(|x| e(&x))?;
+    }
+    for (bound, col) in [
+        (a.max_p99_ms as f64, RGBColor(214, 39, 40)),
+        (a.max_lag_ms, RGBColor(31, 119, 180)),
+    ] {
+        chart
+            .draw_series(plotters::series::DashedLineSeries::new(
+                vec![(0.0, ms(bound)), (xmax, ms(bound))],
+                6,
+                6,
+                col.stroke_width(1),
+            ))
+            .map_err(|x| e(&x))?;
+    }
+    if best > 0 {
+        chart
+            .draw_series(LineSeries::new(
+                vec![(m(best), floor), (m(best), ymax)],
+                BLACK.stroke_width(2),
+            ))
+            .map_err(|x| e(&x))?
+            .label(format!("sustainable {:.1} M/s", m(best)))
+            .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 24, y)], BLACK.stroke_width(3)));
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .label_font(("sans-serif", 15))
+        .draw()
+        .map_err(|x| e(&x))?;
+    root.present().map_err(|x| e(&x))?;
     Ok(())
 }
