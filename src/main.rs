@@ -96,6 +96,10 @@ enum BenchCommand {
     /// keeps up with (input lag and p99 latency bounded), by doubling then
     /// bisection; embedded or under `mpirun`.
     Ysb(Box<queries::sustainable::BenchYsbArgs>),
+    /// A query's events/s at 1..W workers (and 1..N ranks through a
+    /// launcher), against the ideal line: table, CSV, PNG. Each point is a
+    /// separate `air run` process: `air bench scale --workers 1-2 -- ysb`.
+    Scale(queries::scale::ScaleArgs),
 }
 
 fn main() {
@@ -135,6 +139,7 @@ fn main() {
         Command::Bench(BenchCommand::Ysb(args)) => {
             run_query(|dist| queries::sustainable::main(&args, dist))
         }
+        Command::Bench(BenchCommand::Scale(args)) => queries::scale::main(&args),
         Command::Bench(BenchCommand::Ring(args)) => {
             air_tools::ring_bench::run(args).map_err(CliError::Other)
         }

@@ -827,3 +827,40 @@ fn sustainable_search_runs_under_mpirun() {
     // Rank 0 alone prints the table and the answer.
     assert_eq!(out.matches("sustainable: ").count(), 1, "{out}");
 }
+
+#[test]
+fn scale_runs_rank_points_through_the_launcher() {
+    // The launcher of this MPI (MPICH's or Open MPI's flags), `{n}` ranks.
+    let l = air_rdma::mpirun_command(9999);
+    let launcher = std::iter::once(l.get_program())
+        .chain(l.get_args())
+        .map(|a| a.to_string_lossy().replace("9999", "{n}"))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let dir = tmpdir("scale");
+    let csv = dir.join("s.csv");
+    let o = Command::new(AIR)
+        .args(["bench", "scale", "--workers", "1", "--ranks", "1,2"])
+        .args(["--launcher", &launcher, "--repeats", "1", "--csv"])
+        .arg(&csv)
+        .args(["--", "ysb", "--events", "2000000", "--no-pin"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    let rows = std::fs::read_to_string(&csv).unwrap();
+    let kinds: Vec<(String, String)> = rows
+        .lines()
+        .skip(1)
+        .map(|l| {
+            let f: Vec<&str> = l.split(',').collect();
+            (f[0].to_string(), f[1].to_string())
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        [("workers", "1"), ("ranks", "1"), ("ranks", "2")]
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .to_vec(),
+        "{rows}"
+    );
+}
