@@ -603,8 +603,15 @@ fn timeline_rows_track_events_memory_and_latency_while_the_job_runs() {
         "0.25",
         "--report",
         rep.to_str().unwrap(),
+        "--latency-plot",
+        dir.join("l.png").to_str().unwrap(),
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
+    let png = std::fs::read(dir.join("l.png")).unwrap();
+    assert!(
+        png.starts_with(b"\x89PNG") && png.len() > 10_000,
+        "latency plot"
+    );
     let text = std::fs::read_to_string(&tl).unwrap();
     let mut lines = text.lines();
     assert_eq!(

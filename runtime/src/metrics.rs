@@ -1,6 +1,7 @@
 //! Per-worker counters and latency histograms, merged at the end of a job.
 
-use hdrhistogram::Histogram;
+/// The latency histogram type of every job (HdrHistogram, values in ms).
+pub use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
 /// Counters of one worker's channels (exchange in and out).

@@ -5,6 +5,7 @@ pub mod common;
 pub mod dist;
 pub mod driver;
 pub mod nexmark;
+pub mod plots;
 pub mod scale;
 pub mod sustainable;
 pub mod topo;

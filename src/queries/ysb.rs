@@ -97,6 +97,10 @@ pub struct YsbArgs {
     /// Write the JSON report here.
     #[arg(long)]
     pub report: Option<PathBuf>,
+    /// Plot the latency distribution (HdrHistogram percentile plot) as a
+    /// PNG here (wall-clock event times only).
+    #[arg(long, value_name = "FILE.png")]
+    pub latency_plot: Option<PathBuf>,
     /// Under MPI: every rank writes its own workers' result rows to
     /// `<out stem>.rank<R>.<ext>` instead of rank 0 writing one merged file.
     #[arg(long)]
@@ -421,6 +425,8 @@ pub struct YsbOutcome {
     pub report: YsbReport,
     /// The input error that stopped a source (exit code 2), if any.
     pub input_error: Option<String>,
+    /// Latency of every row, all ranks (ms).
+    pub latency: air_runtime::metrics::Histogram<u64>,
 }
 
 /// Refuses runtime options that cannot work (every query checks these).
@@ -480,6 +486,16 @@ fn validate(args: &YsbArgs, ranks: usize) -> Result<(), CliError> {
         let timeline = args.runtime.timeline_path(0, ranks);
         if let Some(t) = &timeline {
             outs.push(("--timeline", t));
+        }
+        if let Some(p) = &args.latency_plot {
+            if !args.input.is_empty() || args.event_time != EventTimeArg::Wallclock {
+                return bad(
+                    "--latency-plot needs generated events with wall-clock event times \
+                     (no --input, no --event-time synthetic)"
+                        .into(),
+                );
+            }
+            outs.push(("--latency-plot", p));
         }
         let mut inputs = args.input.clone();
         inputs.extend(args.campaigns.iter().cloned());
@@ -770,6 +786,7 @@ fn merge(
         rows,
         report,
         input_error,
+        latency: hist,
     })
 }
 
@@ -927,6 +944,10 @@ pub fn run(args: &YsbArgs, dist: &Dist, print: bool) -> Result<Option<YsbReport>
             }
             if print {
                 print_summary(&o.report)?;
+            }
+            if let Some(p) = &args.latency_plot {
+                super::plots::write_latency_cdf(&o.latency, p, "air run ysb latency")
+                    .map_err(CliError::BadInput)?;
             }
             if let Some(e) = o.input_error {
                 return Err(CliError::BadInput(e));
