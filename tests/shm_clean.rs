@@ -23,11 +23,22 @@ fn plant(name: &str, owner: Option<u32>) -> PathBuf {
 }
 
 fn clean(args: &[&str]) -> String {
-    let o = Command::new(AIR)
+    let child = Command::new(AIR)
         .args(["shm", "clean"])
         .args(args)
-        .output()
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
         .unwrap();
+    let pid = child.id() as i32;
+    // It must never block (a FIFO among the segments once hung it).
+    let watchdog = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_secs(20));
+        // SAFETY: plain kill of the child this test started (if still there).
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+    });
+    let o = child.wait_with_output().unwrap();
+    drop(watchdog);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
@@ -44,6 +55,12 @@ fn clean_removes_only_this_users_unheld_segments_and_lists_them() {
     let held = std::fs::File::open(&live).unwrap();
     // SAFETY: flock on an open descriptor this test owns.
     assert_eq!(unsafe { libc::flock(held.as_raw_fd(), libc::LOCK_SH) }, 0);
+    // A FIFO with a segment's name (anyone can plant one in /dev/shm):
+    // skipped, never opened (an open would block for good).
+    let fifo = PathBuf::from("/dev/shm").join(format!("air-{uid}-{tag}-fifo"));
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: mkfifo with a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
     // Another user's segment (only root can make one): never touched.
     let foreign = (uid == 0).then(|| plant(&format!("air-4242-{tag}-other"), Some(4242)));
 
@@ -74,6 +91,9 @@ fn clean_removes_only_this_users_unheld_segments_and_lists_them() {
         assert!(!done.contains("air-4242-"), "{done}");
         std::fs::remove_file(p).unwrap();
     }
+
+    assert!(fifo.exists() && !done.contains("-fifo"), "{done}");
+    std::fs::remove_file(&fifo).unwrap();
 
     // Once its holder is gone, the segment is stale too.
     drop(held);

@@ -672,8 +672,10 @@ fn sustainable_search_brackets_the_highest_rate_that_keeps_up() {
         "--rate",
         "4000000",
         "--duration",
-        "0.5",
+        "1",
         "--window-ms",
+        "100",
+        "--max-lag-ms",
         "100",
         "--precision",
         "0.5",
@@ -715,10 +717,29 @@ fn sustainable_search_brackets_the_highest_rate_that_keeps_up() {
     // Every probe that failed broke a bound; every one kept up kept both.
     for p in probes {
         let broke =
-            p["input_lag_max_ms"].as_f64().unwrap() > 200.0 || p["p99_ms"].as_u64().unwrap() > 1000;
+            p["input_lag_max_ms"].as_f64().unwrap() > 100.0 || p["p99_ms"].as_u64().unwrap() > 1000;
         assert_eq!(p["keeps_up"] == false, broke, "{p}");
     }
     assert_eq!(r["at_sustainable"]["rate"].as_u64(), Some(best));
     let lines = std::fs::read_to_string(&csv).unwrap().lines().count();
     assert_eq!(lines, probes.len() + 1);
+
+    // Probes too short to mean anything, and outputs that cannot be
+    // written, are refused before the search.
+    for (args, msg) in [
+        (&["--duration", "0.5"][..], "--duration"),
+        (&["--rate", "0"][..], "--rate"),
+        (
+            &["--max-lag-ms", "300", "--duration", "2"][..],
+            "--max-lag-ms",
+        ),
+        (
+            &["--plot", "/nonexistent/p.png"][..],
+            "--plot /nonexistent/p.png",
+        ),
+    ] {
+        let o = air(&[&["bench", "ysb", "--sustainable"][..], args].concat());
+        assert!(!o.status.success(), "{args:?}");
+        assert!(stderr(&o).contains(msg), "{args:?}: {}", stderr(&o));
+    }
 }

@@ -121,7 +121,10 @@ fn check_node_shm(
         return Ok(());
     }
     let rings = pairs * (workers as u128) * (workers as u128);
-    let need = rings * (air_shm::HEADER_BYTES + ring_bytes) as u128;
+    // tmpfs allocates whole pages.
+    // SAFETY: sysconf has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as usize;
+    let need = rings * (air_shm::HEADER_BYTES + ring_bytes).next_multiple_of(page) as u128;
     let dir = air_shm::shm_dir();
     let free = air_shm::region::free_bytes(&dir).map_err(|e| RuntimeError::Setup(e.to_string()))?;
     if need > free as u128 {

@@ -477,9 +477,16 @@ pub fn clean_stale(dir: &Path, dry_run: bool) -> Result<Vec<(PathBuf, CleanOutco
             continue;
         }
         let path = entry.path();
+        // Only regular files are ever segments: a FIFO (or device) planted
+        // in the world-writable directory must not block the open below.
+        if !std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_file()) {
+            continue;
+        }
+        // O_NONBLOCK too: should the entry be swapped for a FIFO between the
+        // check and the open, the open still returns at once.
         let Ok(file) = OpenOptions::new()
             .read(true)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
             .open(&path)
         else {
             continue;

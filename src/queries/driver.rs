@@ -229,6 +229,13 @@ pub fn main<Q: Query>(q: &Q, dist: &Dist) -> Result<(), CliError> {
         if let Some(t) = &timeline {
             outs.push(("--timeline", t));
         }
+        // Per-rank files share the suffix rule: the given names must differ
+        // too (`--out X --out-per-rank --timeline X` would share X.rank0).
+        if dist.ranks() > 1 {
+            if let Some(t) = &q.runtime().timeline {
+                outs.push(("--timeline", t));
+            }
+        }
         super::common::check_outputs(&outs, &q.inputs())?;
         if out.out_per_rank && q.global_finish() {
             return Err(CliError::BadInput(format!(
@@ -268,6 +275,8 @@ pub fn main<Q: Query>(q: &Q, dist: &Dist) -> Result<(), CliError> {
     let part = match part {
         Ok(mut p) => {
             p.peak_rss_bytes = super::common::peak_rss_bytes();
+            // A signal sent to this rank alone stops it too.
+            p.stopped |= air_runtime::stop::requested();
             p
         }
         Err(e) => {

@@ -155,8 +155,33 @@ pub fn main(a: &BenchYsbArgs, dist: &Dist) -> Result<(), CliError> {
         return bad("--max-lag-ms must be positive");
     }
     let secs = a.ysb.duration.unwrap_or(10.0);
-    if !(secs.is_finite() && secs > 0.0) {
-        return bad("--duration (seconds per probe) must be positive");
+    if !(secs.is_finite() && (1.0..=86_400.0).contains(&secs)) {
+        return bad("--duration (seconds per probe) must lie in 1..=86400");
+    }
+    if a.ysb.rate == Some(0) {
+        return bad("--rate (the first rate probed) must be positive");
+    }
+    // A job that reads at a fraction f of the rate ends (1/f − 1)·D behind
+    // schedule: a lag bound of at most D/10 tells rates apart within 10%
+    // (the default 200 ms over 10 s probes: 2%).
+    if a.max_lag_ms * 10.0 > secs * 1e3 {
+        return bad("--max-lag-ms must be at most a tenth of a probe (--duration)");
+    }
+    // Outputs: distinct, and creatable now rather than after the search.
+    let outs: Vec<(&str, &std::path::Path)> = [
+        ("--csv", a.csv.as_deref()),
+        ("--plot", a.plot.as_deref()),
+        ("--report", a.ysb.report.as_deref()),
+    ]
+    .into_iter()
+    .filter_map(|(f, p)| p.map(|p| (f, p)))
+    .collect();
+    super::common::check_outputs(&outs, &[])?;
+    if dist.is_root() {
+        for (flag, p) in &outs {
+            std::fs::File::create(p)
+                .map_err(|e| CliError::BadInput(format!("{flag} {}: {e}", p.display())))?;
+        }
     }
     let root = dist.is_root();
     let mut csv = match (&a.csv, root) {
@@ -284,7 +309,8 @@ pub fn main(a: &BenchYsbArgs, dist: &Dist) -> Result<(), CliError> {
         )?,
         None => writeln!(
             out,
-            "sustainable: no probed rate kept up (down to 1000 events/s)"
+            "sustainable: no probed rate kept up (the lowest probed: {} events/s)",
+            probes.iter().map(|p| p.rate).min().unwrap_or(0)
         )?,
     }
     if let Some(path) = &a.plot {

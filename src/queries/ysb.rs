@@ -237,7 +237,10 @@ impl YsbSource {
                         match gen.fill_paced(&mut scratch[..max], p, now) {
                             PacedFill::Filled(n) => {
                                 buf.extend_from_slice(&scratch[..n]);
-                                if let Some(due) = p.due(gen.generated() + 1) {
+                                // The next event's due time, or the last
+                                // one's once the budget is spent.
+                                let n = gen.generated();
+                                if let Some(due) = p.due(n + 1).or_else(|| p.due(n)) {
                                     *lag_max = (*lag_max).max(now.saturating_duration_since(due));
                                 }
                                 SourcePoll::Ready
@@ -487,6 +490,13 @@ fn validate(args: &YsbArgs, ranks: usize) -> Result<(), CliError> {
         if let Some(t) = &timeline {
             outs.push(("--timeline", t));
         }
+        // Per-rank files share the suffix rule: the given names must differ
+        // too (`--out X --out-per-rank --timeline X` would share X.rank0).
+        if ranks > 1 {
+            if let Some(t) = &args.runtime.timeline {
+                outs.push(("--timeline", t));
+            }
+        }
         if let Some(p) = &args.latency_plot {
             if !args.input.is_empty() || args.event_time != EventTimeArg::Wallclock {
                 return bad(
@@ -539,6 +549,9 @@ struct RankPart {
     unfired_windows: u64,
     #[serde(default)]
     peak_rss_bytes: u64,
+    /// This rank was stopped by a signal (one sent to it alone too).
+    #[serde(default)]
+    stopped: bool,
 }
 
 /// Runs this process's share of YSB as `args` say (every rank's workers
@@ -697,6 +710,7 @@ fn run_rank(args: &YsbArgs, campaigns: Arc<Campaigns>, dist: &Dist) -> Result<Ra
         late_partials: out.late_partials,
         unfired_windows: out.unfired_windows,
         peak_rss_bytes: super::common::peak_rss_bytes(),
+        stopped: out.stopped || air_runtime::stop::requested(),
     })
 }
 
@@ -716,7 +730,9 @@ fn merge(
     let mut late_partials = 0;
     let mut unfired_windows = 0;
     let mut peak_rss_bytes = 0;
+    let mut parts_stopped = false;
     for p in parts {
+        parts_stopped |= p.stopped;
         unfired_windows += p.unfired_windows;
         peak_rss_bytes = peak_rss_bytes.max(p.peak_rss_bytes);
         rows.extend(p.rows);
@@ -771,7 +787,7 @@ fn merge(
             topology: air_runtime::placement::topology().map(|t| t.source),
             oversubscribed: per_worker.iter().any(|p| p.placement.oversubscribed),
         },
-        stopped: air_runtime::stop::requested(),
+        stopped: air_runtime::stop::requested() || parts_stopped,
         unfired_windows,
         peak_rss_bytes,
         mpi,
