@@ -179,6 +179,10 @@ fn main() {
     }
 }
 
+/// How long the final barrier and `MPI_Finalize` may take before a rank
+/// gives up on its peers.
+const TEARDOWN_LIMIT: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// Runs a query as this process's part of the run (alone, or one rank of
 /// an MPI job). Errors are printed before MPI is finalized and every rank
 /// passes a barrier after printing, so a launcher that ends the job at the
@@ -209,6 +213,34 @@ fn run_query(
                 e.exit_code()
             }
         };
+        if dist.ranks() > 1 {
+            // Teardown is collective (a barrier, MPI_Finalize) and runs after
+            // the job's liveness watcher has stopped: a rank lost now would
+            // hold the others for good. Bound it.
+            std::thread::spawn(move || {
+                std::thread::sleep(TEARDOWN_LIMIT);
+                let exit = if code == 0 { 3 } else { code };
+                eprintln!(
+                    "air: the ranks did not finish together within {} s (a rank lost after \
+                     the run?); exiting with code {exit}",
+                    TEARDOWN_LIMIT.as_secs()
+                );
+                // SAFETY: _exit ends the process at once; the results were
+                // written before teardown began.
+                unsafe { libc::_exit(exit) };
+            });
+        }
+        if std::env::var("AIR_FAULT_TEARDOWN_HANG")
+            .ok()
+            .and_then(|r| r.parse().ok())
+            == Some(dist.rank())
+        {
+            // Test hook: this rank hangs after the run, before teardown (as
+            // a rank stopped or stuck then would).
+            loop {
+                std::thread::park();
+            }
+        }
         dist.barrier();
         code
     }; // MPI is finalized here, after every rank printed what it had to.

@@ -854,3 +854,35 @@ fn scale_runs_rank_points_through_the_launcher() {
         "{rows}"
     );
 }
+
+#[test]
+fn a_rank_stuck_after_the_run_cannot_hang_the_teardown() {
+    // Rank 1 hangs before the final barrier (test hook); the job's liveness
+    // watcher has stopped by then, so only the teardown bound ends it.
+    let dir = tmpdir("teardown");
+    let out = dir.join("o.csv");
+    let o = mpirun(
+        2,
+        &[
+            "run",
+            "ysb",
+            "--events",
+            "100000",
+            "--workers",
+            "1",
+            "--no-pin",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        &[("AIR_FAULT_TEARDOWN_HANG", "1")],
+    );
+    assert!(!o.status.success(), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("did not finish together within 30 s") && err.contains("exiting with code 3"),
+        "{}",
+        text(&o)
+    );
+    // The results were written before teardown began.
+    assert_eq!(std::fs::read_to_string(&out).unwrap().lines().count(), 101);
+}
