@@ -659,6 +659,27 @@ fn timeline_rows_track_events_memory_and_latency_while_the_job_runs() {
     ]);
     assert!(!o.status.success());
     assert!(stderr(&o).contains("--timeline-s 0"), "{}", stderr(&o));
+    // An uncreatable timeline is refused before the outputs are opened:
+    // an existing --out survives.
+    let keep = dir.join("keep.csv");
+    std::fs::write(&keep, "precious\n").unwrap();
+    let o = air(&[
+        "run",
+        "ysb",
+        "--events",
+        "1000",
+        "--out",
+        keep.to_str().unwrap(),
+        "--timeline",
+        "/nonexistent/t.csv",
+    ]);
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("--timeline /nonexistent/t.csv"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(std::fs::read_to_string(&keep).unwrap(), "precious\n");
 }
 
 #[test]

@@ -60,6 +60,32 @@ impl RuntimeArgs {
         })
     }
 
+    /// Checks --timeline-s and creates this rank's --timeline file now, so
+    /// that a bad value or an uncreatable path is refused before any output
+    /// is opened (truncated) or anything runs.
+    ///
+    /// # Errors
+    /// As [`RuntimeArgs::start_timeline`].
+    pub fn check_timeline(&self, rank: usize, ranks: usize) -> Result<(), CliError> {
+        let Some(path) = self.timeline_path(rank, ranks) else {
+            return Ok(());
+        };
+        self.timeline_interval()?;
+        std::fs::File::create(&path)
+            .map(drop)
+            .map_err(|e| CliError::BadInput(format!("--timeline {}: {e}", path.display())))
+    }
+
+    fn timeline_interval(&self) -> Result<Duration, CliError> {
+        if !(self.timeline_s.is_finite() && (0.01..=86_400.0).contains(&self.timeline_s)) {
+            return Err(CliError::BadInput(format!(
+                "--timeline-s {}: expected seconds in 0.01..=86400",
+                self.timeline_s
+            )));
+        }
+        Ok(Duration::from_secs_f64(self.timeline_s))
+    }
+
     /// Starts the --timeline sampler of this rank, if asked for; it stops
     /// (writing a last row) when dropped.
     ///
@@ -74,13 +100,8 @@ impl RuntimeArgs {
         let Some(path) = self.timeline_path(rank, ranks) else {
             return Ok(None);
         };
-        if !(self.timeline_s.is_finite() && self.timeline_s > 0.0 && self.timeline_s < 1e6) {
-            return Err(CliError::BadInput(format!(
-                "--timeline-s {}: expected seconds > 0",
-                self.timeline_s
-            )));
-        }
-        air_runtime::timeline::Timeline::start(&path, Duration::from_secs_f64(self.timeline_s))
+        let interval = self.timeline_interval()?;
+        air_runtime::timeline::Timeline::start(&path, interval)
             .map(Some)
             .map_err(CliError::BadInput)
     }

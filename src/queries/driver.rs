@@ -237,6 +237,7 @@ pub fn main<Q: Query>(q: &Q, dist: &Dist) -> Result<(), CliError> {
             }
         }
         super::common::check_outputs(&outs, &q.inputs())?;
+        q.runtime().check_timeline(dist.rank(), dist.ranks())?;
         if out.out_per_rank && q.global_finish() {
             return Err(CliError::BadInput(format!(
                 "--out-per-rank: {} computes its result from every rank's rows; use --out",

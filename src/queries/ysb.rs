@@ -889,6 +889,7 @@ pub fn run(args: &YsbArgs, dist: &Dist, print: bool) -> Result<Option<YsbReport>
             Some(p) => Campaigns::load(p).map_err(|e| CliError::BadInput(e.to_string()))?,
             None => Campaigns::ysb(args.seed),
         }));
+        args.runtime.check_timeline(dist.rank(), dist.ranks())?;
         if root {
             files.0 = args
                 .out
@@ -1021,6 +1022,13 @@ fn print_summary(r: &YsbReport) -> std::io::Result<()> {
             "  processing time {:.3} s (event times are not wall-clock: no latency)",
             r.elapsed_s
         )?,
+    }
+    if r.stopped {
+        writeln!(
+            out,
+            "  STOPPED by a signal: {} window(s) still open were not reported",
+            thousands(r.unfired_windows)
+        )?;
     }
     if let Some(lag) = r.input_lag_max_ms {
         writeln!(
