@@ -214,6 +214,10 @@ impl Dist {
         if let Some(m) = &self.mpi {
             if m.size() > 1 {
                 eprintln!("air: rank {}: error: {msg}", m.rank());
+                // MPI_Abort has the launcher kill every rank at once; give
+                // its proxy a moment to forward the line above first (under
+                // load, hydra was seen to lose it).
+                std::thread::sleep(std::time::Duration::from_millis(200));
                 m.abort(code);
             }
         }
