@@ -819,6 +819,59 @@ fn sustainable_search_runs_under_mpirun() {
 }
 
 #[test]
+fn sustainable_search_of_wa_runs_under_mpirun() {
+    let dir = tmpdir("sustainable-wa");
+    let (rep, csv) = (dir.join("s.json"), dir.join("p.csv"));
+    let o = mpirun(
+        2,
+        &[
+            "bench",
+            "ysb",
+            "--sustainable",
+            "--query",
+            "wa",
+            "--rate",
+            "1000000",
+            "--duration",
+            "1",
+            "--window-ms",
+            "100",
+            "--max-lag-ms",
+            "100",
+            "--precision",
+            "0.5",
+            "--workers",
+            "1",
+            "--no-pin",
+            "--csv",
+            csv.to_str().unwrap(),
+            "--report",
+            rep.to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let r = report(&rep);
+    assert_eq!(r["ranks"], 2);
+    assert_eq!(r["query"], "wa");
+    assert!(r["sustainable_rate"].as_u64().unwrap() > 0, "{r}");
+    // Every probe has both ranks' latency and input lag.
+    for p in r["probes"].as_array().unwrap() {
+        assert!(p["p99_ms"].as_u64().is_some(), "{p}");
+        assert!(p["input_lag_max_ms"].as_f64().unwrap().is_finite(), "{p}");
+    }
+    let probes = r["probes"].as_array().unwrap().len();
+    assert_eq!(
+        std::fs::read_to_string(&csv).unwrap().lines().count(),
+        probes + 1
+    );
+    let out = String::from_utf8_lossy(&o.stdout);
+    // Rank 0 alone prints the table and the answer.
+    assert_eq!(out.matches("sustainable: ").count(), 1, "{out}");
+    assert_eq!(out.matches("sustainable WA: ").count(), 1, "{out}");
+}
+
+#[test]
 fn scale_runs_rank_points_through_the_launcher() {
     // The launcher of this MPI (MPICH's or Open MPI's flags), `{n}` ranks.
     let l = air_rdma::mpirun_command(9999);

@@ -459,3 +459,109 @@ fn outputs_never_overwrite_inputs_and_windows_are_bounded() {
     }
     assert_eq!(std::fs::read(&file).unwrap(), before, "the input is intact");
 }
+
+#[test]
+fn paced_queries_report_input_lag_and_latency_and_count_every_event() {
+    let dir = common::tmpdir("nexmark", "paced");
+    let rep = dir.join("r.json");
+    let report =
+        || -> Value { serde_json::from_str(&std::fs::read_to_string(&rep).unwrap()).unwrap() };
+    // 300 000 events/s for 1.5 s: 450 000 events (a multiple of 50: 1 person,
+    // 3 auctions and 46 bids in every 50).
+    let paced = |query: &str, extra: &[&str]| -> Value {
+        let started = std::time::Instant::now();
+        let mut args = vec![
+            "run",
+            "nexmark",
+            "--query",
+            query,
+            "--rate",
+            "300000",
+            "--duration",
+            "1.5",
+            "--workers",
+            "2",
+            "--window-ms",
+            "100",
+            "--no-pin",
+            "--report",
+            rep.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        let o = air(&args);
+        assert!(
+            o.status.success(),
+            "{query}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let r = report();
+        assert_eq!(r["events"].as_u64(), Some(450_000), "{query}: {r}");
+        let sum: u64 = r["per_worker"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|w| {
+                assert!(w["input_lag_max_ms"].as_f64().is_some(), "{w}");
+                w["events"].as_u64().unwrap()
+            })
+            .sum();
+        assert_eq!(sum, 450_000);
+        assert!(r["input_lag_max_ms"].as_f64().is_some(), "{query}: {r}");
+        let secs = r["elapsed_s"].as_f64().unwrap();
+        let wall = started.elapsed().as_secs_f64();
+        assert!(secs >= 1.45 && wall < 15.0, "{query}: {secs} s, {wall} s");
+        r
+    };
+    // q1: every bid converted (counted without --out), no latency (no
+    // windows).
+    let r = paced("q1", &[]);
+    assert_eq!(r["rows"].as_u64(), Some(450_000 / 50 * 46), "{r}");
+    assert!(r["latency_ms"].is_null(), "{r}");
+    // q7: one row per window at least, each with a latency; windows are
+    // wall-clock ms.
+    let out = dir.join("q7.csv");
+    let r = paced("q7", &["--out", out.to_str().unwrap()]);
+    let l = &r["latency_ms"];
+    assert!(l["samples"].as_u64().unwrap() >= 14, "{r}");
+    assert!(l["p99_ms"].as_u64().unwrap() < 10_000, "{r}");
+    let text = std::fs::read_to_string(&out).unwrap();
+    let starts: std::collections::BTreeSet<u64> = text
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').next().unwrap().parse().unwrap())
+        .collect();
+    let span = starts.last().unwrap() + 100 - starts.first().unwrap();
+    assert!((1_200..=1_600).contains(&span), "{starts:?}");
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    assert!(
+        now.abs_diff(*starts.first().unwrap()) < 60_000,
+        "{starts:?} vs {now}"
+    );
+    // q5 and q8 (the join reads the paced stream twice, at the same times).
+    for (q, extra) in [("q5", &["--slide-ms", "50"][..]), ("q8", &[][..])] {
+        let r = paced(q, extra);
+        assert!(r["latency_ms"]["samples"].as_u64().unwrap() > 0, "{q}: {r}");
+    }
+    // Pacing applies to the generator only.
+    let input = dir.join("in.json");
+    std::fs::write(&input, "").unwrap();
+    let o = air(&[
+        "run",
+        "nexmark",
+        "--query",
+        "q7",
+        "--rate",
+        "1000",
+        "--input",
+        input.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("not to --input files"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}

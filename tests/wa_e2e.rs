@@ -255,3 +255,98 @@ fn overload_is_absorbed_by_backpressure_with_bounded_memory_and_exact_results() 
         rss >> 20
     );
 }
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+}
+
+#[test]
+fn paced_wa_reports_input_lag_and_latency_and_counts_every_event() {
+    let dir = common::tmpdir("wa", "paced");
+    let (out, rep) = (dir.join("o.csv"), dir.join("r.json"));
+    let t0 = now_ms();
+    let started = std::time::Instant::now();
+    let o = air(&[
+        "run",
+        "wa",
+        "--rate",
+        "400000",
+        "--duration",
+        "1.5",
+        "--workers",
+        "2",
+        "--window-ms",
+        "100",
+        "--no-pin",
+        "--out",
+        out.to_str().unwrap(),
+        "--report",
+        rep.to_str().unwrap(),
+    ]);
+    let wall = started.elapsed().as_secs_f64();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(stdout.contains("input lag"), "{stdout}");
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&rep).unwrap()).unwrap();
+    // Every event the pacers allowed (200 000/s per worker for 1.5 s) was
+    // generated, and every one is counted in exactly one row.
+    let events = r["events"].as_u64().unwrap();
+    assert_eq!(events, 600_000, "{r}");
+    let t = results(&out);
+    assert_eq!(t.values().map(|v| v.0).sum::<u64>(), events);
+    let per_worker: Vec<&serde_json::Value> = r["per_worker"].as_array().unwrap().iter().collect();
+    assert_eq!(
+        per_worker
+            .iter()
+            .map(|w| w["events"].as_u64().unwrap())
+            .sum::<u64>(),
+        events
+    );
+    // Input lag, whole job and per worker.
+    let lag = r["input_lag_max_ms"].as_f64().expect("input lag");
+    assert!((0.0..1e4).contains(&lag), "{r}");
+    for w in &per_worker {
+        assert!(w["input_lag_max_ms"].as_f64().unwrap() <= lag, "{w}");
+    }
+    // Latency of every row; event times are wall-clock due times.
+    let l = &r["latency_ms"];
+    assert_eq!(l["samples"].as_u64(), Some(t.len() as u64), "{r}");
+    assert!(l["p99_ms"].as_u64().unwrap() < 10_000, "{r}");
+    let first = t.keys().next().unwrap().0;
+    let last = t.keys().last().unwrap().0;
+    assert!(first + 100 >= t0 && first <= t0 + 5_000, "{first} vs {t0}");
+    assert!(
+        (1_200..=1_600).contains(&(last + 100 - first)),
+        "{first}..{last}"
+    );
+    // The duration is respected (a loaded machine may run a little longer).
+    let secs = r["elapsed_s"].as_f64().unwrap();
+    assert!(
+        secs >= 1.45 && secs < wall + 0.1 && wall < 15.0,
+        "{secs} s, {wall} s"
+    );
+    assert_eq!(r["params"]["rate"], 400_000);
+
+    // Pacing options that cannot work are refused.
+    for (args, msg) in [
+        (&["--duration", "1"][..], "--rate"),
+        (
+            &["--rate", "1000", "--events-per-s", "5"][..],
+            "cannot be used with",
+        ),
+        (
+            &["--rate", "1", "--workers", "2"][..],
+            "below one event per second",
+        ),
+        (&["--rate", "1000", "--duration", "0"][..], "--duration 0"),
+    ] {
+        let o = air(&[&["run", "wa"][..], args].concat());
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains(msg), "{args:?}: {err}");
+    }
+}

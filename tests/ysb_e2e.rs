@@ -764,3 +764,93 @@ fn sustainable_search_brackets_the_highest_rate_that_keeps_up() {
         assert!(stderr(&o).contains(msg), "{args:?}: {}", stderr(&o));
     }
 }
+
+#[test]
+fn sustainable_search_probes_wa_and_nexmark_queries() {
+    let dir = tmpdir("sustainable-query");
+    let (csv, rep) = (dir.join("p.csv"), dir.join("s.json"));
+    let search = |query: &str| -> (Output, Value) {
+        let o = air(&[
+            "bench",
+            "ysb",
+            "--sustainable",
+            "--query",
+            query,
+            "--rate",
+            "1000000",
+            "--duration",
+            "1",
+            "--window-ms",
+            "100",
+            "--max-lag-ms",
+            "100",
+            "--precision",
+            "0.5",
+            "--workers",
+            "2",
+            "--no-pin",
+            "--csv",
+            csv.to_str().unwrap(),
+            "--report",
+            rep.to_str().unwrap(),
+        ]);
+        assert!(o.status.success(), "{query}: {}", stderr(&o));
+        (o, report(&rep))
+    };
+    // WA: judged on input lag and p99 latency.
+    let (o, r) = search("wa");
+    assert_eq!(r["query"], "wa");
+    assert_eq!(r["latency_judged"], true);
+    let best = r["sustainable_rate"].as_u64().unwrap();
+    assert!(best > 0, "{r}");
+    for p in r["probes"].as_array().unwrap() {
+        let broke = p["input_lag_max_ms"].as_f64().unwrap() > 100.0
+            || p["p99_ms"].as_u64().expect("a latency") > 1000;
+        assert_eq!(p["keeps_up"] == false, broke, "{p}");
+    }
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.starts_with("sustainable WA: "), "{out}");
+    let text = std::fs::read_to_string(&csv).unwrap();
+    assert!(text.lines().next().unwrap().ends_with(",query"), "{text}");
+    assert!(text.lines().skip(1).all(|l| l.ends_with(",wa")), "{text}");
+
+    // q1 has no windowed output: no latency, judged on input lag alone.
+    let (o, r) = search("q1");
+    assert_eq!(r["query"], "nexmark-q1");
+    assert_eq!(r["latency_judged"], false);
+    assert!(r["sustainable_rate"].as_u64().unwrap() > 0, "{r}");
+    for p in r["probes"].as_array().unwrap() {
+        assert!(p["p99_ms"].is_null(), "{p}");
+        let broke = p["input_lag_max_ms"].as_f64().unwrap() > 100.0;
+        assert_eq!(p["keeps_up"] == false, broke, "{p}");
+    }
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("judged on input lag alone"), "{out}");
+
+    // A query it does not know, and options of another query, are refused.
+    for (args, msg) in [
+        (&["--query", "q3"][..], "invalid value 'q3' for '--query"),
+        (
+            &["--query", "ysb", "--keys", "10"][..],
+            "--keys applies to --query wa",
+        ),
+        (
+            &["--query", "q7", "--slide-ms", "10"][..],
+            "--slide-ms applies to --query q5",
+        ),
+        (
+            &["--query", "wa", "--max-delay-ms", "5"][..],
+            "--max-delay-ms",
+        ),
+    ] {
+        let o = air(&[&["bench", "ysb", "--sustainable"][..], args].concat());
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        assert!(stderr(&o).contains(msg), "{args:?}: {}", stderr(&o));
+    }
+    let o = air(&["bench", "ysb", "--sustainable", "--query", "q3"]);
+    assert!(
+        stderr(&o).contains("possible values: ysb, wa, q1, q2, q5, q7, q8"),
+        "{}",
+        stderr(&o)
+    );
+}

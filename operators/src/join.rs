@@ -919,6 +919,8 @@ pub struct JoinJobOutput<L, R, SL, SR> {
     pub placement: Vec<air_runtime::WorkerPlacement>,
     /// Latency over all pairs, merged across workers (ms).
     pub latency: LatencySummary,
+    /// The merged latency histogram (ms), to merge further (across ranks).
+    pub latency_hist: Histogram<u64>,
     /// Windows still open when the job ended (a stop by SIGINT/SIGTERM:
     /// some worker had not read past their end); their pairs are not in
     /// `results` (the window is incomplete). 0 for a job that read its
@@ -1000,6 +1002,7 @@ where
         channels,
         placement,
         latency: LatencySummary::of(&hist),
+        latency_hist: hist,
         unfired_windows,
         elapsed,
     })

@@ -17,12 +17,13 @@
 //! late: dropped and counted.
 
 use crate::join::JoinPayload;
-use crate::stream::{Pipe, Source, SourcePoll};
+use crate::stream::{now_ms, Pipe, Source, SourcePoll};
 use crate::window::mix64;
 use air_runtime::{
     ChannelMetrics, Downstream, Emitter, ExchangeData, JobConfig, Progress, RuntimeError, Upstream,
     WorkerInfo,
 };
+use hdrhistogram::Histogram;
 use rkyv::{Archive, Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -215,6 +216,14 @@ pub struct TopDownstream<T> {
     fired_wm: u64,
     /// Windows fired, in firing order.
     pub results: Vec<TopResult<T>>,
+    /// Latency of every result record, ms: emit time − the window's last
+    /// millisecond (`end − 1`, the newest event time the window can hold).
+    /// Partials carry only the top records, so the newest event actually in
+    /// the window is not known here: this is the YSB definition (emit time −
+    /// newest event in the window) when the window's last millisecond holds
+    /// a record — as at any paced rate of a few thousand records/s — and a
+    /// lower bound of it otherwise. Meaningful for wall-clock event times.
+    pub latency: Histogram<u64>,
     /// Partials that arrived after their window fired (0 unless the
     /// watermark protocol is broken).
     pub late_partials: u64,
@@ -228,6 +237,7 @@ impl<T> TopDownstream<T> {
             table: Table::new(),
             fired_wm: 0,
             results: Vec::new(),
+            latency: air_runtime::metrics::latency_histogram(),
             late_partials: 0,
         }
     }
@@ -256,11 +266,17 @@ where
 
     fn on_watermark(&mut self, wm: u64) {
         self.fired_wm = wm;
+        let mut now = None;
         while let Some((&start, _)) = self.table.first_key_value() {
             if start.saturating_add(self.size_ms) > wm {
                 break;
             }
             let (score, items) = self.table.remove(&start).unwrap_or_default();
+            let now = *now.get_or_insert_with(now_ms);
+            let newest = start.saturating_add(self.size_ms - 1);
+            let _ = self
+                .latency
+                .record_n(now.saturating_sub(newest), items.len() as u64);
             self.results.push(TopResult {
                 window_start: start,
                 score,
@@ -285,6 +301,9 @@ pub struct TopJobOutput<T, S> {
     pub placement: Vec<air_runtime::WorkerPlacement>,
     /// Partials that arrived after their window fired (must be 0).
     pub late_partials: u64,
+    /// Latency of every result record, merged across workers (ms; see
+    /// [`TopDownstream::latency`]).
+    pub latency_hist: Histogram<u64>,
     /// Windows not fired when the job ended (a stop by SIGINT/SIGTERM: some
     /// worker had not read past their end); 0 for a job that read its whole
     /// input.
@@ -318,6 +337,7 @@ where
         channels: Vec::new(),
         placement: Vec::new(),
         late_partials: 0,
+        latency_hist: air_runtime::metrics::latency_histogram(),
         unfired_windows: 0,
         elapsed: Duration::ZERO,
     };
@@ -325,6 +345,7 @@ where
         out.unfired_windows += o.downstream.table.len() as u64;
         out.results.extend(o.downstream.results);
         out.late_partials += o.downstream.late_partials;
+        let _ = out.latency_hist.add(&o.downstream.latency);
         out.upstream.push(o.upstream.counters);
         out.sources.push(o.upstream.source);
         out.channels.push(o.channels);

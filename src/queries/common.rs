@@ -126,6 +126,101 @@ impl RuntimeArgs {
     }
 }
 
+/// Wall-clock pacing of a generator (`air run wa|nexmark --rate R
+/// [--duration S]`; YSB has its own `--rate`).
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct PaceArgs {
+    /// Pace the generator by the wall clock at this many events/s (whole
+    /// job) and stamp every event with its wall-clock due time (ms since the
+    /// Unix epoch), so latency (emit time − newest event in the window) is
+    /// meaningful; the report gets the latency percentiles and
+    /// `input_lag_max_ms` (how far behind this schedule the generators
+    /// fell). Without it the generator runs as fast as the job takes it,
+    /// with deterministic event times (--events-per-s).
+    #[arg(long, value_name = "EVENTS_PER_S", conflicts_with = "events_per_s")]
+    pub rate: Option<u64>,
+    /// With --rate: generate for this many seconds (rate × seconds events,
+    /// unless --events ends the stream first); a job that cannot keep up
+    /// runs longer rather than drop events.
+    #[arg(long, value_name = "S", requires = "rate")]
+    pub duration: Option<f64>,
+}
+
+/// The start of a paced job: one instant, read with the wall clock.
+#[derive(Clone, Copy, Debug)]
+pub struct PaceStart {
+    /// The pacers' start (shared by every worker of this rank).
+    pub at: std::time::Instant,
+    /// The wall clock at `at`, ms since the Unix epoch: event time of the
+    /// first event.
+    pub wall_ms: u64,
+}
+
+impl PaceArgs {
+    /// Whether the generator is paced (`--rate`).
+    pub fn paced(&self) -> bool {
+        self.rate.is_some()
+    }
+
+    /// Checks the options for a job of `workers` workers (all ranks).
+    ///
+    /// # Errors
+    /// A rate below one event/s per worker, a duration that is not a
+    /// positive number of seconds.
+    pub fn validate(&self, workers: u64) -> Result<(), CliError> {
+        if let Some(r) = self.rate {
+            if r < workers {
+                return Err(CliError::BadInput(format!(
+                    "--rate {r} is below one event per second per worker ({workers} workers in                      the job)"
+                )));
+            }
+        }
+        if let Some(d) = self.duration {
+            if !d.is_finite() || d <= 0.0 || d > 1e9 {
+                return Err(CliError::BadInput(format!(
+                    "--duration {d}: expected a positive number of seconds"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// The start of a paced job, now (`None` unless paced).
+    pub fn start(&self) -> Option<PaceStart> {
+        self.paced().then(|| PaceStart {
+            at: std::time::Instant::now(),
+            wall_ms: air_operators::stream::now_ms(),
+        })
+    }
+
+    /// Worker `index` of `workers`' pacer for a job started at `start`.
+    pub fn pacer(
+        &self,
+        start: &PaceStart,
+        index: usize,
+        workers: usize,
+    ) -> air_operators::sources::pace::Pacer {
+        air_operators::sources::pace::Pacer::new(
+            start.at,
+            self.rate,
+            self.duration.map(Duration::from_secs_f64),
+            index,
+            workers,
+        )
+    }
+
+    /// The event budget of the whole job given `--events` (`given`) and its
+    /// default: with `--duration` and no `--events`, unbounded (`None`; the
+    /// pacer ends the stream).
+    pub fn events(&self, given: Option<u64>, default: u64) -> Option<u64> {
+        match (given, self.duration) {
+            (Some(n), _) => Some(n),
+            (None, Some(_)) => None,
+            (None, None) => Some(default),
+        }
+    }
+}
+
 /// An error of `air`: bad input exits with code 2, anything else with 1.
 #[derive(Debug)]
 pub enum CliError {

@@ -37,6 +37,12 @@ pub struct WorkerFigures {
     pub events: u64,
     /// Late records (older than the watermark), dropped and counted.
     pub late_records: u64,
+    /// Largest input lag of its paced generator, ms: how far behind its
+    /// `--rate` schedule it fell, measured after each batch as now − the
+    /// due time of its next event (`null` unless paced). A job that keeps up
+    /// stays near 0; one that cannot grows it without bound.
+    #[serde(default)]
+    pub input_lag_max_ms: Option<f64>,
     /// Channel counters.
     pub channels: air_runtime::ChannelMetrics,
 }
@@ -104,8 +110,12 @@ pub struct Report {
     /// Result rows (counted, also when not collected).
     pub rows: u64,
     /// Latency, ms: emit time − newest event time in the window; `null`
-    /// when event times are not wall-clock times.
+    /// when event times are not wall-clock times (no `--rate`) or the query
+    /// has no windowed output (NEXMark q1, q2).
     pub latency_ms: Option<air_runtime::LatencySummary>,
+    /// Largest input lag of any worker's paced generator, ms (see
+    /// [`WorkerFigures::input_lag_max_ms`]; `null` unless `--rate`).
+    pub input_lag_max_ms: Option<f64>,
     /// The query's own settings (window sizes, keys, …).
     pub params: serde_json::Value,
     /// Query-specific counters, summed over ranks.
@@ -159,7 +169,9 @@ pub trait Query: Sync {
     fn inputs(&self) -> Vec<PathBuf> {
         Vec::new()
     }
-    /// Whether event times are wall-clock times (latency is meaningful).
+    /// Whether event times are wall-clock times and the query's rows carry
+    /// a latency (emit time − newest event time): then the report has
+    /// latency percentiles.
     fn wallclock(&self) -> bool;
     /// Settings for the report.
     fn params(&self) -> serde_json::Value;
@@ -201,6 +213,7 @@ pub fn worker_figures<S, P>(
             placement: out.placement[i].clone(),
             events: out.upstream[i].source_records,
             late_records: out.upstream[i].late_records,
+            input_lag_max_ms: None,
             channels: out.channels[i].clone(),
         })
         .collect()
@@ -208,6 +221,15 @@ pub fn worker_figures<S, P>(
 
 /// Runs `q`: every rank runs its share; rank 0 merges and writes.
 pub fn main<Q: Query>(q: &Q, dist: &Dist) -> Result<(), CliError> {
+    run(q, dist, true).map(|_| ())
+}
+
+/// Runs `q` as [`main`] does; `print`: the summary on the terminal. Returns
+/// the merged report at rank 0 (`None` on the other ranks).
+///
+/// # Errors
+/// As [`main`]: bad options or input, a failed job (every rank agrees).
+pub fn run<Q: Query>(q: &Q, dist: &Dist, print: bool) -> Result<Option<Report>, CliError> {
     let root = dist.is_root();
     let out = q.output();
     let open = |p: &Path| {
@@ -296,7 +318,7 @@ pub fn main<Q: Query>(q: &Q, dist: &Dist) -> Result<(), CliError> {
         let bytes = serde_json::to_vec(&part)?;
         let Some(parts) = dist.gather(bytes)? else {
             return match dist.agree_exit_code(0) {
-                0 => Ok(()),
+                0 => Ok(None),
                 c => Err(CliError::Quiet(c)),
             };
         };
@@ -320,10 +342,12 @@ pub fn main<Q: Query>(q: &Q, dist: &Dist) -> Result<(), CliError> {
     if let Some(f) = report_file {
         serde_json::to_writer_pretty(std::io::BufWriter::new(f), &report)?;
     }
-    print_summary(&report)?;
+    if print {
+        print_summary(&report)?;
+    }
     match input_error {
         Some(e) => Err(CliError::BadInput(e)),
-        None => Ok(()),
+        None => Ok(Some(report)),
     }
 }
 
@@ -390,6 +414,10 @@ fn merge<Q: Query>(
         latency_ms: q
             .wallclock()
             .then(|| air_runtime::LatencySummary::of(&hist)),
+        input_lag_max_ms: per_worker
+            .iter()
+            .filter_map(|p| p.input_lag_max_ms)
+            .reduce(f64::max),
         params: q.params(),
         counters,
         stopped,
@@ -452,6 +480,12 @@ fn print_summary(r: &Report) -> std::io::Result<()> {
             out,
             "  latency (emit - newest event in window): p50 {} ms, p95 {} ms, p99 {} ms, max {} ms",
             l.p50_ms, l.p95_ms, l.p99_ms, l.max_ms
+        )?;
+    }
+    if let Some(lag) = r.input_lag_max_ms {
+        writeln!(
+            out,
+            "  input lag (generator behind its --rate schedule): max {lag:.1} ms"
         )?;
     }
     Ok(())

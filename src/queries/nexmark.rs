@@ -15,8 +15,15 @@
 //! file's) `dateTime`, ms. Q5's last step (the top auction per window) runs
 //! at rank 0 over every rank's per-auction counts; the counts themselves
 //! are computed where the auctions are owned.
+//!
+//! With `--rate R [--duration S]` the generator is paced by the wall clock
+//! ([`air_operators::sources::pace`]) and every event is stamped with its
+//! wall-clock due time: the report has the generators' input lag and, for
+//! the windowed queries (q5, q7, q8), latency percentiles (q7's latency is
+//! measured from the window's last millisecond, see
+//! [`air_operators::top::TopDownstream::latency`]).
 
-use super::common::{CliError, RuntimeArgs};
+use super::common::{CliError, PaceArgs, PaceStart, RuntimeArgs};
 use super::dist::Dist;
 use super::driver::{OutputArgs, Query, RankPart, WorkerFigures};
 use air_operators::join::{run_join_job, JoinOptions, JoinSide};
@@ -24,6 +31,7 @@ use air_operators::sources::nexmark::{
     Auction, Bid, NexEvent, NexmarkConfig, NexmarkFileReader, NexmarkGenerator, OnBadRecord,
     Person, ReaderOptions,
 };
+use air_operators::sources::pace::PacedSource;
 use air_operators::stream::{
     run_window_job_firing, Fire, Pipe, Source, SourcePoll, Stream, WindowOptions,
 };
@@ -63,7 +71,8 @@ pub enum BadRecord {
 #[derive(clap::Args, Debug, Clone)]
 pub struct NexGenArgs {
     /// Events in the stream (all workers) [default: 100000000 for
-    /// `air run nexmark`, 1000000 for `air gen nexmark`].
+    /// `air run nexmark`, 1000000 for `air gen nexmark`; with `air run
+    /// nexmark --rate R --duration S`: R × S].
     #[arg(long)]
     pub events: Option<u64>,
     /// Event-time rate: events per second of event time (the generator's
@@ -95,6 +104,10 @@ pub struct NexmarkArgs {
     /// Generator options (default 100 000 000 events).
     #[command(flatten)]
     pub gen: NexGenArgs,
+    /// Wall-clock pacing of the generator (`--rate`, `--duration`); q1 and
+    /// q2 have no windowed output, hence no latency, only the input lag.
+    #[command(flatten)]
+    pub pace: PaceArgs,
     /// Read events from these JSON-lines files (`air gen nexmark`'s format)
     /// instead of the generator; each file is split by byte range across
     /// the workers.
@@ -210,6 +223,9 @@ type Piece = (PathBuf, Range<u64>);
 pub enum NexSource {
     /// The generator.
     Gen(NexmarkGenerator),
+    /// The generator paced by the wall clock (`--rate`), events stamped
+    /// with their due times.
+    Paced(PacedSource<NexmarkGenerator>),
     /// Input files.
     Files {
         /// (file, byte range) still to read, in order.
@@ -240,6 +256,7 @@ impl Source for NexSource {
                     SourcePoll::Ready
                 }
             }
+            NexSource::Paced(p) => p.poll(buf, max),
             NexSource::Files {
                 pieces,
                 current,
@@ -287,7 +304,7 @@ impl NexSource {
     fn error(&self) -> Option<&str> {
         match self {
             NexSource::Files { error, .. } => error.as_deref(),
-            NexSource::Gen(_) => None,
+            NexSource::Gen(_) | NexSource::Paced(_) => None,
         }
     }
     fn skipped(&self) -> u64 {
@@ -295,7 +312,14 @@ impl NexSource {
             NexSource::Files {
                 skipped, current, ..
             } => skipped + current.as_ref().map_or(0, |r| r.skipped()),
-            NexSource::Gen(_) => 0,
+            NexSource::Gen(_) | NexSource::Paced(_) => 0,
+        }
+    }
+    /// Largest input lag of a paced source, ms (`None` unless paced).
+    fn input_lag_max_ms(&self) -> Option<f64> {
+        match self {
+            NexSource::Paced(p) => p.input_lag_max_ms(),
+            _ => None,
         }
     }
 }
@@ -393,14 +417,16 @@ impl NexmarkArgs {
 
 /// The sources of every worker of this rank, built on demand by worker
 /// index (each taken once).
-struct Sources {
+struct Sources<'a> {
     gen: NexmarkConfig,
     pieces: std::sync::Mutex<Vec<Vec<Piece>>>,
     files: bool,
     opts: ReaderOptions,
+    /// Pacing and the paced job's start (`--rate`).
+    paced: Option<(&'a PaceArgs, PaceStart)>,
 }
 
-impl Sources {
+impl Sources<'_> {
     /// Worker `index` of `workers`' source; `copy` (0 or 1) asks for a
     /// second, independent source over the same shard (the join's two
     /// sides read the stream twice).
@@ -419,6 +445,20 @@ impl Sources {
                 error: None,
                 skipped: 0,
             }
+        } else if let Some((pace, at)) = &self.paced {
+            // Event times follow this worker's schedule, from the wall
+            // clock at the start (see `Pacer::interleaved_event_rate`); both
+            // sides of q8 read the same events at the same times.
+            let pacer = pace.pacer(at, index, workers);
+            let cfg = NexmarkConfig {
+                events_per_s: pacer.interleaved_event_rate(workers).unwrap_or(1.0),
+                base_time_ms: at.wall_ms,
+                ..self.gen
+            };
+            NexSource::Paced(PacedSource::new(
+                NexmarkGenerator::new(&cfg, index, workers),
+                pacer,
+            ))
         } else {
             NexSource::Gen(NexmarkGenerator::new(&self.gen, index, workers))
         }
@@ -432,6 +472,7 @@ fn figures(
     channels: &[air_runtime::ChannelMetrics],
     events: &[u64],
     late: &[u64],
+    lags: &[Option<f64>],
 ) -> Vec<WorkerFigures> {
     let w = placement.len();
     (0..w)
@@ -441,6 +482,7 @@ fn figures(
             placement: placement[i].clone(),
             events: events[i],
             late_records: late[i],
+            input_lag_max_ms: lags[i],
             channels: channels[i].clone(),
         })
         .collect()
@@ -470,9 +512,16 @@ impl Query for NexmarkArgs {
     fn output(&self) -> &OutputArgs {
         &self.output
     }
-    fn validate(&self, _ranks: usize) -> Result<(), CliError> {
+    fn validate(&self, ranks: usize) -> Result<(), CliError> {
         let bad = |m: String| Err(CliError::BadInput(m));
         super::ysb::check_runtime(&self.runtime)?;
+        self.pace
+            .validate((self.runtime.job_config().workers * ranks) as u64)?;
+        if self.files() && self.pace.paced() {
+            return bad(
+                "--rate and --duration apply to the generator, not to --input files".into(),
+            );
+        }
         self.gen
             .config(1)
             .validate()
@@ -505,7 +554,11 @@ impl Query for NexmarkArgs {
                     .sum();
                 bytes / 60
             } else {
-                self.gen.events.unwrap_or(DEFAULT_EVENTS)
+                let paced = self.pace.rate.zip(self.pace.duration);
+                self.pace
+                    .events(self.gen.events, DEFAULT_EVENTS)
+                    .or(paced.map(|(r, d)| (r as f64 * d) as u64))
+                    .unwrap_or(DEFAULT_EVENTS)
             };
             let rows = if self.query == NexQuery::Q1 {
                 events
@@ -547,11 +600,24 @@ impl Query for NexmarkArgs {
         let mut cfg = self.runtime.job_config();
         dist.configure(&mut cfg, self.runtime.force_network);
         let total = cfg.workers * dist.ranks();
+        let mut gen = self.gen.config(DEFAULT_EVENTS);
+        gen.events = self.pace.events(self.gen.events, DEFAULT_EVENTS);
         let sources = Sources {
-            gen: self.gen.config(DEFAULT_EVENTS),
+            gen,
             pieces: std::sync::Mutex::new(self.pieces(total)?),
             files: self.files(),
             opts: self.reader_options(),
+            paced: self.pace.start().map(|at| (&self.pace, at)),
+        };
+        let lags = |s: &mut dyn Iterator<Item = &NexSource>| -> Vec<Option<f64>> {
+            s.map(NexSource::input_lag_max_ms).collect()
+        };
+        let latency = |h: &air_runtime::metrics::Histogram<u64>| {
+            if self.pace.paced() {
+                air_runtime::metrics::histogram_pairs(h)
+            } else {
+                Vec::new()
+            }
         };
         let start = Instant::now();
         let rt = |e: air_runtime::RuntimeError| CliError::Other(e.into());
@@ -612,6 +678,7 @@ impl Query for NexmarkArgs {
                         &out.channels,
                         &events,
                         &vec![0; events.len()],
+                        &lags(&mut out.sources.iter()),
                     ),
                     latency: Vec::new(),
                     elapsed_s: out.elapsed.as_secs_f64(),
@@ -649,10 +716,14 @@ impl Query for NexmarkArgs {
                         bids: r.state.count,
                     })
                     .collect();
+                let mut per_worker = super::driver::worker_figures(&out, dist);
+                for (f, lag) in per_worker.iter_mut().zip(lags(&mut out.sources.iter())) {
+                    f.input_lag_max_ms = lag;
+                }
                 RankPart {
                     rows: q5_top(&counts),
-                    per_worker: super::driver::worker_figures(&out, dist),
-                    latency: Vec::new(),
+                    per_worker,
+                    latency: latency(&out.latency_hist),
                     elapsed_s: out.elapsed.as_secs_f64(),
                     late_partials: out.late_partials,
                     input_error,
@@ -694,8 +765,15 @@ impl Query for NexmarkArgs {
                 let (input_error, skipped) = input_outcome(out.sources.iter());
                 RankPart {
                     rows,
-                    per_worker: figures(dist, &out.placement, &out.channels, &events, &late),
-                    latency: Vec::new(),
+                    per_worker: figures(
+                        dist,
+                        &out.placement,
+                        &out.channels,
+                        &events,
+                        &late,
+                        &lags(&mut out.sources.iter()),
+                    ),
+                    latency: latency(&out.latency_hist),
                     elapsed_s: out.elapsed.as_secs_f64(),
                     late_partials: out.late_partials,
                     input_error,
@@ -762,10 +840,29 @@ impl Query for NexmarkArgs {
                     .collect();
                 let (input_error, skipped) =
                     input_outcome(out.sources.iter().flat_map(|(l, r)| [l, r]));
+                // Both sides read the same paced events: the worker's lag is
+                // the larger of the two.
+                let side_lags: Vec<Option<f64>> = out
+                    .sources
+                    .iter()
+                    .map(|(l, r)| {
+                        l.input_lag_max_ms()
+                            .into_iter()
+                            .chain(r.input_lag_max_ms())
+                            .reduce(f64::max)
+                    })
+                    .collect();
                 RankPart {
                     rows,
-                    per_worker: figures(dist, &out.placement, &out.channels, &events, &late),
-                    latency: Vec::new(),
+                    per_worker: figures(
+                        dist,
+                        &out.placement,
+                        &out.channels,
+                        &events,
+                        &late,
+                        &side_lags,
+                    ),
+                    latency: latency(&out.latency_hist),
                     elapsed_s: out.elapsed.as_secs_f64(),
                     late_partials: 0,
                     input_error,
@@ -882,7 +979,8 @@ impl Query for NexmarkArgs {
     }
 
     fn wallclock(&self) -> bool {
-        false
+        // q1 and q2 have no windowed output: no latency.
+        self.pace.paced() && !matches!(self.query, NexQuery::Q1 | NexQuery::Q2)
     }
 
     fn params(&self) -> serde_json::Value {
@@ -891,7 +989,10 @@ impl Query for NexmarkArgs {
             "window_ms": self.window_ms,
             "slide_ms": (self.query == NexQuery::Q5).then_some(self.slide_ms),
             "seed": (!self.files()).then_some(self.gen.seed),
-            "events_per_s_event_time": (!self.files()).then_some(self.gen.events_per_s),
+            "events_per_s_event_time": (!self.files() && !self.pace.paced())
+                .then_some(self.gen.events_per_s),
+            "rate": self.pace.rate,
+            "duration_s": self.pace.duration,
             "max_delay_ms": self.max_delay_ms,
         })
     }

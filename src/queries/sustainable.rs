@@ -1,25 +1,106 @@
-//! `air bench ysb --sustainable`: the highest generator rate the job keeps
+//! `air bench ysb --sustainable`: the highest generator rate a job keeps
 //! up with — the "sustainable throughput" of the AIR paper and of the
 //! stream-benchmarking literature (Karimov et al., "Benchmarking Distributed
 //! Stream Data Processing Systems", ICDE 2018): the input lag stays bounded
 //! and the latency stays under a bound for a steady period.
 //!
-//! Each probe is a whole `air run ysb --rate R --duration D` (wall-clock
-//! event times) in this process (and, under `mpirun`, in every rank, rank 0
-//! deciding). A probe keeps up when its generator's input lag (how far behind
-//! its `--rate` schedule it fell, [`super::ysb::WorkerReport::input_lag_max_ms`])
-//! stays <= `--max-lag-ms` and its p99 latency (emit time − newest event in
-//! the window, the YSB definition) is <= `--max-p99-ms`. The search doubles
-//! the rate from `--rate` until a probe falls behind (halves it if the first
-//! does), then bisects until the bracket is within `--precision`.
+//! The job is YSB by default, or any query with a paced generator
+//! (`--query wa|q1|q2|q5|q7|q8`). Each probe is a whole `air run QUERY
+//! --rate R --duration D` (wall-clock event times: every event stamped when
+//! it is due) in this process (and, under `mpirun`, in every rank, rank 0
+//! deciding). A probe keeps up when its generators' input lag (how far
+//! behind their `--rate` schedule they fell,
+//! [`super::driver::WorkerFigures::input_lag_max_ms`]) stays <=
+//! `--max-lag-ms` and its p99 latency (emit time − newest event in the
+//! window, the YSB definition) is <= `--max-p99-ms`; a query with no
+//! windowed output (NEXMark q1, q2) has no latency and is judged on the
+//! input lag alone. The search doubles the rate from `--rate` until a probe
+//! falls behind (halves it if the first does), then bisects until the
+//! bracket is within `--precision`.
 
-use super::common::{thousands, CliError};
+use super::common::{thousands, CliError, PaceArgs};
 use super::dist::Dist;
-use super::ysb::{YsbArgs, YsbReport};
+use super::driver::{OutputArgs, Query};
+use super::nexmark::{NexGenArgs, NexQuery, NexmarkArgs};
+use super::wa::{WaArgs, WaGenArgs};
+use super::ysb::YsbArgs;
+use air_runtime::LatencySummary;
 use serde::Serialize;
 use std::io::Write;
 use std::path::PathBuf;
 use std::time::Instant;
+
+/// The queries `air bench ysb --sustainable --query` probes.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SustainableQuery {
+    /// The Yahoo Streaming Benchmark (`air run ysb`).
+    Ysb,
+    /// Windowed aggregation (`air run wa`).
+    Wa,
+    /// NEXMark q1, currency conversion: no windowed output, so no latency;
+    /// judged on input lag alone.
+    #[value(alias = "nexmark-q1")]
+    Q1,
+    /// NEXMark q2, selection: no windowed output, so no latency; judged on
+    /// input lag alone.
+    #[value(alias = "nexmark-q2")]
+    Q2,
+    /// NEXMark q5, hot items (sliding windows).
+    #[value(alias = "nexmark-q5")]
+    Q5,
+    /// NEXMark q7, highest bid (tumbling windows).
+    #[value(alias = "nexmark-q7")]
+    Q7,
+    /// NEXMark q8, new users (tumbling-window join).
+    #[value(alias = "nexmark-q8")]
+    Q8,
+}
+
+impl SustainableQuery {
+    /// The query's name in reports ("ysb", "wa", "nexmark-q5", …).
+    pub fn name(self) -> &'static str {
+        match self {
+            SustainableQuery::Ysb => "ysb",
+            SustainableQuery::Wa => "wa",
+            SustainableQuery::Q1 => "nexmark-q1",
+            SustainableQuery::Q2 => "nexmark-q2",
+            SustainableQuery::Q5 => "nexmark-q5",
+            SustainableQuery::Q7 => "nexmark-q7",
+            SustainableQuery::Q8 => "nexmark-q8",
+        }
+    }
+
+    /// The query's name in the printed table and the plot's title.
+    fn label(self) -> &'static str {
+        match self {
+            SustainableQuery::Ysb => "YSB",
+            SustainableQuery::Wa => "WA",
+            SustainableQuery::Q1 => "NEXMark q1",
+            SustainableQuery::Q2 => "NEXMark q2",
+            SustainableQuery::Q5 => "NEXMark q5",
+            SustainableQuery::Q7 => "NEXMark q7",
+            SustainableQuery::Q8 => "NEXMark q8",
+        }
+    }
+
+    /// The NEXMark query, if it is one.
+    fn nexmark(self) -> Option<NexQuery> {
+        match self {
+            SustainableQuery::Ysb | SustainableQuery::Wa => None,
+            SustainableQuery::Q1 => Some(NexQuery::Q1),
+            SustainableQuery::Q2 => Some(NexQuery::Q2),
+            SustainableQuery::Q5 => Some(NexQuery::Q5),
+            SustainableQuery::Q7 => Some(NexQuery::Q7),
+            SustainableQuery::Q8 => Some(NexQuery::Q8),
+        }
+    }
+
+    /// Whether its rows carry a latency (windowed output): false for
+    /// NEXMark q1 and q2, which are then judged on input lag alone.
+    pub fn has_latency(self) -> bool {
+        !matches!(self, SustainableQuery::Q1 | SustainableQuery::Q2)
+    }
+}
 
 /// `air bench ysb`.
 #[derive(clap::Args, Debug, Clone)]
@@ -27,7 +108,14 @@ pub struct BenchYsbArgs {
     /// Search for the sustainable rate (the only mode so far).
     #[arg(long, required = true)]
     pub sustainable: bool,
-    /// A probe keeps up only if its p99 latency is at most this, ms.
+    /// The job probed: ysb, wa, or the NEXMark query q1, q2, q5, q7 or q8
+    /// (each probe is `air run QUERY --rate R --duration D`). q1 and q2 have
+    /// no windowed output, hence no latency: their probes keep up on the
+    /// input lag alone (--max-p99-ms does not apply).
+    #[arg(long, value_enum, default_value_t = SustainableQuery::Ysb)]
+    pub query: SustainableQuery,
+    /// A probe keeps up only if its p99 latency is at most this, ms
+    /// (queries with windowed output).
     #[arg(long, default_value_t = 1000)]
     pub max_p99_ms: u64,
     /// A probe keeps up only if its generator never fell further behind its
@@ -45,10 +133,23 @@ pub struct BenchYsbArgs {
     /// probe, with the answer marked, as a PNG to this file.
     #[arg(long, value_name = "FILE.png")]
     pub plot: Option<PathBuf>,
-    /// The YSB job of each probe: `--rate` is the first rate probed
-    /// (default 10 000 000 events/s), `--duration` the seconds of each probe
-    /// (default 10); `--out`, `--input` and `--event-time synthetic` do not
-    /// apply; `--report` gets the search's JSON.
+    /// `--query wa`: distinct keys [default: 1000].
+    #[arg(long)]
+    pub keys: Option<u64>,
+    /// `--query wa`: Zipf-distributed keys with this exponent (uniform
+    /// without).
+    #[arg(long)]
+    pub zipf: Option<f64>,
+    /// `--query q5`: slide of the sliding window, ms [default: 2000].
+    #[arg(long)]
+    pub slide_ms: Option<u64>,
+    /// The job of each probe (YSB's options; for the other queries
+    /// `--workers`, `--window-ms`, `--seed`, `--shuffle` (wa),
+    /// `--max-delay-ms` (NEXMark) and the runtime options apply): `--rate`
+    /// is the first rate probed (default 10 000 000 events/s), `--duration`
+    /// the seconds of each probe (default 10); `--out`, `--input` and
+    /// `--event-time synthetic` do not apply; `--report` gets the search's
+    /// JSON.
     #[command(flatten)]
     pub ysb: YsbArgs,
 }
@@ -60,12 +161,13 @@ pub struct Probe {
     pub rate: u64,
     /// Events read per second over the run (whole job, setup included).
     pub events_per_s: f64,
-    /// Latency percentiles, ms (YSB definition).
-    pub p50_ms: u64,
-    /// 99th percentile, ms.
-    pub p99_ms: u64,
-    /// Maximum, ms.
-    pub max_ms: u64,
+    /// Latency percentiles, ms (YSB definition: emit time − newest event
+    /// in the window); `null` for a query without windowed output.
+    pub p50_ms: Option<u64>,
+    /// 99th percentile, ms (`null`: no latency).
+    pub p99_ms: Option<u64>,
+    /// Maximum, ms (`null`: no latency).
+    pub max_ms: Option<u64>,
     /// Largest input lag of any worker, ms.
     pub input_lag_max_ms: f64,
     /// CPU time of every rank (user + system) over the probe's wall time:
@@ -73,18 +175,23 @@ pub struct Probe {
     pub cpu_cores: f64,
     /// Largest peak resident set of any rank, bytes.
     pub peak_rss_bytes: u64,
-    /// Whether it kept up (lag and p99 within their bounds).
+    /// Whether it kept up (lag and, with latency, p99 within their bounds).
     pub keeps_up: bool,
 }
 
 /// The JSON of `air bench ysb --sustainable --report`.
 #[derive(Debug, Clone, Serialize)]
 pub struct SustainableReport {
+    /// The query probed ("ysb", "wa", "nexmark-q5", …).
+    pub query: &'static str,
     /// The highest rate that kept up, events/s (0: none did).
     pub sustainable_rate: u64,
     /// The probe at that rate.
     pub at_sustainable: Option<Probe>,
-    /// Bounds used.
+    /// Whether probes were judged on p99 latency too (false for a query
+    /// without windowed output, NEXMark q1 and q2: on input lag alone).
+    pub latency_judged: bool,
+    /// Bound on the p99 latency, ms.
     pub max_p99_ms: u64,
     /// Bound on the input lag, ms.
     pub max_lag_ms: f64,
@@ -111,32 +218,162 @@ fn cpu_seconds() -> f64 {
     t(ru.ru_utime) + t(ru.ru_stime)
 }
 
-/// Runs one probe at `rate` on every rank; rank 0 gets the report.
+/// The job of one probe.
+enum ProbeJob {
+    Ysb(Box<YsbArgs>),
+    Wa(Box<WaArgs>),
+    Nexmark(Box<NexmarkArgs>),
+}
+
+/// What rank 0 learns from one probe.
+struct Outcome {
+    events_per_s: f64,
+    latency: Option<LatencySummary>,
+    input_lag_max_ms: Option<f64>,
+    peak_rss_bytes: u64,
+    /// Workers per rank.
+    workers: usize,
+}
+
+/// The job of a probe at `rate` for `secs` seconds.
+fn probe_job(a: &BenchYsbArgs, rate: u64, secs: f64) -> ProbeJob {
+    let mut runtime = a.ysb.runtime.clone();
+    runtime.timeline = None;
+    let pace = PaceArgs {
+        rate: Some(rate),
+        duration: Some(secs),
+    };
+    match a.query {
+        SustainableQuery::Ysb => {
+            let mut ysb = a.ysb.clone();
+            ysb.rate = Some(rate);
+            ysb.duration = Some(secs);
+            ysb.events = None;
+            ysb.out = None;
+            ysb.report = None;
+            ysb.runtime = runtime;
+            ProbeJob::Ysb(Box::new(ysb))
+        }
+        SustainableQuery::Wa => ProbeJob::Wa(Box::new(WaArgs {
+            gen: WaGenArgs {
+                events: None,
+                keys: a.keys.unwrap_or(1000),
+                zipf: a.zipf,
+                events_per_s: 1_000_000.0,
+                seed: a.ysb.seed,
+            },
+            pace,
+            window_ms: a.ysb.window_ms,
+            shuffle: a.ysb.shuffle,
+            output: OutputArgs::default(),
+            runtime,
+        })),
+        q => ProbeJob::Nexmark(Box::new(NexmarkArgs {
+            query: q.nexmark().expect("a NEXMark query"),
+            gen: NexGenArgs {
+                events: None,
+                events_per_s: 10_000_000.0,
+                seed: a.ysb.seed,
+            },
+            pace,
+            input: Vec::new(),
+            on_bad_record: super::nexmark::BadRecord::Fail,
+            window_ms: a.ysb.window_ms,
+            slide_ms: a.slide_ms.unwrap_or(2_000),
+            max_delay_ms: a.ysb.max_delay_ms,
+            output: OutputArgs::default(),
+            runtime,
+        })),
+    }
+}
+
+/// Runs one probe at `rate` on every rank; rank 0 gets its outcome and the
+/// cores kept busy.
 fn probe(
     a: &BenchYsbArgs,
     rate: u64,
     secs: f64,
     dist: &Dist,
-) -> Result<Option<(YsbReport, f64)>, CliError> {
-    let mut ysb = a.ysb.clone();
-    ysb.rate = Some(rate);
-    ysb.duration = Some(secs);
-    ysb.events = None;
-    ysb.out = None;
-    ysb.report = None;
-    ysb.runtime.timeline = None;
+) -> Result<Option<(Outcome, f64)>, CliError> {
+    let job = probe_job(a, rate, secs);
     let (cpu0, t0) = (cpu_seconds(), Instant::now());
-    let report = super::ysb::run(&ysb, dist, false)?;
+    let outcome = match &job {
+        ProbeJob::Ysb(ysb) => super::ysb::run(ysb, dist, false)?.map(|r| Outcome {
+            events_per_s: r.events_per_s,
+            latency: r.latency_ms,
+            input_lag_max_ms: r.input_lag_max_ms,
+            peak_rss_bytes: r.peak_rss_bytes,
+            workers: r.workers / r.ranks.max(1),
+        }),
+        ProbeJob::Wa(q) => super::driver::run(q.as_ref(), dist, false)?.map(Outcome::of),
+        ProbeJob::Nexmark(q) => super::driver::run(q.as_ref(), dist, false)?.map(Outcome::of),
+    };
     let cpu_us = ((cpu_seconds() - cpu0) * 1e6) as u64;
     let cores = dist.all_sum(cpu_us) as f64 / 1e6 / t0.elapsed().as_secs_f64();
-    Ok(report.map(|r| (r, cores)))
+    Ok(outcome.map(|o| (o, cores)))
+}
+
+impl Outcome {
+    fn of(r: super::driver::Report) -> Outcome {
+        Outcome {
+            events_per_s: r.events_per_s,
+            latency: r.latency_ms,
+            input_lag_max_ms: r.input_lag_max_ms,
+            peak_rss_bytes: r.peak_rss_bytes,
+            workers: r.workers / r.ranks.max(1),
+        }
+    }
+}
+
+/// Refuses options that do not apply to the query probed.
+fn check_query_options(a: &BenchYsbArgs, ranks: usize) -> Result<(), CliError> {
+    let q = a.query;
+    let name = q.name();
+    let bad = |m: String| Err(CliError::BadInput(m));
+    if q != SustainableQuery::Wa {
+        for (flag, set) in [("--keys", a.keys.is_some()), ("--zipf", a.zipf.is_some())] {
+            if set {
+                return bad(format!("{flag} applies to --query wa, not to {name}"));
+            }
+        }
+    }
+    if q != SustainableQuery::Q5 && a.slide_ms.is_some() {
+        return bad(format!("--slide-ms applies to --query q5, not to {name}"));
+    }
+    if q == SustainableQuery::Ysb {
+        return Ok(());
+    }
+    for (flag, set) in [
+        ("--campaigns", a.ysb.campaigns.is_some()),
+        ("--latency-plot", a.ysb.latency_plot.is_some()),
+        ("--out-per-rank", a.ysb.out_per_rank),
+        (
+            "--max-delay-ms",
+            q == SustainableQuery::Wa && a.ysb.max_delay_ms != 0,
+        ),
+        ("--shuffle", q != SustainableQuery::Wa && a.ysb.shuffle),
+    ] {
+        if set {
+            return bad(format!("{flag} does not apply to --query {name}"));
+        }
+    }
+    // The probe's own checks (window sizes, keys, rate per worker), now
+    // rather than at the first probe.
+    let rate = a.ysb.rate.unwrap_or(10_000_000).max(1);
+    let secs = a.ysb.duration.unwrap_or(10.0);
+    match probe_job(a, rate, secs) {
+        ProbeJob::Ysb(_) => Ok(()),
+        ProbeJob::Wa(w) => w.validate(ranks),
+        ProbeJob::Nexmark(n) => n.validate(ranks),
+    }
 }
 
 /// `air bench ysb --sustainable`.
 ///
 /// # Errors
 /// Bad options (file input, synthetic event times, bounds that are not
-/// positive), a failed probe, or an unwritable `--csv`/`--report`.
+/// positive, options of another query), a failed probe, or an unwritable
+/// `--csv`/`--report`.
 pub fn main(a: &BenchYsbArgs, dist: &Dist) -> Result<(), CliError> {
     let bad = |m: &str| Err(CliError::BadInput(m.to_string()));
     if !a.ysb.input.is_empty() {
@@ -167,6 +404,9 @@ pub fn main(a: &BenchYsbArgs, dist: &Dist) -> Result<(), CliError> {
     if a.max_lag_ms * 10.0 > secs * 1e3 {
         return bad("--max-lag-ms must be at most a tenth of a probe (--duration)");
     }
+    check_query_options(a, dist.ranks())?;
+    let query = a.query;
+    let latency_judged = query.has_latency();
     // Outputs: distinct, and creatable now rather than after the search.
     let outs: Vec<(&str, &std::path::Path)> = [
         ("--csv", a.csv.as_deref()),
@@ -190,7 +430,7 @@ pub fn main(a: &BenchYsbArgs, dist: &Dist) -> Result<(), CliError> {
                 .map_err(|e| CliError::BadInput(format!("{}: {e}", p.display())))?;
             writeln!(
                 f,
-                "rate,events_per_s,p50_ms,p99_ms,max_ms,input_lag_max_ms,cpu_cores,peak_rss_bytes,keeps_up"
+                "rate,events_per_s,p50_ms,p99_ms,max_ms,input_lag_max_ms,cpu_cores,peak_rss_bytes,keeps_up,query"
             )?;
             Some(f)
         }
@@ -198,17 +438,33 @@ pub fn main(a: &BenchYsbArgs, dist: &Dist) -> Result<(), CliError> {
     };
     let mut out = std::io::stdout().lock();
     if root {
-        writeln!(
-            out,
-            "sustainable YSB: {} s per probe, keeps up = input lag <= {} ms and p99 <= {} ms",
-            secs, a.max_lag_ms, a.max_p99_ms
-        )?;
+        if latency_judged {
+            writeln!(
+                out,
+                "sustainable {}: {} s per probe, keeps up = input lag <= {} ms and p99 <= {} ms",
+                query.label(),
+                secs,
+                a.max_lag_ms,
+                a.max_p99_ms
+            )?;
+        } else {
+            writeln!(
+                out,
+                "sustainable {}: {} s per probe, keeps up = input lag <= {} ms (no windowed \
+                 output, so no latency: judged on input lag alone)",
+                query.label(),
+                secs,
+                a.max_lag_ms
+            )?;
+        }
         writeln!(
             out,
             "{:>14} {:>14} {:>8} {:>8} {:>8} {:>10} {:>6}  keeps up",
             "rate ev/s", "read ev/s", "p50 ms", "p99 ms", "max ms", "lag ms", "cores"
         )?;
     }
+    let opt = |v: Option<u64>| v.map_or_else(|| "-".to_string(), |v| v.to_string());
+    let csv_opt = |v: Option<u64>| v.map_or_else(String::new, |v| v.to_string());
     let mut probes: Vec<Probe> = Vec::new();
     let (mut lo, mut hi): (u64, Option<u64>) = (0, None);
     let mut rate = a.ysb.rate.unwrap_or(10_000_000).max(1);
@@ -218,28 +474,35 @@ pub fn main(a: &BenchYsbArgs, dist: &Dist) -> Result<(), CliError> {
         // Rank 0 decides; every rank follows (same sequence of probes).
         let keeps = match got {
             Some((r, cores)) => {
-                workers = r.workers / r.ranks.max(1);
-                let l = r.latency_ms.clone().unwrap_or_default();
+                workers = r.workers;
                 let lag = r.input_lag_max_ms.unwrap_or(f64::INFINITY);
+                let l = if latency_judged {
+                    Some(r.latency.unwrap_or_default())
+                } else {
+                    None
+                };
+                let latency_ok = l
+                    .as_ref()
+                    .is_none_or(|l| l.samples > 0 && l.p99_ms <= a.max_p99_ms);
                 let p = Probe {
                     rate,
                     events_per_s: r.events_per_s,
-                    p50_ms: l.p50_ms,
-                    p99_ms: l.p99_ms,
-                    max_ms: l.max_ms,
+                    p50_ms: l.as_ref().map(|l| l.p50_ms),
+                    p99_ms: l.as_ref().map(|l| l.p99_ms),
+                    max_ms: l.as_ref().map(|l| l.max_ms),
                     input_lag_max_ms: lag,
                     cpu_cores: cores,
                     peak_rss_bytes: r.peak_rss_bytes,
-                    keeps_up: lag <= a.max_lag_ms && l.samples > 0 && l.p99_ms <= a.max_p99_ms,
+                    keeps_up: lag <= a.max_lag_ms && latency_ok,
                 };
                 writeln!(
                     out,
                     "{:>14} {:>14} {:>8} {:>8} {:>8} {:>10.1} {:>6.2}  {}",
                     thousands(rate),
                     thousands(p.events_per_s as u64),
-                    p.p50_ms,
-                    p.p99_ms,
-                    p.max_ms,
+                    opt(p.p50_ms),
+                    opt(p.p99_ms),
+                    opt(p.max_ms),
                     p.input_lag_max_ms,
                     p.cpu_cores,
                     if p.keeps_up { "yes" } else { "no" }
@@ -248,16 +511,17 @@ pub fn main(a: &BenchYsbArgs, dist: &Dist) -> Result<(), CliError> {
                 if let Some(f) = csv.as_mut() {
                     writeln!(
                         f,
-                        "{},{:.0},{},{},{},{:.3},{:.3},{},{}",
+                        "{},{:.0},{},{},{},{:.3},{:.3},{},{},{}",
                         p.rate,
                         p.events_per_s,
-                        p.p50_ms,
-                        p.p99_ms,
-                        p.max_ms,
+                        csv_opt(p.p50_ms),
+                        csv_opt(p.p99_ms),
+                        csv_opt(p.max_ms),
                         p.input_lag_max_ms,
                         p.cpu_cores,
                         p.peak_rss_bytes,
-                        p.keeps_up
+                        p.keeps_up,
+                        query.name()
                     )?;
                 }
                 let k = p.keeps_up;
@@ -294,19 +558,25 @@ pub fn main(a: &BenchYsbArgs, dist: &Dist) -> Result<(), CliError> {
     }
     let at = probes.iter().filter(|p| p.keeps_up).max_by_key(|p| p.rate);
     match at {
-        Some(p) => writeln!(
-            out,
-            "sustainable: {} events/s ({} workers x {} ranks): p50 {} ms, p99 {} ms, max {} ms, \
-             input lag max {:.1} ms, {:.2} cores busy",
-            thousands(p.rate),
-            workers,
-            dist.ranks(),
-            p.p50_ms,
-            p.p99_ms,
-            p.max_ms,
-            p.input_lag_max_ms,
-            p.cpu_cores
-        )?,
+        Some(p) => {
+            let latency = match (p.p50_ms, p.p99_ms, p.max_ms) {
+                (Some(p50), Some(p99), Some(max)) => {
+                    format!("p50 {p50} ms, p99 {p99} ms, max {max} ms")
+                }
+                _ => "no latency (no windowed output)".to_string(),
+            };
+            writeln!(
+                out,
+                "sustainable: {} events/s ({} {} workers x {} ranks): {latency}, \
+                 input lag max {:.1} ms, {:.2} cores busy",
+                thousands(p.rate),
+                query.label(),
+                workers,
+                dist.ranks(),
+                p.input_lag_max_ms,
+                p.cpu_cores
+            )?
+        }
         None => writeln!(
             out,
             "sustainable: no probed rate kept up (the lowest probed: {} events/s)",
@@ -316,7 +586,8 @@ pub fn main(a: &BenchYsbArgs, dist: &Dist) -> Result<(), CliError> {
     if let Some(path) = &a.plot {
         let best = at.map_or(0, |p| p.rate);
         let title = format!(
-            "YSB sustainable throughput: {:.1} M events/s ({} workers x {} rank{}, {} s probes)",
+            "{} sustainable throughput: {:.1} M events/s ({} workers x {} rank{}, {} s probes)",
+            query.label(),
             best as f64 / 1e6,
             workers,
             dist.ranks(),
@@ -328,8 +599,10 @@ pub fn main(a: &BenchYsbArgs, dist: &Dist) -> Result<(), CliError> {
     }
     if let Some(path) = &a.ysb.report {
         let rep = SustainableReport {
+            query: query.name(),
             sustainable_rate: at.map_or(0, |p| p.rate),
             at_sustainable: at.cloned(),
+            latency_judged,
             max_p99_ms: a.max_p99_ms,
             max_lag_ms: a.max_lag_ms,
             probe_s: secs,
@@ -366,10 +639,11 @@ fn write_plot(
     let floor = 0.5f64;
     let ms = |v: f64| v.max(floor);
     let xmax = m(sorted.last().map_or(1, |p| p.rate)) * 1.08;
+    let latency = a.query.has_latency();
     let ymax = sorted
         .iter()
-        .map(|p| (p.max_ms as f64).max(p.input_lag_max_ms))
-        .fold(a.max_p99_ms as f64, f64::max)
+        .map(|p| (p.max_ms.unwrap_or(0) as f64).max(p.input_lag_max_ms))
+        .fold(if latency { a.max_p99_ms as f64 } else { 0.0 }, f64::max)
         .max(a.max_lag_ms)
         * 2.0;
     let root = BitMapBackend::new(path, (1200, 760)).into_drawing_area();
@@ -389,16 +663,28 @@ fn write_plot(
         .axis_desc_style(("sans-serif", 17))
         .draw()
         .map_err(|x| e(&x))?;
-    type Series = (&'static str, RGBColor, fn(&Probe) -> f64);
+    type Series = (&'static str, RGBColor, fn(&Probe) -> Option<f64>);
     let series: [Series; 3] = [
-        ("p50 latency", RGBColor(44, 160, 44), |p| p.p50_ms as f64),
-        ("p99 latency", RGBColor(214, 39, 40), |p| p.p99_ms as f64),
+        ("p50 latency", RGBColor(44, 160, 44), |p| {
+            p.p50_ms.map(|v| v as f64)
+        }),
+        ("p99 latency", RGBColor(214, 39, 40), |p| {
+            p.p99_ms.map(|v| v as f64)
+        }),
         ("input lag (max)", RGBColor(31, 119, 180), |p| {
-            p.input_lag_max_ms
+            Some(p.input_lag_max_ms)
         }),
     ];
     for (label, col, f) in series {
-        let pts: Vec<(f64, f64)> = sorted.iter().map(|p| (m(p.rate), ms(f(p)))).collect();
+        // A query without latency has no latency series.
+        let sorted: Vec<&Probe> = sorted.iter().filter(|p| f(p).is_some()).collect();
+        if sorted.is_empty() {
+            continue;
+        }
+        let pts: Vec<(f64, f64)> = sorted
+            .iter()
+            .map(|p| (m(p.rate), ms(f(p).unwrap_or(0.0))))
+            .collect();
         chart
             .draw_series(LineSeries::new(pts.clone(), col.stroke_width(2)))
             .map_err(|x| e(&x))?
@@ -417,7 +703,10 @@ fn write_plot(
     for (bound, col) in [
         (a.max_p99_ms as f64, RGBColor(214, 39, 40)),
         (a.max_lag_ms, RGBColor(31, 119, 180)),
-    ] {
+    ]
+    .into_iter()
+    .skip(usize::from(!latency))
+    {
         chart
             .draw_series(plotters::series::DashedLineSeries::new(
                 vec![(0.0, ms(bound)), (xmax, ms(bound))],

@@ -1,10 +1,17 @@
 //! `air run wa`: AIR's simple windowed aggregation — per-key count and sum
 //! of keyed events in tumbling event-time windows. Results CSV
 //! `window_start_ms,key,count,sum`, sorted by window then key.
+//!
+//! With `--rate R [--duration S]` the generator is paced by the wall clock
+//! ([`air_operators::sources::pace`]) and every event is stamped with its
+//! wall-clock due time, so the report has latency percentiles and the
+//! generators' input lag; without it, event times are deterministic
+//! (`--events-per-s`) and the run goes as fast as the job takes it.
 
-use super::common::{CliError, RuntimeArgs};
+use super::common::{CliError, PaceArgs, RuntimeArgs};
 use super::dist::Dist;
 use super::driver::{OutputArgs, Query, RankPart};
+use air_operators::sources::pace::PacedSource;
 use air_operators::sources::wa::{KeyDist, WaConfig, WaEvent, WaGenerator};
 use air_operators::stream::{run_window_job, Source, SourcePoll, Stream, WindowOptions};
 use air_operators::window::{Aggregate, WindowSpec};
@@ -16,9 +23,10 @@ use std::time::Instant;
 /// Generator options shared by `air run wa` and `air gen wa`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct WaGenArgs {
-    /// Events in the whole stream (all workers).
-    #[arg(long, default_value_t = 200_000_000)]
-    pub events: u64,
+    /// Events in the whole stream (all workers) [default: 200000000; with
+    /// `air run wa --rate R --duration S`: R × S].
+    #[arg(long)]
+    pub events: Option<u64>,
     /// Distinct keys.
     #[arg(long, default_value_t = 1000)]
     pub keys: u64,
@@ -38,7 +46,7 @@ impl WaGenArgs {
     pub fn config(&self) -> WaConfig {
         WaConfig {
             seed: self.seed,
-            events: self.events,
+            events: self.events.unwrap_or(DEFAULT_EVENTS),
             keys: self.keys,
             dist: self.zipf.map_or(KeyDist::Uniform, KeyDist::Zipf),
             events_per_s: self.events_per_s,
@@ -47,12 +55,18 @@ impl WaGenArgs {
     }
 }
 
+/// Events of the WA stream when `--events` is not given.
+pub const DEFAULT_EVENTS: u64 = 200_000_000;
+
 /// `air run wa`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct WaArgs {
     /// Generator options.
     #[command(flatten)]
     pub gen: WaGenArgs,
+    /// Wall-clock pacing (`--rate`, `--duration`).
+    #[command(flatten)]
+    pub pace: PaceArgs,
     /// Tumbling window size, ms of event time.
     #[arg(long, default_value_t = 1000)]
     pub window_ms: u64,
@@ -80,20 +94,41 @@ pub struct WaRow {
     pub sum: i64,
 }
 
-/// A worker's shard of the generator.
-pub struct WaSource(WaGenerator);
+/// A worker's shard of the generator: as fast as the job takes it, or
+/// paced by the wall clock (`--rate`).
+pub enum WaSource {
+    /// Unthrottled, deterministic event times.
+    Gen(WaGenerator),
+    /// Paced; events stamped with their wall-clock due times.
+    Paced(PacedSource<WaGenerator>),
+}
+
+impl WaSource {
+    /// Largest input lag of a paced source, ms (`None` unless paced).
+    pub fn input_lag_max_ms(&self) -> Option<f64> {
+        match self {
+            WaSource::Gen(_) => None,
+            WaSource::Paced(p) => p.input_lag_max_ms(),
+        }
+    }
+}
 
 impl Source for WaSource {
     type Item = WaEvent;
     #[inline]
     fn poll(&mut self, buf: &mut Vec<WaEvent>, max: usize) -> SourcePoll {
-        buf.resize(max, WaEvent::default());
-        let n = self.0.fill(buf);
-        buf.truncate(n);
-        if n == 0 {
-            SourcePoll::Done
-        } else {
-            SourcePoll::Ready
+        match self {
+            WaSource::Gen(g) => {
+                buf.resize(max, WaEvent::default());
+                let n = g.fill(buf);
+                buf.truncate(n);
+                if n == 0 {
+                    SourcePoll::Done
+                } else {
+                    SourcePoll::Ready
+                }
+            }
+            WaSource::Paced(p) => p.poll(buf, max),
         }
     }
 }
@@ -110,12 +145,14 @@ impl Query for WaArgs {
     fn output(&self) -> &OutputArgs {
         &self.output
     }
-    fn validate(&self, _ranks: usize) -> Result<(), CliError> {
+    fn validate(&self, ranks: usize) -> Result<(), CliError> {
         self.gen.config().validate().map_err(CliError::BadInput)?;
         if self.window_ms == 0 {
             return Err(CliError::BadInput("--window-ms must be positive".into()));
         }
-        super::ysb::check_runtime(&self.runtime)
+        super::ysb::check_runtime(&self.runtime)?;
+        self.pace
+            .validate((self.runtime.job_config().workers * ranks) as u64)
     }
     fn run_rank(&self, dist: &Dist) -> Result<RankPart<WaRow>, CliError> {
         let mut cfg = self.runtime.job_config();
@@ -126,18 +163,45 @@ impl Query for WaArgs {
             ..WindowOptions::default()
         };
         let start = Instant::now();
+        let paced = self.pace.start();
         let out = run_window_job(
             &cfg,
             WindowSpec::tumbling(self.window_ms),
             Aggregate::Sum,
             |info| {
-                Stream::source(WaSource(WaGenerator::new(&gen, info.index, info.workers)))
-                    .key_by(|e: &WaEvent| e.key)
-                    .window(|e| e.time_ms, |e| e.value, wopts)
+                let (i, w) = (info.index, info.workers);
+                let source = match &paced {
+                    None => WaSource::Gen(WaGenerator::new(&gen, i, w)),
+                    Some(at) => {
+                        // Event times follow this worker's schedule, from
+                        // the wall clock at the start (see
+                        // `Pacer::interleaved_event_rate`).
+                        let pacer = self.pace.pacer(at, i, w);
+                        let cfg = WaConfig {
+                            events: self
+                                .pace
+                                .events(self.gen.events, DEFAULT_EVENTS)
+                                .unwrap_or(u64::MAX),
+                            events_per_s: pacer.interleaved_event_rate(w).unwrap_or(1.0),
+                            base_time_ms: at.wall_ms,
+                            ..gen
+                        };
+                        WaSource::Paced(PacedSource::new(WaGenerator::new(&cfg, i, w), pacer))
+                    }
+                };
+                Stream::source(source).key_by(|e: &WaEvent| e.key).window(
+                    |e| e.time_ms,
+                    |e| e.value,
+                    wopts,
+                )
             },
         )
         .map_err(|e| CliError::Other(e.into()))?;
         let elapsed = start.elapsed().max(out.elapsed);
+        let mut per_worker = super::driver::worker_figures(&out, dist);
+        for (f, s) in per_worker.iter_mut().zip(&out.sources) {
+            f.input_lag_max_ms = s.input_lag_max_ms();
+        }
         Ok(RankPart {
             rows: out
                 .results
@@ -149,8 +213,12 @@ impl Query for WaArgs {
                     sum: r.state.sum,
                 })
                 .collect(),
-            per_worker: super::driver::worker_figures(&out, dist),
-            latency: Vec::new(),
+            per_worker,
+            latency: if self.pace.paced() {
+                air_runtime::metrics::histogram_pairs(&out.latency_hist)
+            } else {
+                Vec::new()
+            },
             elapsed_s: elapsed.as_secs_f64(),
             late_partials: out.late_partials,
             input_error: None,
@@ -181,14 +249,16 @@ impl Query for WaArgs {
         "generator"
     }
     fn wallclock(&self) -> bool {
-        false
+        self.pace.paced()
     }
     fn params(&self) -> serde_json::Value {
         serde_json::json!({
             "window_ms": self.window_ms,
             "keys": self.gen.keys,
             "zipf": self.gen.zipf,
-            "events_per_s_event_time": self.gen.events_per_s,
+            "events_per_s_event_time": (!self.pace.paced()).then_some(self.gen.events_per_s),
+            "rate": self.pace.rate,
+            "duration_s": self.pace.duration,
             "seed": self.gen.seed,
             "pre_aggregate": !self.shuffle,
         })

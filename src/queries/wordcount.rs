@@ -94,6 +94,7 @@ impl Query for WordCountArgs {
                 placement: out.placement[i].clone(),
                 events: out.counters[i].lines,
                 late_records: 0,
+                input_lag_max_ms: None,
                 channels: out.channels[i].clone(),
             })
             .collect();

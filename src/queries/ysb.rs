@@ -6,10 +6,10 @@
 
 use super::common::{thousands, CliError, RuntimeArgs};
 use super::dist::{Dist, MpiReport};
+use air_operators::sources::pace::PacedSource;
 use air_operators::sources::ysb::{
-    split_ranges, uuid_to_string, Campaigns, EventTimeMode, EventType, OnBadRecord, PacedFill,
-    Pacer, ParseMode, ReaderOptions, SourceError, YsbEvent, YsbFileReader, YsbGenConfig,
-    YsbGenerator,
+    split_ranges, uuid_to_string, Campaigns, EventTimeMode, EventType, OnBadRecord, Pacer,
+    ParseMode, ReaderOptions, SourceError, YsbEvent, YsbFileReader, YsbGenConfig, YsbGenerator,
 };
 use air_operators::stream::{run_window_job, Pipe, Source, SourcePoll, Stream, WindowOptions};
 use air_operators::window::{Aggregate, WindowSpec};
@@ -140,18 +140,11 @@ impl Pipe<YsbEvent> for YsbProject {
 /// variants does not matter.)
 #[allow(clippy::large_enum_variant)]
 pub enum YsbSource {
-    /// The generator.
-    Gen {
-        /// This worker's generator.
-        gen: YsbGenerator,
-        /// Rate/duration pacing, if any.
-        pacer: Option<Pacer>,
-        /// Full-length buffer the paced generator fills.
-        scratch: Vec<YsbEvent>,
-        /// Largest input lag seen: how late the paced generator was on its
-        /// schedule (now − due time of the next event) after a batch.
-        lag_max: Duration,
-    },
+    /// The generator, unthrottled.
+    Gen(YsbGenerator),
+    /// The generator paced by `--rate` and/or `--duration` (it records its
+    /// input lag: how late it was on its schedule after each batch).
+    Paced(PacedSource<YsbGenerator>),
     /// Byte ranges of input files.
     Files {
         /// Pieces still to read.
@@ -189,68 +182,19 @@ impl Source for YsbSource {
 impl YsbSource {
     fn poll_inner(&mut self, buf: &mut Vec<YsbEvent>, max: usize) -> SourcePoll {
         match self {
-            YsbSource::Gen {
-                gen,
-                pacer,
-                scratch,
-                lag_max,
-            } => {
-                match pacer {
-                    None => {
-                        if buf.len() < max {
-                            buf.resize(max, YsbEvent::default());
-                        }
-                        let n = gen.fill(&mut buf[..max]);
-                        buf.truncate(n);
-                        if n == 0 {
-                            SourcePoll::Done
-                        } else {
-                            SourcePoll::Ready
-                        }
-                    }
-                    Some(p) => {
-                        // At modest rates, wait until a quarter batch is due
-                        // (or the first due event is 1 ms old) instead of
-                        // spinning on tiny batches: the worker then idles.
-                        let now = Instant::now();
-                        let generated = gen.generated();
-                        let allowed = p.allowed(now);
-                        let want = (max as u64 / 4).max(1);
-                        if allowed > generated
-                            && allowed - generated < want
-                            && !p.finished(generated, now)
-                            && p.due(generated + 1).is_some_and(|t| {
-                                now.saturating_duration_since(t) < Duration::from_millis(1)
-                            })
-                        {
-                            buf.clear();
-                            return SourcePoll::Idle;
-                        }
-                        // Paced batches are often short: fill a prefix of a
-                        // full-length scratch buffer and copy the batch out,
-                        // rather than truncating `buf` (which would have to be
-                        // re-initialized to full length on the next poll).
-                        if scratch.len() < max {
-                            scratch.resize(max, YsbEvent::default());
-                        }
-                        buf.clear();
-                        match gen.fill_paced(&mut scratch[..max], p, now) {
-                            PacedFill::Filled(n) => {
-                                buf.extend_from_slice(&scratch[..n]);
-                                // The next event's due time, or the last
-                                // one's once the budget is spent.
-                                let n = gen.generated();
-                                if let Some(due) = p.due(n + 1).or_else(|| p.due(n)) {
-                                    *lag_max = (*lag_max).max(now.saturating_duration_since(due));
-                                }
-                                SourcePoll::Ready
-                            }
-                            PacedFill::WaitUntil(_) => SourcePoll::Idle,
-                            PacedFill::Done => SourcePoll::Done,
-                        }
-                    }
+            YsbSource::Gen(gen) => {
+                if buf.len() < max {
+                    buf.resize(max, YsbEvent::default());
+                }
+                let n = gen.fill(&mut buf[..max]);
+                buf.truncate(n);
+                if n == 0 {
+                    SourcePoll::Done
+                } else {
+                    SourcePoll::Ready
                 }
             }
+            YsbSource::Paced(p) => p.poll(buf, max),
             YsbSource::Files {
                 pieces,
                 current,
@@ -631,12 +575,12 @@ fn run_rank(args: &YsbArgs, campaigns: Arc<Campaigns>, dist: &Dist) -> Result<Ra
                     stop: stop.clone(),
                 }
             } else {
-                YsbSource::Gen {
-                    gen: YsbGenerator::new(&gen_cfg, info.index, info.workers),
-                    pacer: paced
-                        .then(|| Pacer::new(start, args.rate, duration, info.index, info.workers)),
-                    scratch: Vec::new(),
-                    lag_max: Duration::ZERO,
+                let gen = YsbGenerator::new(&gen_cfg, info.index, info.workers);
+                if paced {
+                    let pacer = Pacer::new(start, args.rate, duration, info.index, info.workers);
+                    YsbSource::Paced(PacedSource::new(gen, pacer))
+                } else {
+                    YsbSource::Gen(gen)
                 }
             };
             Stream::source(source)
@@ -678,11 +622,7 @@ fn run_rank(args: &YsbArgs, campaigns: Arc<Campaigns>, dist: &Dist) -> Result<Ra
             watermark_lag_max_ms: (!files && args.event_time == EventTimeArg::Wallclock)
                 .then_some(out.watermark_lag_max_ms[i]),
             input_lag_max_ms: match &out.sources[i] {
-                YsbSource::Gen {
-                    pacer: Some(_),
-                    lag_max,
-                    ..
-                } => Some(lag_max.as_secs_f64() * 1e3),
+                YsbSource::Paced(p) => p.input_lag_max_ms(),
                 _ => None,
             },
             channels: out.channels[i].clone(),

@@ -5,6 +5,7 @@
 //! stream exactly once.
 
 pub mod nexmark;
+pub mod pace;
 pub(crate) mod rng;
 pub mod text;
 pub mod wa;

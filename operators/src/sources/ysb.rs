@@ -17,7 +17,8 @@
 //!   open-addressing lookup on the hot path and two file formats.
 //! - [`YsbGenerator`]: a per-worker, seeded, very fast event generator with
 //!   an exact event budget, deterministic or wall-clock event times, and a
-//!   drift-free [`Pacer`] for `--rate` / `--duration`.
+//!   drift-free [`Pacer`] for `--rate` / `--duration` (from
+//!   [`crate::sources::pace`], re-exported here).
 //! - JSON lines: [`write_json_line`], [`parse_json_line`] /
 //!   [`parse_json_line_with`] (full or [`ParseMode::QueryFields`]), the
 //!   range-splittable [`YsbFileReader`] and [`gen_to_files`] (the backend of
@@ -53,6 +54,7 @@ mod json;
 mod reader;
 use super::rng;
 
+pub use super::pace::{PacedFill, Pacer};
 pub use campaigns::{
     Campaigns, CampaignsError, CampaignsErrorKind, CampaignsFormat, FromPairsError,
 };
@@ -61,7 +63,7 @@ pub use event::{
     ArchivedYsbEvent, EventType, UnknownVariant, YsbEvent, UUID_LEN,
 };
 pub use files::{gen_to_files, GenError, GenFilesOptions, GenSummary};
-pub use generator::{EventTimeMode, PacedFill, Pacer, YsbGenConfig, YsbGenerator};
+pub use generator::{EventTimeMode, YsbGenConfig, YsbGenerator};
 pub use json::{
     parse_json_line, parse_json_line_with, write_json_line, Field, FieldError, FieldErrorKind,
     ParseMode, MAX_JSON_LINE_LEN,

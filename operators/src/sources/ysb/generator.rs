@@ -1,11 +1,12 @@
-//! The per-worker YSB event generator and its rate pacer.
+//! The per-worker YSB event generator (paced by [`crate::sources::pace::Pacer`]).
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use super::campaigns::Campaigns;
 use super::event::{AdType, EventType, YsbEvent};
 use super::rng::{below, splitmix64, uuid_v4, WyRand};
+use crate::sources::pace::{share, PacedFill, Pacer};
 
 /// How [`YsbGenerator`] stamps `event_time_ms`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -66,14 +67,6 @@ impl YsbGenConfig {
         self.event_time = mode;
         self
     }
-}
-
-/// Worker `w`'s share of `total` split over `workers`: `total / workers`,
-/// plus one for the first `total % workers` workers (the shares add up to
-/// `total` exactly).
-pub(crate) fn share(total: u64, worker_index: usize, workers: usize) -> u64 {
-    let (w, n) = (worker_index as u64, workers as u64);
-    total / n + u64::from(w < total % n)
 }
 
 /// One worker's shard of the YSB event stream.
@@ -224,18 +217,7 @@ impl YsbGenerator {
     /// before), or says when to come back, or that the stream is over (event
     /// budget spent, or the pacer's limit or deadline reached).
     pub fn fill_paced(&mut self, out: &mut [YsbEvent], pacer: &Pacer, now: Instant) -> PacedFill {
-        if self.remaining == Some(0) || pacer.finished(self.generated, now) {
-            return PacedFill::Done;
-        }
-        let allowed = pacer.allowed(now);
-        if allowed <= self.generated {
-            return match pacer.due(self.generated + 1) {
-                Some(at) => PacedFill::WaitUntil(at),
-                None => PacedFill::Done,
-            };
-        }
-        let room = (allowed - self.generated).min(out.len() as u64) as usize;
-        PacedFill::Filled(self.fill(&mut out[..room]))
+        crate::sources::pace::fill_paced(self, out, pacer, now)
     }
 
     /// Events generated so far by this worker.
@@ -252,17 +234,6 @@ impl YsbGenerator {
     pub fn remaining(&self) -> Option<u64> {
         self.remaining
     }
-}
-
-/// Result of [`YsbGenerator::fill_paced`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum PacedFill {
-    /// This many events were written to the front of the buffer (> 0).
-    Filled(usize),
-    /// Nothing is allowed yet; the next event is due at this instant.
-    WaitUntil(Instant),
-    /// The stream is over.
-    Done,
 }
 
 use crate::stream::now_ms as wall_clock_ms;
@@ -289,176 +260,5 @@ fn generate(rng: &mut WyRand, ads: &[u128], out: &mut [YsbEvent], mut time: impl
             ad_type,
             event_type,
         };
-    }
-}
-
-/// Rate pacing and duration limit for one worker (`--rate`, `--duration`).
-///
-/// The job's rate `R` (events/s) is split like the event budget: worker `w`
-/// of `W` gets `R / W`, plus one for the first `R % W` workers, so the job's
-/// rate is exactly `R`. The number of events allowed by time `now` is
-/// computed from the absolute `start` (shared by all workers) as
-/// `floor((now - start) * rate)`, so pacing never drifts, however late the
-/// worker is woken.
-///
-/// With a duration `D` and a rate, a worker's total is capped at
-/// `floor(rate_w * D)` events, so the job produces `R·D` events (minus at most
-/// one per worker for the rounding). The count is exact; if the job cannot
-/// keep up, it runs longer than `D` rather than dropping events. With a
-/// duration but no rate, the stream ends at `start + D`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Pacer {
-    start: Instant,
-    /// This worker's events per second; `None`: unthrottled.
-    rate: Option<u64>,
-    duration: Option<Duration>,
-    /// This worker's total, `floor(rate * duration)`.
-    limit: Option<u64>,
-}
-
-impl Pacer {
-    /// The pacer of worker `worker_index` of `workers` for a job started at
-    /// `start` with rate `job_rate` (events/s for the whole job; `None`:
-    /// unthrottled) and `duration` (`None`: unlimited).
-    ///
-    /// # Panics
-    /// If `workers == 0` or `worker_index >= workers`.
-    pub fn new(
-        start: Instant,
-        job_rate: Option<u64>,
-        duration: Option<Duration>,
-        worker_index: usize,
-        workers: usize,
-    ) -> Pacer {
-        assert!(
-            workers > 0 && worker_index < workers,
-            "worker {worker_index} of {workers}"
-        );
-        let rate = job_rate.map(|r| share(r, worker_index, workers));
-        let limit = match (rate, duration) {
-            (Some(r), Some(d)) => Some(mul_rate(d.as_nanos(), r)),
-            _ => None,
-        };
-        Pacer {
-            start,
-            rate,
-            duration,
-            limit,
-        }
-    }
-
-    /// An unthrottled, unlimited pacer.
-    pub fn unthrottled(start: Instant) -> Pacer {
-        Pacer::new(start, None, None, 0, 1)
-    }
-
-    /// The job's start, shared by all workers.
-    pub fn start(&self) -> Instant {
-        self.start
-    }
-
-    /// This worker's rate in events per second (`None`: unthrottled).
-    pub fn worker_rate(&self) -> Option<u64> {
-        self.rate
-    }
-
-    /// This worker's total number of events, `floor(rate * duration)`, when
-    /// both are set.
-    pub fn limit(&self) -> Option<u64> {
-        self.limit
-    }
-
-    /// `start + duration`, when a duration is set.
-    pub fn deadline(&self) -> Option<Instant> {
-        self.duration.map(|d| self.start + d)
-    }
-
-    /// How many events this worker may have generated in total by `now`:
-    /// `floor((now - start) * rate)`, capped at [`Pacer::limit`];
-    /// `u64::MAX` when unthrottled.
-    #[inline]
-    pub fn allowed(&self, now: Instant) -> u64 {
-        let Some(rate) = self.rate else {
-            return u64::MAX;
-        };
-        let elapsed = now.saturating_duration_since(self.start).as_nanos();
-        mul_rate(elapsed, rate).min(self.limit.unwrap_or(u64::MAX))
-    }
-
-    /// The instant from which [`Pacer::allowed`] is at least `n`; `None` if
-    /// that never happens (rate 0, or `n` beyond the limit).
-    pub fn due(&self, n: u64) -> Option<Instant> {
-        let Some(rate) = self.rate else {
-            return Some(self.start);
-        };
-        if rate == 0 || self.limit.is_some_and(|l| n > l) {
-            return None;
-        }
-        // Smallest t (ns) with floor(t * rate / 1e9) >= n.
-        let ns = (n as u128 * NANOS).div_ceil(rate as u128);
-        Some(self.start + Duration::from_nanos(u64::try_from(ns).ok()?))
-    }
-
-    /// Whether a worker that generated `generated` events is done: its limit
-    /// is reached, or (without a rate) the deadline has passed.
-    pub fn finished(&self, generated: u64, now: Instant) -> bool {
-        match (self.limit, self.rate, self.deadline()) {
-            (Some(limit), _, _) => generated >= limit,
-            (None, None, Some(deadline)) => now >= deadline,
-            _ => false,
-        }
-    }
-}
-
-const NANOS: u128 = 1_000_000_000;
-
-/// `floor(nanos * rate / 1e9)`, saturating at `u64::MAX`.
-fn mul_rate(nanos: u128, rate: u64) -> u64 {
-    u64::try_from(nanos * rate as u128 / NANOS).unwrap_or(u64::MAX)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn share_adds_up() {
-        for total in [0u64, 1, 7, 100, 1_000_003] {
-            for workers in 1..=9 {
-                let sum: u64 = (0..workers).map(|w| share(total, w, workers)).sum();
-                assert_eq!(sum, total);
-            }
-        }
-    }
-
-    #[test]
-    fn pacer_arithmetic() {
-        let t0 = Instant::now();
-        let p = Pacer::new(t0, Some(1000), Some(Duration::from_secs(2)), 0, 1);
-        assert_eq!(p.limit(), Some(2000));
-        assert_eq!(p.allowed(t0), 0);
-        assert_eq!(p.allowed(t0 + Duration::from_micros(999)), 0);
-        assert_eq!(p.allowed(t0 + Duration::from_millis(1)), 1);
-        assert_eq!(p.allowed(t0 + Duration::from_millis(1500)), 1500);
-        assert_eq!(p.allowed(t0 + Duration::from_secs(60)), 2000);
-        assert_eq!(p.due(1), Some(t0 + Duration::from_millis(1)));
-        assert_eq!(p.due(2001), None);
-        assert!(!p.finished(1999, t0));
-        assert!(p.finished(2000, t0));
-        // 3 workers share 1000/s as 334 + 333 + 333.
-        let rates: Vec<_> = (0..3)
-            .map(|w| {
-                Pacer::new(t0, Some(1000), None, w, 3)
-                    .worker_rate()
-                    .unwrap()
-            })
-            .collect();
-        assert_eq!(rates, [334, 333, 333]);
-        let u = Pacer::unthrottled(t0);
-        assert_eq!(u.allowed(t0), u64::MAX);
-        assert!(!u.finished(u64::MAX, t0 + Duration::from_secs(1000)));
-        let d = Pacer::new(t0, None, Some(Duration::from_secs(1)), 0, 1);
-        assert!(!d.finished(5, t0));
-        assert!(d.finished(5, t0 + Duration::from_secs(1)));
     }
 }

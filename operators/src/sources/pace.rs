@@ -1,0 +1,386 @@
+//! Wall-clock pacing of generators (`--rate`, `--duration`): the drift-free
+//! [`Pacer`] of one worker, [`fill_paced`] for any [`Generator`], and
+//! [`PacedSource`], the source every paced query uses (YSB, WA, NEXMark):
+//! it releases a worker's events on its schedule and records its input lag
+//! — how far behind that schedule it fell.
+
+use std::time::{Duration, Instant};
+
+use crate::stream::{Source, SourcePoll};
+
+/// Worker `w`'s share of `total` split over `workers`: `total / workers`,
+/// plus one for the first `total % workers` workers (the shares add up to
+/// `total` exactly).
+pub(crate) fn share(total: u64, worker_index: usize, workers: usize) -> u64 {
+    let (w, n) = (worker_index as u64, workers as u64);
+    total / n + u64::from(w < total % n)
+}
+
+/// Result of [`fill_paced`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PacedFill {
+    /// This many events were written to the front of the buffer (> 0).
+    Filled(usize),
+    /// Nothing is allowed yet; the next event is due at this instant.
+    WaitUntil(Instant),
+    /// The stream is over.
+    Done,
+}
+
+/// Rate pacing and duration limit for one worker (`--rate`, `--duration`).
+///
+/// The job's rate `R` (events/s) is split like the event budget: worker `w`
+/// of `W` gets `R / W`, plus one for the first `R % W` workers, so the job's
+/// rate is exactly `R`. The number of events allowed by time `now` is
+/// computed from the absolute `start` (shared by all workers) as
+/// `floor((now - start) * rate)`, so pacing never drifts, however late the
+/// worker is woken.
+///
+/// With a duration `D` and a rate, a worker's total is capped at
+/// `floor(rate_w * D)` events, so the job produces `R·D` events (minus at most
+/// one per worker for the rounding). The count is exact; if the job cannot
+/// keep up, it runs longer than `D` rather than dropping events. With a
+/// duration but no rate, the stream ends at `start + D`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Pacer {
+    start: Instant,
+    /// This worker's events per second; `None`: unthrottled.
+    rate: Option<u64>,
+    duration: Option<Duration>,
+    /// This worker's total, `floor(rate * duration)`.
+    limit: Option<u64>,
+}
+
+impl Pacer {
+    /// The pacer of worker `worker_index` of `workers` for a job started at
+    /// `start` with rate `job_rate` (events/s for the whole job; `None`:
+    /// unthrottled) and `duration` (`None`: unlimited).
+    ///
+    /// # Panics
+    /// If `workers == 0` or `worker_index >= workers`.
+    pub fn new(
+        start: Instant,
+        job_rate: Option<u64>,
+        duration: Option<Duration>,
+        worker_index: usize,
+        workers: usize,
+    ) -> Pacer {
+        assert!(
+            workers > 0 && worker_index < workers,
+            "worker {worker_index} of {workers}"
+        );
+        let rate = job_rate.map(|r| share(r, worker_index, workers));
+        let limit = match (rate, duration) {
+            (Some(r), Some(d)) => Some(mul_rate(d.as_nanos(), r)),
+            _ => None,
+        };
+        Pacer {
+            start,
+            rate,
+            duration,
+            limit,
+        }
+    }
+
+    /// An unthrottled, unlimited pacer.
+    pub fn unthrottled(start: Instant) -> Pacer {
+        Pacer::new(start, None, None, 0, 1)
+    }
+
+    /// The job's start, shared by all workers.
+    pub fn start(&self) -> Instant {
+        self.start
+    }
+
+    /// This worker's rate in events per second (`None`: unthrottled).
+    pub fn worker_rate(&self) -> Option<u64> {
+        self.rate
+    }
+
+    /// This worker's total number of events, `floor(rate * duration)`, when
+    /// both are set.
+    pub fn limit(&self) -> Option<u64> {
+        self.limit
+    }
+
+    /// The event-time rate (events per second of event time) that makes an
+    /// interleaved shard follow this worker's schedule: a generator whose
+    /// worker `w` of `workers` generates the job's events `w, w + W, …` and
+    /// stamps event `n` at `n · 1000 / rate` ms after the start stamps this
+    /// worker's `k`-th event at `(k·W + w) / (rate_w·W)` s, within one
+    /// inter-event gap (`1 / rate_w`) before its due time `(k + 1) / rate_w`,
+    /// with no drift: `rate_w · workers`. `None` when unthrottled.
+    pub fn interleaved_event_rate(&self, workers: usize) -> Option<f64> {
+        self.rate.map(|r| r as f64 * workers as f64)
+    }
+
+    /// `start + duration`, when a duration is set.
+    pub fn deadline(&self) -> Option<Instant> {
+        self.duration.map(|d| self.start + d)
+    }
+
+    /// How many events this worker may have generated in total by `now`:
+    /// `floor((now - start) * rate)`, capped at [`Pacer::limit`];
+    /// `u64::MAX` when unthrottled.
+    #[inline]
+    pub fn allowed(&self, now: Instant) -> u64 {
+        let Some(rate) = self.rate else {
+            return u64::MAX;
+        };
+        let elapsed = now.saturating_duration_since(self.start).as_nanos();
+        mul_rate(elapsed, rate).min(self.limit.unwrap_or(u64::MAX))
+    }
+
+    /// The instant from which [`Pacer::allowed`] is at least `n`; `None` if
+    /// that never happens (rate 0, or `n` beyond the limit).
+    pub fn due(&self, n: u64) -> Option<Instant> {
+        let Some(rate) = self.rate else {
+            return Some(self.start);
+        };
+        if rate == 0 || self.limit.is_some_and(|l| n > l) {
+            return None;
+        }
+        // Smallest t (ns) with floor(t * rate / 1e9) >= n.
+        let ns = (n as u128 * NANOS).div_ceil(rate as u128);
+        Some(self.start + Duration::from_nanos(u64::try_from(ns).ok()?))
+    }
+
+    /// Whether a worker that generated `generated` events is done: its limit
+    /// is reached, or (without a rate) the deadline has passed.
+    pub fn finished(&self, generated: u64, now: Instant) -> bool {
+        match (self.limit, self.rate, self.deadline()) {
+            (Some(limit), _, _) => generated >= limit,
+            (None, None, Some(deadline)) => now >= deadline,
+            _ => false,
+        }
+    }
+}
+
+const NANOS: u128 = 1_000_000_000;
+
+/// `floor(nanos * rate / 1e9)`, saturating at `u64::MAX`.
+fn mul_rate(nanos: u128, rate: u64) -> u64 {
+    u64::try_from(nanos * rate as u128 / NANOS).unwrap_or(u64::MAX)
+}
+
+/// A sharded event generator that [`fill_paced`] and [`PacedSource`] can
+/// pace: it fills slices and counts what it generated.
+pub trait Generator {
+    /// The events it generates.
+    type Item: Clone + Default + Send;
+    /// Writes the next events to the front of `out`; returns how many
+    /// (`out.len()`, fewer at the end of its budget, 0 once it is spent).
+    fn fill(&mut self, out: &mut [Self::Item]) -> usize;
+    /// Events generated so far by this shard.
+    fn generated(&self) -> u64;
+}
+
+impl Generator for crate::sources::ysb::YsbGenerator {
+    type Item = crate::sources::ysb::YsbEvent;
+    #[inline]
+    fn fill(&mut self, out: &mut [Self::Item]) -> usize {
+        crate::sources::ysb::YsbGenerator::fill(self, out)
+    }
+    fn generated(&self) -> u64 {
+        crate::sources::ysb::YsbGenerator::generated(self)
+    }
+}
+
+impl Generator for crate::sources::wa::WaGenerator {
+    type Item = crate::sources::wa::WaEvent;
+    #[inline]
+    fn fill(&mut self, out: &mut [Self::Item]) -> usize {
+        crate::sources::wa::WaGenerator::fill(self, out)
+    }
+    fn generated(&self) -> u64 {
+        crate::sources::wa::WaGenerator::generated(self)
+    }
+}
+
+impl Generator for crate::sources::nexmark::NexmarkGenerator {
+    type Item = crate::sources::nexmark::NexEvent;
+    #[inline]
+    fn fill(&mut self, out: &mut [Self::Item]) -> usize {
+        crate::sources::nexmark::NexmarkGenerator::fill(self, out)
+    }
+    fn generated(&self) -> u64 {
+        crate::sources::nexmark::NexmarkGenerator::generated(self)
+    }
+}
+
+/// [`Generator::fill`] under a [`Pacer`]: writes at most as many events as
+/// the pacer allows at `now` (counting all `gen` generated before), or says
+/// when to come back, or that the stream is over (the generator's budget
+/// spent, or the pacer's limit or deadline reached).
+pub fn fill_paced<G: Generator + ?Sized>(
+    gen: &mut G,
+    out: &mut [G::Item],
+    pacer: &Pacer,
+    now: Instant,
+) -> PacedFill {
+    let generated = gen.generated();
+    if pacer.finished(generated, now) {
+        return PacedFill::Done;
+    }
+    let allowed = pacer.allowed(now);
+    if allowed <= generated {
+        return match pacer.due(generated + 1) {
+            Some(at) => PacedFill::WaitUntil(at),
+            None => PacedFill::Done,
+        };
+    }
+    if out.is_empty() {
+        return PacedFill::Filled(0);
+    }
+    let room = (allowed - generated).min(out.len() as u64) as usize;
+    match gen.fill(&mut out[..room]) {
+        0 => PacedFill::Done,
+        n => PacedFill::Filled(n),
+    }
+}
+
+/// One worker's generator released on its [`Pacer`]'s schedule: a
+/// [`Source`] that yields what is due, idles when nothing is, and records
+/// its input lag.
+///
+/// The input lag is how late the worker is on its schedule: after every
+/// batch, now − the due time of its next event (of its last event once the
+/// budget is spent), in wall-clock time. A job that keeps up stays near 0
+/// (a batch's worth of events); one that cannot grows it without bound (its
+/// generator falls further behind its rate). Latency alone cannot show that
+/// when events are stamped as they are generated.
+pub struct PacedSource<G: Generator> {
+    gen: G,
+    pacer: Pacer,
+    /// Full-length buffer the generator fills.
+    scratch: Vec<G::Item>,
+    /// Largest input lag seen.
+    lag_max: Duration,
+}
+
+impl<G: Generator> PacedSource<G> {
+    /// `gen` paced by `pacer`.
+    pub fn new(gen: G, pacer: Pacer) -> Self {
+        PacedSource {
+            gen,
+            pacer,
+            scratch: Vec::new(),
+            lag_max: Duration::ZERO,
+        }
+    }
+
+    /// The generator.
+    pub fn generator(&self) -> &G {
+        &self.gen
+    }
+
+    /// The pacer.
+    pub fn pacer(&self) -> &Pacer {
+        &self.pacer
+    }
+
+    /// Largest input lag seen (see [`PacedSource`]); `None` when the pacer
+    /// has no rate (a `--duration` alone has no schedule to fall behind).
+    pub fn input_lag_max(&self) -> Option<Duration> {
+        self.pacer.worker_rate().map(|_| self.lag_max)
+    }
+
+    /// [`PacedSource::input_lag_max`] in ms.
+    pub fn input_lag_max_ms(&self) -> Option<f64> {
+        self.input_lag_max().map(|d| d.as_secs_f64() * 1e3)
+    }
+}
+
+impl<G: Generator + Send> Source for PacedSource<G> {
+    type Item = G::Item;
+
+    fn poll(&mut self, buf: &mut Vec<G::Item>, max: usize) -> SourcePoll {
+        let p = self.pacer;
+        // At modest rates, wait until a quarter batch is due (or the first
+        // due event is 1 ms old) instead of spinning on tiny batches: the
+        // worker then idles.
+        let now = Instant::now();
+        let generated = self.gen.generated();
+        let allowed = p.allowed(now);
+        let want = (max as u64 / 4).max(1);
+        if allowed > generated
+            && allowed - generated < want
+            && !p.finished(generated, now)
+            && p.due(generated + 1)
+                .is_some_and(|t| now.saturating_duration_since(t) < Duration::from_millis(1))
+        {
+            buf.clear();
+            return SourcePoll::Idle;
+        }
+        // Paced batches are often short: fill a prefix of a full-length
+        // scratch buffer and copy the batch out, rather than truncating
+        // `buf` (which would have to be re-initialized to full length on
+        // the next poll).
+        if self.scratch.len() < max {
+            self.scratch.resize(max, G::Item::default());
+        }
+        buf.clear();
+        match fill_paced(&mut self.gen, &mut self.scratch[..max], &p, now) {
+            PacedFill::Filled(n) => {
+                buf.extend_from_slice(&self.scratch[..n]);
+                if p.worker_rate().is_some() {
+                    // The next event's due time, or the last one's once
+                    // the budget is spent.
+                    let n = self.gen.generated();
+                    if let Some(due) = p.due(n + 1).or_else(|| p.due(n)) {
+                        self.lag_max = self.lag_max.max(now.saturating_duration_since(due));
+                    }
+                }
+                SourcePoll::Ready
+            }
+            PacedFill::WaitUntil(_) => SourcePoll::Idle,
+            PacedFill::Done => SourcePoll::Done,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn share_adds_up() {
+        for total in [0u64, 1, 7, 100, 1_000_003] {
+            for workers in 1..=9 {
+                let sum: u64 = (0..workers).map(|w| share(total, w, workers)).sum();
+                assert_eq!(sum, total);
+            }
+        }
+    }
+
+    #[test]
+    fn pacer_arithmetic() {
+        let t0 = Instant::now();
+        let p = Pacer::new(t0, Some(1000), Some(Duration::from_secs(2)), 0, 1);
+        assert_eq!(p.limit(), Some(2000));
+        assert_eq!(p.allowed(t0), 0);
+        assert_eq!(p.allowed(t0 + Duration::from_micros(999)), 0);
+        assert_eq!(p.allowed(t0 + Duration::from_millis(1)), 1);
+        assert_eq!(p.allowed(t0 + Duration::from_millis(1500)), 1500);
+        assert_eq!(p.allowed(t0 + Duration::from_secs(60)), 2000);
+        assert_eq!(p.due(1), Some(t0 + Duration::from_millis(1)));
+        assert_eq!(p.due(2001), None);
+        assert!(!p.finished(1999, t0));
+        assert!(p.finished(2000, t0));
+        // 3 workers share 1000/s as 334 + 333 + 333.
+        let rates: Vec<_> = (0..3)
+            .map(|w| {
+                Pacer::new(t0, Some(1000), None, w, 3)
+                    .worker_rate()
+                    .unwrap()
+            })
+            .collect();
+        assert_eq!(rates, [334, 333, 333]);
+        let u = Pacer::unthrottled(t0);
+        assert_eq!(u.allowed(t0), u64::MAX);
+        assert!(!u.finished(u64::MAX, t0 + Duration::from_secs(1000)));
+        let d = Pacer::new(t0, None, Some(Duration::from_secs(1)), 0, 1);
+        assert!(!d.finished(5, t0));
+        assert!(d.finished(5, t0 + Duration::from_secs(1)));
+    }
+}
