@@ -6,7 +6,9 @@ use super::common::{CliError, RuntimeArgs};
 use super::dist::Dist;
 use super::driver::{OutputArgs, Query, RankPart};
 use air_operators::sources::wa::{KeyDist, WaConfig, WaEvent, WaGenerator};
-use air_operators::stream::{run_window_job, Source, SourcePoll, Stream, WindowOptions};
+use air_operators::stream::{
+    run_window_job, run_window_job_every_event, Source, SourcePoll, Stream, WindowOptions,
+};
 use air_operators::window::{Aggregate, WindowSpec};
 use serde::{Deserialize, Serialize};
 use std::io::Write;
@@ -121,21 +123,19 @@ impl Query for WaArgs {
         let mut cfg = self.runtime.job_config();
         dist.configure(&mut cfg, self.runtime.force_network);
         let gen = self.gen.config();
-        let wopts = WindowOptions {
-            pre_aggregate: !self.shuffle,
-            ..WindowOptions::default()
-        };
+        let wopts = WindowOptions::default();
         let start = Instant::now();
-        let out = run_window_job(
-            &cfg,
-            WindowSpec::tumbling(self.window_ms),
-            Aggregate::Sum,
-            |info| {
-                Stream::source(WaSource(WaGenerator::new(&gen, info.index, info.workers)))
-                    .key_by(|e: &WaEvent| e.key)
-                    .window(|e| e.time_ms, |e| e.value, wopts)
-            },
-        )
+        let build = |info: &air_runtime::WorkerInfo| {
+            Stream::source(WaSource(WaGenerator::new(&gen, info.index, info.workers)))
+                .key_by(|e: &WaEvent| e.key)
+                .window(|e| e.time_ms, |e| e.value, wopts)
+        };
+        let spec = WindowSpec::tumbling(self.window_ms);
+        let out = if self.shuffle {
+            run_window_job_every_event(&cfg, spec, Aggregate::Sum, &build)
+        } else {
+            run_window_job(&cfg, spec, Aggregate::Sum, &build)
+        }
         .map_err(|e| CliError::Other(e.into()))?;
         let elapsed = start.elapsed().max(out.elapsed);
         Ok(RankPart {
