@@ -22,7 +22,7 @@
 //! ```
 
 use crate::window::{
-    mix64, AggState, Aggregate, WindowPartial, WindowResult, WindowSpec, WindowTable,
+    mix64, AggState, Aggregate, KeyedEvent, WindowPartial, WindowResult, WindowSpec, WindowTable,
 };
 use air_runtime::{
     ChannelMetrics, Downstream, Emitter, ExchangeData, JobConfig, LatencySummary, Progress,
@@ -241,9 +241,6 @@ pub struct WindowOptions {
     /// seen minus this. An event older than the watermark is late: it is
     /// dropped and counted in `late_records` (never silently).
     pub max_delay_ms: u64,
-    /// Partial aggregate per worker before the exchange (true, default), or
-    /// send every event through the exchange (false: the shuffle-heavy mode).
-    pub pre_aggregate: bool,
     /// Records taken from the source per step.
     pub source_batch: usize,
 }
@@ -252,7 +249,6 @@ impl Default for WindowOptions {
     fn default() -> Self {
         WindowOptions {
             max_delay_ms: 0,
-            pre_aggregate: true,
             source_batch: 1024,
         }
     }
@@ -289,6 +285,7 @@ impl<S: Source, P: Pipe<S::Item>, K: Fn(&P::Out) -> u64 + Send> Keyed<S, P, K> {
             opts,
             spec: WindowSpec::tumbling(1),
             reduce: None,
+            count_only: false,
             buf: Vec::with_capacity(opts.source_batch),
             table: WindowTable::default(),
             max_seen: 0,
@@ -320,6 +317,9 @@ pub struct WindowedUpstream<S: Source, P, K, TF, VF> {
     opts: WindowOptions,
     spec: WindowSpec,
     reduce: Option<fn(i64, i64) -> i64>,
+    /// The aggregate is [`Aggregate::Count`]: states keep only count and
+    /// newest event time.
+    count_only: bool,
     buf: Vec<S::Item>,
     table: WindowTable,
     max_seen: u64,
@@ -340,7 +340,7 @@ impl<S: Source, P, K, TF, VF> WindowedUpstream<S, P, K, TF, VF> {
     }
 }
 
-impl<S, P, K, TF, VF> Upstream<WindowPartial> for WindowedUpstream<S, P, K, TF, VF>
+impl<S, P, K, TF, VF> WindowedUpstream<S, P, K, TF, VF>
 where
     S: Source,
     P: Pipe<S::Item>,
@@ -348,7 +348,16 @@ where
     TF: Fn(&P::Out) -> u64 + Send,
     VF: Fn(&P::Out) -> i64 + Send,
 {
-    fn step(&mut self, out: &mut Emitter<'_, '_, WindowPartial>) -> Progress {
+    /// Takes one batch from the source through the fused operators and
+    /// passes every record that reaches the window on time to `f` as
+    /// `(table, key, event time ms, value)` (value 0 under
+    /// [`Aggregate::Count`]); late ones are dropped and counted. Moves the
+    /// watermark. Returns what the source said and how many records it gave.
+    #[inline(always)]
+    fn poll_windowed(
+        &mut self,
+        mut f: impl FnMut(&mut WindowTable, u64, u64, i64),
+    ) -> (SourcePoll, usize) {
         let poll = self.source.poll(&mut self.buf, self.opts.source_batch);
         let n = self.buf.len();
         self.counters.source_records += n as u64;
@@ -359,8 +368,7 @@ where
             time,
             value,
             opts,
-            spec,
-            reduce,
+            count_only,
             buf,
             table,
             max_seen,
@@ -368,75 +376,97 @@ where
             counters,
             ..
         } = self;
-        let reduce = *reduce;
-        let spec = *spec;
-        let pre = opts.pre_aggregate;
+        let count_only = *count_only;
+        let max_delay = opts.max_delay_ms;
         let mut newest = *max_seen;
-        // Tumbling windows: remember the last window so most events skip the
-        // division in `assign`. Sliding windows whose size is a multiple of
-        // the slide are pre-aggregated per pane (a tumbling window of the
-        // slide): one table update per event instead of size/slide, the
-        // windows are composed from their panes when a pane closes.
-        let pane = pane_of(spec);
-        let tumbling = matches!(spec, WindowSpec::Tumbling { .. }) || pane.is_some();
-        let step_size = pane.unwrap_or(spec.size());
-        let (mut cur_start, mut cur_end) = (u64::MAX, 0u64);
-        for item in buf.iter().cloned() {
-            pipe.run(item, &mut |r| {
+        let mut w = *wm;
+        let (mut windowed, mut late) = (0u64, 0u64);
+        for item in buf.iter() {
+            pipe.run(item.clone(), &mut |r| {
                 let t = time(&r);
-                counters.windowed_records += 1;
-                if t < *wm {
-                    counters.late_records += 1;
+                windowed += 1;
+                if t < w {
+                    late += 1;
                     return;
                 }
                 if t > newest {
                     newest = t;
                     // The watermark follows every event, so lateness is
                     // judged against all events before it, batch or not.
-                    *wm = (*wm).max(t.saturating_sub(opts.max_delay_ms));
+                    w = w.max(t.saturating_sub(max_delay));
                 }
-                let k = key(&r);
-                let v = value(&r);
-                let one = AggState::one(v, t);
-                if pre {
-                    if tumbling {
-                        if !(cur_start <= t && t < cur_end) {
-                            cur_start = t - t % step_size;
-                            cur_end = cur_start.saturating_add(step_size);
-                        }
-                        table.entry(cur_start, k).merge(&one, reduce);
-                    } else {
-                        spec.assign(t, |s| table.entry(s, k).merge(&one, reduce));
-                    }
-                } else {
-                    let h = mix64(k);
-                    spec.assign(t, |s| {
-                        out.emit(
-                            h,
-                            WindowPartial {
-                                key: k,
-                                window_start: s,
-                                state: one,
-                            },
-                        )
-                    });
-                }
+                let v = if count_only { 0 } else { value(&r) };
+                f(table, key(&r), t, v);
             });
         }
         *max_seen = newest;
-        let wm_now = *wm;
-        if pre
-            && table
-                .oldest()
-                .is_some_and(|s| s.saturating_add(step_size) <= wm_now)
+        *wm = w;
+        counters.windowed_records += windowed;
+        counters.late_records += late;
+        (poll, n)
+    }
+}
+
+/// A step's progress from what the source said and how many records it gave.
+fn progress(poll: SourcePoll, n: usize) -> Progress {
+    match poll {
+        SourcePoll::Done => Progress::Done,
+        SourcePoll::Idle if n == 0 => Progress::Idle,
+        _ => Progress::Busy,
+    }
+}
+
+/// Pre-aggregated: each worker keeps a partial aggregate per (window, key)
+/// and sends it to the key's owner when the window (or pane) closes.
+impl<S, P, K, TF, VF> Upstream<WindowPartial> for WindowedUpstream<S, P, K, TF, VF>
+where
+    S: Source,
+    P: Pipe<S::Item>,
+    K: Fn(&P::Out) -> u64 + Send,
+    TF: Fn(&P::Out) -> u64 + Send,
+    VF: Fn(&P::Out) -> i64 + Send,
+{
+    fn step(&mut self, out: &mut Emitter<'_, '_, WindowPartial>) -> Progress {
+        let (spec, reduce, count_only) = (self.spec, self.reduce, self.count_only);
+        // Tumbling windows: remember the last window (and its table slot) so
+        // most events skip the division in `assign` and the window search.
+        // Sliding windows whose size is a multiple of the slide are
+        // pre-aggregated per pane (a tumbling window of the slide): one table
+        // update per event instead of size/slide, the windows are composed
+        // from their panes when a pane closes.
+        let pane = pane_of(spec);
+        let tumbling = matches!(spec, WindowSpec::Tumbling { .. }) || pane.is_some();
+        let step_size = pane.unwrap_or(spec.size());
+        let (mut cur_start, mut cur_end, mut cur_slot) = (u64::MAX, 0u64, 0usize);
+        let (poll, n) = self.poll_windowed(|table, k, t, v| {
+            if tumbling {
+                if !(cur_start <= t && t < cur_end) {
+                    cur_start = t - t % step_size;
+                    cur_end = cur_start.saturating_add(step_size);
+                    // A new window may shift the others' slots: the slot is
+                    // looked up again at every switch.
+                    cur_slot = table.slot(cur_start);
+                }
+                let st = table.entry_in(cur_slot, k);
+                if count_only {
+                    st.count_one(t);
+                } else {
+                    st.merge(&AggState::one(v, t), reduce);
+                }
+            } else {
+                let one = AggState::of_event(count_only, v, t);
+                spec.assign(t, |s| table.entry(s, k).merge(&one, reduce));
+            }
+        });
+        let wm_now = self.wm;
+        if self
+            .table
+            .oldest()
+            .is_some_and(|s| s.saturating_add(step_size) <= wm_now)
         {
-            emit_closed(table, spec, wm_now, out);
+            emit_closed(&mut self.table, spec, wm_now, out);
         }
-        match poll {
-            SourcePoll::Done => Progress::Done,
-            SourcePoll::Idle if n == 0 => Progress::Idle,
-            _ => Progress::Busy,
-        }
+        progress(poll, n)
     }
 
     fn watermark(&self) -> u64 {
@@ -446,6 +476,30 @@ where
     fn finish(&mut self, out: &mut Emitter<'_, '_, WindowPartial>) {
         emit_closed(&mut self.table, self.spec, u64::MAX, out);
     }
+}
+
+/// Every event exchanged: each record goes to its key's owner as a 24-byte
+/// [`KeyedEvent`]; the owner assigns windows and aggregates.
+impl<S, P, K, TF, VF> Upstream<KeyedEvent> for WindowedUpstream<S, P, K, TF, VF>
+where
+    S: Source,
+    P: Pipe<S::Item>,
+    K: Fn(&P::Out) -> u64 + Send,
+    TF: Fn(&P::Out) -> u64 + Send,
+    VF: Fn(&P::Out) -> i64 + Send,
+{
+    fn step(&mut self, out: &mut Emitter<'_, '_, KeyedEvent>) -> Progress {
+        let (poll, n) = self.poll_windowed(|_, key, time, value| {
+            out.emit(mix64(key), KeyedEvent { key, time, value })
+        });
+        progress(poll, n)
+    }
+
+    fn watermark(&self) -> u64 {
+        self.wm
+    }
+
+    fn finish(&mut self, _out: &mut Emitter<'_, '_, KeyedEvent>) {}
 }
 
 /// The pane (slide) of a sliding window whose size is a multiple of its
@@ -522,14 +576,20 @@ pub struct WindowedDownstream {
     pub results: Vec<WindowResult>,
     /// Latency of every row: emit time − newest event time in it (ms; the YSB definition).
     pub latency: Histogram<u64>,
-    /// Partials that arrived for an already fired window (0 unless the
-    /// watermark protocol is broken).
+    /// Partials (every-event mode: events) that arrived for an already
+    /// fired window (0 unless the watermark protocol is broken).
     pub late_partials: u64,
     /// Largest watermark lag seen, ms: wall-clock time minus the input
     /// watermark when it advanced (meaningful for wall-clock event times).
     pub watermark_lag_max_ms: u64,
     /// Which rows to keep when a window fires.
     pub fire: Fire,
+    /// The aggregate is [`Aggregate::Count`] (events folded in keep only
+    /// count and newest event time).
+    pub count_only: bool,
+    /// The slot of the window events last went to (every-event mode):
+    /// `(start, end, slot)`, valid until a window is created or fired.
+    hot: Option<(u64, u64, usize)>,
 }
 
 impl WindowedDownstream {
@@ -545,6 +605,8 @@ impl WindowedDownstream {
             late_partials: 0,
             watermark_lag_max_ms: 0,
             fire: Fire::All,
+            count_only: false,
+            hot: None,
         }
     }
 }
@@ -566,6 +628,68 @@ impl Downstream<WindowPartial> for WindowedDownstream {
     }
 
     fn on_watermark(&mut self, wm: u64) {
+        self.advance(wm);
+    }
+}
+
+/// Every event exchanged: the owner assigns each event's windows.
+impl Downstream<KeyedEvent> for WindowedDownstream {
+    #[inline]
+    fn on_batch(&mut self, _from: usize, items: &[<KeyedEvent as ExchangeData>::Item]) {
+        let spec = self.spec;
+        let size = spec.size();
+        let (reduce, count_only, fired) = (self.reduce, self.count_only, self.fired_wm);
+        let tumbling = matches!(spec, WindowSpec::Tumbling { .. });
+        for e in items {
+            let (k, t) = (e.key.to_native(), e.time.to_native());
+            if tumbling {
+                let (start, end, slot) = match self.hot {
+                    Some(h) if h.0 <= t && t < h.1 => h,
+                    _ => {
+                        let start = t - t % size;
+                        let end = start.saturating_add(size);
+                        if end <= fired {
+                            self.late_partials += 1;
+                            continue;
+                        }
+                        let h = (start, end, self.table.slot(start));
+                        self.hot = Some(h);
+                        h
+                    }
+                };
+                debug_assert!(start <= t && t < end);
+                let st = self.table.entry_in(slot, k);
+                if count_only {
+                    st.count_one(t);
+                } else {
+                    st.merge(&AggState::one(e.value.to_native(), t), reduce);
+                }
+            } else {
+                let one = AggState::of_event(count_only, e.value.to_native(), t);
+                let (table, late) = (&mut self.table, &mut self.late_partials);
+                spec.assign(t, |s| {
+                    if s.saturating_add(size) <= fired {
+                        *late += 1;
+                    } else {
+                        table.entry(s, k).merge(&one, reduce);
+                    }
+                });
+                // A new window may have shifted the slots.
+                self.hot = None;
+            }
+        }
+    }
+
+    fn on_watermark(&mut self, wm: u64) {
+        self.advance(wm);
+    }
+}
+
+impl WindowedDownstream {
+    /// The input watermark advanced to `wm`: fires every window that ends
+    /// at or before it.
+    fn advance(&mut self, wm: u64) {
+        self.hot = None;
         self.fired_wm = wm;
         if wm != u64::MAX {
             self.watermark_lag_max_ms = self.watermark_lag_max_ms.max(now_ms().saturating_sub(wm));
@@ -632,7 +756,8 @@ pub struct WindowJobOutput<S, P> {
     pub latency: LatencySummary,
     /// The merged latency histogram (ms), to merge further (across ranks).
     pub latency_hist: hdrhistogram::Histogram<u64>,
-    /// Partials that arrived after their window fired (must be 0).
+    /// Partials (every-event mode: events) that arrived after their window
+    /// fired (must be 0).
     pub late_partials: u64,
     /// The job was stopped early (SIGINT/SIGTERM, `air_runtime::stop`).
     pub stopped: bool,
@@ -693,16 +818,63 @@ where
     VF: Fn(&P::Out) -> i64 + Send,
     B: Fn(&WorkerInfo) -> WindowedUpstream<S, P, K, TF, VF> + Sync,
 {
+    run_window_job_as::<WindowPartial, _, _, _, _, _, _>(cfg, spec, agg, fire, build)
+}
+
+/// [`run_window_job`] without pre-aggregation: every record crosses the
+/// exchange to its key's owner as a [`KeyedEvent`] (24 bytes), and the owner
+/// assigns its windows (`air run ysb --shuffle`: the channel-bound mode).
+/// Same results as [`run_window_job`].
+pub fn run_window_job_every_event<S, P, K, TF, VF, B>(
+    cfg: &JobConfig,
+    spec: WindowSpec,
+    agg: Aggregate,
+    build: B,
+) -> Result<WindowJobOutput<S, P>, RuntimeError>
+where
+    S: Source,
+    P: Pipe<S::Item>,
+    K: Fn(&P::Out) -> u64 + Send,
+    TF: Fn(&P::Out) -> u64 + Send,
+    VF: Fn(&P::Out) -> i64 + Send,
+    B: Fn(&WorkerInfo) -> WindowedUpstream<S, P, K, TF, VF> + Sync,
+{
+    run_window_job_as::<KeyedEvent, _, _, _, _, _, _>(cfg, spec, agg, Fire::All, build)
+}
+
+/// A windowed aggregation job whose exchange carries `T`: [`WindowPartial`]s
+/// (pre-aggregated) or [`KeyedEvent`]s (every event).
+fn run_window_job_as<T, S, P, K, TF, VF, B>(
+    cfg: &JobConfig,
+    spec: WindowSpec,
+    agg: Aggregate,
+    fire: Fire,
+    build: B,
+) -> Result<WindowJobOutput<S, P>, RuntimeError>
+where
+    T: ExchangeData,
+    S: Source,
+    P: Pipe<S::Item>,
+    K: Fn(&P::Out) -> u64 + Send,
+    TF: Fn(&P::Out) -> u64 + Send,
+    VF: Fn(&P::Out) -> i64 + Send,
+    B: Fn(&WorkerInfo) -> WindowedUpstream<S, P, K, TF, VF> + Sync,
+    WindowedUpstream<S, P, K, TF, VF>: Upstream<T>,
+    WindowedDownstream: Downstream<T>,
+{
     let reduce = match agg {
         Aggregate::Reduce(f) => Some(f),
         _ => None,
     };
-    let outcomes = air_runtime::run::<WindowPartial, _, _, _>(cfg, |info| {
+    let count_only = matches!(agg, Aggregate::Count);
+    let outcomes = air_runtime::run::<T, _, _, _>(cfg, |info| {
         let mut up = build(info);
         up.spec = spec;
         up.reduce = reduce;
+        up.count_only = count_only;
         let mut down = WindowedDownstream::new(spec, reduce);
         down.fire = fire;
+        down.count_only = count_only;
         (up, down)
     })?;
     let mut results = Vec::new();

@@ -85,7 +85,8 @@ impl WindowSpec {
 /// Which aggregate a window computes over its values.
 #[derive(Clone, Copy, Debug)]
 pub enum Aggregate {
-    /// Number of events.
+    /// Number of events. The value is not read: states keep only `count`
+    /// and `max_event_time` (`sum`, `min`, `max`, `reduced` stay empty).
     Count,
     /// Sum of values (wrapping i64).
     Sum,
@@ -107,6 +108,10 @@ pub enum Aggregate {
 pub struct AggState {
     /// Events folded in.
     pub count: u64,
+    /// Newest event time folded in, ms (for the YSB latency definition).
+    /// (Next to `count`: [`Aggregate::Count`] updates only these two, and
+    /// the two stay within one cache line at any 48-byte-aligned slot.)
+    pub max_event_time: u64,
     /// Sum of values (wrapping).
     pub sum: i64,
     /// Smallest value (`i64::MAX` when empty).
@@ -115,8 +120,6 @@ pub struct AggState {
     pub max: i64,
     /// The user reduce's accumulator (the first value when count = 1).
     pub reduced: i64,
-    /// Newest event time folded in, ms (for the YSB latency definition).
-    pub max_event_time: u64,
 }
 
 impl AggState {
@@ -153,6 +156,29 @@ impl AggState {
         self.max_event_time = self.max_event_time.max(o.max_event_time);
     }
 
+    /// The state of one event of value `value` at `event_time` (ms), as
+    /// aggregate `count_only` ([`Aggregate::Count`]) or any other keeps it.
+    #[inline(always)]
+    pub fn of_event(count_only: bool, value: i64, event_time: u64) -> AggState {
+        if count_only {
+            AggState {
+                count: 1,
+                max_event_time: event_time,
+                ..EMPTY
+            }
+        } else {
+            AggState::one(value, event_time)
+        }
+    }
+
+    /// Counts one more event at event time `event_time` (ms): the update of
+    /// [`Aggregate::Count`], which keeps only `count` and `max_event_time`.
+    #[inline(always)]
+    pub fn count_one(&mut self, event_time: u64) {
+        self.count += 1;
+        self.max_event_time = self.max_event_time.max(event_time);
+    }
+
     /// Folds an archived state in.
     #[inline(always)]
     pub fn merge_archived(&mut self, o: &ArchivedAggState, reduce: Option<fn(i64, i64) -> i64>) {
@@ -186,9 +212,8 @@ impl AggState {
     }
 }
 
-/// What crosses the exchange of a windowed aggregation: the state of one
-/// (key, window) at one worker (a partial aggregate), or of one event when
-/// pre-aggregation is off. 64 bytes.
+/// What crosses the exchange of a pre-aggregated windowed aggregation: the
+/// state of one (key, window) at one worker (a partial aggregate). 64 bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Archive, Serialize, Deserialize)]
 #[repr(C)]
 pub struct WindowPartial {
@@ -198,6 +223,20 @@ pub struct WindowPartial {
     pub window_start: u64,
     /// The (partial) aggregate.
     pub state: AggState,
+}
+
+/// What crosses the exchange of a windowed aggregation without
+/// pre-aggregation (every event sent to its key's owner, which assigns its
+/// windows): one keyed event. 24 bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Archive, Serialize, Deserialize)]
+#[repr(C)]
+pub struct KeyedEvent {
+    /// The grouping key.
+    pub key: u64,
+    /// Event time, ms.
+    pub time: u64,
+    /// The value aggregated (0 under [`Aggregate::Count`], which reads none).
+    pub value: i64,
 }
 
 /// One result row: the final aggregate of one key in one window.
@@ -217,7 +256,8 @@ pub struct WindowResult {
 /// larger keys in a hash map.
 pub const DENSE_KEYS: u64 = 4096;
 
-const EMPTY: AggState = AggState {
+/// The state of no event: the identity of [`AggState::merge`].
+pub const EMPTY: AggState = AggState {
     count: 0,
     sum: 0,
     min: i64::MAX,
@@ -227,10 +267,11 @@ const EMPTY: AggState = AggState {
 };
 
 /// The states of one window: dense for small keys, hashed for the rest.
+/// A dense slot holds a key iff its `count` is non-zero: every state merged
+/// in carries at least one event.
 #[derive(Debug, Default)]
 struct KeyTable {
     dense: Vec<AggState>,
-    present: Vec<u64>,
     sparse: FxHashMap<u64, AggState>,
 }
 
@@ -242,7 +283,6 @@ impl KeyTable {
             if k >= self.dense.len() {
                 self.grow(k);
             }
-            self.present[k / 64] |= 1 << (k % 64);
             &mut self.dense[k]
         } else {
             self.sparse.entry(key).or_insert(EMPTY)
@@ -253,20 +293,17 @@ impl KeyTable {
     fn grow(&mut self, k: usize) {
         let n = (k + 1).next_power_of_two().max(64);
         self.dense.resize(n, EMPTY);
-        self.present.resize(n.div_ceil(64), 0);
     }
 
     /// Every (key, state) in ascending key order.
     fn into_sorted(self) -> Vec<(u64, AggState)> {
-        let mut out = Vec::new();
-        for (w, &bits) in self.present.iter().enumerate() {
-            let mut b = bits;
-            while b != 0 {
-                let i = w * 64 + b.trailing_zeros() as usize;
-                out.push((i as u64, self.dense[i]));
-                b &= b - 1;
-            }
-        }
+        let mut out: Vec<(u64, AggState)> = self
+            .dense
+            .iter()
+            .enumerate()
+            .filter(|(_, st)| st.count != 0)
+            .map(|(k, st)| (k as u64, *st))
+            .collect();
         let mut sparse: Vec<(u64, AggState)> = self.sparse.into_iter().collect();
         sparse.sort_unstable_by_key(|(k, _)| *k);
         out.extend(sparse);
@@ -291,6 +328,27 @@ impl WindowTable {
             None => self.insert_window(window_start),
         };
         self.windows[idx].1.entry(key)
+    }
+
+    /// The slot of window `window_start` (created empty if new), for
+    /// [`WindowTable::entry_in`]. A slot stays valid until the next call that
+    /// may create a window (`slot`, `entry`) or remove one (`drain_closed`).
+    #[inline]
+    pub fn slot(&mut self, window_start: u64) -> usize {
+        match self.windows.iter().rposition(|(s, _)| *s == window_start) {
+            Some(i) => i,
+            None => self.insert_window(window_start),
+        }
+    }
+
+    /// The state of `key` in the window at `slot` (from [`WindowTable::slot`]),
+    /// created empty.
+    ///
+    /// # Panics
+    /// If `slot` is out of range.
+    #[inline(always)]
+    pub fn entry_in(&mut self, slot: usize, key: u64) -> &mut AggState {
+        self.windows[slot].1.entry(key)
     }
 
     #[cold]

@@ -2,9 +2,12 @@
 //! computation: tumbling and sliding windows, every aggregate, with and
 //! without pre-aggregation, events on window edges and disorder within the delay.
 
-use air_operators::stream::{run_window_job, Stream, VecSource, WindowOptions};
+use air_operators::stream::{
+    run_window_job, run_window_job_every_event, Pipe, Source, Stream, VecSource, WindowJobOutput,
+    WindowOptions, WindowedUpstream,
+};
 use air_operators::window::{Aggregate, WindowSpec};
-use air_runtime::JobConfig;
+use air_runtime::{JobConfig, WorkerInfo};
 use std::collections::BTreeMap;
 
 type Rec = (u64, u64, i64); // (key, time, value)
@@ -77,6 +80,29 @@ fn xor_rot(a: i64, b: i64) -> i64 {
     a ^ b
 }
 
+/// The job pre-aggregated (`pre`) or with every event exchanged.
+fn run<S, P, K, TF, VF, B>(
+    pre: bool,
+    cfg: &JobConfig,
+    spec: WindowSpec,
+    agg: Aggregate,
+    build: B,
+) -> WindowJobOutput<S, P>
+where
+    S: Source,
+    P: Pipe<S::Item>,
+    K: Fn(&P::Out) -> u64 + Send,
+    TF: Fn(&P::Out) -> u64 + Send,
+    VF: Fn(&P::Out) -> i64 + Send,
+    B: Fn(&WorkerInfo) -> WindowedUpstream<S, P, K, TF, VF> + Sync,
+{
+    if pre {
+        run_window_job(cfg, spec, agg, build).unwrap()
+    } else {
+        run_window_job_every_event(cfg, spec, agg, build).unwrap()
+    }
+}
+
 #[test]
 fn window_jobs_equal_sequential() {
     let recs = records();
@@ -97,18 +123,16 @@ fn window_jobs_equal_sequential() {
                 };
                 let opts = WindowOptions {
                     max_delay_ms: 1_500,
-                    pre_aggregate: pre,
                     source_batch: 100,
                 };
-                let out = run_window_job(&cfg, spec, Aggregate::Reduce(xor_rot), |w| {
+                let out = run(pre, &cfg, spec, Aggregate::Reduce(xor_rot), |w| {
                     Stream::source(VecSource::new(shard(&recs, w)))
                         .map(|(k, t, v): Rec| (k, t, v.rotate_left(7)))
                         .filter(|_| true)
                         .flat_map(Some)
                         .key_by(|r: &Rec| r.0)
                         .window(|r| r.1, |r| r.2, opts)
-                })
-                .unwrap();
+                });
                 let late: u64 = out.upstream.iter().map(|u| u.late_records).sum();
                 assert_eq!(late, 0, "{spec:?} {workers} workers");
                 assert_eq!(out.late_partials, 0);
@@ -134,12 +158,11 @@ fn window_jobs_equal_sequential() {
                     assert_eq!(g.4, w.4, "reduce {k:?}");
                 }
                 // Sum/min/max over the original values: rerun with identity map.
-                let direct = run_window_job(&cfg, spec, Aggregate::Sum, |w| {
+                let direct = run(pre, &cfg, spec, Aggregate::Sum, |w| {
                     Stream::source(VecSource::new(shard(&recs, w)))
                         .key_by(|r: &Rec| r.0)
                         .window(|r| r.1, |r| r.2, opts)
-                })
-                .unwrap();
+                });
                 for r in &direct.results {
                     let w = want[&(r.window_start, r.key)];
                     assert_eq!(
@@ -150,6 +173,33 @@ fn window_jobs_equal_sequential() {
                     assert!((mean - w.1 as f64 / w.0 as f64).abs() < 1e-9);
                 }
                 assert_eq!(direct.results.len(), want.len());
+                // Count keeps only count and the newest event time.
+                let counted = run(pre, &cfg, spec, Aggregate::Count, |w| {
+                    Stream::source(VecSource::new(shard(&recs, w)))
+                        .key_by(|r: &Rec| r.0)
+                        .window(|r| r.1, |r| r.2, opts)
+                });
+                let got: BTreeMap<(u64, u64), u64> = counted
+                    .results
+                    .iter()
+                    .map(|r| ((r.window_start, r.key), r.state.count))
+                    .collect();
+                let want_counts: BTreeMap<(u64, u64), u64> =
+                    want.iter().map(|(k, w)| (*k, w.0)).collect();
+                assert_eq!(
+                    got, want_counts,
+                    "{spec:?} {workers} workers pre={pre}: count"
+                );
+                for r in &counted.results {
+                    let newest = recs
+                        .iter()
+                        .filter(|&&(k, t, _)| {
+                            k == r.key && r.window_start <= t && t < r.window_start + spec.size()
+                        })
+                        .map(|r| r.1)
+                        .max();
+                    assert_eq!(Some(r.state.max_event_time), newest, "newest event time");
+                }
             }
         }
     }

@@ -13,7 +13,9 @@ use super::dist::Dist;
 use super::driver::{OutputArgs, Query, RankPart};
 use air_operators::sources::pace::PacedSource;
 use air_operators::sources::wa::{KeyDist, WaConfig, WaEvent, WaGenerator};
-use air_operators::stream::{run_window_job, Source, SourcePoll, Stream, WindowOptions};
+use air_operators::stream::{
+    run_window_job, run_window_job_every_event, Source, SourcePoll, Stream, WindowOptions,
+};
 use air_operators::window::{Aggregate, WindowSpec};
 use serde::{Deserialize, Serialize};
 use std::io::Write;
@@ -158,44 +160,42 @@ impl Query for WaArgs {
         let mut cfg = self.runtime.job_config();
         dist.configure(&mut cfg, self.runtime.force_network);
         let gen = self.gen.config();
-        let wopts = WindowOptions {
-            pre_aggregate: !self.shuffle,
-            ..WindowOptions::default()
-        };
+        let wopts = WindowOptions::default();
         let start = Instant::now();
         let paced = self.pace.start();
-        let out = run_window_job(
-            &cfg,
-            WindowSpec::tumbling(self.window_ms),
-            Aggregate::Sum,
-            |info| {
-                let (i, w) = (info.index, info.workers);
-                let source = match &paced {
-                    None => WaSource::Gen(WaGenerator::new(&gen, i, w)),
-                    Some(at) => {
-                        // Event times follow this worker's schedule, from
-                        // the wall clock at the start (see
-                        // `Pacer::interleaved_event_rate`).
-                        let pacer = self.pace.pacer(at, i, w);
-                        let cfg = WaConfig {
-                            events: self
-                                .pace
-                                .events(self.gen.events, DEFAULT_EVENTS)
-                                .unwrap_or(u64::MAX),
-                            events_per_s: pacer.interleaved_event_rate(w).unwrap_or(1.0),
-                            base_time_ms: at.wall_ms,
-                            ..gen
-                        };
-                        WaSource::Paced(PacedSource::new(WaGenerator::new(&cfg, i, w), pacer))
-                    }
-                };
-                Stream::source(source).key_by(|e: &WaEvent| e.key).window(
-                    |e| e.time_ms,
-                    |e| e.value,
-                    wopts,
-                )
-            },
-        )
+        let build = |info: &air_runtime::WorkerInfo| {
+            let (i, w) = (info.index, info.workers);
+            let source = match &paced {
+                None => WaSource::Gen(WaGenerator::new(&gen, i, w)),
+                Some(at) => {
+                    // Event times follow this worker's schedule, from the
+                    // wall clock at the start (see
+                    // `Pacer::interleaved_event_rate`).
+                    let pacer = self.pace.pacer(at, i, w);
+                    let cfg = WaConfig {
+                        events: self
+                            .pace
+                            .events(self.gen.events, DEFAULT_EVENTS)
+                            .unwrap_or(u64::MAX),
+                        events_per_s: pacer.interleaved_event_rate(w).unwrap_or(1.0),
+                        base_time_ms: at.wall_ms,
+                        ..gen
+                    };
+                    WaSource::Paced(PacedSource::new(WaGenerator::new(&cfg, i, w), pacer))
+                }
+            };
+            Stream::source(source).key_by(|e: &WaEvent| e.key).window(
+                |e| e.time_ms,
+                |e| e.value,
+                wopts,
+            )
+        };
+        let spec = WindowSpec::tumbling(self.window_ms);
+        let out = if self.shuffle {
+            run_window_job_every_event(&cfg, spec, Aggregate::Sum, &build)
+        } else {
+            run_window_job(&cfg, spec, Aggregate::Sum, &build)
+        }
         .map_err(|e| CliError::Other(e.into()))?;
         let elapsed = start.elapsed().max(out.elapsed);
         let mut per_worker = super::driver::worker_figures(&out, dist);

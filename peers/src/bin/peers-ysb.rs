@@ -36,6 +36,28 @@ struct Args {
     /// ratios).
     #[arg(long, value_enum, value_delimiter = ',', default_values = ["timely", "crossbeam", "roof"])]
     peers: Vec<Engine>,
+    /// How the aggregate reaches the owner: the modes to run.
+    #[arg(long, value_enum, value_delimiter = ',', default_values = ["pre-aggregated", "every-event"])]
+    modes: Vec<ModeArg>,
+}
+
+/// A mode on the command line.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum ModeArg {
+    /// Local pre-aggregation per (window, campaign), partials exchanged
+    /// (`air run ysb`).
+    PreAggregated,
+    /// Every view crosses the exchange (`air run ysb --shuffle`).
+    EveryEvent,
+}
+
+impl ModeArg {
+    fn mode(self) -> Mode {
+        match self {
+            ModeArg::PreAggregated => Mode::PreAggregated,
+            ModeArg::EveryEvent => Mode::EveryEvent,
+        }
+    }
 }
 
 /// An engine.
@@ -110,7 +132,11 @@ fn main() -> anyhow::Result<()> {
         ..YsbSpec::new(a.events, a.workers)
     };
     let mut lines: Vec<Line> = Vec::new();
-    for mode in Mode::ALL {
+    anyhow::ensure!(!a.modes.is_empty(), "--modes: name at least one mode");
+    for mode in Mode::ALL
+        .into_iter()
+        .filter(|m| a.modes.iter().any(|x| x.mode() == *m))
+    {
         lines.push(Line {
             engine: Engine::Air,
             mode: Some(mode),
@@ -211,9 +237,18 @@ fn main() -> anyhow::Result<()> {
         "{:<18} {:<22} {:>14} {:>16} {:>10}   runs (M events/s)",
         "engine", "mode", "events/s", "M/s per worker", "air/peer"
     );
-    let mut csv = String::from(
-        "engine,mode,workers,events,repeats,median_events_per_s,m_events_per_s_per_worker,ratio_air_over_peer,runs_events_per_s\n",
-    );
+    let mut csv = csv::Writer::from_writer(Vec::new());
+    csv.write_record([
+        "engine",
+        "mode",
+        "workers",
+        "events",
+        "repeats",
+        "median_events_per_s",
+        "m_events_per_s_per_worker",
+        "ratio_air_over_peer",
+        "runs_events_per_s",
+    ])?;
     for l in &lines {
         let m = median(&l.runs);
         let ratio = air_median(l.mode) / m;
@@ -228,22 +263,21 @@ fn main() -> anyhow::Result<()> {
             runs.join(" / ")
         );
         let runs_raw: Vec<String> = l.runs.iter().map(|r| format!("{r:.0}")).collect();
-        csv.push_str(&format!(
-            "{},{},{},{},{},{:.0},{:.3},{:.4},{}\n",
-            l.engine.name(),
-            l.mode_name(),
-            a.workers,
-            a.events,
-            a.repeats,
-            m,
-            m / 1e6 / a.workers as f64,
-            ratio,
-            runs_raw.join(";")
-        ));
+        csv.write_record([
+            l.engine.name().to_string(),
+            l.mode_name().to_string(),
+            a.workers.to_string(),
+            a.events.to_string(),
+            a.repeats.to_string(),
+            format!("{m:.0}"),
+            format!("{:.3}", m / 1e6 / a.workers as f64),
+            format!("{ratio:.4}"),
+            runs_raw.join(";"),
+        ])?;
     }
     if let Some(p) = &a.csv {
         std::fs::File::create(p)
-            .and_then(|mut f| f.write_all(csv.as_bytes()))
+            .and_then(|mut f| f.write_all(&csv.into_inner().map_err(|e| e.into_error())?))
             .with_context(|| format!("writing {}", p.display()))?;
     }
     Ok(())
