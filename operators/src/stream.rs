@@ -354,7 +354,7 @@ where
     /// [`Aggregate::Count`]); late ones are dropped and counted. Moves the
     /// watermark. Returns what the source said and how many records it gave.
     #[inline(always)]
-    fn poll_windowed(
+    fn poll_windowed<const COUNT_ONLY: bool>(
         &mut self,
         mut f: impl FnMut(&mut WindowTable, u64, u64, i64),
     ) -> (SourcePoll, usize) {
@@ -376,7 +376,7 @@ where
             counters,
             ..
         } = self;
-        let count_only = *count_only;
+        debug_assert_eq!(COUNT_ONLY, *count_only);
         let max_delay = opts.max_delay_ms;
         let mut newest = *max_seen;
         let mut w = *wm;
@@ -395,7 +395,7 @@ where
                     // judged against all events before it, batch or not.
                     w = w.max(t.saturating_sub(max_delay));
                 }
-                let v = if count_only { 0 } else { value(&r) };
+                let v = if COUNT_ONLY { 0 } else { value(&r) };
                 f(table, key(&r), t, v);
             });
         }
@@ -404,6 +404,40 @@ where
         counters.windowed_records += windowed;
         counters.late_records += late;
         (poll, n)
+    }
+}
+
+/// The window (or pane) events of a tumbling aggregate last went to, and its
+/// slot in the table: most events skip the division and the window search.
+struct HotWindow {
+    start: u64,
+    end: u64,
+    size: u64,
+    slot: usize,
+}
+
+impl HotWindow {
+    /// No window yet; windows of `size` ms.
+    fn new(size: u64) -> HotWindow {
+        HotWindow {
+            start: u64::MAX,
+            end: 0,
+            size,
+            slot: 0,
+        }
+    }
+
+    /// The slot in `table` of the window holding event time `t` (created if
+    /// new). A new window may shift the others' slots, so the slot is looked
+    /// up again at every switch.
+    #[inline(always)]
+    fn slot(&mut self, table: &mut WindowTable, t: u64) -> usize {
+        if !(self.start <= t && t < self.end) {
+            self.start = t - t % self.size;
+            self.end = self.start.saturating_add(self.size);
+            self.slot = table.slot(self.start);
+        }
+        self.slot
     }
 }
 
@@ -437,27 +471,26 @@ where
         let pane = pane_of(spec);
         let tumbling = matches!(spec, WindowSpec::Tumbling { .. }) || pane.is_some();
         let step_size = pane.unwrap_or(spec.size());
-        let (mut cur_start, mut cur_end, mut cur_slot) = (u64::MAX, 0u64, 0usize);
-        let (poll, n) = self.poll_windowed(|table, k, t, v| {
-            if tumbling {
-                if !(cur_start <= t && t < cur_end) {
-                    cur_start = t - t % step_size;
-                    cur_end = cur_start.saturating_add(step_size);
-                    // A new window may shift the others' slots: the slot is
-                    // looked up again at every switch.
-                    cur_slot = table.slot(cur_start);
-                }
-                let st = table.entry_in(cur_slot, k);
-                if count_only {
-                    st.count_one(t);
-                } else {
-                    st.merge(&AggState::one(v, t), reduce);
-                }
-            } else {
-                let one = AggState::of_event(count_only, v, t);
+        // One loop per case (the flags are not tested per event).
+        let mut hot = HotWindow::new(step_size);
+        let (poll, n) = match (tumbling, count_only) {
+            (true, true) => self.poll_windowed::<true>(|table, k, t, _| {
+                let slot = hot.slot(table, t);
+                table.entry_in(slot, k).count_one(t);
+            }),
+            (true, false) => self.poll_windowed::<false>(|table, k, t, v| {
+                let slot = hot.slot(table, t);
+                table.entry_in(slot, k).merge(&AggState::one(v, t), reduce);
+            }),
+            (false, true) => self.poll_windowed::<true>(|table, k, t, _| {
+                let one = AggState::of_event(true, 0, t);
                 spec.assign(t, |s| table.entry(s, k).merge(&one, reduce));
-            }
-        });
+            }),
+            (false, false) => self.poll_windowed::<false>(|table, k, t, v| {
+                let one = AggState::one(v, t);
+                spec.assign(t, |s| table.entry(s, k).merge(&one, reduce));
+            }),
+        };
         let wm_now = self.wm;
         if self
             .table
@@ -489,9 +522,14 @@ where
     VF: Fn(&P::Out) -> i64 + Send,
 {
     fn step(&mut self, out: &mut Emitter<'_, '_, KeyedEvent>) -> Progress {
-        let (poll, n) = self.poll_windowed(|_, key, time, value| {
+        let emit = |_: &mut WindowTable, key, time, value| {
             out.emit(mix64(key), KeyedEvent { key, time, value })
-        });
+        };
+        let (poll, n) = if self.count_only {
+            self.poll_windowed::<true>(emit)
+        } else {
+            self.poll_windowed::<false>(emit)
+        };
         progress(poll, n)
     }
 
