@@ -192,9 +192,9 @@ impl Query for WaArgs {
         };
         let spec = WindowSpec::tumbling(self.window_ms);
         let out = if self.shuffle {
-            run_window_job_every_event(&cfg, spec, Aggregate::Sum, &build)
+            run_window_job_every_event(&cfg, spec, Aggregate::Sum, build)
         } else {
-            run_window_job(&cfg, spec, Aggregate::Sum, &build)
+            run_window_job(&cfg, spec, Aggregate::Sum, build)
         }
         .map_err(|e| CliError::Other(e.into()))?;
         let elapsed = start.elapsed().max(out.elapsed);

@@ -611,9 +611,9 @@ fn run_rank(args: &YsbArgs, campaigns: Arc<Campaigns>, dist: &Dist) -> Result<Ra
     };
     let spec = WindowSpec::tumbling(args.window_ms);
     let out = if args.shuffle {
-        run_window_job_every_event(&cfg, spec, Aggregate::Count, &build)
+        run_window_job_every_event(&cfg, spec, Aggregate::Count, build)
     } else {
-        run_window_job(&cfg, spec, Aggregate::Count, &build)
+        run_window_job(&cfg, spec, Aggregate::Count, build)
     }
     .map_err(|e| CliError::Other(e.into()))?;
     let elapsed = start.elapsed().max(out.elapsed);
