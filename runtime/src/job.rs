@@ -111,14 +111,14 @@ pub struct Emitter<'a, 'c, T: ExchangeData> {
 
 impl<T: ExchangeData> Emitter<'_, '_, T> {
     /// Sends `item` to the owner of `key_hash` (`key_hash % workers`).
-    #[inline]
+    #[inline(always)]
     pub fn emit(&mut self, key_hash: u64, item: T) {
         let dest = self.ex.owner(key_hash);
         self.emit_to(dest, item);
     }
 
     /// Sends `item` to worker `dest`.
-    #[inline]
+    #[inline(always)]
     pub fn emit_to(&mut self, dest: usize, item: T) {
         if self.error.is_some() {
             return;
