@@ -164,7 +164,8 @@ def callgrind(path, events, annotate=None):
                 if len(parts) < 3 or not parts[0].replace(",", "").isdigit():
                     continue
                 ir, what = int(parts[0].replace(",", "")), parts[2]
-                if "YsbSource as air_operators::stream::Source>::poll" in what:
+                if ("YsbSource as air_operators::stream::Source>::poll" in what
+                        or "YsbGenerator::fill" in what):
                     src += ir
                 elif "WindowedUpstream" in what:
                     step += ir
@@ -174,8 +175,8 @@ def callgrind(path, events, annotate=None):
                     ld += ir
         s += (
             f"; the pipeline: {(src + step) / n:.0f} instructions per event, of which the source"
-            f" (generator, filter: YsbSource::poll) {src / n:.0f} ({src / (src + step) * 100:.0f} %) and the"
-            f" window step {step / n:.0f} ({step / (src + step) * 100:.0f} %; campaign lookup {lookup / (src + step) * 100:.0f} %);"
+            f" (the generator: YsbGenerator::fill, YsbSource::poll) {src / n:.0f} ({src / (src + step) * 100:.0f} %) and the"
+            f" window step (filter, lookup, window) {step / n:.0f} ({step / (src + step) * 100:.0f} %; campaign lookup {lookup / (src + step) * 100:.0f} %);"
             f" the dynamic loader {ld / total * 100:.0f} % of the whole"
         ) if src + step else "; (no YsbSource::poll / WindowedUpstream::step lines in the annotation)"
     print(s)
