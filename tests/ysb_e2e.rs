@@ -854,3 +854,76 @@ fn sustainable_search_probes_wa_and_nexmark_queries() {
         stderr(&o)
     );
 }
+
+/// `--out` and `--report` are written whole or not at all: a run that
+/// fails after its outputs were opened (here at job setup: rings larger
+/// than the memory) leaves an earlier file at `--out` as it was and no
+/// temp file beside it; a good run replaces it; a directory is refused.
+#[test]
+fn outputs_are_replaced_whole_or_left_alone() {
+    for query in ["ysb", "wa"] {
+        let dir = tmpdir(&format!("atomic-{query}"));
+        let out = dir.join("o.csv");
+        let rep = dir.join("r.json");
+        std::fs::write(&out, "previous\n").unwrap();
+        let o = air(&[
+            "run",
+            query,
+            "--events",
+            "1000",
+            "--workers",
+            "2",
+            "--no-pin",
+            "--ring-bytes",
+            "8589934592",
+            "--out",
+            out.to_str().unwrap(),
+            "--report",
+            rep.to_str().unwrap(),
+        ]);
+        assert_eq!(o.status.code(), Some(1), "{query}: {}", stderr(&o));
+        assert!(stderr(&o).contains("job setup"), "{query}: {}", stderr(&o));
+        assert_eq!(
+            std::fs::read_to_string(&out).unwrap(),
+            "previous\n",
+            "{query}"
+        );
+        assert!(!rep.exists(), "{query}: a report of a failed run");
+        let names: Vec<String> = std::fs::read_dir(&*dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names, ["o.csv"], "{query}: temp files left");
+        let o = air(&[
+            "run",
+            query,
+            "--events",
+            "100000",
+            "--workers",
+            "2",
+            "--no-pin",
+            "--out",
+            out.to_str().unwrap(),
+            "--report",
+            rep.to_str().unwrap(),
+        ]);
+        assert!(o.status.success(), "{query}: {}", stderr(&o));
+        let text = std::fs::read_to_string(&out).unwrap();
+        assert!(text.starts_with("window_start_ms,"), "{query}: {text:.40}");
+        assert!(report(&rep)["events"].as_u64().is_some(), "{query}");
+        let o = air(&[
+            "run",
+            query,
+            "--events",
+            "1000",
+            "--out",
+            dir.to_str().unwrap(),
+        ]);
+        assert_eq!(o.status.code(), Some(2), "{query}");
+        assert!(
+            stderr(&o).contains("is a directory"),
+            "{query}: {}",
+            stderr(&o)
+        );
+    }
+}

@@ -1,6 +1,7 @@
 //! Options shared by every `air run` query.
 
 use air_runtime::JobConfig;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// Runtime options of `air run`.
@@ -358,4 +359,95 @@ pub fn peak_rss_bytes() -> u64 {
         ru
     };
     (ru.ru_maxrss.max(0) as u64) * 1024
+}
+
+/// An output file (`--out`, `--report`, a per-rank `--out`) written whole or
+/// not at all: created before the run as `.<name>.<pid>.tmp` beside `path`
+/// (so an uncreatable path fails before anything runs, and an earlier file
+/// at `path` stays intact meanwhile), then renamed over `path` once written.
+/// A FIFO, a device or any other existing non-regular file is written in
+/// place (a rename would replace it). If the process dies while writing, the
+/// temp file may remain; `path` never holds a cut file.
+pub struct Output {
+    path: PathBuf,
+    /// The temp file to rename over `path` (`None`: written in place).
+    tmp: Option<PathBuf>,
+    file: Option<std::fs::File>,
+}
+
+impl Output {
+    /// Opens the output for `path`.
+    ///
+    /// # Errors
+    /// `BadInput` naming `path` when it is a directory or its temp file
+    /// cannot be created (missing directory, no permission).
+    pub fn create(path: &Path) -> Result<Output, CliError> {
+        let bad =
+            |e: &dyn std::fmt::Display| CliError::BadInput(format!("{}: {e}", path.display()));
+        let in_place = match std::fs::metadata(path) {
+            Ok(m) if m.is_dir() => return Err(bad(&"is a directory")),
+            Ok(m) => !m.is_file(),
+            Err(_) => false,
+        };
+        if in_place {
+            let file = std::fs::File::create(path).map_err(|e| bad(&e))?;
+            return Ok(Output {
+                path: path.to_path_buf(),
+                tmp: None,
+                file: Some(file),
+            });
+        }
+        let name = path
+            .file_name()
+            .ok_or_else(|| bad(&"not a file name"))?
+            .to_string_lossy();
+        let tmp = path.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
+        let file = std::fs::File::create(&tmp).map_err(|e| bad(&e))?;
+        Ok(Output {
+            path: path.to_path_buf(),
+            tmp: Some(tmp),
+            file: Some(file),
+        })
+    }
+
+    /// Writes the output with `write` (which must flush what it buffers)
+    /// and puts it in place.
+    ///
+    /// # Errors
+    /// What `write` returned, or the rename's error (naming `path`).
+    pub fn write(
+        mut self,
+        write: impl FnOnce(std::fs::File) -> anyhow::Result<()>,
+    ) -> anyhow::Result<()> {
+        let file = self.file.take().expect("an output is written once");
+        write(file)?;
+        if let Some(tmp) = self.tmp.take() {
+            if let Err(e) = std::fs::rename(&tmp, &self.path) {
+                let _ = std::fs::remove_file(&tmp);
+                anyhow::bail!("{}: {e}", self.path.display());
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Output {
+    /// An output never written (the run failed): its temp file goes.
+    fn drop(&mut self) {
+        if let Some(tmp) = &self.tmp {
+            let _ = std::fs::remove_file(tmp);
+        }
+    }
+}
+
+/// Writes `value` as pretty JSON to `file`, flushed.
+///
+/// # Errors
+/// Serialization or I/O errors.
+pub fn write_json(file: std::fs::File, value: &impl serde::Serialize) -> anyhow::Result<()> {
+    use std::io::Write;
+    let mut w = std::io::BufWriter::new(file);
+    serde_json::to_writer_pretty(&mut w, value)?;
+    w.flush()?;
+    Ok(())
 }

@@ -232,9 +232,7 @@ pub fn main<Q: Query>(q: &Q, dist: &Dist) -> Result<(), CliError> {
 pub fn run<Q: Query>(q: &Q, dist: &Dist, print: bool) -> Result<Option<Report>, CliError> {
     let root = dist.is_root();
     let out = q.output();
-    let open = |p: &Path| {
-        std::fs::File::create(p).map_err(|e| CliError::BadInput(format!("{}: {e}", p.display())))
-    };
+    let open = |p: &Path| super::common::Output::create(p);
     let mut files = (None, None, None);
     let checked = q.validate(dist.ranks()).and_then(|()| {
         if out.out_per_rank && out.out.is_none() {
@@ -309,7 +307,7 @@ pub fn run<Q: Query>(q: &Q, dist: &Dist, print: bool) -> Result<Option<Report>, 
     };
     if let Some(f) = rank_file {
         let rows = q.finish(part.rows.clone());
-        write_csv(q, f, &rows)?;
+        f.write(|f| write_csv(q, f, &rows))?;
     }
     let parts = if dist.ranks() == 1 {
         // Alone: no need to serialize (Q1's kept rows can be millions).
@@ -337,10 +335,10 @@ pub fn run<Q: Query>(q: &Q, dist: &Dist, print: bool) -> Result<Option<Report>, 
     dist.agree_exit_code(code);
     let (rows, report, input_error) = merged?;
     if let Some(f) = out_file {
-        write_csv(q, f, &rows)?;
+        f.write(|f| write_csv(q, f, &rows))?;
     }
     if let Some(f) = report_file {
-        serde_json::to_writer_pretty(std::io::BufWriter::new(f), &report)?;
+        f.write(|f| super::common::write_json(f, &report))?;
     }
     if print {
         print_summary(&report)?;

@@ -840,9 +840,7 @@ pub fn run(args: &YsbArgs, dist: &Dist, print: bool) -> Result<Option<YsbReport>
     };
     // Check the options and open the outputs before the run, so a bad path
     // fails now, not after it; every rank agrees before any goes on.
-    let open = |p: &std::path::Path| {
-        std::fs::File::create(p).map_err(|e| CliError::BadInput(format!("{}: {e}", p.display())))
-    };
+    let open = |p: &std::path::Path| super::common::Output::create(p);
     let per_rank = args.out_per_rank;
     let mut files = (None, None, None);
     let mut campaigns = None;
@@ -894,7 +892,7 @@ pub fn run(args: &YsbArgs, dist: &Dist, print: bool) -> Result<Option<YsbReport>
         }
     };
     if let Some(f) = rank_file {
-        write_csv(f, &part.rows)?;
+        f.write(|f| write_csv(f, &part.rows))?;
     }
     let bytes = serde_json::to_vec(&part)?;
     let code = match dist.gather(bytes)? {
@@ -916,10 +914,10 @@ pub fn run(args: &YsbArgs, dist: &Dist, print: bool) -> Result<Option<YsbReport>
             dist.agree_exit_code(code);
             let o = o?;
             if let Some(f) = out_file {
-                write_csv(f, &o.rows)?;
+                f.write(|f| write_csv(f, &o.rows))?;
             }
             if let Some(f) = report_file {
-                serde_json::to_writer_pretty(std::io::BufWriter::new(f), &o.report)?;
+                f.write(|f| super::common::write_json(f, &o.report))?;
             }
             if print {
                 print_summary(&o.report)?;
