@@ -4,6 +4,8 @@
 //! (`worker_index` in `0..W`), and the shards together produce the job's
 //! stream exactly once.
 
+mod json_scan;
+mod lines;
 pub mod nexmark;
 pub mod pace;
 pub(crate) mod rng;

@@ -35,11 +35,10 @@
 
 use std::fmt;
 
-use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
-
 use super::model::{
     Auction, Bid, EventKind, FullEvent, Name, NameTooLong, NexEvent, Person, NAME_CAP,
 };
+use crate::sources::json_scan::{format_u64, object_members, skip_ws, string_end, NotAnObject};
 
 /// A member of the NEXMark JSON schema that the parser reads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -338,19 +337,6 @@ impl Writer<'_> {
     }
 }
 
-/// Decimal digits of `v`, written at the end of `buf`.
-fn format_u64(mut v: u64, buf: &mut [u8; 20]) -> &[u8] {
-    let mut i = buf.len();
-    loop {
-        i -= 1;
-        buf[i] = b'0' + (v % 10) as u8;
-        v /= 10;
-        if v == 0 {
-            return &buf[i..];
-        }
-    }
-}
-
 /// `s` as a JSON string: quoted, with `"`, `\` and control characters
 /// escaped (`\n`, `\r`, `\t`, `\b`, `\f`, else `\u00XX`).
 fn write_json_string(s: &str, out: &mut Vec<u8>) {
@@ -444,22 +430,6 @@ impl Values<'_> {
             }),
         })
     }
-}
-
-#[inline(always)]
-fn skip_ws(b: &[u8], mut i: usize) -> usize {
-    while i < b.len() && matches!(b[i], b' ' | b'\t' | b'\n' | b'\r') {
-        i += 1;
-    }
-    i
-}
-
-/// Index of the closing quote of a string whose content starts at `i`, or
-/// `None` if a backslash comes first or the line ends.
-#[inline(always)]
-fn string_end(b: &[u8], i: usize) -> Option<usize> {
-    let j = i + memchr::memchr2(b'"', b'\\', b.get(i..)?)?;
-    (b[j] == b'"').then_some(j)
 }
 
 /// A JSON unsigned integer starting at `i` (no sign, no leading zero, no
@@ -585,29 +555,6 @@ fn fast_parse(b: &[u8]) -> Option<NexEvent> {
     vals.event(kind).ok()
 }
 
-/// The members of a JSON object, in order, duplicates kept.
-struct Members(Vec<(String, serde_json::Value)>);
-
-impl<'de> Deserialize<'de> for Members {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Members, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = Members;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a JSON object")
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Members, A::Error> {
-                let mut members = Vec::with_capacity(12);
-                while let Some(entry) = map.next_entry::<String, serde_json::Value>()? {
-                    members.push(entry);
-                }
-                Ok(Members(members))
-            }
-        }
-        d.deserialize_map(V)
-    }
-}
-
 /// The JSON type of `v`, for error messages.
 fn json_type(v: &serde_json::Value) -> &'static str {
     match v {
@@ -641,24 +588,11 @@ fn slow_parse(line: &[u8]) -> Result<NexEvent, FieldError> {
         field: None,
         kind,
     };
-    let members = match serde_json::from_slice::<Members>(line) {
-        Ok(m) => m.0,
-        Err(e) => {
-            return Err(whole(
-                if e.classify() == serde_json::error::Category::Data {
-                    FieldErrorKind::NotAnObject
-                } else {
-                    let message = e.to_string();
-                    let message = match message.rfind(" at line ") {
-                        Some(k) => message[..k].to_owned(),
-                        None => message,
-                    };
-                    FieldErrorKind::Malformed {
-                        column: e.column(),
-                        message,
-                    }
-                },
-            ))
+    let members = match object_members(line) {
+        Ok(m) => m,
+        Err(NotAnObject::OtherValue) => return Err(whole(FieldErrorKind::NotAnObject)),
+        Err(NotAnObject::Malformed { column, message }) => {
+            return Err(whole(FieldErrorKind::Malformed { column, message }))
         }
     };
     // Each known member's value, and whether it was given twice.

@@ -36,11 +36,10 @@
 
 use std::fmt;
 
-use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
-
 use super::event::{
     format_uuid, parse_uuid, AdType, EventType, UnknownVariant, YsbEvent, UUID_LEN,
 };
+use crate::sources::json_scan::{format_u64, object_members, skip_ws, string_end, NotAnObject};
 
 /// Longest line [`write_json_line`] writes, in bytes, including the `\n`
 /// (the longest `ad_type`, `event_type`, `event_time` and IP).
@@ -276,19 +275,6 @@ pub fn write_json_line(event: &YsbEvent, out: &mut Vec<u8>) {
     out.extend_from_slice(&buf[..n]);
 }
 
-/// Decimal digits of `v`, written at the end of `buf`.
-fn format_u64(mut v: u64, buf: &mut [u8; 20]) -> &[u8] {
-    let mut i = buf.len();
-    loop {
-        i -= 1;
-        buf[i] = b'0' + (v % 10) as u8;
-        v /= 10;
-        if v == 0 {
-            return &buf[i..];
-        }
-    }
-}
-
 /// Parses one JSON line (without or with its trailing `\n` / `\r\n`) into
 /// an event, validating all seven fields ([`ParseMode::Full`]).
 #[inline]
@@ -315,19 +301,6 @@ pub fn parse_json_line_with(line: &[u8], mode: ParseMode) -> Result<YsbEvent, Fi
     }
 }
 
-#[inline(always)]
-fn is_ws(c: u8) -> bool {
-    matches!(c, b' ' | b'\t' | b'\n' | b'\r')
-}
-
-#[inline(always)]
-fn skip_ws(b: &[u8], mut i: usize) -> usize {
-    while i < b.len() && is_ws(b[i]) {
-        i += 1;
-    }
-    i
-}
-
 /// Index of the closing quote of a string starting at `i`, if it comes
 /// within `max` bytes and no backslash comes before it.
 #[inline(always)]
@@ -342,14 +315,6 @@ fn short_string_end(b: &[u8], i: usize, max: usize) -> Option<usize> {
         }
     }
     None
-}
-
-/// Index of the closing quote of a string starting at `i`, or `None` if a
-/// backslash comes first or the line ends.
-#[inline(always)]
-fn string_end(b: &[u8], i: usize) -> Option<usize> {
-    let j = i + memchr::memchr2(b'"', b'\\', b.get(i..)?)?;
-    (b[j] == b'"').then_some(j)
 }
 
 /// The fast path: a valid, unescaped, flat line straight into an event, or
@@ -573,46 +538,16 @@ fn parse_ipv4(s: &[u8]) -> Option<u32> {
     Some((ip << 8) | part)
 }
 
-/// The members of a JSON object, in order, duplicates kept.
-struct Members(Vec<(String, serde_json::Value)>);
-
-impl<'de> Deserialize<'de> for Members {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Members, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = Members;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a JSON object")
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Members, A::Error> {
-                let mut members = Vec::with_capacity(8);
-                while let Some(entry) = map.next_entry::<String, serde_json::Value>()? {
-                    members.push(entry);
-                }
-                Ok(Members(members))
-            }
-        }
-        d.deserialize_map(V)
-    }
-}
-
 /// The slow path: any JSON, precise errors.
 #[cold]
 fn slow_parse(line: &[u8], mode: ParseMode) -> Result<YsbEvent, FieldError> {
-    let members = match serde_json::from_slice::<Members>(line) {
-        Ok(m) => m.0,
+    let members = match object_members(line) {
+        Ok(m) => m,
         Err(e) => {
-            let kind = if e.classify() == serde_json::error::Category::Data {
-                FieldErrorKind::NotAnObject
-            } else {
-                let message = e.to_string();
-                let message = match message.rfind(" at line ") {
-                    Some(k) => message[..k].to_owned(),
-                    None => message,
-                };
-                FieldErrorKind::Malformed {
-                    column: e.column(),
-                    message,
+            let kind = match e {
+                NotAnObject::OtherValue => FieldErrorKind::NotAnObject,
+                NotAnObject::Malformed { column, message } => {
+                    FieldErrorKind::Malformed { column, message }
                 }
             };
             return Err(FieldError { field: None, kind });

@@ -1,13 +1,13 @@
 //! A batched, range-splittable reader of YSB JSON-lines files.
 
 use std::fmt;
-use std::fs::File;
-use std::io::{self, Read, Seek, SeekFrom};
+use std::io;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 use super::event::YsbEvent;
 use super::json::{parse_json_line_with, FieldError, FieldErrorKind, ParseMode};
+use crate::sources::lines::{LineError, LineFailure, RecordError, RecordLines};
 
 /// Default longest accepted line, in bytes (1 MiB, excluding the `\n`); a
 /// YSB line is about 250 bytes.
@@ -179,39 +179,9 @@ pub fn split_ranges(path: impl AsRef<Path>, parts: usize) -> io::Result<Vec<Rang
 /// them, and the error on the next call; the reader is then finished.
 #[derive(Debug)]
 pub struct YsbFileReader {
-    path: PathBuf,
-    file: File,
     opts: ReaderOptions,
-    /// Bytes read and not yet consumed from `pos` on.
-    buf: Vec<u8>,
-    pos: usize,
-    /// File offset of `buf[0]`.
-    buf_offset: u64,
-    /// End of the range (`u64::MAX`: the whole file).
-    end: u64,
-    /// File offset of the range's first line.
-    first_line: u64,
-    /// Lines consumed since `first_line` (the current line's local number).
-    lines: u64,
-    /// Newlines before `first_line`, once counted.
-    prefix_lines: Option<Option<u64>>,
-    eof: bool,
-    finished: bool,
-    /// Inside an over-long line: drop bytes up to its `\n`.
-    discarding: bool,
-    pending: Option<SourceError>,
+    records: RecordLines<SourceError>,
     events: u64,
-    skipped: u64,
-    first_skipped: Option<SourceError>,
-}
-
-/// A line in `buf`: `buf[start..end]` (without `\n`), from file `offset`,
-/// local line number `number`.
-struct Line {
-    start: usize,
-    end: usize,
-    offset: u64,
-    number: u64,
 }
 
 impl YsbFileReader {
@@ -227,62 +197,18 @@ impl YsbFileReader {
         range: Range<u64>,
         opts: ReaderOptions,
     ) -> Result<YsbFileReader, SourceError> {
-        let path = path.as_ref().to_path_buf();
-        let file = match File::open(&path) {
-            Ok(f) => f,
-            Err(e) => {
-                return Err(SourceError {
-                    path,
-                    line: None,
-                    offset: None,
-                    kind: SourceErrorKind::Open(e),
-                })
-            }
-        };
-        let mut r = YsbFileReader {
-            path,
-            file,
-            opts: ReaderOptions {
-                buffer_size: opts.buffer_size.max(1),
-                ..opts
-            },
-            buf: Vec::new(),
-            pos: 0,
-            buf_offset: 0,
-            end: range.end,
-            first_line: 0,
-            lines: 0,
-            prefix_lines: None,
-            eof: false,
-            finished: range.start >= range.end,
-            discarding: false,
-            pending: None,
+        let records = RecordLines::open(
+            path.as_ref(),
+            range,
+            opts.max_line_len,
+            opts.buffer_size,
+            opts.on_bad_record,
+        )?;
+        Ok(YsbFileReader {
+            opts,
+            records,
             events: 0,
-            skipped: 0,
-            first_skipped: None,
-        };
-        if range.start > 0 && !r.finished {
-            // The first line of the range is the one after the first `\n` at
-            // or after `start - 1`.
-            r.buf_offset = range.start - 1;
-            r.file
-                .seek(SeekFrom::Start(r.buf_offset))
-                .map_err(|e| r.io_error(e))?;
-            loop {
-                if let Some(k) = memchr::memchr(b'\n', &r.buf[r.pos..]) {
-                    r.pos += k + 1;
-                    break;
-                }
-                r.pos = r.buf.len();
-                if r.eof {
-                    r.finished = true;
-                    break;
-                }
-                r.refill()?;
-            }
-            r.first_line = r.buf_offset + r.pos as u64;
-        }
-        Ok(r)
+        })
     }
 
     /// Reads every event of the file (convenience for tests and tools).
@@ -301,68 +227,13 @@ impl YsbFileReader {
     /// [`OnBadRecord::Fail`], the events before it are returned first and the
     /// error on the next call; after an error the reader is finished.
     pub fn fill(&mut self, out: &mut Vec<YsbEvent>, max: usize) -> Result<usize, SourceError> {
-        if let Some(e) = self.pending.take() {
-            return Err(e);
-        }
-        let mut n = 0;
-        while n < max {
-            let line = match self.next_line() {
-                Ok(Some(line)) => line,
-                Ok(None) => break,
-                Err(e) => {
-                    self.on_error(e, n)?;
-                    if self.finished {
-                        break;
-                    }
-                    continue;
-                }
-            };
-            let mut bytes = &self.buf[line.start..line.end];
-            if let [rest @ .., b'\r'] = bytes {
-                bytes = rest;
-            }
-            if bytes.first().is_none_or(|c| c.is_ascii_whitespace())
-                && bytes.trim_ascii().is_empty()
-            {
-                continue;
-            }
-            match parse_json_line_with(bytes, self.opts.mode) {
-                Ok(event) => {
-                    out.push(event);
-                    n += 1;
-                }
-                Err(fe) => {
-                    let offset = match fe.kind {
-                        FieldErrorKind::NotUtf8 { offset } => line.offset + offset as u64,
-                        _ => line.offset,
-                    };
-                    let e =
-                        self.error(Some(line.number), Some(offset), SourceErrorKind::Record(fe));
-                    self.on_error(e, n)?;
-                    if self.finished {
-                        break;
-                    }
-                }
-            }
-        }
+        let mode = self.opts.mode;
+        let n = self.records.fill(max, |_, bytes| {
+            out.push(parse_json_line_with(bytes, mode)?);
+            Ok(())
+        })?;
         self.events += n as u64;
         Ok(n)
-    }
-
-    /// Applies the bad-record policy. `Err` to return now; `Ok` to go on
-    /// (skipped) or, with `finished` set, to return the `n` events first.
-    fn on_error(&mut self, e: SourceError, n: usize) -> Result<(), SourceError> {
-        if e.is_bad_record() && self.opts.on_bad_record == OnBadRecord::Skip {
-            self.skipped += 1;
-            self.first_skipped.get_or_insert(e);
-            return Ok(());
-        }
-        self.finished = true;
-        if n == 0 {
-            return Err(e);
-        }
-        self.pending = Some(e);
-        Ok(())
     }
 
     /// Events delivered so far.
@@ -372,159 +243,53 @@ impl YsbFileReader {
 
     /// Bad records skipped under [`OnBadRecord::Skip`].
     pub fn skipped(&self) -> u64 {
-        self.skipped
+        self.records.skipped()
     }
 
     /// The first bad record skipped, if any (with its line and offset).
     pub fn first_skipped(&self) -> Option<&SourceError> {
-        self.first_skipped.as_ref()
+        self.records.first_skipped()
     }
 
     /// The file being read.
     pub fn path(&self) -> &Path {
-        &self.path
+        self.records.lines().path()
     }
+}
 
-    /// The next line of the range, or `None` at its end.
-    fn next_line(&mut self) -> Result<Option<Line>, SourceError> {
-        loop {
-            if self.finished {
-                return Ok(None);
-            }
-            if self.discarding {
-                if let Some(k) = memchr::memchr(b'\n', &self.buf[self.pos..]) {
-                    self.pos += k + 1;
-                    self.discarding = false;
-                } else {
-                    self.pos = self.buf.len();
-                    if self.eof {
-                        self.finished = true;
-                        return Ok(None);
-                    }
-                    self.refill()?;
-                }
-                continue;
-            }
-            let offset = self.buf_offset + self.pos as u64;
-            if offset >= self.end {
-                self.finished = true;
-                return Ok(None);
-            }
-            let avail = &self.buf[self.pos..];
-            let max = self.opts.max_line_len;
-            if let Some(k) = memchr::memchr(b'\n', avail) {
-                let start = self.pos;
-                self.pos += k + 1;
-                self.lines += 1;
-                if k > max {
-                    return Err(self.too_long(offset));
-                }
-                return Ok(Some(Line {
-                    start,
-                    end: start + k,
-                    offset,
-                    number: self.lines,
-                }));
-            }
-            if avail.len() > max {
-                self.lines += 1;
-                self.pos = self.buf.len();
-                self.discarding = true;
-                return Err(self.too_long(offset));
-            }
-            if self.eof {
-                if avail.is_empty() {
-                    self.finished = true;
-                    return Ok(None);
-                }
-                let start = self.pos;
-                self.pos = self.buf.len();
-                self.lines += 1;
-                return Ok(Some(Line {
-                    start,
-                    end: self.pos,
-                    offset,
-                    number: self.lines,
-                }));
-            }
-            self.refill()?;
-        }
-    }
-
-    /// Drops the consumed bytes and reads up to `buffer_size` more.
-    fn refill(&mut self) -> Result<(), SourceError> {
-        if self.pos > 0 {
-            self.buf.drain(..self.pos);
-            self.buf_offset += self.pos as u64;
-            self.pos = 0;
-        }
-        let want = self.opts.buffer_size;
-        self.buf.reserve(want);
-        let got = (&mut self.file)
-            .take(want as u64)
-            .read_to_end(&mut self.buf)
-            .map_err(|e| self.io_error(e))?;
-        if got < want {
-            self.eof = true;
-        }
-        Ok(())
-    }
-
-    fn too_long(&mut self, offset: u64) -> SourceError {
-        let kind = SourceErrorKind::LineTooLong {
-            max: self.opts.max_line_len,
-        };
-        self.error(Some(self.lines), Some(offset), kind)
-    }
-
-    fn io_error(&self, e: io::Error) -> SourceError {
-        SourceError {
-            path: self.path.clone(),
-            line: None,
-            offset: Some(self.buf_offset + self.buf.len() as u64),
-            kind: SourceErrorKind::Read(e),
-        }
-    }
-
-    /// An error at local line `local` (1-based within the range).
-    fn error(
-        &mut self,
-        local: Option<u64>,
-        offset: Option<u64>,
-        kind: SourceErrorKind,
-    ) -> SourceError {
-        let line = match local {
-            Some(l) => self.prefix_lines().map(|p| p + l),
-            None => None,
+impl LineError for SourceError {
+    fn new(path: PathBuf, line: Option<u64>, offset: Option<u64>, failure: LineFailure) -> Self {
+        let kind = match failure {
+            LineFailure::Open(e) => SourceErrorKind::Open(e),
+            LineFailure::Read(e) => SourceErrorKind::Read(e),
+            LineFailure::TooLong { max } => SourceErrorKind::LineTooLong { max },
         };
         SourceError {
-            path: self.path.clone(),
+            path,
             line,
             offset,
             kind,
         }
     }
+}
 
-    /// Newlines before the range's first line (counted once, on demand).
-    fn prefix_lines(&mut self) -> Option<u64> {
-        if self.first_line == 0 {
-            return Some(0);
+impl RecordError for SourceError {
+    type Record = FieldError;
+
+    fn record(path: PathBuf, line: Option<u64>, line_offset: u64, fe: FieldError) -> SourceError {
+        let offset = match fe.kind {
+            FieldErrorKind::NotUtf8 { offset } => line_offset + offset as u64,
+            _ => line_offset,
+        };
+        SourceError {
+            path,
+            line,
+            offset: Some(offset),
+            kind: SourceErrorKind::Record(fe),
         }
-        *self.prefix_lines.get_or_insert_with(|| {
-            let mut f = File::open(&self.path).ok()?;
-            let mut left = self.first_line;
-            let mut count = 0u64;
-            let mut chunk = vec![0u8; 1 << 20];
-            while left > 0 {
-                let want = chunk.len().min(left as usize);
-                let got = f.read(&mut chunk[..want]).ok()?;
-                if got == 0 {
-                    return None;
-                }
-                count += memchr::memchr_iter(b'\n', &chunk[..got]).count() as u64;
-                left -= got as u64;
-            }
-            Some(count)
-        })
+    }
+
+    fn skippable(&self) -> bool {
+        self.is_bad_record()
     }
 }
