@@ -767,6 +767,26 @@ fn sustainable_search_brackets_the_highest_rate_that_keeps_up() {
 
 #[test]
 fn sustainable_search_probes_wa_and_nexmark_queries() {
+    // Options a probe cannot honour are refused before any probe runs.
+    for (extra, says) in [
+        (&["--events", "5"][..], "--events does not apply"),
+        (&["--timeline", "t.csv"][..], "--timeline does not apply"),
+        (&["--max-p99-ms", "0"][..], "--max-p99-ms must be positive"),
+    ] {
+        let mut args = vec![
+            "bench",
+            "ysb",
+            "--sustainable",
+            "--query",
+            "wa",
+            "--duration",
+            "1",
+        ];
+        args.extend_from_slice(extra);
+        let o = air(&args);
+        assert_eq!(o.status.code(), Some(2), "{extra:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains(says), "{extra:?}: {}", stderr(&o));
+    }
     let dir = tmpdir("sustainable-query");
     let (csv, rep) = (dir.join("p.csv"), dir.join("s.json"));
     let search = |query: &str| -> (Output, Value) {

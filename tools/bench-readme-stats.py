@@ -128,19 +128,14 @@ def scale(path):
 
 
 def peers(path):
-    # peers-ysb writes the mode unquoted and one mode has a comma in it
-    # ("no window, no exchange"): split from both ends.
-    with open(path) as f:
-        lines = f.read().splitlines()[1:]
+    with open(path, newline="") as f:
+        rows = list(csv.reader(f))[1:]
     print("| engine | mode | events/s | per worker | air / peer | runs (M events/s) |")
     print("|---|---|---|---|---|---|")
-    for line in lines:
-        parts = line.split(",")
-        engine, tail = parts[0], parts[-7:]
-        mode = ",".join(parts[1:-7])
-        _workers, _events, _repeats, med, per, ratio, runs_ = tail
+    for engine, mode, _workers, _events, _repeats, med, per, ratio, runs_ in rows:
         runs_ = " / ".join(f"{int(x) / 1e6:.1f}" for x in runs_.split(";") if x)
-        print(f"| {engine} | {mode} | {m(float(med))} | {float(per):.1f} M | {float(ratio):.2f}x | {runs_} |")
+        ratio = f"{float(ratio):.2f}x" if ratio else "-"
+        print(f"| {engine} | {mode} | {m(float(med))} | {float(per):.1f} M | {ratio} | {runs_} |")
 
 
 def callgrind(path, events, annotate=None):

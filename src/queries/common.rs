@@ -172,14 +172,14 @@ impl PaceArgs {
         if let Some(r) = self.rate {
             if r < workers {
                 return Err(CliError::BadInput(format!(
-                    "--rate {r} is below one event per second per worker ({workers} workers in                      the job)"
+                    "--rate {r} is below one event per second per worker ({workers} workers in the job)"
                 )));
             }
         }
         if let Some(d) = self.duration {
             if !d.is_finite() || d <= 0.0 || d > 1e9 {
                 return Err(CliError::BadInput(format!(
-                    "--duration {d}: expected a positive number of seconds"
+                    "--duration {d}: expected a positive number of seconds, at most 1e9"
                 )));
             }
         }

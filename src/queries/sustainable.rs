@@ -385,6 +385,17 @@ pub fn main(a: &BenchYsbArgs, dist: &Dist) -> Result<(), CliError> {
     if a.ysb.out.is_some() {
         return bad("air bench ysb --sustainable writes no rows: --out does not apply");
     }
+    if a.ysb.events.is_some() {
+        return bad(
+            "air bench ysb --sustainable: a probe's events are --rate x --duration; --events does not apply",
+        );
+    }
+    if a.ysb.runtime.timeline.is_some() {
+        return bad("air bench ysb --sustainable: --timeline does not apply (one file per probe would be overwritten)");
+    }
+    if a.max_p99_ms == 0 {
+        return bad("--max-p99-ms must be positive (latency has 1 ms resolution)");
+    }
     if !(a.precision > 0.0 && a.precision < 1.0) {
         return bad("--precision must lie in (0, 1)");
     }

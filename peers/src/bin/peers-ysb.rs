@@ -251,15 +251,16 @@ fn main() -> anyhow::Result<()> {
     ])?;
     for l in &lines {
         let m = median(&l.runs);
-        let ratio = air_median(l.mode) / m;
+        // (No ratio for the roof when air's pre-aggregated run was not asked for.)
+        let ratio = Some(air_median(l.mode) / m).filter(|r| r.is_finite());
         let runs: Vec<String> = l.runs.iter().map(|r| format!("{:.1}", r / 1e6)).collect();
         println!(
-            "{:<18} {:<22} {:>12.1} M {:>16.1} {:>9.2}x   {}",
+            "{:<18} {:<22} {:>12.1} M {:>16.1} {:>10}   {}",
             l.engine.name(),
             l.mode_name(),
             m / 1e6,
             m / 1e6 / a.workers as f64,
-            ratio,
+            ratio.map_or("-".to_string(), |r| format!("{r:.2}x")),
             runs.join(" / ")
         );
         let runs_raw: Vec<String> = l.runs.iter().map(|r| format!("{r:.0}")).collect();
@@ -271,7 +272,7 @@ fn main() -> anyhow::Result<()> {
             a.repeats.to_string(),
             format!("{m:.0}"),
             format!("{:.3}", m / 1e6 / a.workers as f64),
-            format!("{ratio:.4}"),
+            ratio.map_or(String::new(), |r| format!("{r:.4}")),
             runs_raw.join(";"),
         ])?;
     }
