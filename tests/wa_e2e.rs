@@ -350,3 +350,48 @@ fn paced_wa_reports_input_lag_and_latency_and_counts_every_event() {
         assert!(err.contains(msg), "{args:?}: {err}");
     }
 }
+
+/// `--latency-plot` on the shared driver: a paced WA run draws its latency
+/// distribution as a PNG; a run without latency (synthetic event times) is
+/// refused before it starts.
+#[test]
+fn latency_plot_of_a_paced_run_and_refused_without_latency() {
+    let dir = common::tmpdir("wa", "latency-plot");
+    let png = dir.join("l.png");
+    let o = air(&[
+        "run",
+        "wa",
+        "--rate",
+        "1000000",
+        "--duration",
+        "1",
+        "--window-ms",
+        "100",
+        "--workers",
+        "2",
+        "--no-pin",
+        "--latency-plot",
+        png.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let bytes = std::fs::read(&png).unwrap();
+    assert!(
+        bytes.starts_with(b"\x89PNG") && bytes.len() > 10_000,
+        "{} bytes",
+        bytes.len()
+    );
+    let o = air(&[
+        "run",
+        "wa",
+        "--events",
+        "1000",
+        "--latency-plot",
+        png.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("has no latency here"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}

@@ -22,6 +22,11 @@ pub struct OutputArgs {
     /// instead of rank 0 writing all rows to `--out`.
     #[arg(long)]
     pub out_per_rank: bool,
+    /// Plot the run's latency distribution (HdrHistogram percentile plot,
+    /// all ranks) as a PNG here; needs wall-clock event times (`--rate`)
+    /// and a query with windows.
+    #[arg(long, value_name = "FILE.png")]
+    pub latency_plot: Option<PathBuf>,
 }
 
 /// One worker's figures in a report.
@@ -245,6 +250,15 @@ pub fn run<Q: Query>(q: &Q, dist: &Dist, print: bool) -> Result<Option<Report>, 
         if let Some(r) = &out.report {
             outs.push(("--report", r));
         }
+        if let Some(p) = &out.latency_plot {
+            if !q.wallclock() {
+                return Err(CliError::BadInput(format!(
+                    "--latency-plot: {} has no latency here (it needs --rate, wall-clock event times, and windows)",
+                    q.name()
+                )));
+            }
+            outs.push(("--latency-plot", p));
+        }
         let timeline = q.runtime().timeline_path(dist.rank(), dist.ranks());
         if let Some(t) = &timeline {
             outs.push(("--timeline", t));
@@ -328,12 +342,12 @@ pub fn run<Q: Query>(q: &Q, dist: &Dist, print: bool) -> Result<Option<Report>, 
     let mpi = dist.describe(q.runtime().job_config().workers, q.runtime().force_network);
     let merged = merge(q, parts, mpi);
     let code = match &merged {
-        Ok((_, _, Some(_))) => 2,
+        Ok((_, _, Some(_), _)) => 2,
         Ok(_) => 0,
         Err(e) => e.exit_code(),
     };
     dist.agree_exit_code(code);
-    let (rows, report, input_error) = merged?;
+    let (rows, report, input_error, hist) = merged?;
     if let Some(f) = out_file {
         f.write(|f| write_csv(q, f, &rows))?;
     }
@@ -343,13 +357,23 @@ pub fn run<Q: Query>(q: &Q, dist: &Dist, print: bool) -> Result<Option<Report>, 
     if print {
         print_summary(&report)?;
     }
+    if let Some(p) = &out.latency_plot {
+        let title = format!("air run {} latency", q.name());
+        super::plots::write_latency_cdf(&hist, p, &title).map_err(CliError::BadInput)?;
+    }
     match input_error {
         Some(e) => Err(CliError::BadInput(e)),
         None => Ok(Some(report)),
     }
 }
 
-type Merged<R> = (Vec<R>, Report, Option<String>);
+/// Rows, report, input error, latency histogram (ms).
+type Merged<R> = (
+    Vec<R>,
+    Report,
+    Option<String>,
+    air_runtime::metrics::Histogram<u64>,
+);
 
 fn merge<Q: Query>(
     q: &Q,
@@ -430,7 +454,7 @@ fn merge<Q: Query>(
         mpi,
         per_worker,
     };
-    Ok((rows, report, input_error))
+    Ok((rows, report, input_error, hist))
 }
 
 fn print_summary(r: &Report) -> std::io::Result<()> {
