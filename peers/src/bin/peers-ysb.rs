@@ -127,6 +127,10 @@ fn main() -> anyhow::Result<()> {
     anyhow::ensure!(a.workers > 0, "--workers must be at least 1");
     anyhow::ensure!(a.repeats > 0, "--repeats must be at least 1");
     let air = air_run::locate(a.air.as_deref())?;
+    // An unwritable --csv fails now, not after every run.
+    if let Some(p) = &a.csv {
+        std::fs::File::create(p).with_context(|| format!("writing {}", p.display()))?;
+    }
     let spec = YsbSpec {
         seed: a.seed,
         ..YsbSpec::new(a.events, a.workers)
