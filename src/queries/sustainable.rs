@@ -173,7 +173,7 @@ pub struct Probe {
     /// CPU time of every rank (user + system) over the probe's wall time:
     /// cores kept busy.
     pub cpu_cores: f64,
-    /// Largest peak resident set of any rank, bytes.
+    /// Largest peak resident set of any rank during this probe, bytes.
     pub peak_rss_bytes: u64,
     /// Whether it kept up (lag and, with latency, p99 within their bounds).
     pub keeps_up: bool,
@@ -296,6 +296,8 @@ fn probe(
     dist: &Dist,
 ) -> Result<Option<(Outcome, f64)>, CliError> {
     let job = probe_job(a, rate, secs);
+    // Each probe's own peak memory, not the largest of the earlier probes.
+    super::common::reset_peak_rss();
     let (cpu0, t0) = (cpu_seconds(), Instant::now());
     let outcome = match &job {
         ProbeJob::Ysb(ysb) => super::ysb::run(ysb, dist, false)?.map(|r| Outcome {
