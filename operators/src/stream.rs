@@ -427,12 +427,24 @@ impl HotWindow {
         }
     }
 
+    /// Whether event time `t` is in the window held.
+    #[inline(always)]
+    fn contains(&self, t: u64) -> bool {
+        self.start <= t && t < self.end
+    }
+
+    /// Holds no window any more (the table's slots moved: a window was
+    /// created elsewhere or fired).
+    fn forget(&mut self) {
+        *self = HotWindow::new(self.size);
+    }
+
     /// The slot in `table` of the window holding event time `t` (created if
     /// new). A new window may shift the others' slots, so the slot is looked
     /// up again at every switch.
     #[inline(always)]
     fn slot(&mut self, table: &mut WindowTable, t: u64) -> usize {
-        if !(self.start <= t && t < self.end) {
+        if !self.contains(t) {
             self.start = t - t % self.size;
             self.end = self.start.saturating_add(self.size);
             self.slot = table.slot(self.start);
@@ -625,9 +637,8 @@ pub struct WindowedDownstream {
     /// The aggregate is [`Aggregate::Count`] (events folded in keep only
     /// count and newest event time).
     pub count_only: bool,
-    /// The slot of the window events last went to (every-event mode):
-    /// `(start, end, slot)`, valid until a window is created or fired.
-    hot: Option<(u64, u64, usize)>,
+    /// The window events last went to (every-event mode, tumbling).
+    hot: HotWindow,
 }
 
 impl WindowedDownstream {
@@ -644,7 +655,7 @@ impl WindowedDownstream {
             watermark_lag_max_ms: 0,
             fire: Fire::All,
             count_only: false,
-            hot: None,
+            hot: HotWindow::new(spec.size()),
         }
     }
 }
@@ -681,21 +692,11 @@ impl Downstream<KeyedEvent> for WindowedDownstream {
         for e in items {
             let (k, t) = (e.key.to_native(), e.time.to_native());
             if tumbling {
-                let (start, end, slot) = match self.hot {
-                    Some(h) if h.0 <= t && t < h.1 => h,
-                    _ => {
-                        let start = t - t % size;
-                        let end = start.saturating_add(size);
-                        if end <= fired {
-                            self.late_partials += 1;
-                            continue;
-                        }
-                        let h = (start, end, self.table.slot(start));
-                        self.hot = Some(h);
-                        h
-                    }
-                };
-                debug_assert!(start <= t && t < end);
+                if !self.hot.contains(t) && (t - t % size).saturating_add(size) <= fired {
+                    self.late_partials += 1;
+                    continue;
+                }
+                let slot = self.hot.slot(&mut self.table, t);
                 let st = self.table.entry_in(slot, k);
                 if count_only {
                     st.count_one(t);
@@ -713,7 +714,7 @@ impl Downstream<KeyedEvent> for WindowedDownstream {
                     }
                 });
                 // A new window may have shifted the slots.
-                self.hot = None;
+                self.hot.forget();
             }
         }
     }
@@ -727,7 +728,7 @@ impl WindowedDownstream {
     /// The input watermark advanced to `wm`: fires every window that ends
     /// at or before it.
     fn advance(&mut self, wm: u64) {
-        self.hot = None;
+        self.hot.forget();
         self.fired_wm = wm;
         if wm != u64::MAX {
             self.watermark_lag_max_ms = self.watermark_lag_max_ms.max(now_ms().saturating_sub(wm));

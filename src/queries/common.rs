@@ -371,17 +371,25 @@ pub fn reset_peak_rss() -> bool {
     std::fs::write("/proc/self/clear_refs", "5").is_ok()
 }
 
+/// `getrusage(RUSAGE_SELF)`, or `None` if it fails.
+fn rusage() -> Option<libc::rusage> {
+    // SAFETY: a zeroed rusage is a valid out-parameter; getrusage writes it
+    // and we read it only when the call succeeded.
+    unsafe {
+        let mut ru: libc::rusage = std::mem::zeroed();
+        (libc::getrusage(libc::RUSAGE_SELF, &mut ru) == 0).then_some(ru)
+    }
+}
+
 /// `ru_maxrss` of `getrusage`, bytes (the lifetime peak).
 fn max_rss_bytes() -> u64 {
-    // SAFETY: a zeroed rusage is a valid out-parameter; getrusage writes it.
-    let ru = unsafe {
-        let mut ru: libc::rusage = std::mem::zeroed();
-        if libc::getrusage(libc::RUSAGE_SELF, &mut ru) != 0 {
-            return 0;
-        }
-        ru
-    };
-    (ru.ru_maxrss.max(0) as u64) * 1024
+    rusage().map_or(0, |ru| (ru.ru_maxrss.max(0) as u64) * 1024)
+}
+
+/// CPU time of this process so far (user + system), seconds.
+pub fn cpu_seconds() -> f64 {
+    let t = |v: libc::timeval| v.tv_sec as f64 + v.tv_usec as f64 * 1e-6;
+    rusage().map_or(0.0, |ru| t(ru.ru_utime) + t(ru.ru_stime))
 }
 
 /// An output file (`--out`, `--report`, a per-rank `--out`) written whole or

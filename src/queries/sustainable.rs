@@ -205,19 +205,6 @@ pub struct SustainableReport {
     pub probes: Vec<Probe>,
 }
 
-fn cpu_seconds() -> f64 {
-    // SAFETY: a zeroed rusage is a valid out-parameter; getrusage writes it.
-    let ru = unsafe {
-        let mut ru: libc::rusage = std::mem::zeroed();
-        if libc::getrusage(libc::RUSAGE_SELF, &mut ru) != 0 {
-            return 0.0;
-        }
-        ru
-    };
-    let t = |v: libc::timeval| v.tv_sec as f64 + v.tv_usec as f64 * 1e-6;
-    t(ru.ru_utime) + t(ru.ru_stime)
-}
-
 /// The job of one probe.
 enum ProbeJob {
     Ysb(Box<YsbArgs>),
@@ -298,6 +285,7 @@ fn probe(
     let job = probe_job(a, rate, secs);
     // Each probe's own peak memory, not the largest of the earlier probes.
     super::common::reset_peak_rss();
+    let cpu_seconds = super::common::cpu_seconds;
     let (cpu0, t0) = (cpu_seconds(), Instant::now());
     let outcome = match &job {
         ProbeJob::Ysb(ysb) => super::ysb::run(ysb, dist, false)?.map(|r| Outcome {
