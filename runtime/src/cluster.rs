@@ -19,11 +19,9 @@
 //! [`air_rdma::Mpi::abort`] (which `air` does).
 
 use crate::channel::{ChannelRx, ChannelTx};
-use crate::data::ExchangeData;
-use crate::exchange::Downstream;
 use crate::job::{
-    check_memory, missing_channel, run_wired, JobConfig, ThreadSlots, Upstream, Wiring, WorkerInfo,
-    WorkerOutcome,
+    check_memory, missing_channel, run_wired, EdgeChannels, JobConfig, ThreadSlots, Wiring,
+    WorkerInfo,
 };
 use crate::RuntimeError;
 use air_rdma::{
@@ -104,6 +102,7 @@ pub fn tier(c: &ClusterConfig, a: usize, b: usize) -> Tier {
 /// the common cause), when the node's segments would not fit.
 fn check_node_shm(
     c: &ClusterConfig,
+    edges: usize,
     workers: usize,
     ring_bytes: usize,
 ) -> Result<(), RuntimeError> {
@@ -120,7 +119,7 @@ fn check_node_shm(
     if pairs == 0 {
         return Ok(());
     }
-    let rings = pairs * (workers as u128) * (workers as u128);
+    let rings = pairs * (edges as u128) * (workers as u128) * (workers as u128);
     // tmpfs allocates whole pages.
     // SAFETY: sysconf has no preconditions.
     let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as usize;
@@ -141,6 +140,8 @@ fn check_node_shm(
 
 /// Byte layout of every rank's window part.
 struct Layout {
+    /// Exchange edges (each has its own rings).
+    edges: usize,
     workers: usize,
     region: usize,
     heartbeats: usize,
@@ -149,9 +150,10 @@ struct Layout {
 }
 
 impl Layout {
-    fn new(c: &ClusterConfig, workers: usize, ring_bytes: usize) -> Layout {
+    fn new(c: &ClusterConfig, edges: usize, workers: usize, ring_bytes: usize) -> Layout {
         let p = c.mpi.size();
         Layout {
+            edges,
             workers,
             region: ring_region_bytes(ring_bytes),
             heartbeats: heartbeat_bytes(p).next_multiple_of(128),
@@ -168,7 +170,7 @@ impl Layout {
     }
 
     fn rings(&self, rank: usize) -> usize {
-        self.net_peers[rank].len() * self.workers * self.workers
+        self.edges * self.net_peers[rank].len() * self.workers * self.workers
     }
 
     /// Bytes of rank `rank`'s part.
@@ -176,17 +178,21 @@ impl Layout {
         self.heartbeats + self.rings(rank) * (self.region + CREDIT_BYTES)
     }
 
-    /// Where, in receiver `recv`'s part, the ring from worker `from` of rank
-    /// `src` to worker `to` of `recv` starts.
-    fn ring_disp(&self, recv: usize, src: usize, from: usize, to: usize) -> usize {
-        let i = (self.peer_index(recv, src) * self.workers + from) * self.workers + to;
+    /// Where, in receiver `recv`'s part, the ring of `edge` from worker
+    /// `from` of rank `src` to worker `to` of `recv` starts.
+    fn ring_disp(&self, edge: usize, recv: usize, src: usize, from: usize, to: usize) -> usize {
+        let peers = self.net_peers[recv].len();
+        let i = ((edge * peers + self.peer_index(recv, src)) * self.workers + from) * self.workers
+            + to;
         self.heartbeats + i * self.region
     }
 
-    /// Where, in sender `send`'s part, the credit slot of the ring from its
-    /// worker `from` to worker `to` of rank `dst` is.
-    fn credit_disp(&self, send: usize, dst: usize, from: usize, to: usize) -> usize {
-        let i = (self.peer_index(send, dst) * self.workers + from) * self.workers + to;
+    /// Where, in sender `send`'s part, the credit slot of the ring of `edge`
+    /// from its worker `from` to worker `to` of rank `dst` is.
+    fn credit_disp(&self, edge: usize, send: usize, dst: usize, from: usize, to: usize) -> usize {
+        let peers = self.net_peers[send].len();
+        let i = ((edge * peers + self.peer_index(send, dst)) * self.workers + from) * self.workers
+            + to;
         self.heartbeats + self.rings(send) * self.region + i * CREDIT_BYTES
     }
 }
@@ -206,8 +212,8 @@ struct MpiWiring<'e> {
 }
 
 impl MpiWiring<'_> {
-    fn segment(&self, from: usize, to: usize) -> SegmentName {
-        SegmentName::new(&self.job, &format!("g{from}-g{to}"))
+    fn segment(&self, edge: usize, from: usize, to: usize) -> SegmentName {
+        SegmentName::new(&self.job, &format!("e{edge}-g{from}-g{to}"))
     }
 }
 
@@ -232,7 +238,11 @@ impl Wiring for MpiWiring<'_> {
         self.split.1
     }
 
-    fn inputs<'s>(&'s self, to: usize) -> Result<Vec<Box<dyn ChannelRx + 's>>, RuntimeError> {
+    fn inputs<'s>(
+        &'s self,
+        edge: usize,
+        to: usize,
+    ) -> Result<Vec<Box<dyn ChannelRx + 's>>, RuntimeError> {
         let me = self.mpi.rank();
         let dst = self.first() + to;
         let mut rx: Vec<Box<dyn ChannelRx + 's>> = Vec::with_capacity(self.total());
@@ -240,9 +250,14 @@ impl Wiring for MpiWiring<'_> {
             let (rank, from) = (src / self.workers, src % self.workers);
             let ch = |e: crate::channel::ChannelError| RuntimeError::channel(src, dst, e);
             let end: Box<dyn ChannelRx + 's> = match tier(self.cluster, rank, me) {
-                Tier::Thread => Box::new(self.slots.create(from, to).map_err(|e| ch(e.into()))?),
+                Tier::Thread => Box::new(
+                    self.slots
+                        .create(edge, from, to)
+                        .map_err(|e| ch(e.into()))?,
+                ),
                 Tier::Node => {
-                    let ring = FrameRing::create_segment(&self.segment(src, dst), self.ring_bytes)
+                    let ring =
+                        FrameRing::create_segment(&self.segment(edge, src, dst), self.ring_bytes)
                         .map_err(|e| ch(e.into()))?;
                     Box::new(
                         ring.consumer(WaitPolicy::default())
@@ -254,9 +269,9 @@ impl Wiring for MpiWiring<'_> {
                         self.epoch,
                         self.live,
                         rank,
-                        self.layout.ring_disp(me, rank, from, to),
+                        self.layout.ring_disp(edge, me, rank, from, to),
                         self.ring_bytes,
-                        self.layout.credit_disp(rank, me, from, to),
+                        self.layout.credit_disp(edge, rank, me, from, to),
                     )
                     .map_err(|e| ch(e.into()))?,
                 ),
@@ -271,7 +286,11 @@ impl Wiring for MpiWiring<'_> {
         self.mpi.barrier();
     }
 
-    fn outputs<'s>(&'s self, from: usize) -> Result<Vec<Box<dyn ChannelTx + 's>>, RuntimeError> {
+    fn outputs<'s>(
+        &'s self,
+        edge: usize,
+        from: usize,
+    ) -> Result<Vec<Box<dyn ChannelTx + 's>>, RuntimeError> {
         let me = self.mpi.rank();
         let src = self.first() + from;
         let mut tx: Vec<Box<dyn ChannelTx + 's>> = Vec::with_capacity(self.total());
@@ -281,11 +300,12 @@ impl Wiring for MpiWiring<'_> {
             let end: Box<dyn ChannelTx + 's> = match tier(self.cluster, me, rank) {
                 Tier::Thread => Box::new(
                     self.slots
-                        .take(from, to)
+                        .take(edge, from, to)
                         .ok_or_else(|| missing_channel(src, dst))?,
                 ),
                 Tier::Node => {
-                    let ring = FrameRing::open_segment(&self.segment(src, dst), SEGMENT_TIMEOUT)
+                    let ring =
+                        FrameRing::open_segment(&self.segment(edge, src, dst), SEGMENT_TIMEOUT)
                         .map_err(|e| ch(e.into()))?;
                     Box::new(
                         ring.producer(WaitPolicy::default())
@@ -297,9 +317,9 @@ impl Wiring for MpiWiring<'_> {
                         self.epoch,
                         self.live,
                         rank,
-                        self.layout.ring_disp(rank, me, from, to),
+                        self.layout.ring_disp(edge, rank, me, from, to),
                         self.ring_bytes,
-                        self.layout.credit_disp(me, rank, from, to),
+                        self.layout.credit_disp(edge, me, rank, from, to),
                     )
                     .map_err(|e| ch(e.into()))?,
                 ),
@@ -375,18 +395,17 @@ pub fn cpu_split(masks: &[u64], node_of: &[usize], me: usize) -> (usize, usize) 
 }
 
 /// Runs this rank's share of a job across every rank of `cluster.mpi`
-/// (collective: every rank calls it with the same `cfg.workers` and
-/// `cfg.ring_bytes`).
-pub(crate) fn run<T, U, D, F>(
+/// (collective: every rank calls it with the same `cfg.workers`,
+/// `cfg.ring_bytes` and `edges`).
+pub(crate) fn run<R, B>(
     cfg: &JobConfig,
     cluster: &ClusterConfig,
-    make: F,
-) -> Result<Vec<WorkerOutcome<U, D>>, RuntimeError>
+    edges: usize,
+    body: B,
+) -> Result<Vec<R>, RuntimeError>
 where
-    T: ExchangeData,
-    U: Upstream<T>,
-    D: Downstream<T>,
-    F: Fn(&WorkerInfo) -> (U, D) + Sync,
+    R: Send,
+    B: for<'c> Fn(&WorkerInfo, Vec<EdgeChannels<'c>>) -> Result<R, RuntimeError> + Sync,
 {
     let mpi = &*cluster.mpi;
     let w = cfg.workers.max(1);
@@ -394,6 +413,7 @@ where
     for (what, v) in [
         ("--workers", w as u64),
         ("--ring-bytes", cfg.ring_bytes as u64),
+        ("the exchange edges of the graph", edges as u64),
     ] {
         let all = mpi.all_gather_u64(v);
         if all.iter().any(|&x| x != v) {
@@ -407,9 +427,12 @@ where
     // This rank consumes one ring from every worker of the job, per worker.
     let g = mpi.size() * w;
     check_memory(
-        (g as u128) * (w as u128),
+        (edges as u128) * (g as u128) * (w as u128),
         cfg.ring_bytes,
-        &format!("{w} workers on each of {} ranks", mpi.size()),
+        &format!(
+            "{w} workers on each of {} ranks and {edges} exchange edge(s)",
+            mpi.size()
+        ),
     )?;
     if mpi.local_rank() == 0 {
         // Segments of this user that no live process holds (a job killed
@@ -428,7 +451,7 @@ where
             Err(e) => tracing::warn!("cleaning stale segments: {e}"),
         }
     }
-    check_node_shm(cluster, w, cfg.ring_bytes)?;
+    check_node_shm(cluster, edges, w, cfg.ring_bytes)?;
     let nonce = if mpi.rank() == 0 {
         let t = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -439,7 +462,7 @@ where
     };
     // Segment names must agree across ranks: rank 0's nonce names the job.
     let job = format!("mpi{:x}", mpi.broadcast_u64(0, nonce));
-    let layout = Layout::new(cluster, w, cfg.ring_bytes);
+    let layout = Layout::new(cluster, edges, w, cfg.ring_bytes);
     let setup = |e: air_rdma::RdmaError| RuntimeError::Setup(e.to_string());
     let window = Window::allocate(mpi, layout.part_bytes(mpi.rank())).map_err(setup)?;
     let epoch = window.lock_all().map_err(setup)?;
@@ -463,7 +486,7 @@ where
         split,
         cluster,
         layout,
-        slots: ThreadSlots::new(w, cfg.ring_bytes),
+        slots: ThreadSlots::new(edges, w, cfg.ring_bytes),
         epoch: &epoch,
         live: &live,
         job,
@@ -507,7 +530,7 @@ where
                 unsafe { libc::_exit(0) };
             });
         }
-        let r = run_wired(cfg, &wiring, make);
+        let r = run_wired(cfg, &wiring, edges, body);
         if r.is_ok() {
             // Every rank is done with every channel (producers flushed their
             // last frames and closed) before windows are unlocked and freed.

@@ -172,51 +172,66 @@ pub(crate) trait Wiring: Sync {
         0
     }
     /// Phase 1, on local worker `local`'s thread (so ring pages are first
-    /// touched there): its receiving ends, one per global source worker.
-    fn inputs<'s>(&'s self, local: usize) -> Result<Vec<Box<dyn ChannelRx + 's>>, RuntimeError>;
+    /// touched there): its receiving ends of exchange edge `edge`, one per
+    /// global source worker.
+    fn inputs<'s>(
+        &'s self,
+        edge: usize,
+        local: usize,
+    ) -> Result<Vec<Box<dyn ChannelRx + 's>>, RuntimeError>;
     /// Between the phases, called by one local worker once every local
     /// worker finished phase 1 (e.g. a barrier across ranks).
     fn between(&self) {}
-    /// Phase 2: local worker `local`'s sending ends, one per global
-    /// destination worker.
-    fn outputs<'s>(&'s self, local: usize) -> Result<Vec<Box<dyn ChannelTx + 's>>, RuntimeError>;
+    /// Phase 2: local worker `local`'s sending ends of exchange edge `edge`,
+    /// one per global destination worker.
+    fn outputs<'s>(
+        &'s self,
+        edge: usize,
+        local: usize,
+    ) -> Result<Vec<Box<dyn ChannelTx + 's>>, RuntimeError>;
 }
 
-/// Thread-tier rings between the workers of one process: each is created by
-/// its consumer (phase 1), whose producer end waits here for its sender.
+/// Thread-tier rings between the workers of one process, per exchange edge:
+/// each is created by its consumer (phase 1), whose producer end waits here
+/// for its sender.
 pub(crate) struct ThreadSlots {
-    /// `slots[from][to]`, local worker indices.
-    slots: Mutex<Vec<Vec<Option<Producer>>>>,
+    /// `slots[edge][from][to]`, local worker indices.
+    slots: Mutex<Vec<Vec<Vec<Option<Producer>>>>>,
     ring_bytes: usize,
 }
 
 impl ThreadSlots {
-    pub(crate) fn new(workers: usize, ring_bytes: usize) -> ThreadSlots {
+    pub(crate) fn new(edges: usize, workers: usize, ring_bytes: usize) -> ThreadSlots {
         ThreadSlots {
             slots: Mutex::new(
-                (0..workers)
-                    .map(|_| (0..workers).map(|_| None).collect())
+                (0..edges)
+                    .map(|_| {
+                        (0..workers)
+                            .map(|_| (0..workers).map(|_| None).collect())
+                            .collect()
+                    })
                     .collect(),
             ),
             ring_bytes,
         }
     }
 
-    /// Creates the ring from local worker `from` to local worker `to` (on
-    /// `to`'s thread) and returns its consumer.
+    /// Creates the ring of `edge` from local worker `from` to local worker
+    /// `to` (on `to`'s thread) and returns its consumer.
     pub(crate) fn create(
         &self,
+        edge: usize,
         from: usize,
         to: usize,
     ) -> Result<air_shm::Consumer, air_shm::ShmError> {
         let (p, c) = thread_channel(self.ring_bytes)?;
-        self.slots.lock().unwrap_or_else(|e| e.into_inner())[from][to] = Some(p);
+        self.slots.lock().unwrap_or_else(|e| e.into_inner())[edge][from][to] = Some(p);
         Ok(c)
     }
 
-    /// Takes the producer of the ring from local `from` to local `to`.
-    pub(crate) fn take(&self, from: usize, to: usize) -> Option<Producer> {
-        self.slots.lock().unwrap_or_else(|e| e.into_inner())[from][to].take()
+    /// Takes the producer of the ring of `edge` from local `from` to local `to`.
+    pub(crate) fn take(&self, edge: usize, from: usize, to: usize) -> Option<Producer> {
+        self.slots.lock().unwrap_or_else(|e| e.into_inner())[edge][from][to].take()
     }
 }
 
@@ -245,20 +260,28 @@ impl Wiring for LocalWiring {
     fn local_rank(&self) -> usize {
         self.share.1
     }
-    fn inputs<'s>(&'s self, me: usize) -> Result<Vec<Box<dyn ChannelRx + 's>>, RuntimeError> {
+    fn inputs<'s>(
+        &'s self,
+        edge: usize,
+        me: usize,
+    ) -> Result<Vec<Box<dyn ChannelRx + 's>>, RuntimeError> {
         let mut rx: Vec<Box<dyn ChannelRx + 's>> = Vec::with_capacity(self.workers);
         for from in 0..self.workers {
             let c = self
                 .slots
-                .create(from, me)
+                .create(edge, from, me)
                 .map_err(|e| RuntimeError::channel(from, me, e))?;
             rx.push(Box::new(c));
         }
         Ok(rx)
     }
-    fn outputs<'s>(&'s self, me: usize) -> Result<Vec<Box<dyn ChannelTx + 's>>, RuntimeError> {
+    fn outputs<'s>(
+        &'s self,
+        edge: usize,
+        me: usize,
+    ) -> Result<Vec<Box<dyn ChannelTx + 's>>, RuntimeError> {
         (0..self.workers)
-            .map(|to| match self.slots.take(me, to) {
+            .map(|to| match self.slots.take(edge, me, to) {
                 Some(p) => Ok(Box::new(p) as Box<dyn ChannelTx + 's>),
                 None => Err(missing_channel(me, to)),
             })
@@ -286,6 +309,16 @@ pub(crate) fn check_memory(rings: u128, ring_bytes: usize, what: &str) -> Result
     Ok(())
 }
 
+/// One worker's channels of one exchange edge, both indexed by global
+/// worker: its receiving ends (one from every worker of the job) and its
+/// sending ends (one to every worker of the job).
+pub struct EdgeChannels<'c> {
+    /// Receiving ends, by source worker.
+    pub rx: Vec<Box<dyn ChannelRx + 'c>>,
+    /// Sending ends, by destination worker.
+    pub tx: Vec<Box<dyn ChannelTx + 'c>>,
+}
+
 /// Runs a job of `cfg.workers` workers per process (and, with
 /// `cfg.cluster`, across every rank of the MPI job). `make` builds each
 /// worker's upstream and downstream on the worker's own thread (after
@@ -299,18 +332,44 @@ where
     D: Downstream<T>,
     F: Fn(&WorkerInfo) -> (U, D) + Sync,
 {
+    run_workers(cfg, 1, |info, mut edges| {
+        let ch = edges.pop().expect("one edge");
+        let (up, down) = make(info);
+        single_edge_worker::<T, U, D>(cfg, info.clone(), ch, up, down)
+    })
+}
+
+/// Runs `cfg.workers` worker threads per process (across every rank of the
+/// MPI job with `cfg.cluster`), joined all-to-all by `edges` independent
+/// sets of channels (one ring per (edge, sender, receiver); no two edges
+/// share a ring). Each worker is pinned by the placement plan, creates its
+/// receiving rings on its own thread (first touch), and then runs `body`
+/// with its [`WorkerInfo`] and its channels of every edge (in edge order).
+/// Returns this process's workers' results in worker order, or the root
+/// cause of the first failure (a panic, a setup or batch error before a
+/// peer's "channel closed").
+///
+/// # Errors
+/// [`RuntimeError::Setup`] when the rings would not fit in memory (more
+/// than half of `MemAvailable`) or, under MPI, in `/dev/shm`; whatever a
+/// worker's `body` returns.
+pub fn run_workers<R, B>(cfg: &JobConfig, edges: usize, body: B) -> Result<Vec<R>, RuntimeError>
+where
+    R: Send,
+    B: for<'c> Fn(&WorkerInfo, Vec<EdgeChannels<'c>>) -> Result<R, RuntimeError> + Sync,
+{
     if let Some(cluster) = &cfg.cluster {
         #[cfg(feature = "mpi")]
-        return crate::cluster::run(cfg, cluster, make);
+        return crate::cluster::run(cfg, cluster, edges, body);
         #[cfg(not(feature = "mpi"))]
         match *cluster {}
     }
     let w = cfg.workers.max(1);
-    // W² rings, each touched up front: refuse what the machine cannot hold.
+    // E·W² rings, each touched up front: refuse what the machine cannot hold.
     check_memory(
-        (w as u128) * (w as u128),
+        (edges as u128) * (w as u128) * (w as u128),
         cfg.ring_bytes,
-        &format!("{w} workers"),
+        &format!("{w} workers and {edges} exchange edge(s)"),
     )?;
     let share = cfg
         .pin
@@ -320,23 +379,22 @@ where
         .unwrap_or((1, 0));
     let wiring = LocalWiring {
         workers: w,
-        slots: ThreadSlots::new(w, cfg.ring_bytes),
+        slots: ThreadSlots::new(edges, w, cfg.ring_bytes),
         share,
     };
-    run_wired(cfg, &wiring, make)
+    run_wired(cfg, &wiring, edges, body)
 }
 
 /// Runs this process's workers over `wiring`.
-pub(crate) fn run_wired<T, U, D, F, G>(
+pub(crate) fn run_wired<R, B, G>(
     cfg: &JobConfig,
     wiring: &G,
-    make: F,
-) -> Result<Vec<WorkerOutcome<U, D>>, RuntimeError>
+    edges: usize,
+    body: B,
+) -> Result<Vec<R>, RuntimeError>
 where
-    T: ExchangeData,
-    U: Upstream<T>,
-    D: Downstream<T>,
-    F: Fn(&WorkerInfo) -> (U, D) + Sync,
+    R: Send,
+    B: for<'c> Fn(&WorkerInfo, Vec<EdgeChannels<'c>>) -> Result<R, RuntimeError> + Sync,
     G: Wiring,
 {
     let w = wiring.local();
@@ -368,13 +426,13 @@ where
         let handles: Vec<_> = (0..w)
             .map(|me| {
                 let barrier = &barrier;
-                let make = &make;
+                let body = &body;
                 std::thread::Builder::new()
                     .name(format!("air-w{}", wiring.first() + me))
                     .spawn_scoped(s, move || {
                         let slot = plan.and_then(|p| p.slots.get(me)).copied();
                         let shared = plan.is_some_and(|p| p.oversubscribed);
-                        worker::<T, U, D, F, G>(cfg, (slot, shared), me, wiring, barrier, make)
+                        worker((slot, shared), me, wiring, edges, barrier, body)
                     })
                     .expect("spawn worker thread")
             })
@@ -418,29 +476,26 @@ where
     })
 }
 
-fn worker<T, U, D, F, G>(
-    cfg: &JobConfig,
+fn worker<R, B, G>(
     (slot, shared): (Option<Slot>, bool),
     local: usize,
     wiring: &G,
+    edges: usize,
     barrier: &Barrier,
-    make: &F,
-) -> Result<WorkerOutcome<U, D>, RuntimeError>
+    body: &B,
+) -> Result<R, RuntimeError>
 where
-    T: ExchangeData,
-    U: Upstream<T>,
-    D: Downstream<T>,
-    F: Fn(&WorkerInfo) -> (U, D) + Sync,
+    B: for<'c> Fn(&WorkerInfo, Vec<EdgeChannels<'c>>) -> Result<R, RuntimeError> + Sync,
     G: Wiring,
 {
     let me = wiring.first() + local;
     let core = slot.and_then(|s| placement::pin_current_to(s.pu));
     // This worker consumes one ring from every worker: create them here so
     // their pages are first touched on this worker's CPU (its NUMA node).
-    let rx = wiring.inputs(local);
+    let rx: Result<Vec<_>, RuntimeError> = (0..edges).map(|e| wiring.inputs(e, local)).collect();
     let mut input_rings_numa: Vec<usize> = rx
         .as_ref()
-        .map(|rx| rx.iter().filter_map(|r| r.numa_node()).collect())
+        .map(|rx| rx.iter().flatten().filter_map(|r| r.numa_node()).collect())
         .unwrap_or_default();
     input_rings_numa.sort_unstable();
     input_rings_numa.dedup();
@@ -449,7 +504,11 @@ where
     }
     barrier.wait();
     let rx = rx?;
-    let tx = wiring.outputs(local)?;
+    let mut channels = Vec::with_capacity(edges);
+    for (e, rx) in rx.into_iter().enumerate() {
+        let tx = wiring.outputs(e, local)?;
+        channels.push(EdgeChannels { rx, tx });
+    }
     let info = WorkerInfo {
         index: me,
         workers: wiring.total(),
@@ -463,7 +522,24 @@ where
             oversubscribed: shared,
         },
     };
-    let (mut up, mut down) = make(&info);
+    body(&info, channels)
+}
+
+/// The worker loop of [`run`]: one upstream, one exchange, one downstream.
+fn single_edge_worker<T, U, D>(
+    cfg: &JobConfig,
+    info: WorkerInfo,
+    ch: EdgeChannels<'_>,
+    mut up: U,
+    mut down: D,
+) -> Result<WorkerOutcome<U, D>, RuntimeError>
+where
+    T: ExchangeData,
+    U: Upstream<T>,
+    D: Downstream<T>,
+{
+    let me = info.index;
+    let (rx, tx) = (ch.rx, ch.tx);
     let mut ex: Exchange<'_, T> = Exchange::new(me, tx, cfg.batch_records);
     let mut inputs = Inputs::new(me, rx).with_validation(cfg.validate);
     let start = Instant::now();

@@ -27,7 +27,7 @@ pub mod topology;
 pub use channel::{ChannelError, ChannelRx, ChannelTx, Recv};
 pub use data::ExchangeData;
 pub use exchange::{Downstream, Exchange, Inputs};
-pub use job::{run, Emitter, JobConfig, Progress, Upstream, WorkerInfo, WorkerOutcome};
+pub use job::{run, run_workers, EdgeChannels, Emitter, JobConfig, Progress, Upstream, WorkerInfo, WorkerOutcome};
 pub use metrics::{ChannelMetrics, LatencySummary};
 pub use topology::WorkerPlacement;
 
