@@ -95,3 +95,29 @@ where
         }
     }
 }
+
+/// A record of the graph API: it crosses exchange edges archived (rkyv) and
+/// comes out of them as an owned value again (`Clone` for broadcasts and
+/// fan-outs). Implemented for every type that derives rkyv's `Archive`,
+/// `Serialize` and `Deserialize` and is `Clone`.
+pub trait Record: ExchangeData + Clone {
+    /// The owned record of an archived one (rkyv `deserialize`; a copy for
+    /// fixed-size records, allocations for strings and vectors).
+    fn from_archived(item: &Self::Item) -> Self;
+}
+
+impl<T> Record for T
+where
+    T: ExchangeData<Item = <T as Archive>::Archived> + Archive + Clone,
+    <T as Archive>::Archived: rkyv::Deserialize<T, rkyv::api::high::HighDeserializer<rancor::Error>>,
+{
+    #[inline]
+    fn from_archived(item: &Self::Item) -> Self {
+        match rkyv::deserialize::<T, rancor::Error>(item) {
+            Ok(v) => v,
+            // Deserializing a batch this job archived allocates at most:
+            // only an allocation failure (which aborts anyway) gets here.
+            Err(e) => panic!("deserializing an archived record: {e}"),
+        }
+    }
+}

@@ -25,6 +25,44 @@ type ReadBatch<T> = fn(&[u8]) -> Result<&[<T as ExchangeData>::Item], String>;
 /// (so two workers blocked on each other's full rings cannot deadlock).
 pub type Drain<'a> = dyn FnMut() -> Result<(), RuntimeError> + 'a;
 
+/// The hash that decides a key's owner (`owner = key_hash(key) % workers`):
+/// FxHash of the key's `Hash` (no per-process seed, so every rank of a job
+/// agrees) finished with the MurmurHash3 64-bit mixer, so that small
+/// integer keys spread over the workers.
+#[inline]
+pub fn key_hash<K: std::hash::Hash + ?Sized>(key: &K) -> u64 {
+    use std::hash::Hasher;
+    let mut h = rustc_hash::FxHasher::default();
+    key.hash(&mut h);
+    mix64(h.finish())
+}
+
+/// MurmurHash3's 64-bit finalizer (`fmix64`, Austin Appleby): a bijection
+/// on u64 whose every output bit depends on every input bit.
+#[inline(always)]
+pub fn mix64(mut k: u64) -> u64 {
+    k ^= k >> 33;
+    k = k.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    k ^= k >> 33;
+    k = k.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    k ^ (k >> 33)
+}
+
+/// What [`Inputs::poll_raw`] hands on.
+#[derive(Debug)]
+pub enum InputEvent<'b> {
+    /// An archived batch from worker `from` (exactly the frame's payload).
+    Data {
+        /// The sending worker.
+        from: usize,
+        /// The archive, 16-byte aligned, read in place.
+        bytes: &'b [u8],
+    },
+    /// The minimum watermark over every input advanced to this value (ms;
+    /// `u64::MAX` once every input ended normally).
+    Watermark(u64),
+}
+
 /// `a % d` for a fixed `d` by multiplications instead of a 64-bit division
 /// (tens of cycles on every record routed): Lemire, Kaser and Kurz, "Faster
 /// Remainder by Direct Computation" (2019), with a 128-bit multiplier, exact
@@ -336,6 +374,99 @@ impl<'c> Inputs<'c> {
     /// The minimum watermark over all inputs (ms).
     pub fn watermark(&self) -> u64 {
         self.min_wm
+    }
+
+    /// Reads up to `budget` frames from each input and hands every data
+    /// batch (in place) and every advance of the minimum watermark to `on`,
+    /// in channel order; `on` returns the records a batch held (counted in
+    /// the metrics). Returns the number of frames read. `on` errors stop
+    /// the poll and are returned.
+    pub fn poll_raw(
+        &mut self,
+        budget: usize,
+        on: &mut dyn FnMut(InputEvent<'_>) -> Result<usize, RuntimeError>,
+    ) -> Result<usize, RuntimeError> {
+        let mut frames = 0;
+        for from in 0..self.rx.len() {
+            if self.ended[from] {
+                continue;
+            }
+            let mut got = 0;
+            let mut failed: Option<RuntimeError> = None;
+            while got < budget {
+                let wm = &mut self.wm[from];
+                let ended = &mut self.ended[from];
+                let m = &mut self.metrics;
+                let r = self.rx[from]
+                    .try_recv(&mut |kind, payload| match kind {
+                        FrameKind::Data => {
+                            m.bytes_in += payload.len() as u64;
+                            m.batches_in += 1;
+                            if failed.is_none() {
+                                match on(InputEvent::Data {
+                                    from,
+                                    bytes: payload,
+                                }) {
+                                    Ok(n) => m.records_in += n as u64,
+                                    Err(e) => failed = Some(e),
+                                }
+                            }
+                        }
+                        FrameKind::Watermark => {
+                            let v = u64::from_le_bytes(payload[..8].try_into().unwrap_or([0; 8]));
+                            *wm = (*wm).max(v);
+                        }
+                        FrameKind::End => {
+                            let v =
+                                u64::from_le_bytes(payload[..8].try_into().unwrap_or([0xff; 8]));
+                            *wm = (*wm).max(v);
+                            *ended = true;
+                        }
+                    })
+                    .map_err(|e| RuntimeError::channel(from, self.me, e))?;
+                if let Some(e) = failed.take() {
+                    return Err(e);
+                }
+                match r {
+                    Recv::Frame => {
+                        got += 1;
+                        if self.ended[from] {
+                            self.n_ended += 1;
+                            break;
+                        }
+                    }
+                    Recv::Empty => break,
+                    Recv::Closed => {
+                        return Err(RuntimeError::channel(
+                            from,
+                            self.me,
+                            air_shm::ShmError::PeerGone(
+                                "worker closed its channel before end-of-stream",
+                            ),
+                        ))
+                    }
+                }
+            }
+            if got > 0 {
+                self.rx[from]
+                    .release()
+                    .map_err(|e| RuntimeError::channel(from, self.me, e))?;
+            }
+            frames += got;
+        }
+        if frames > 0 {
+            let min = self.wm.iter().copied().min().unwrap_or(u64::MAX);
+            if min > self.min_wm {
+                self.min_wm = min;
+                on(InputEvent::Watermark(min))?;
+            }
+        }
+        Ok(frames)
+    }
+
+    /// Whether batches are validated in every build (`--validate`).
+    pub fn validates(&self) -> bool {
+        self.validate
     }
 
     /// Reads up to `budget` frames from each input and feeds `down`; calls

@@ -14,6 +14,7 @@ pub mod channel;
 #[cfg(feature = "mpi")]
 pub mod cluster;
 pub mod data;
+pub mod dataflow;
 pub mod exchange;
 #[cfg(feature = "hwloc")]
 pub mod hwloc;
@@ -25,8 +26,8 @@ pub mod timeline;
 pub mod topology;
 
 pub use channel::{ChannelError, ChannelRx, ChannelTx, Recv};
-pub use data::ExchangeData;
-pub use exchange::{Downstream, Exchange, Inputs};
+pub use data::{ExchangeData, Record};
+pub use exchange::{key_hash, mix64, Downstream, Exchange, Inputs};
 pub use job::{run, run_workers, EdgeChannels, Emitter, JobConfig, Progress, Upstream, WorkerInfo, WorkerOutcome};
 pub use metrics::{ChannelMetrics, LatencySummary};
 pub use topology::WorkerPlacement;
@@ -76,6 +77,15 @@ pub enum RuntimeError {
     /// silent); the message names the rank.
     #[error("{0}")]
     RankLost(String),
+    /// An operator failed (a sink could not write, a user function
+    /// returned an error); the message says what and where.
+    #[error("worker {worker}: {message}")]
+    Operator {
+        /// The worker.
+        worker: usize,
+        /// What went wrong.
+        message: String,
+    },
     /// The job could not be set up.
     #[error("job setup: {0}")]
     Setup(String),

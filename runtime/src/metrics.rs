@@ -63,33 +63,67 @@ pub fn record_pairs(h: &mut Histogram<u64>, pairs: &[(u64, u64)]) {
     }
 }
 
-/// Latency percentiles in milliseconds.
+/// Latency percentiles in milliseconds. Without samples (no window fired,
+/// or nothing measured) every percentile is `None` (JSON `null`, printed
+/// as `-`), not 0: 0 ms would read as "under a millisecond".
 #[derive(Debug, Default, Clone, Serialize, PartialEq)]
 pub struct LatencySummary {
     /// Number of samples (windows emitted).
     pub samples: u64,
-    /// Median, ms.
-    pub p50_ms: u64,
-    /// 95th percentile, ms.
-    pub p95_ms: u64,
-    /// 99th percentile, ms.
-    pub p99_ms: u64,
-    /// Maximum, ms.
-    pub max_ms: u64,
+    /// Median, ms (`None` without samples).
+    pub p50_ms: Option<u64>,
+    /// 95th percentile, ms (`None` without samples).
+    pub p95_ms: Option<u64>,
+    /// 99th percentile, ms (`None` without samples).
+    pub p99_ms: Option<u64>,
+    /// Maximum, ms (`None` without samples).
+    pub max_ms: Option<u64>,
 }
 
 impl LatencySummary {
-    /// Summarizes `h`.
+    /// Summarizes `h` (all percentiles `None` when it is empty).
     pub fn of(h: &Histogram<u64>) -> LatencySummary {
         if h.is_empty() {
             return LatencySummary::default();
         }
         LatencySummary {
             samples: h.len(),
-            p50_ms: h.value_at_quantile(0.50),
-            p95_ms: h.value_at_quantile(0.95),
-            p99_ms: h.value_at_quantile(0.99),
-            max_ms: h.max(),
+            p50_ms: Some(h.value_at_quantile(0.50)),
+            p95_ms: Some(h.value_at_quantile(0.95)),
+            p99_ms: Some(h.value_at_quantile(0.99)),
+            max_ms: Some(h.max()),
         }
+    }
+
+    /// `"p50 A ms, p95 B ms, p99 C ms, max D ms"`, each `-` when there is
+    /// no sample (for summaries printed on the terminal).
+    pub fn describe(&self) -> String {
+        let v = |x: Option<u64>| x.map_or_else(|| "-".to_string(), |v| v.to_string());
+        format!(
+            "p50 {} ms, p95 {} ms, p99 {} ms, max {} ms",
+            v(self.p50_ms),
+            v(self.p95_ms),
+            v(self.p99_ms),
+            v(self.max_ms)
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_samples_have_no_percentiles() {
+        let empty = LatencySummary::of(&latency_histogram());
+        assert_eq!(empty.samples, 0);
+        assert_eq!(empty.p50_ms, None);
+        assert_eq!(empty.max_ms, None);
+        assert_eq!(empty.describe(), "p50 - ms, p95 - ms, p99 - ms, max - ms");
+        let mut h = latency_histogram();
+        h.record(7).unwrap();
+        let one = LatencySummary::of(&h);
+        assert_eq!((one.samples, one.p50_ms, one.max_ms), (1, Some(7), Some(7)));
+        assert_eq!(one.describe(), "p50 7 ms, p95 7 ms, p99 7 ms, max 7 ms");
     }
 }

@@ -1,0 +1,534 @@
+//! The channels of a running graph at one worker, and the context every
+//! operator call gets: send on an edge (with backpressure that keeps the
+//! worker's later edges draining), report watermarks and end-of-stream.
+//!
+//! Deadlock freedom (DESIGN.md, "Backpressure without deadlock"): edges are
+//! numbered in the order the graph creates them, and an operator fed by
+//! edge `k` only sends on edges created after it (`> k`). A send on edge `j`
+//! that finds its ring full drains this worker's inputs of edges `>= j`
+//! (recursively, each with the edges after it); edges `< j` wait. Every ring
+//! belongs to one edge, so a frame of an earlier edge never waits in front
+//! of a later edge's frames.
+
+use crate::channel::ChannelTx;
+use crate::data::ExchangeData;
+use crate::exchange::{FastMod, InputEvent, Inputs};
+use crate::metrics::ChannelMetrics;
+use crate::RuntimeError;
+use air_shm::FrameKind;
+
+/// The sending side of one exchange edge at one worker: a channel to every
+/// worker of the job, and the watermarks of the operators feeding it (a
+/// `union` or several sources may feed one edge; the edge's watermark is
+/// their minimum).
+pub struct EdgeTx<'c> {
+    edge: usize,
+    me: usize,
+    tx: Vec<Box<dyn ChannelTx + 'c>>,
+    modulo: FastMod,
+    max_frame: usize,
+    /// Per feeder: its watermark (ms), and its final watermark once ended.
+    feeders: Vec<(u64, Option<u64>)>,
+    sent_wm: u64,
+    ended: bool,
+    unflushed: bool,
+    /// Counters of this edge's sending side.
+    pub metrics: ChannelMetrics,
+}
+
+impl<'c> EdgeTx<'c> {
+    /// Edge `edge`'s sending ends at worker `me` (`tx` by destination
+    /// worker), fed by `feeders` operators of this worker's graph.
+    pub(crate) fn new(
+        edge: usize,
+        me: usize,
+        tx: Vec<Box<dyn ChannelTx + 'c>>,
+        feeders: usize,
+    ) -> Self {
+        let max_frame = tx.iter().map(|t| t.max_frame()).min().unwrap_or(usize::MAX);
+        let n = tx.len().max(1) as u64;
+        EdgeTx {
+            edge,
+            me,
+            tx,
+            modulo: FastMod::new(n),
+            max_frame,
+            feeders: vec![(0, None); feeders],
+            sent_wm: 0,
+            // An edge nobody feeds at this worker has ended here already.
+            ended: false,
+            unflushed: false,
+            metrics: ChannelMetrics::default(),
+        }
+    }
+
+    /// Whether every feeder ended and End went out.
+    pub(crate) fn ended(&self) -> bool {
+        self.ended
+    }
+
+    fn err(&self, to: usize, e: impl Into<crate::ChannelError>) -> RuntimeError {
+        let _ = self.edge;
+        RuntimeError::channel(self.me, to, e)
+    }
+
+    /// Makes every frame sent so far visible to its receiver.
+    pub(crate) fn publish(&mut self) -> Result<(), RuntimeError> {
+        if !self.unflushed {
+            return Ok(());
+        }
+        for to in 0..self.tx.len() {
+            self.tx[to].flush().map_err(|e| self.err(to, e))?;
+        }
+        self.unflushed = false;
+        Ok(())
+    }
+}
+
+/// The receiving side of one exchange edge at one worker, and the operator
+/// it feeds.
+pub(crate) struct EdgeRx<'c> {
+    pub(crate) inputs: Inputs<'c>,
+    pub(crate) consumer: Box<dyn EdgeConsumer>,
+    /// `on_end` was delivered.
+    pub(crate) done: bool,
+}
+
+/// What an operator fed by an exchange edge receives (type-erased: the
+/// graph's segments implement it; users implement [`crate::dataflow::Operator`]).
+pub trait EdgeConsumer {
+    /// An archived batch from worker `from`; returns the records it held.
+    fn on_data(
+        &mut self,
+        from: usize,
+        bytes: &[u8],
+        validate: bool,
+        cx: &mut Cx<'_, '_>,
+    ) -> Result<usize, RuntimeError>;
+    /// The minimum watermark over the edge's inputs advanced to `wm`.
+    fn on_watermark(&mut self, wm: u64, cx: &mut Cx<'_, '_>);
+    /// Every input ended; `final_wm` is the minimum of their final
+    /// watermarks (`u64::MAX` unless the job was stopped).
+    fn on_end(&mut self, final_wm: u64, cx: &mut Cx<'_, '_>);
+    /// The flush interval passed: push staged records on.
+    fn tick(&mut self, cx: &mut Cx<'_, '_>);
+    /// Adds this segment's counters into `stats` (after the job).
+    fn report(&mut self, stats: &mut crate::dataflow::Stats);
+}
+
+/// The context of one operator call at one worker: the sending sides of the
+/// edges it may send on, and the receiving sides of the edges it may drain
+/// while a send waits for room.
+pub struct Cx<'a, 'c> {
+    /// Edges `base..` (sending sides).
+    tx: &'a mut [EdgeTx<'c>],
+    /// Edges `base..` (receiving sides and their operators).
+    rx: &'a mut [EdgeRx<'c>],
+    base: usize,
+    error: &'a mut Option<RuntimeError>,
+}
+
+impl<'a, 'c> Cx<'a, 'c> {
+    pub(crate) fn new(
+        tx: &'a mut [EdgeTx<'c>],
+        rx: &'a mut [EdgeRx<'c>],
+        base: usize,
+        error: &'a mut Option<RuntimeError>,
+    ) -> Self {
+        Cx {
+            tx,
+            rx,
+            base,
+            error,
+        }
+    }
+
+    /// Whether a send failed (the worker stops at the end of the call).
+    #[inline]
+    pub fn failed(&self) -> bool {
+        self.error.is_some()
+    }
+
+    /// Stops the worker with `e` at the end of this call (the first
+    /// failure is kept).
+    pub fn fail_with(&mut self, e: RuntimeError) {
+        self.fail(e)
+    }
+
+    fn fail(&mut self, e: RuntimeError) {
+        if self.error.is_none() {
+            *self.error = Some(e);
+        }
+    }
+
+    /// Number of workers edge `edge` reaches (the whole job).
+    #[inline]
+    pub fn workers(&self, edge: usize) -> usize {
+        self.tx[edge - self.base].tx.len()
+    }
+
+    /// The worker that owns `hash` on `edge`: `hash % workers`.
+    #[inline(always)]
+    pub fn owner(&self, edge: usize, hash: u64) -> usize {
+        self.tx[edge - self.base].modulo.rem(hash) as usize
+    }
+
+    /// Records per batch that fit one frame of `edge` (at most `want`).
+    pub fn batch_fit<T: ExchangeData>(&self, edge: usize, want: usize) -> usize {
+        let max = self.tx[edge - self.base].max_frame;
+        let mut b = want.max(1);
+        while b > 1 && T::size_hint(b) > max {
+            b /= 2;
+        }
+        b
+    }
+
+    /// Sends `items` to worker `dest` on `edge` as one archived frame (split
+    /// in halves when variable-size records archive larger than a frame),
+    /// and clears `items`. Blocks while the ring is full, draining this
+    /// worker's edges `>= edge` meanwhile. A failure is kept (see
+    /// [`Cx::failed`]) and later sends do nothing.
+    pub fn send_batch<T: ExchangeData>(&mut self, edge: usize, dest: usize, items: &mut Vec<T>) {
+        if items.is_empty() || self.error.is_some() {
+            items.clear();
+            return;
+        }
+        if let Err(e) = self.send_items(edge, dest, items) {
+            self.fail(e);
+        }
+        items.clear();
+    }
+
+    #[allow(clippy::ptr_arg)]
+    fn send_items<T: ExchangeData>(
+        &mut self,
+        edge: usize,
+        dest: usize,
+        items: &mut Vec<T>,
+    ) -> Result<(), RuntimeError> {
+        let max = self.tx[edge - self.base].max_frame;
+        let hint = T::size_hint(items.len()).min(max);
+        let bytes = match self.send_frame(edge, dest, FrameKind::Data, hint, &mut |buf| {
+            T::write_batch(items, buf)
+        })? {
+            Some(len) => len,
+            None => {
+                let archived = T::to_bytes(items);
+                let len = archived.len();
+                if len > max {
+                    if items.len() > 1 {
+                        let mut second = items.split_off(items.len() / 2);
+                        self.send_items(edge, dest, items)?;
+                        return self.send_items(edge, dest, &mut second);
+                    }
+                    return Err(RuntimeError::BatchTooLarge { bytes: len, max });
+                }
+                self.send_frame(edge, dest, FrameKind::Data, len, &mut |buf| {
+                    buf[..len].copy_from_slice(&archived);
+                    Some(len)
+                })?;
+                len
+            }
+        };
+        let t = &mut self.tx[edge - self.base];
+        t.metrics.records_out += items.len() as u64;
+        t.metrics.bytes_out += bytes as u64;
+        t.metrics.batches_out += 1;
+        t.unflushed = true;
+        Ok(())
+    }
+
+    /// Writes one frame on `edge` to `dest`, waiting (and draining) while
+    /// the ring is full. Returns what `write` returned.
+    fn send_frame(
+        &mut self,
+        edge: usize,
+        dest: usize,
+        kind: FrameKind,
+        len: usize,
+        write: &mut dyn FnMut(&mut [u8]) -> Option<usize>,
+    ) -> Result<Option<usize>, RuntimeError> {
+        let j = edge - self.base;
+        let (tx_here, tx_later) = self.tx.split_at_mut(j + 1);
+        let t = &mut tx_here[j];
+        let mut waited = false;
+        let mut spins = 0u32;
+        loop {
+            let mut used = None;
+            let sent = t.tx[dest]
+                .try_send(kind, len, &mut |buf| {
+                    used = write(buf);
+                    used
+                })
+                .map_err(|e| t.err(dest, e))?;
+            if sent {
+                return Ok(used);
+            }
+            if !waited {
+                waited = true;
+                t.metrics.ring_full_waits += 1;
+            }
+            t.tx[dest].flush().map_err(|e| t.err(dest, e))?;
+            // Keep this worker's inputs of edges >= `edge` moving.
+            drain(&mut self.rx[j..], edge, tx_later, edge + 1, self.error)?;
+            spins += 1;
+            if spins > 64 {
+                std::thread::yield_now();
+            } else {
+                std::hint::spin_loop();
+            }
+        }
+    }
+
+    /// Feeder `feeder` of `edge` promises no record below `wm` any more:
+    /// when the minimum over the edge's feeders advances, a watermark frame
+    /// goes to every worker (after what this worker sent before it).
+    pub fn watermark(&mut self, edge: usize, feeder: usize, wm: u64) {
+        let t = &mut self.tx[edge - self.base];
+        let f = &mut t.feeders[feeder];
+        if f.1.is_some() || wm <= f.0 {
+            return;
+        }
+        f.0 = wm;
+        let min = t
+            .feeders
+            .iter()
+            .map(|f| f.1.unwrap_or(f.0))
+            .min()
+            .unwrap_or(u64::MAX);
+        if min > t.sent_wm && !t.ended {
+            t.sent_wm = min;
+            t.metrics.watermarks_out += 1;
+            if let Err(e) = self.broadcast(edge, FrameKind::Watermark, min) {
+                self.fail(e);
+            }
+        }
+    }
+
+    /// Feeder `feeder` of `edge` ended with final watermark `final_wm`
+    /// (`u64::MAX`, or where a stopped source was): once every feeder ended,
+    /// End (carrying their minimum) goes to every worker.
+    pub fn end(&mut self, edge: usize, feeder: usize, final_wm: u64) {
+        let t = &mut self.tx[edge - self.base];
+        if t.feeders[feeder].1.is_some() {
+            return;
+        }
+        t.feeders[feeder].1 = Some(final_wm);
+        if t.feeders.iter().all(|f| f.1.is_some()) && !t.ended {
+            t.ended = true;
+            let min = t
+                .feeders
+                .iter()
+                .filter_map(|f| f.1)
+                .min()
+                .unwrap_or(u64::MAX);
+            if let Err(e) = self.broadcast(edge, FrameKind::End, min) {
+                self.fail(e);
+            }
+        }
+    }
+
+    fn broadcast(&mut self, edge: usize, kind: FrameKind, value: u64) -> Result<(), RuntimeError> {
+        let n = self.tx[edge - self.base].tx.len();
+        let bytes = value.to_le_bytes();
+        for dest in 0..n {
+            self.send_frame(edge, dest, kind, 8, &mut |buf| {
+                buf[..8].copy_from_slice(&bytes);
+                Some(8)
+            })?;
+        }
+        let t = &mut self.tx[edge - self.base];
+        t.unflushed = true;
+        t.publish()
+    }
+}
+
+/// Drains `rx` (edges `rx_base..`), each edge's operator sending on the
+/// edges after it (`tx`, edges `tx_base..`).
+pub(crate) fn drain<'c>(
+    rx: &mut [EdgeRx<'c>],
+    rx_base: usize,
+    tx: &mut [EdgeTx<'c>],
+    tx_base: usize,
+    error: &mut Option<RuntimeError>,
+) -> Result<(), RuntimeError> {
+    for i in 0..rx.len() {
+        poll_edge(rx, i, rx_base, tx, tx_base, 16, error)?;
+    }
+    Ok(())
+}
+
+/// Polls edge `rx_base + i` once (up to `budget` frames per input) into its
+/// operator; delivers end-of-stream once every input ended. Returns the
+/// frames read.
+pub(crate) fn poll_edge<'c>(
+    rx: &mut [EdgeRx<'c>],
+    i: usize,
+    rx_base: usize,
+    tx: &mut [EdgeTx<'c>],
+    tx_base: usize,
+    budget: usize,
+    error: &mut Option<RuntimeError>,
+) -> Result<usize, RuntimeError> {
+    let edge = rx_base + i;
+    let (here, later) = rx.split_at_mut(i + 1);
+    let r = &mut here[i];
+    if r.done {
+        return Ok(0);
+    }
+    // The operator of edge `edge` sends on edges > `edge` only.
+    let tx_later = &mut tx[(edge + 1 - tx_base)..];
+    let validate = r.inputs.validates();
+    let consumer = &mut r.consumer;
+    let frames = r.inputs.poll_raw(budget, &mut |ev| {
+        let mut cx = Cx::new(&mut *tx_later, &mut *later, edge + 1, &mut *error);
+        let n = match ev {
+            InputEvent::Data { from, bytes } => consumer.on_data(from, bytes, validate, &mut cx)?,
+            InputEvent::Watermark(wm) => {
+                consumer.on_watermark(wm, &mut cx);
+                0
+            }
+        };
+        match cx.error.take() {
+            Some(e) => Err(e),
+            None => Ok(n),
+        }
+    })?;
+    if r.inputs.all_ended() {
+        r.done = true;
+        let final_wm = r.inputs.watermark();
+        let mut cx = Cx::new(tx_later, later, edge + 1, error);
+        r.consumer.on_end(final_wm, &mut cx);
+        if let Some(e) = cx.error.take() {
+            return Err(e);
+        }
+    }
+    Ok(frames)
+}
+
+/// Calls `tick` on edge `rx_base + i`'s operator.
+pub(crate) fn tick_edge<'c>(
+    rx: &mut [EdgeRx<'c>],
+    i: usize,
+    rx_base: usize,
+    tx: &mut [EdgeTx<'c>],
+    tx_base: usize,
+    error: &mut Option<RuntimeError>,
+) -> Result<(), RuntimeError> {
+    let edge = rx_base + i;
+    let (here, later) = rx.split_at_mut(i + 1);
+    let r = &mut here[i];
+    if r.done {
+        return Ok(());
+    }
+    let tx_later = &mut tx[(edge + 1 - tx_base)..];
+    let mut cx = Cx::new(tx_later, later, edge + 1, error);
+    r.consumer.tick(&mut cx);
+    match cx.error.take() {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
+}
+
+/// Per-destination staging batches of one feeder of one edge: the piece
+/// every exchanging operator embeds. Records are staged per destination
+/// worker and sent as one archived frame when `batch` are staged, at every
+/// flush tick, and before every watermark (so a watermark never overtakes
+/// the records below it).
+pub struct Outbox<T> {
+    edge: usize,
+    feeder: usize,
+    batch: usize,
+    staging: Vec<Vec<T>>,
+    /// Counters: records pushed into this outbox.
+    pub records: u64,
+}
+
+impl<T: ExchangeData> Outbox<T> {
+    /// The outbox of feeder `feeder` of `edge` (from [`crate::dataflow::Dataflow::feed`]).
+    pub fn new(edge: usize, feeder: usize) -> Self {
+        Outbox {
+            edge,
+            feeder,
+            batch: 0,
+            staging: Vec::new(),
+            records: 0,
+        }
+    }
+
+    /// Its edge.
+    pub fn edge(&self) -> usize {
+        self.edge
+    }
+
+    #[cold]
+    fn init(&mut self, cx: &Cx<'_, '_>) {
+        let n = cx.workers(self.edge);
+        self.batch = cx.batch_fit::<T>(self.edge, crate::dataflow::batch_records());
+        self.staging = (0..n).map(|_| Vec::with_capacity(self.batch)).collect();
+    }
+
+    /// The worker owning `hash` on this edge.
+    #[inline(always)]
+    pub fn owner(&mut self, hash: u64, cx: &Cx<'_, '_>) -> usize {
+        cx.owner(self.edge, hash)
+    }
+
+    /// Stages `item` for worker `dest`; sends the batch when full.
+    #[inline(always)]
+    pub fn push(&mut self, dest: usize, item: T, cx: &mut Cx<'_, '_>) {
+        if self.staging.is_empty() {
+            self.init(cx);
+        }
+        self.records += 1;
+        let s = &mut self.staging[dest];
+        s.push(item);
+        if s.len() >= self.batch {
+            cx.send_batch(self.edge, dest, s);
+        }
+    }
+
+    /// Stages `item` for its key's owner (`hash % workers`).
+    #[inline(always)]
+    pub fn push_hashed(&mut self, hash: u64, item: T, cx: &mut Cx<'_, '_>) {
+        if self.staging.is_empty() {
+            self.init(cx);
+        }
+        let dest = cx.owner(self.edge, hash);
+        self.push(dest, item, cx);
+    }
+
+    /// Stages a copy of `item` for every worker.
+    pub fn push_all(&mut self, item: T, cx: &mut Cx<'_, '_>)
+    where
+        T: Clone,
+    {
+        if self.staging.is_empty() {
+            self.init(cx);
+        }
+        for dest in 0..self.staging.len() {
+            self.push(dest, item.clone(), cx);
+        }
+    }
+
+    /// Sends every staged batch.
+    pub fn flush(&mut self, cx: &mut Cx<'_, '_>) {
+        for dest in 0..self.staging.len() {
+            if !self.staging[dest].is_empty() {
+                cx.send_batch(self.edge, dest, &mut self.staging[dest]);
+            }
+        }
+    }
+
+    /// Sends what is staged, then this feeder's watermark `wm`.
+    pub fn watermark(&mut self, wm: u64, cx: &mut Cx<'_, '_>) {
+        self.flush(cx);
+        cx.watermark(self.edge, self.feeder, wm);
+    }
+
+    /// Sends what is staged, then this feeder's end (final watermark `wm`).
+    pub fn end(&mut self, wm: u64, cx: &mut Cx<'_, '_>) {
+        self.flush(cx);
+        cx.end(self.edge, self.feeder, wm);
+    }
+}

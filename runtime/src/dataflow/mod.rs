@@ -1,0 +1,388 @@
+//! Dataflow graphs of any shape: what user code builds once per worker, and
+//! the worker loop that runs it.
+//!
+//! A graph is built by a closure every worker runs ([`run_graph`]), from
+//! typed stream handles: a [`Dataflow::source`] (this worker's shard),
+//! stateless operators fused into the worker's loop with static dispatch
+//! ([`Stream::map`], [`Stream::filter`], [`Stream::flat_map`],
+//! [`Stream::inspect`]), exchange edges ([`Stream::key_by`] followed by a
+//! keyed operator, [`Stream::broadcast`], [`Stream::collect`]) and sinks
+//! ([`Stream::sink`], [`Stream::for_each`]). Windows, aggregates, joins and
+//! file sinks are in `air-operators`, built on [`Operator`], [`Tail`] and
+//! [`Outbox`].
+//!
+//! ```
+//! use air_runtime::dataflow::{run_graph, VecSource};
+//! use air_runtime::JobConfig;
+//! use std::sync::{Arc, Mutex};
+//!
+//! let cfg = JobConfig { workers: 2, pin: false, ..JobConfig::default() };
+//! let seen = Arc::new(Mutex::new(Vec::new()));
+//! let out = seen.clone();
+//! run_graph(&cfg, move |df| {
+//!     // Worker w reads the numbers w, w + 2, w + 4, …
+//!     let shard: Vec<u64> = (0..100).filter(|i| i % 2 == df.index() as u64).collect();
+//!     let out = out.clone();
+//!     df.source(VecSource::new(shard))
+//!         .filter(|x| x % 3 == 0)
+//!         .map(|x| x * 10)
+//!         .key_by(|x| x % 7)      // exchange: each residue meets at its owner
+//!         .exchange()
+//!         .collect()               // every row to worker 0
+//!         .for_each(move |x| out.lock().unwrap().push(x));
+//! })
+//! .unwrap();
+//! let mut got = seen.lock().unwrap().clone();
+//! got.sort();
+//! assert_eq!(got, (0..100).filter(|x| x % 3 == 0).map(|x| x * 10).collect::<Vec<u64>>());
+//! ```
+//!
+//! Every segment between two edges runs on the worker's own thread; edges
+//! are one ring per (edge, sender, receiver) in the tier the two workers'
+//! placement allows (thread, node, network). Watermarks and end-of-stream
+//! travel in-band on every edge; an operator's watermark is the minimum of
+//! its inputs'. See [`cx`] for why backpressure cannot deadlock.
+
+pub mod cx;
+pub mod pipe;
+pub mod stream;
+
+pub use cx::{Cx, EdgeConsumer, Outbox};
+pub use pipe::{Filter, FlatMap, Identity, Inspect, Map, Pipe, Then};
+pub use stream::{
+    Chain, Continuation, Dataflow, EventTime, ExchangeTail, Head, KeyedStream, NoTime, OpHead, Operator, Out, Pass,
+    Route, Sink, Source, SourceHead, SourcePoll, Stream, Tail, TimeFn, VecSource,
+};
+
+use crate::job::{run_workers, EdgeChannels, JobConfig, Progress, WorkerInfo};
+use crate::metrics::{latency_histogram, ChannelMetrics, Histogram, LatencySummary};
+use crate::topology::WorkerPlacement;
+use crate::RuntimeError;
+use cx::{EdgeRx, EdgeTx};
+use std::cell::Cell;
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+thread_local! {
+    static BATCH_RECORDS: Cell<usize> = const { Cell::new(1024) };
+}
+
+/// Records per staged batch and per source poll on this worker
+/// (`JobConfig::batch_records`).
+pub fn batch_records() -> usize {
+    BATCH_RECORDS.with(|b| b.get())
+}
+
+/// Counters and a latency histogram, per worker, merged over the job.
+/// Operators add what they counted when the job ends; counter names are
+/// the report's field names (`source_records`, `late_records`,
+/// `sink_rows`, `unfired_windows`, …).
+#[derive(Debug, Clone)]
+pub struct Stats {
+    /// Named counters.
+    pub counters: BTreeMap<String, u64>,
+    /// Latency of result rows, ms (the YSB definition: emit time minus the
+    /// newest event time in the row's window), where an operator measures it.
+    pub latency: Histogram<u64>,
+}
+
+impl Default for Stats {
+    fn default() -> Self {
+        Stats {
+            counters: BTreeMap::new(),
+            latency: latency_histogram(),
+        }
+    }
+}
+
+impl Stats {
+    /// Adds `v` to counter `name`.
+    pub fn add(&mut self, name: &str, v: u64) {
+        *self.counters.entry(name.to_string()).or_insert(0) += v;
+    }
+
+    /// Counter `name` (0 if nobody counted it).
+    pub fn get(&self, name: &str) -> u64 {
+        self.counters.get(name).copied().unwrap_or(0)
+    }
+
+    /// Adds `o` into `self`.
+    pub fn merge(&mut self, o: &Stats) {
+        for (k, v) in &o.counters {
+            self.add(k, *v);
+        }
+        let _ = self.latency.add(&o.latency);
+    }
+
+    /// Latency percentiles (none without samples).
+    pub fn latency_summary(&self) -> LatencySummary {
+        LatencySummary::of(&self.latency)
+    }
+}
+
+/// What one worker of a graph job reports.
+#[derive(Debug, Clone)]
+pub struct WorkerReport {
+    /// Global worker index.
+    pub index: usize,
+    /// Where it ran.
+    pub placement: WorkerPlacement,
+    /// Its channel counters over every edge.
+    pub channels: ChannelMetrics,
+    /// Its operators' counters and latency.
+    pub stats: Stats,
+    /// Wall time from its start to its end.
+    pub elapsed: Duration,
+    /// Its sources were stopped early ([`crate::stop`]).
+    pub stopped: bool,
+}
+
+/// What a graph job reports, for this process's workers.
+#[derive(Debug, Clone)]
+pub struct GraphOutput {
+    /// The graph's exchange edges, by index: their names.
+    pub edges: Vec<String>,
+    /// Ring memory of this process, bytes: edges × job workers × local
+    /// workers × ring capacity (each ring is one consumer's input).
+    pub ring_bytes: u64,
+    /// Per worker of this process, in worker order.
+    pub workers: Vec<WorkerReport>,
+    /// Counters and latency merged over this process's workers.
+    pub stats: Stats,
+    /// Channel counters merged over this process's workers.
+    pub channels: ChannelMetrics,
+    /// Longest worker wall time.
+    pub elapsed: Duration,
+    /// The job was stopped early (SIGINT/SIGTERM): only windows every input
+    /// read past fired.
+    pub stopped: bool,
+}
+
+/// Builds the graph once on the calling thread (as worker 0 of `workers`)
+/// to learn its edges and check it. Returns the edges' names.
+///
+/// # Errors
+/// [`RuntimeError::Setup`] naming an edge no operator consumes, or a stream
+/// handle kept beyond the build.
+pub fn plan<B>(workers: usize, build: &B) -> Result<Vec<String>, RuntimeError>
+where
+    B: Fn(&Dataflow),
+{
+    let info = WorkerInfo {
+        index: 0,
+        workers,
+        core: None,
+        placement: WorkerPlacement::default(),
+    };
+    let df = Dataflow::new(info);
+    build(&df);
+    let b = df.into_builder()?;
+    check(&b)?;
+    Ok(b.edges.iter().map(|e| e.name.clone()).collect())
+}
+
+fn check(b: &stream::Builder) -> Result<(), RuntimeError> {
+    for (i, e) in b.edges.iter().enumerate() {
+        if e.consumer.is_none() {
+            return Err(RuntimeError::Setup(format!(
+                "edge {i} ({}) feeds no operator: end its stream in a keyed operator or a sink",
+                e.name
+            )));
+        }
+    }
+    if b.sources.is_empty() {
+        return Err(RuntimeError::Setup(
+            "the graph has no source that ends in a sink, an exchange or a keyed operator".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// Runs the graph `build` makes on every worker of the job (`cfg.workers`
+/// per process; across every MPI rank with `cfg.cluster`). `build` runs
+/// once first on the calling thread to plan and check the graph (so a graph
+/// that cannot run fails before any worker starts), then once on every
+/// worker's thread after pinning; it must build the same graph each time
+/// (sources may differ: each worker reads its own shard).
+///
+/// # Errors
+/// A graph that cannot run ([`plan`]), channel setup
+/// ([`RuntimeError::Setup`]), a worker that panicked, a lost rank, a sink
+/// that failed ([`RuntimeError::Operator`]).
+pub fn run_graph<B>(cfg: &JobConfig, build: B) -> Result<GraphOutput, RuntimeError>
+where
+    B: Fn(&Dataflow) + Sync,
+{
+    let ranks = job_ranks(cfg);
+    let local = cfg.workers.max(1);
+    let total = ranks * local;
+    let edges = plan(total, &build)?;
+    let n_edges = edges.len();
+    let start = Instant::now();
+    let workers = run_workers(cfg, n_edges, |info, channels| {
+        run_worker(cfg, info, channels, &build)
+    })?;
+    let mut stats = Stats::default();
+    let mut channels = ChannelMetrics::default();
+    let mut stopped = false;
+    for w in &workers {
+        stats.merge(&w.stats);
+        channels.add(&w.channels);
+        stopped |= w.stopped;
+    }
+    let _ = start;
+    Ok(GraphOutput {
+        ring_bytes: (n_edges * total * local * cfg.ring_bytes) as u64,
+        edges,
+        elapsed: workers.iter().map(|w| w.elapsed).max().unwrap_or_default(),
+        workers,
+        stats,
+        channels,
+        stopped,
+    })
+}
+
+fn job_ranks(cfg: &JobConfig) -> usize {
+    match &cfg.cluster {
+        #[cfg(feature = "mpi")]
+        Some(c) => c.mpi.size(),
+        #[cfg(not(feature = "mpi"))]
+        Some(c) => match *c {},
+        None => 1,
+    }
+}
+
+fn run_worker<B>(
+    cfg: &JobConfig,
+    info: &WorkerInfo,
+    channels: Vec<EdgeChannels<'_>>,
+    build: &B,
+) -> Result<WorkerReport, RuntimeError>
+where
+    B: Fn(&Dataflow),
+{
+    BATCH_RECORDS.with(|b| b.set(cfg.batch_records.max(1)));
+    let me = info.index;
+    let df = Dataflow::new(info.clone());
+    build(&df);
+    let b = df.into_builder()?;
+    check(&b)?;
+    if b.edges.len() != channels.len() {
+        return Err(RuntimeError::Setup(format!(
+            "worker {me} built a graph of {} edges, the plan has {}: the build closure must \
+             build the same graph every time",
+            b.edges.len(),
+            channels.len()
+        )));
+    }
+    let mut tx: Vec<EdgeTx<'_>> = Vec::with_capacity(channels.len());
+    let mut rx: Vec<EdgeRx<'_>> = Vec::with_capacity(channels.len());
+    for (e, (plan, ch)) in b.edges.into_iter().zip(channels).enumerate() {
+        tx.push(EdgeTx::new(e, me, ch.tx, plan.feeders));
+        rx.push(EdgeRx {
+            inputs: crate::exchange::Inputs::new(me, ch.rx).with_validation(cfg.validate),
+            consumer: plan.consumer.expect("checked"),
+            done: false,
+        });
+    }
+    let mut sources: Vec<(Box<dyn stream::SourceDriver>, bool)> =
+        b.sources.into_iter().map(|s| (s, false)).collect();
+    let n_edges = rx.len();
+    let start = Instant::now();
+    let mut last_flush = start;
+    let mut stopped = false;
+    let mut idle = 0u32;
+    let mut error: Option<RuntimeError> = None;
+    loop {
+        let mut busy = false;
+        let stop = crate::stop::requested();
+        for (s, done) in sources.iter_mut() {
+            if *done {
+                continue;
+            }
+            let mut cx = Cx::new(&mut tx, &mut rx, 0, &mut error);
+            if stop {
+                s.finish(true, &mut cx);
+                *done = true;
+                stopped = true;
+            } else {
+                match s.step(&mut cx) {
+                    Progress::Busy => busy = true,
+                    Progress::Idle => {}
+                    Progress::Done => {
+                        s.finish(false, &mut cx);
+                        *done = true;
+                    }
+                }
+            }
+            if let Some(e) = error.take() {
+                return Err(e);
+            }
+        }
+        let mut frames = 0;
+        for k in 0..n_edges {
+            frames += cx::poll_edge(&mut rx, k, 0, &mut tx, 0, 64, &mut error)?;
+        }
+        let now = Instant::now();
+        if now.duration_since(last_flush) >= cfg.flush {
+            last_flush = now;
+            for (s, done) in sources.iter_mut() {
+                if !*done {
+                    let mut cx = Cx::new(&mut tx, &mut rx, 0, &mut error);
+                    s.tick(&mut cx);
+                }
+            }
+            for k in 0..n_edges {
+                cx::tick_edge(&mut rx, k, 0, &mut tx, 0, &mut error)?;
+            }
+            for t in tx.iter_mut() {
+                t.publish()?;
+            }
+            if let Some(e) = error.take() {
+                return Err(e);
+            }
+        }
+        if sources.iter().all(|s| s.1) && rx.iter().all(|r| r.done) {
+            break;
+        }
+        if busy || frames > 0 {
+            idle = 0;
+        } else {
+            // Nothing to do: spin briefly, then yield, then nap (bounded
+            // well below the flush interval), so an idle worker does not
+            // burn its core.
+            idle += 1;
+            if idle < 32 {
+                std::hint::spin_loop();
+            } else if idle < 40 {
+                std::thread::yield_now();
+            } else {
+                std::thread::sleep(cfg.flush.min(Duration::from_micros(100)));
+            }
+        }
+    }
+    for t in tx.iter_mut() {
+        t.publish()?;
+        debug_assert!(t.ended());
+    }
+    let mut stats = Stats::default();
+    for (s, _) in sources.iter_mut() {
+        s.report(&mut stats);
+    }
+    let mut channels = ChannelMetrics::default();
+    for r in rx.iter_mut() {
+        r.consumer.report(&mut stats);
+        channels.add(&r.inputs.metrics);
+    }
+    for t in &tx {
+        channels.add(&t.metrics);
+    }
+    Ok(WorkerReport {
+        index: me,
+        placement: info.placement.clone(),
+        channels,
+        stats,
+        elapsed: start.elapsed(),
+        stopped,
+    })
+}

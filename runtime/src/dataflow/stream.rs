@@ -1,0 +1,826 @@
+//! The graph builder and its typed stream handles.
+
+use super::cx::{Cx, EdgeConsumer, Outbox};
+use super::pipe::{Filter, FlatMap, Identity, Inspect, Map, Pipe};
+use super::Stats;
+use crate::data::{ExchangeData, Record};
+use crate::exchange::key_hash;
+use crate::job::{Progress, WorkerInfo};
+use crate::RuntimeError;
+use std::cell::RefCell;
+use std::hash::Hash;
+use std::marker::PhantomData;
+use std::rc::Rc;
+
+/// What a source's poll produced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SourcePoll {
+    /// Items were put in the buffer (possibly none).
+    Ready,
+    /// Nothing now (a paced or live source ahead of its input).
+    Idle,
+    /// Exhausted (or stopped on an error it keeps for the caller).
+    Done,
+}
+
+/// A source of records for one worker (its shard of the input).
+pub trait Source: Send + 'static {
+    /// The records it yields (cloned out of the batch buffer: make them
+    /// `Copy` or cheap to clone).
+    type Item: Clone + 'static;
+    /// Replaces the contents of `buf` with up to `max` new records (`buf`
+    /// keeps whatever length the source left in it last time, so a source
+    /// that fills a slice in place need not re-initialize it).
+    fn poll(&mut self, buf: &mut Vec<Self::Item>, max: usize) -> SourcePoll;
+    /// Adds the source's counters (records read, bad records…) to `stats`
+    /// once the job ended.
+    fn report(&mut self, stats: &mut Stats) {
+        let _ = stats;
+    }
+}
+
+/// A source over a vector (tests and examples).
+pub struct VecSource<T> {
+    items: std::vec::IntoIter<T>,
+}
+
+impl<T> VecSource<T> {
+    /// Yields `items` in order.
+    pub fn new(items: Vec<T>) -> Self {
+        VecSource {
+            items: items.into_iter(),
+        }
+    }
+}
+
+impl<T: Clone + Send + 'static> Source for VecSource<T> {
+    type Item = T;
+    fn poll(&mut self, buf: &mut Vec<T>, max: usize) -> SourcePoll {
+        buf.clear();
+        buf.extend(self.items.by_ref().take(max));
+        if self.items.len() == 0 {
+            SourcePoll::Done
+        } else {
+            SourcePoll::Ready
+        }
+    }
+}
+
+/// Where a fused chain of records ends: an exchange, a pre-aggregating
+/// window, a sink. Called on the worker's thread only.
+pub trait Tail<T>: 'static {
+    /// One record.
+    fn push(&mut self, item: T, cx: &mut Cx<'_, '_>);
+    /// No record below `wm` (ms) will be pushed any more.
+    fn watermark(&mut self, wm: u64, cx: &mut Cx<'_, '_>);
+    /// The flush interval passed: push staged records on.
+    fn tick(&mut self, cx: &mut Cx<'_, '_>) {
+        let _ = cx;
+    }
+    /// End of stream; `final_wm` is `u64::MAX` unless the job was stopped.
+    fn end(&mut self, final_wm: u64, cx: &mut Cx<'_, '_>);
+    /// Adds counters to `stats` once the job ended.
+    fn report(&mut self, stats: &mut Stats) {
+        let _ = stats;
+    }
+}
+
+/// An operator fed by one exchange edge: archived batches of `In` (read in
+/// place) and the edge's watermark; emits `Out` records into the fused
+/// chain after it.
+pub trait Operator: 'static {
+    /// Records of its input edge.
+    type In: Record;
+    /// Records it emits.
+    type Out;
+    /// A batch from the edge, in place.
+    fn on_batch<E: FnMut(Self::Out)>(
+        &mut self,
+        items: &[<Self::In as ExchangeData>::Item],
+        emit: &mut E,
+    );
+    /// The edge's watermark advanced to `wm` (ms): fire what it closes.
+    fn on_watermark<E: FnMut(Self::Out)>(&mut self, wm: u64, emit: &mut E);
+    /// Every input ended at final watermark `final_wm` (`u64::MAX` unless
+    /// stopped): fire what it closes and count what stays open.
+    fn on_end<E: FnMut(Self::Out)>(&mut self, final_wm: u64, emit: &mut E) {
+        self.on_watermark(final_wm, emit)
+    }
+    /// Adds counters to `stats` once the job ended.
+    fn report(&mut self, stats: &mut Stats) {
+        let _ = stats;
+    }
+}
+
+/// What a sink does with the rows that reach it. A sink at every worker
+/// sees that worker's rows; put [`Stream::collect`] before it for one
+/// writer.
+pub trait Sink<T>: 'static {
+    /// One row, written now (errors stop the job with the message).
+    fn write(&mut self, row: T) -> Result<(), String>;
+    /// The flush interval passed: make written rows visible (e.g. flush a
+    /// file buffer).
+    fn flush(&mut self) -> Result<(), String> {
+        Ok(())
+    }
+    /// End of stream: flush and close.
+    fn close(&mut self) -> Result<(), String> {
+        self.flush()
+    }
+    /// Adds counters to `stats` once the job ended.
+    fn report(&mut self, stats: &mut Stats) {
+        let _ = stats;
+    }
+}
+
+impl<T, F: FnMut(T) + 'static> Sink<T> for F {
+    fn write(&mut self, row: T) -> Result<(), String> {
+        self(row);
+        Ok(())
+    }
+}
+
+/// A source-driven segment (type-erased).
+pub(crate) trait SourceDriver {
+    fn step(&mut self, cx: &mut Cx<'_, '_>) -> Progress;
+    fn tick(&mut self, cx: &mut Cx<'_, '_>);
+    fn finish(&mut self, stopped: bool, cx: &mut Cx<'_, '_>);
+    fn report(&mut self, stats: &mut Stats);
+}
+
+pub(crate) struct EdgePlan {
+    pub(crate) name: String,
+    pub(crate) feeders: usize,
+    pub(crate) consumer: Option<Box<dyn EdgeConsumer>>,
+}
+
+pub(crate) struct Builder {
+    pub(crate) info: WorkerInfo,
+    pub(crate) edges: Vec<EdgePlan>,
+    pub(crate) sources: Vec<Box<dyn SourceDriver>>,
+}
+
+/// The dataflow graph of one worker, as user code builds it (a handle:
+/// cheap to clone, every clone builds the same graph). The build closure
+/// runs once on every worker, and once more before the workers start, to
+/// plan the graph's edges and check it.
+#[derive(Clone)]
+pub struct Dataflow {
+    b: Rc<RefCell<Builder>>,
+}
+
+impl Dataflow {
+    pub(crate) fn new(info: WorkerInfo) -> Self {
+        Dataflow {
+            b: Rc::new(RefCell::new(Builder {
+                info,
+                edges: Vec::new(),
+                sources: Vec::new(),
+            })),
+        }
+    }
+
+    pub(crate) fn into_builder(self) -> Result<Builder, RuntimeError> {
+        let b = Rc::try_unwrap(self.b).map_err(|_| {
+            RuntimeError::Setup(
+                "a stream handle outlived the graph's build closure (keep streams inside it)"
+                    .into(),
+            )
+        })?;
+        Ok(b.into_inner())
+    }
+
+    /// Who this worker is (index, workers in the job, placement).
+    pub fn worker(&self) -> WorkerInfo {
+        self.b.borrow().info.clone()
+    }
+
+    /// This worker's index in the job (0-based).
+    pub fn index(&self) -> usize {
+        self.b.borrow().info.index
+    }
+
+    /// Workers in the job (all ranks).
+    pub fn workers(&self) -> usize {
+        self.b.borrow().info.workers
+    }
+
+    /// A stream of `source`'s records (this worker's shard of them), with
+    /// no event time: its watermark stays at 0 until it ends (see
+    /// [`Stream::event_time`]).
+    pub fn source<S: Source>(&self, source: S) -> Stream<SourceHead<S, NoTime>, Identity> {
+        Stream {
+            df: self.clone(),
+            head: SourceHead {
+                source,
+                time: NoTime,
+                max_delay: 0,
+            },
+            pipe: Identity,
+        }
+    }
+
+    /// A new exchange edge named `name` (for reports and errors); returns
+    /// its index. Edges are numbered in creation order: an operator fed by
+    /// edge `k` may only send on edges created after `k`.
+    pub fn new_edge(&self, name: impl Into<String>) -> usize {
+        let mut b = self.b.borrow_mut();
+        b.edges.push(EdgePlan {
+            name: name.into(),
+            feeders: 0,
+            consumer: None,
+        });
+        b.edges.len() - 1
+    }
+
+    /// Registers one more operator sending on `edge`; returns its feeder id
+    /// (the edge's watermark is the minimum over its feeders').
+    pub fn feed(&self, edge: usize) -> usize {
+        let mut b = self.b.borrow_mut();
+        let e = &mut b.edges[edge];
+        e.feeders += 1;
+        e.feeders - 1
+    }
+
+    /// An outbox for a new feeder of `edge`.
+    pub fn outbox<T: ExchangeData>(&self, edge: usize) -> Outbox<T> {
+        Outbox::new(edge, self.feed(edge))
+    }
+
+    /// A stream of what `op` emits, `op` being fed by `edge`.
+    pub fn consume<O: Operator>(&self, edge: usize, op: O) -> Stream<OpHead<O>, Identity> {
+        Stream {
+            df: self.clone(),
+            head: OpHead { edge, op },
+            pipe: Identity,
+        }
+    }
+
+    /// Sets the operator (segment) that edge `edge` feeds at this worker.
+    ///
+    /// # Panics
+    /// If the edge already has one (an edge feeds exactly one operator).
+    pub fn set_consumer(&self, edge: usize, c: Box<dyn EdgeConsumer>) {
+        let mut b = self.b.borrow_mut();
+        let e = &mut b.edges[edge];
+        assert!(
+            e.consumer.is_none(),
+            "edge {edge} ({}) feeds two operators",
+            e.name
+        );
+        e.consumer = Some(c);
+    }
+}
+
+/// What a stream's records come from: a source, or an operator fed by an
+/// edge. Installs its segment (itself and what follows it) in the graph.
+pub trait Head: 'static {
+    /// Records it produces.
+    type Out;
+    /// Puts the segment `self → next` into the graph.
+    fn install<C: Continuation<Self::Out>>(self, df: &Dataflow, next: C);
+}
+
+/// What follows a head in its segment: the fused chain and the tail, one
+/// concrete type (static dispatch per record).
+pub trait Continuation<In>: 'static {
+    /// One record.
+    fn push(&mut self, x: In, cx: &mut Cx<'_, '_>);
+    /// See [`Tail::watermark`].
+    fn watermark(&mut self, wm: u64, cx: &mut Cx<'_, '_>);
+    /// See [`Tail::tick`].
+    fn tick(&mut self, cx: &mut Cx<'_, '_>);
+    /// See [`Tail::end`].
+    fn end(&mut self, final_wm: u64, cx: &mut Cx<'_, '_>);
+    /// See [`Tail::report`].
+    fn report(&mut self, stats: &mut Stats);
+}
+
+/// A fused chain `P` ending in tail `T`.
+pub struct Chain<P, T>(P, T);
+
+impl<In, P: Pipe<In>, T: Tail<P::Out>> Continuation<In> for Chain<P, T> {
+    #[inline(always)]
+    fn push(&mut self, x: In, cx: &mut Cx<'_, '_>) {
+        let t = &mut self.1;
+        self.0.run(x, &mut |y| t.push(y, cx))
+    }
+    fn watermark(&mut self, wm: u64, cx: &mut Cx<'_, '_>) {
+        self.1.watermark(wm, cx)
+    }
+    fn tick(&mut self, cx: &mut Cx<'_, '_>) {
+        self.1.tick(cx)
+    }
+    fn end(&mut self, final_wm: u64, cx: &mut Cx<'_, '_>) {
+        self.1.end(final_wm, cx)
+    }
+    fn report(&mut self, stats: &mut Stats) {
+        self.1.report(stats)
+    }
+}
+
+/// How a source's records give their event time.
+pub trait TimeFn<T>: 'static {
+    /// Whether records have an event time at all.
+    const ON: bool;
+    /// The event time of `x`, ms.
+    fn time(&self, x: &T) -> u64;
+}
+
+/// No event time.
+#[derive(Debug, Clone, Copy)]
+pub struct NoTime;
+
+impl<T> TimeFn<T> for NoTime {
+    const ON: bool = false;
+    #[inline(always)]
+    fn time(&self, _: &T) -> u64 {
+        0
+    }
+}
+
+/// Event time from a closure.
+#[derive(Debug, Clone, Copy)]
+pub struct EventTime<F>(F);
+
+impl<T, F: Fn(&T) -> u64 + 'static> TimeFn<T> for EventTime<F> {
+    const ON: bool = true;
+    #[inline(always)]
+    fn time(&self, x: &T) -> u64 {
+        (self.0)(x)
+    }
+}
+
+/// The head of a source-driven segment.
+pub struct SourceHead<S, TF> {
+    source: S,
+    time: TF,
+    max_delay: u64,
+}
+
+impl<S: Source, TF: TimeFn<S::Item>> Head for SourceHead<S, TF> {
+    type Out = S::Item;
+    fn install<C: Continuation<S::Item>>(self, df: &Dataflow, next: C) {
+        let seg = SourceSeg {
+            head: self,
+            next,
+            buf: Vec::new(),
+            newest: 0,
+            wm: 0,
+            records: 0,
+            late: 0,
+        };
+        df.b.borrow_mut().sources.push(Box::new(seg));
+    }
+}
+
+struct SourceSeg<S: Source, TF, C> {
+    head: SourceHead<S, TF>,
+    next: C,
+    buf: Vec<S::Item>,
+    newest: u64,
+    wm: u64,
+    records: u64,
+    late: u64,
+}
+
+impl<S, TF, C> SourceDriver for SourceSeg<S, TF, C>
+where
+    S: Source,
+    TF: TimeFn<S::Item>,
+    C: Continuation<S::Item>,
+{
+    fn step(&mut self, cx: &mut Cx<'_, '_>) -> Progress {
+        let poll = self.head.source.poll(&mut self.buf, super::batch_records());
+        let n = self.buf.len();
+        self.records += n as u64;
+        crate::timeline::add_events(n as u64);
+        let SourceSeg {
+            head,
+            next,
+            buf,
+            newest,
+            wm,
+            late,
+            ..
+        } = self;
+        let delay = head.max_delay;
+        for item in buf.iter() {
+            if TF::ON {
+                let t = head.time.time(item);
+                if t < *wm {
+                    *late += 1;
+                    continue;
+                }
+                if t > *newest {
+                    *newest = t;
+                    *wm = (*wm).max(t.saturating_sub(delay));
+                }
+            }
+            next.push(item.clone(), cx);
+        }
+        match poll {
+            SourcePoll::Done => Progress::Done,
+            SourcePoll::Idle if n == 0 => Progress::Idle,
+            _ => Progress::Busy,
+        }
+    }
+
+    fn tick(&mut self, cx: &mut Cx<'_, '_>) {
+        self.next.tick(cx);
+        self.next.watermark(self.wm, cx);
+    }
+
+    fn finish(&mut self, stopped: bool, cx: &mut Cx<'_, '_>) {
+        let wm = if stopped { self.wm } else { u64::MAX };
+        self.next.watermark(wm, cx);
+        self.next.end(wm, cx);
+    }
+
+    fn report(&mut self, stats: &mut Stats) {
+        stats.add("source_records", self.records);
+        stats.add("late_records", self.late);
+        self.head.source.report(stats);
+        self.next.report(stats);
+    }
+}
+
+/// The head of an edge-driven segment: operator `op` fed by `edge`.
+pub struct OpHead<O> {
+    edge: usize,
+    op: O,
+}
+
+impl<O: Operator> Head for OpHead<O> {
+    type Out = O::Out;
+    fn install<C: Continuation<O::Out>>(self, df: &Dataflow, next: C) {
+        let me = df.index();
+        df.set_consumer(
+            self.edge,
+            Box::new(OpSeg {
+                op: self.op,
+                next,
+                me,
+            }),
+        );
+    }
+}
+
+struct OpSeg<O, C> {
+    op: O,
+    next: C,
+    me: usize,
+}
+
+impl<O, C> EdgeConsumer for OpSeg<O, C>
+where
+    O: Operator,
+    C: Continuation<O::Out>,
+{
+    fn on_data(
+        &mut self,
+        from: usize,
+        bytes: &[u8],
+        validate: bool,
+        cx: &mut Cx<'_, '_>,
+    ) -> Result<usize, RuntimeError> {
+        let items = if validate {
+            O::In::read_batch_validated(bytes)
+        } else {
+            O::In::read_batch(bytes)
+        }
+        .map_err(|reason| RuntimeError::BadBatch {
+            from,
+            to: self.me,
+            reason,
+        })?;
+        let OpSeg { op, next, .. } = self;
+        op.on_batch(items, &mut |o| next.push(o, cx));
+        Ok(items.len())
+    }
+
+    fn on_watermark(&mut self, wm: u64, cx: &mut Cx<'_, '_>) {
+        let OpSeg { op, next, .. } = self;
+        op.on_watermark(wm, &mut |o| next.push(o, cx));
+        next.watermark(wm, cx);
+    }
+
+    fn on_end(&mut self, final_wm: u64, cx: &mut Cx<'_, '_>) {
+        let OpSeg { op, next, .. } = self;
+        op.on_end(final_wm, &mut |o| next.push(o, cx));
+        next.watermark(final_wm, cx);
+        next.end(final_wm, cx);
+    }
+
+    fn tick(&mut self, cx: &mut Cx<'_, '_>) {
+        self.next.tick(cx);
+    }
+
+    fn report(&mut self, stats: &mut Stats) {
+        self.op.report(stats);
+        self.next.report(stats);
+    }
+}
+
+/// The operator of a plain exchange: hands every record on, owned.
+pub struct Pass<T>(PhantomData<fn() -> T>);
+
+impl<T> Default for Pass<T> {
+    fn default() -> Self {
+        Pass(PhantomData)
+    }
+}
+
+impl<T: Record> Operator for Pass<T> {
+    type In = T;
+    type Out = T;
+    #[inline]
+    fn on_batch<E: FnMut(T)>(&mut self, items: &[T::Item], emit: &mut E) {
+        for a in items {
+            emit(T::from_archived(a));
+        }
+    }
+    fn on_watermark<E: FnMut(T)>(&mut self, _wm: u64, _emit: &mut E) {}
+}
+
+/// A stream of records at one worker: a head (source or operator) and the
+/// stateless operators fused after it. Consumed by the operator that ends
+/// the segment (`key_by` + a keyed operator, `broadcast`, `collect`,
+/// `sink`).
+pub struct Stream<H, P> {
+    df: Dataflow,
+    head: H,
+    pipe: P,
+}
+
+/// A stream's record type.
+pub type Out<H, P> = <P as Pipe<<H as Head>::Out>>::Out;
+
+impl<S: Source> Stream<SourceHead<S, NoTime>, Identity> {
+    /// Event time from the data: `time` gives a record's event time (ms);
+    /// the source's watermark is the newest event time seen minus
+    /// `max_delay_ms` (bounded out-of-orderness). A record older than the
+    /// watermark is late: dropped and counted (`late_records`), never
+    /// silently.
+    pub fn event_time<F: Fn(&S::Item) -> u64 + 'static>(
+        self,
+        time: F,
+        max_delay_ms: u64,
+    ) -> Stream<SourceHead<S, EventTime<F>>, Identity> {
+        Stream {
+            df: self.df,
+            head: SourceHead {
+                source: self.head.source,
+                time: EventTime(time),
+                max_delay: max_delay_ms,
+            },
+            pipe: Identity,
+        }
+    }
+}
+
+impl<H: Head, P: Pipe<H::Out>> Stream<H, P> {
+    /// The graph this stream belongs to.
+    pub fn dataflow(&self) -> &Dataflow {
+        &self.df
+    }
+
+    /// Applies `f` to every record (fused: no channel, no dynamic call).
+    pub fn map<O: 'static, F: FnMut(P::Out) -> O + 'static>(self, f: F) -> Stream<H, Map<P, F, O>> {
+        Stream {
+            df: self.df,
+            head: self.head,
+            pipe: Map(self.pipe, f, PhantomData),
+        }
+    }
+
+    /// Keeps the records for which `f` holds (fused).
+    pub fn filter<F: FnMut(&P::Out) -> bool + 'static>(self, f: F) -> Stream<H, Filter<P, F>> {
+        Stream {
+            df: self.df,
+            head: self.head,
+            pipe: Filter(self.pipe, f),
+        }
+    }
+
+    /// Replaces every record by zero or more (an `Option`, a `Vec`, any
+    /// iterator; fused).
+    pub fn flat_map<I: IntoIterator + 'static, F: FnMut(P::Out) -> I + 'static>(
+        self,
+        f: F,
+    ) -> Stream<H, FlatMap<P, F, I>> {
+        Stream {
+            df: self.df,
+            head: self.head,
+            pipe: FlatMap(self.pipe, f, PhantomData),
+        }
+    }
+
+    /// Calls `f` on every record by reference and passes it on (fused).
+    pub fn inspect<F: FnMut(&P::Out) + 'static>(self, f: F) -> Stream<H, Inspect<P, F>> {
+        Stream {
+            df: self.df,
+            head: self.head,
+            pipe: Inspect(self.pipe, f),
+        }
+    }
+
+    /// Partitions by `key`: the records of one key meet at one worker, its
+    /// owner (`key_hash(key) % workers`, a stable hash every rank agrees on).
+    /// A keyed operator (window, reduce, process, join) follows.
+    pub fn key_by<K, KF>(self, key: KF) -> KeyedStream<H, P, KF>
+    where
+        K: Hash + Eq + Clone + 'static,
+        KF: Fn(&P::Out) -> K + 'static,
+    {
+        KeyedStream { stream: self, key }
+    }
+
+    /// Ends this segment in `tail` (for operator crates: a pre-aggregating
+    /// window, an exchange of its own records). Returns the graph.
+    pub fn end_in<T: Tail<P::Out>>(self, tail: T) -> Dataflow {
+        let Stream { df, head, pipe } = self;
+        head.install(&df, Chain(pipe, tail));
+        df
+    }
+
+    /// Every record to every worker (an exchange edge; records `Clone`).
+    pub fn broadcast(self) -> Stream<OpHead<Pass<P::Out>>, Identity>
+    where
+        P::Out: Record,
+    {
+        let df = self.df.clone();
+        let edge = df.new_edge("broadcast");
+        let out = df.outbox::<P::Out>(edge);
+        self.end_in(UnkeyedTail::<P::Out> {
+            out,
+            route: Route::All,
+        });
+        df.consume(edge, Pass::default())
+    }
+
+    /// Every record to worker 0 (an exchange edge): one writer for a sink
+    /// (under MPI, rank 0's first worker), rows in the order they arrive.
+    pub fn collect(self) -> Stream<OpHead<Pass<P::Out>>, Identity>
+    where
+        P::Out: Record,
+    {
+        let df = self.df.clone();
+        let edge = df.new_edge("collect");
+        let out = df.outbox::<P::Out>(edge);
+        self.end_in(UnkeyedTail::<P::Out> {
+            out,
+            route: Route::To(0),
+        });
+        df.consume(edge, Pass::default())
+    }
+
+    /// Writes every record to `sink` as it arrives (flushed at every flush
+    /// interval, closed at the end).
+    pub fn sink<S: Sink<P::Out>>(self, sink: S) -> Dataflow {
+        let me = self.df.index();
+        self.end_in(SinkTail {
+            sink,
+            me,
+            rows: 0,
+            dirty: false,
+        })
+    }
+
+    /// Calls `f` on every record (a closure sink).
+    pub fn for_each<F: FnMut(P::Out) + 'static>(self, f: F) -> Dataflow {
+        self.sink(f)
+    }
+}
+
+/// A stream partitioned by a key function.
+pub struct KeyedStream<H, P, KF> {
+    stream: Stream<H, P>,
+    key: KF,
+}
+
+impl<H: Head, P: Pipe<H::Out>, KF> KeyedStream<H, P, KF> {
+    /// The stream and the key function (for operator crates).
+    pub fn into_parts(self) -> (Stream<H, P>, KF) {
+        (self.stream, self.key)
+    }
+
+    /// The graph this stream belongs to.
+    pub fn dataflow(&self) -> &Dataflow {
+        &self.stream.df
+    }
+
+    /// Moves every record to its key's owner and continues there (an
+    /// exchange edge).
+    pub fn exchange<K>(self) -> Stream<OpHead<Pass<P::Out>>, Identity>
+    where
+        P::Out: Record,
+        K: Hash + 'static,
+        KF: Fn(&P::Out) -> K + 'static,
+    {
+        let df = self.stream.df.clone();
+        let edge = df.new_edge("exchange");
+        let out = df.outbox::<P::Out>(edge);
+        self.stream.end_in(ExchangeTail {
+            out,
+            route: Route::Key(self.key, PhantomData),
+        });
+        df.consume(edge, Pass::default())
+    }
+}
+
+/// Where an [`ExchangeTail`] sends a record.
+pub enum Route<KF, K> {
+    /// To its key's owner.
+    Key(KF, PhantomData<fn() -> K>),
+    /// To every worker.
+    All,
+    /// To one worker.
+    To(usize),
+}
+
+/// A segment's end at an exchange edge: records staged per destination.
+pub struct ExchangeTail<T, KF, K = ()> {
+    out: Outbox<T>,
+    route: Route<KF, K>,
+}
+
+/// A tail that sends to one worker or to all (no key).
+pub type UnkeyedTail<T> = ExchangeTail<T, fn(&T) -> (), ()>;
+
+impl<T, KF, K> Tail<T> for ExchangeTail<T, KF, K>
+where
+    T: Record,
+    K: Hash + 'static,
+    KF: Fn(&T) -> K + 'static,
+{
+    #[inline(always)]
+    fn push(&mut self, item: T, cx: &mut Cx<'_, '_>) {
+        match &self.route {
+            Route::Key(kf, _) => {
+                let h = key_hash(&kf(&item));
+                self.out.push_hashed(h, item, cx)
+            }
+            Route::All => self.out.push_all(item, cx),
+            Route::To(w) => {
+                let w = *w;
+                self.out.push(w, item, cx)
+            }
+        }
+    }
+    fn watermark(&mut self, wm: u64, cx: &mut Cx<'_, '_>) {
+        self.out.watermark(wm, cx)
+    }
+    fn tick(&mut self, cx: &mut Cx<'_, '_>) {
+        self.out.flush(cx)
+    }
+    fn end(&mut self, final_wm: u64, cx: &mut Cx<'_, '_>) {
+        self.out.end(final_wm, cx)
+    }
+}
+
+struct SinkTail<S> {
+    sink: S,
+    me: usize,
+    rows: u64,
+    dirty: bool,
+}
+
+impl<S> SinkTail<S> {
+    fn check(&self, r: Result<(), String>, cx: &mut Cx<'_, '_>) {
+        if let Err(message) = r {
+            cx.fail_with(RuntimeError::Operator {
+                worker: self.me,
+                message,
+            });
+        }
+    }
+}
+
+impl<T, S: Sink<T>> Tail<T> for SinkTail<S> {
+    #[inline]
+    fn push(&mut self, item: T, cx: &mut Cx<'_, '_>) {
+        self.rows += 1;
+        self.dirty = true;
+        let r = self.sink.write(item);
+        if r.is_err() {
+            self.check(r, cx);
+        }
+    }
+    fn watermark(&mut self, _wm: u64, _cx: &mut Cx<'_, '_>) {}
+    fn tick(&mut self, cx: &mut Cx<'_, '_>) {
+        if self.dirty {
+            self.dirty = false;
+            let r = self.sink.flush();
+            self.check(r, cx);
+        }
+    }
+    fn end(&mut self, _final_wm: u64, cx: &mut Cx<'_, '_>) {
+        let r = self.sink.close();
+        self.check(r, cx);
+    }
+    fn report(&mut self, stats: &mut Stats) {
+        stats.add("sink_rows", self.rows);
+        self.sink.report(stats);
+    }
+}
