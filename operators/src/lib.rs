@@ -10,6 +10,7 @@
 //! writer for the original YSB event schema.
 #![deny(missing_docs)]
 
+pub mod graph;
 pub mod join;
 pub mod sources;
 pub mod stream;

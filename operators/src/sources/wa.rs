@@ -6,9 +6,11 @@
 //! value come from one 64-bit hash of `n` — wyrand's output at state
 //! `splitmix64(seed) + (n + 1)·P0`, i.e. the `n`-th output of a wyrand
 //! stream, computed directly — and its event time is
-//! `base_time_ms + floor(n · F / 2^32)` with `F = round(2^32 · 1000 /
-//! events_per_s)`: `n · 1000 / events_per_s` in 32.32 fixed point, a
-//! fractional spacing, so rates above 1000 events/s do not round to zero. Worker `w` of `W`
+//! `base_time_ms + floor(n · 1000 / events_per_s)` exactly (saturating at
+//! `u64::MAX`), in integer arithmetic on the rate's exact value (an `f64` is
+//! a fraction `N / 2^k`): a fractional spacing, so rates above 1000
+//! events/s do not round to zero, and no event is stamped early (at 3
+//! events/s event 30 is at 10 000 ms, not 9 999). Worker `w` of `W`
 //! generates events `w, w + W, w + 2W, …`, so the union of the shards is the
 //! same stream for any worker count, and each shard is in event-time order.
 //!
@@ -29,6 +31,65 @@ fn mix(state: u64) -> u64 {
 }
 use rand::SeedableRng;
 use rand_distr::Distribution;
+
+/// The lowest `events_per_s` accepted (one event per 1000 s).
+pub const MIN_EVENTS_PER_S: f64 = 0.001;
+/// The highest `events_per_s` accepted (10^15: the rate is then an exact
+/// fraction with a numerator below 2^53).
+pub const MAX_EVENTS_PER_S: f64 = 1e15;
+
+/// The gap between two events, `1000 / events_per_s` ms, as an exact
+/// mixed fraction `q + r / num` (`r < num`): the rate, an `f64`, is exactly
+/// `num / 2^k`, so the gap is `1000 · 2^k / num`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Gap {
+    q: u64,
+    r: u64,
+    num: u64,
+}
+
+impl Gap {
+    /// The gap of `events_per_s` (validated: finite, in
+    /// [`MIN_EVENTS_PER_S`]`..=`[`MAX_EVENTS_PER_S`]; outside, clamped to
+    /// that range so that the arithmetic stays defined).
+    fn of(events_per_s: f64) -> Gap {
+        let r = if events_per_s.is_nan() {
+            MIN_EVENTS_PER_S
+        } else {
+            events_per_s.clamp(MIN_EVENTS_PER_S, MAX_EVENTS_PER_S)
+        };
+        // r = m · 2^sh exactly (r is a normal f64 in this range).
+        let bits = r.to_bits();
+        let m = (bits & ((1 << 52) - 1)) | (1 << 52);
+        let sh = ((bits >> 52) & 0x7ff) as i32 - 1075;
+        let (num, k) = if sh >= 0 {
+            (m << sh, 0)
+        } else {
+            let k = sh.unsigned_abs();
+            let tz = m.trailing_zeros().min(k);
+            (m >> tz, k - tz)
+        };
+        // k <= 62 for r >= 2^-10: 1000 · 2^k < 2^72.
+        let a = 1000u128 << k;
+        let num128 = num as u128;
+        Gap {
+            q: u64::try_from(a / num128).unwrap_or(u64::MAX),
+            r: (a % num128) as u64,
+            num,
+        }
+    }
+
+    /// `step` gaps, as a mixed fraction over the same `num` (the quotient
+    /// kept below `u64::MAX` so that adding a carry cannot overflow).
+    fn times(self, step: u64) -> (u64, u64) {
+        let r = step as u128 * self.r as u128;
+        let q = step as u128 * self.q as u128 + r / self.num as u128;
+        (
+            u64::try_from(q).unwrap_or(u64::MAX).min(u64::MAX - 1),
+            (r % self.num as u128) as u64,
+        )
+    }
+}
 
 /// One event: 24 bytes, `#[repr(C)]`, rkyv-archivable.
 #[derive(
@@ -97,10 +158,19 @@ impl WaConfig {
         if self.keys == 0 {
             return Err("--keys must be at least 1".into());
         }
-        if !(self.events_per_s.is_finite() && self.events_per_s >= 0.001) {
+        if !(self.events_per_s.is_finite()
+            && (MIN_EVENTS_PER_S..=MAX_EVENTS_PER_S).contains(&self.events_per_s))
+        {
             return Err(format!(
-                "--events-per-s {}: must be a number of at least 0.001",
+                "--events-per-s {}: must be a number in 0.001..=1e15",
                 self.events_per_s
+            ));
+        }
+        if self.events > 0 && self.time_of(self.events - 1) == u64::MAX {
+            return Err(format!(
+                "--events-per-s {} with --events {}: the last event's time overflows \
+                 the millisecond clock (u64); use a higher rate or fewer events",
+                self.events_per_s, self.events
             ));
         }
         if let KeyDist::Zipf(s) = self.dist {
@@ -111,16 +181,13 @@ impl WaConfig {
         Ok(())
     }
 
-    /// Event time of event `n`, ms.
-    #[inline(always)]
+    /// Event time of event `n`, ms: `base_time_ms + floor(n · 1000 /
+    /// events_per_s)` exactly, saturating at `u64::MAX`.
     pub fn time_of(&self, n: u64) -> u64 {
-        self.base_time_ms + ((n as u128 * self.ms_fixed() as u128) >> 32) as u64
-    }
-
-    /// Milliseconds per event in 32.32 fixed point (saturating).
-    #[inline(always)]
-    fn ms_fixed(&self) -> u64 {
-        (1000.0 * 4_294_967_296.0 / self.events_per_s).round() as u64
+        let g = Gap::of(self.events_per_s);
+        let ms = n as u128 * g.q as u128 + (n as u128 * g.r as u128) / g.num as u128;
+        self.base_time_ms
+            .saturating_add(u64::try_from(ms).unwrap_or(u64::MAX))
     }
 
     /// The wyrand state of event `n`.
@@ -172,17 +239,34 @@ pub struct WaGenerator {
     next: u64,
     step: u64,
     generated: u64,
+    /// Event time of event `next`, ms (saturating), and the remainder of
+    /// its exact value in units of `1 / num` ms (`< num`).
+    time_ms: u64,
+    time_rem: u64,
+    /// `step` gaps: ms and remainder (units of `1 / num` ms).
+    d_ms: u64,
+    d_rem: u64,
+    num: u64,
 }
 
 impl WaGenerator {
     /// The shard of worker `worker` of `workers` (`worker < workers`).
     pub fn new(cfg: &WaConfig, worker: usize, workers: usize) -> WaGenerator {
+        let gap = Gap::of(cfg.events_per_s);
+        let step = workers.max(1) as u64;
+        let next = worker as u64;
+        let (d_ms, d_rem) = gap.times(step);
         WaGenerator {
             cfg: *cfg,
             zipf: zipf_of(cfg),
-            next: worker as u64,
-            step: workers.max(1) as u64,
+            next,
+            step,
             generated: 0,
+            time_ms: cfg.time_of(next),
+            time_rem: (next as u128 * gap.r as u128 % gap.num as u128) as u64,
+            d_ms,
+            d_rem,
+            num: gap.num,
         }
     }
 
@@ -195,20 +279,23 @@ impl WaGenerator {
         if k == 0 {
             return 0;
         }
-        // Walk the wyrand state and the fixed-point time by `step` events
-        // (the same values `event` computes from scratch).
+        // Walk the wyrand state and the exact time (ms, and the remainder
+        // in units of 1 / num ms) by `step` events: the same values `event`
+        // computes from scratch.
         let mut state = cfg.state_of(self.next);
         let d_state = self.step.wrapping_mul(P0);
-        let f = cfg.ms_fixed() as u128;
-        let mut t_fp = self.next as u128 * f;
-        let d_t = self.step as u128 * f;
-        let base = cfg.base_time_ms;
+        let (mut t, mut rem) = (self.time_ms, self.time_rem);
+        let (dq, dr, num) = (self.d_ms, self.d_rem, self.num);
         let zipf = self.zipf.as_ref();
         for slot in &mut out[..k] {
-            *slot = event_at(cfg, zipf, mix(state), base + (t_fp >> 32) as u64);
+            *slot = event_at(cfg, zipf, mix(state), t);
             state = state.wrapping_add(d_state);
-            t_fp += d_t;
+            rem += dr;
+            let carry = rem >= num;
+            rem -= if carry { num } else { 0 };
+            t = t.saturating_add(dq + u64::from(carry));
         }
+        (self.time_ms, self.time_rem) = (t, rem);
         self.next += k as u64 * self.step;
         self.generated += k as u64;
         k
@@ -256,6 +343,107 @@ mod tests {
                 }
                 assert_eq!(all.iter().sum::<u64>(), 10_007);
             }
+        }
+    }
+
+    #[test]
+    fn event_time_is_exactly_floor_of_n_thousand_over_rate() {
+        // 3 events/s: event 30 at 10 000 ms exactly (a 32.32 fixed-point
+        // gap, rounded down, stamped it at 9 999: a window early).
+        let three = WaConfig {
+            events_per_s: 3.0,
+            ..WaConfig::default()
+        };
+        assert_eq!(
+            (0..7).map(|n| three.time_of(n)).collect::<Vec<_>>(),
+            [0, 333, 666, 1000, 1333, 1666, 2000]
+        );
+        assert_eq!(three.time_of(29), 9666);
+        assert_eq!(three.time_of(30), 10_000);
+        // Integer rates and dyadic fractions (a / 2^j) against exact
+        // integer references, from 1 and several workers.
+        let integer = [1u64, 3, 7, 999, 1000, 1001, 333_333, 1_000_000, 123_456_789];
+        let dyadic = [(5u64, 1u32), (1, 3), (7, 10), (12_345, 7)];
+        let cases = integer.iter().map(|&r| (r as f64, r, 0)).chain(
+            dyadic
+                .iter()
+                .map(|&(a, j)| (a as f64 / (1u64 << j) as f64, a, j)),
+        );
+        for (rate, a, j) in cases {
+            let cfg = WaConfig {
+                events_per_s: rate,
+                events: 5_000,
+                base_time_ms: 17,
+                ..WaConfig::default()
+            };
+            let exact = |n: u64| 17 + ((n as u128 * 1000 << j) / a as u128) as u64;
+            for n in (0..5_000).chain([1 << 40, 1 << 41]) {
+                assert_eq!(cfg.time_of(n), exact(n), "rate {rate}, event {n}");
+            }
+            for workers in [1, 3] {
+                for w in 0..workers {
+                    let mut g = WaGenerator::new(&cfg, w, workers);
+                    let mut buf = vec![WaEvent::default(); 64];
+                    let mut n = w as u64;
+                    loop {
+                        let k = g.fill(&mut buf);
+                        if k == 0 {
+                            break;
+                        }
+                        for e in &buf[..k] {
+                            assert_eq!(e.time_ms, exact(n), "rate {rate}, event {n}");
+                            n += workers as u64;
+                        }
+                    }
+                }
+            }
+        }
+        // Times saturate instead of wrapping.
+        let slow = WaConfig {
+            events_per_s: 0.125,
+            base_time_ms: u64::MAX - 44_000,
+            ..WaConfig::default()
+        };
+        assert_eq!(slow.time_of(5), u64::MAX - 4_000);
+        assert_eq!(slow.time_of(6), u64::MAX);
+        let mut g = WaGenerator::new(&slow, 0, 1);
+        let mut buf = vec![WaEvent::default(); 8];
+        assert_eq!(g.fill(&mut buf), 8);
+        let times: Vec<u64> = buf.iter().map(|e| e.time_ms).collect();
+        assert_eq!(
+            &times[4..],
+            [u64::MAX - 12_000, u64::MAX - 4_000, u64::MAX, u64::MAX]
+        );
+    }
+
+    #[test]
+    fn rates_and_budgets_that_overflow_the_clock_are_refused() {
+        let ok = WaConfig::default();
+        assert_eq!(ok.validate(), Ok(()));
+        for bad in [
+            WaConfig {
+                events_per_s: 0.0,
+                ..ok
+            },
+            WaConfig {
+                events_per_s: f64::NAN,
+                ..ok
+            },
+            WaConfig {
+                events_per_s: 1e-300,
+                ..ok
+            },
+            WaConfig {
+                events_per_s: 1e16,
+                ..ok
+            },
+            WaConfig {
+                events_per_s: 0.001,
+                events: u64::MAX,
+                ..ok
+            },
+        ] {
+            assert!(bad.validate().is_err(), "{bad:?}");
         }
     }
 

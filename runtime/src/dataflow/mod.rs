@@ -50,7 +50,8 @@ pub mod stream;
 pub use cx::{Cx, EdgeConsumer, Outbox};
 pub use pipe::{Filter, FlatMap, Identity, Inspect, Map, Pipe, Then};
 pub use stream::{
-    Chain, Continuation, Dataflow, EventTime, ExchangeTail, Head, KeyedStream, NoTime, OpHead, Operator, Out, Pass,
+    Chain, Continuation, Dataflow, EventTime, ExchangeTail, Head, KeyedStream, NoTime, Op2Head,
+    OpHead, Operator, Operator2, Out, Pass,
     Route, Sink, Source, SourceHead, SourcePoll, Stream, Tail, TimeFn, VecSource,
 };
 
@@ -182,6 +183,9 @@ where
 }
 
 fn check(b: &stream::Builder) -> Result<(), RuntimeError> {
+    if let Some(e) = &b.error {
+        return Err(RuntimeError::Setup(format!("the graph cannot run: {e}")));
+    }
     for (i, e) in b.edges.iter().enumerate() {
         if e.consumer.is_none() {
             return Err(RuntimeError::Setup(format!(

@@ -112,10 +112,48 @@ pub trait Operator: 'static {
     }
 }
 
+/// An operator fed by two exchange edges (a join): batches of each side,
+/// and the minimum of the two edges' watermarks.
+pub trait Operator2: 'static {
+    /// Records of the first input edge.
+    type In1: Record;
+    /// Records of the second input edge.
+    type In2: Record;
+    /// Records it emits.
+    type Out;
+    /// A batch of the first input, in place.
+    fn on_batch1<E: FnMut(Self::Out)>(
+        &mut self,
+        items: &[<Self::In1 as ExchangeData>::Item],
+        emit: &mut E,
+    );
+    /// A batch of the second input, in place.
+    fn on_batch2<E: FnMut(Self::Out)>(
+        &mut self,
+        items: &[<Self::In2 as ExchangeData>::Item],
+        emit: &mut E,
+    );
+    /// The minimum of both inputs' watermarks advanced to `wm`.
+    fn on_watermark<E: FnMut(Self::Out)>(&mut self, wm: u64, emit: &mut E);
+    /// Both inputs ended; `final_wm` is the minimum of their final watermarks.
+    fn on_end<E: FnMut(Self::Out)>(&mut self, final_wm: u64, emit: &mut E) {
+        self.on_watermark(final_wm, emit)
+    }
+    /// Adds counters to `stats` once the job ended.
+    fn report(&mut self, stats: &mut Stats) {
+        let _ = stats;
+    }
+}
+
 /// What a sink does with the rows that reach it. A sink at every worker
 /// sees that worker's rows; put [`Stream::collect`] before it for one
 /// writer.
 pub trait Sink<T>: 'static {
+    /// Called once, before any row, with the index of the worker this
+    /// sink runs at (e.g. to name a file per worker).
+    fn bind(&mut self, worker: usize) {
+        let _ = worker;
+    }
     /// One row, written now (errors stop the job with the message).
     fn write(&mut self, row: T) -> Result<(), String>;
     /// The flush interval passed: make written rows visible (e.g. flush a
@@ -156,6 +194,8 @@ pub(crate) struct EdgePlan {
 
 pub(crate) struct Builder {
     pub(crate) info: WorkerInfo,
+    /// What is wrong with the graph (the first problem found while building).
+    pub(crate) error: Option<String>,
     pub(crate) edges: Vec<EdgePlan>,
     pub(crate) sources: Vec<Box<dyn SourceDriver>>,
 }
@@ -174,6 +214,7 @@ impl Dataflow {
         Dataflow {
             b: Rc::new(RefCell::new(Builder {
                 info,
+                error: None,
                 edges: Vec::new(),
                 sources: Vec::new(),
             })),
@@ -203,6 +244,16 @@ impl Dataflow {
     /// Workers in the job (all ranks).
     pub fn workers(&self) -> usize {
         self.b.borrow().info.workers
+    }
+
+    /// Marks the graph as one that cannot run, with `why` (operators call
+    /// it for bad arguments): [`super::run_graph`] returns the first such
+    /// error before any worker starts.
+    pub fn fail(&self, why: impl Into<String>) {
+        let mut b = self.b.borrow_mut();
+        if b.error.is_none() {
+            b.error = Some(why.into());
+        }
     }
 
     /// A stream of `source`'s records (this worker's shard of them), with
@@ -252,6 +303,22 @@ impl Dataflow {
         Stream {
             df: self.clone(),
             head: OpHead { edge, op },
+            pipe: Identity,
+        }
+    }
+
+    /// A stream of what `op` emits, `op` being fed by `edge1` and `edge2`
+    /// (two distinct edges).
+    pub fn consume2<O: Operator2>(
+        &self,
+        edge1: usize,
+        edge2: usize,
+        op: O,
+    ) -> Stream<Op2Head<O>, Identity> {
+        assert_ne!(edge1, edge2, "a two-input operator needs two edges");
+        Stream {
+            df: self.clone(),
+            head: Op2Head { edge1, edge2, op },
             pipe: Identity,
         }
     }
@@ -522,6 +589,141 @@ where
     }
 }
 
+/// The head of a segment fed by two edges: operator `op`.
+pub struct Op2Head<O> {
+    edge1: usize,
+    edge2: usize,
+    op: O,
+}
+
+impl<O: Operator2> Head for Op2Head<O> {
+    type Out = O::Out;
+    fn install<C: Continuation<O::Out>>(self, df: &Dataflow, next: C) {
+        let shared = Rc::new(RefCell::new(Op2Seg {
+            op: self.op,
+            next,
+            wm: [0, 0],
+            ended: [None, None],
+            fired: 0,
+            me: df.index(),
+        }));
+        df.set_consumer(
+            self.edge1,
+            Box::new(Op2Side {
+                side: 0,
+                seg: shared.clone(),
+            }),
+        );
+        df.set_consumer(self.edge2, Box::new(Op2Side { side: 1, seg: shared }));
+    }
+}
+
+/// The state of a two-input segment, shared by its two edges' consumers
+/// (one thread; a consumer of edge `k` only sends on edges `> k`, and both
+/// inputs come before the output edge, so a send never re-enters it).
+struct Op2Seg<O, C> {
+    op: O,
+    next: C,
+    wm: [u64; 2],
+    ended: [Option<u64>; 2],
+    fired: u64,
+    me: usize,
+}
+
+struct Op2Side<O, C> {
+    side: usize,
+    seg: Rc<RefCell<Op2Seg<O, C>>>,
+}
+
+impl<O, C> EdgeConsumer for Op2Side<O, C>
+where
+    O: Operator2,
+    C: Continuation<O::Out>,
+{
+    fn on_data(
+        &mut self,
+        from: usize,
+        bytes: &[u8],
+        validate: bool,
+        cx: &mut Cx<'_, '_>,
+    ) -> Result<usize, RuntimeError> {
+        let mut g = self.seg.borrow_mut();
+        let Op2Seg { op, next, me, .. } = &mut *g;
+        let bad = |reason| RuntimeError::BadBatch {
+            from,
+            to: *me,
+            reason,
+        };
+        if self.side == 0 {
+            let items = if validate {
+                O::In1::read_batch_validated(bytes)
+            } else {
+                O::In1::read_batch(bytes)
+            }
+            .map_err(bad)?;
+            op.on_batch1(items, &mut |o| next.push(o, cx));
+            Ok(items.len())
+        } else {
+            let items = if validate {
+                O::In2::read_batch_validated(bytes)
+            } else {
+                O::In2::read_batch(bytes)
+            }
+            .map_err(bad)?;
+            op.on_batch2(items, &mut |o| next.push(o, cx));
+            Ok(items.len())
+        }
+    }
+
+    fn on_watermark(&mut self, wm: u64, cx: &mut Cx<'_, '_>) {
+        let mut g = self.seg.borrow_mut();
+        let s = &mut *g;
+        s.wm[self.side] = s.wm[self.side].max(wm);
+        let min = s.wm[0].min(s.wm[1]);
+        if min > s.fired {
+            s.fired = min;
+            let Op2Seg { op, next, .. } = s;
+            op.on_watermark(min, &mut |o| next.push(o, cx));
+            next.watermark(min, cx);
+        }
+    }
+
+    fn on_end(&mut self, final_wm: u64, cx: &mut Cx<'_, '_>) {
+        let mut g = self.seg.borrow_mut();
+        let s = &mut *g;
+        s.ended[self.side] = Some(final_wm);
+        s.wm[self.side] = s.wm[self.side].max(final_wm);
+        if let [Some(a), Some(b)] = s.ended {
+            let fin = a.min(b);
+            let Op2Seg { op, next, .. } = s;
+            op.on_end(fin, &mut |o| next.push(o, cx));
+            next.watermark(fin, cx);
+            next.end(fin, cx);
+        } else {
+            let min = s.wm[0].min(s.wm[1]);
+            if min > s.fired {
+                s.fired = min;
+                let Op2Seg { op, next, .. } = s;
+                op.on_watermark(min, &mut |o| next.push(o, cx));
+                next.watermark(min, cx);
+            }
+        }
+    }
+
+    fn tick(&mut self, cx: &mut Cx<'_, '_>) {
+        // Both sides tick: the second does nothing new.
+        self.seg.borrow_mut().next.tick(cx);
+    }
+
+    fn report(&mut self, stats: &mut Stats) {
+        if self.side == 0 {
+            let mut g = self.seg.borrow_mut();
+            g.op.report(stats);
+            g.next.report(stats);
+        }
+    }
+}
+
 /// The operator of a plain exchange: hands every record on, owned.
 pub struct Pass<T>(PhantomData<fn() -> T>);
 
@@ -677,8 +879,9 @@ impl<H: Head, P: Pipe<H::Out>> Stream<H, P> {
 
     /// Writes every record to `sink` as it arrives (flushed at every flush
     /// interval, closed at the end).
-    pub fn sink<S: Sink<P::Out>>(self, sink: S) -> Dataflow {
+    pub fn sink<S: Sink<P::Out>>(self, mut sink: S) -> Dataflow {
         let me = self.df.index();
+        sink.bind(me);
         self.end_in(SinkTail {
             sink,
             me,

@@ -1,0 +1,432 @@
+//! Aggregate functions in the shape of Flink's `AggregateFunction`
+//! (create an accumulator, add a record, merge two accumulators, get the
+//! result), and the built-ins: [`Count`], [`Sum`], [`Min`], [`Max`],
+//! [`Mean`], [`DistinctCount`], [`TopN`]. A tuple of aggregates is an
+//! aggregate whose result is the tuple of results.
+//!
+//! ```
+//! use air_operators::graph::{AggregateFunction, Count, Max, Mean};
+//! let agg = (Count, Mean::of(|x: &f64| *x), Max::of(|x: &f64| *x));
+//! let mut a = agg.create();
+//! for x in [1.0, 2.0, 6.0] {
+//!     agg.add(&mut a, &x);
+//! }
+//! let mut b = agg.create();
+//! agg.add(&mut b, &3.0);
+//! agg.merge(&mut a, b);
+//! assert_eq!(agg.result(&a), (4, 3.0, Some(6.0)));
+//! ```
+
+use air_runtime::Record;
+use std::collections::HashSet;
+use std::hash::Hash;
+use std::marker::PhantomData;
+
+/// An aggregate over records of type `In` (Flink's `AggregateFunction`).
+/// When a window pre-aggregates (the default), each worker keeps one
+/// accumulator per (window, key) and sends it to the key's owner, where the
+/// accumulators of every worker are merged: so `merge` must give the same
+/// result as adding every record to one accumulator, in any order.
+pub trait AggregateFunction<In>: Clone + 'static {
+    /// The accumulator: crosses the exchange archived (rkyv).
+    type Acc: Record;
+    /// The result of a window.
+    type Out: 'static;
+    /// An empty accumulator.
+    fn create(&self) -> Self::Acc;
+    /// Adds one record.
+    fn add(&self, acc: &mut Self::Acc, x: &In);
+    /// Merges `other` into `acc`.
+    fn merge(&self, acc: &mut Self::Acc, other: Self::Acc);
+    /// The result of `acc`.
+    fn result(&self, acc: &Self::Acc) -> Self::Out;
+}
+
+/// The number of records (`u64`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Count;
+
+impl<In> AggregateFunction<In> for Count {
+    type Acc = u64;
+    type Out = u64;
+    #[inline(always)]
+    fn create(&self) -> u64 {
+        0
+    }
+    #[inline(always)]
+    fn add(&self, acc: &mut u64, _: &In) {
+        *acc += 1;
+    }
+    #[inline(always)]
+    fn merge(&self, acc: &mut u64, other: u64) {
+        *acc += other;
+    }
+    fn result(&self, acc: &u64) -> u64 {
+        *acc
+    }
+}
+
+/// Numbers that [`Sum`], [`Min`], [`Max`] and [`Mean`] accept.
+pub trait Number: Record + Copy + PartialOrd + 'static {
+    /// 0.
+    const ZERO: Self;
+    /// `self + o` (wrapping for integers: sums of a window never panic).
+    fn plus(self, o: Self) -> Self;
+    /// As an `f64` (for means).
+    fn as_f64(self) -> f64;
+}
+
+macro_rules! int_number {
+    ($($t:ty),*) => {$(
+        impl Number for $t {
+            const ZERO: Self = 0;
+            #[inline(always)]
+            fn plus(self, o: Self) -> Self { self.wrapping_add(o) }
+            #[inline(always)]
+            fn as_f64(self) -> f64 { self as f64 }
+        }
+    )*};
+}
+int_number!(i32, i64, u32, u64);
+
+impl Number for f64 {
+    const ZERO: Self = 0.0;
+    #[inline(always)]
+    fn plus(self, o: Self) -> Self {
+        self + o
+    }
+    #[inline(always)]
+    fn as_f64(self) -> f64 {
+        self
+    }
+}
+
+impl Number for f32 {
+    const ZERO: Self = 0.0;
+    #[inline(always)]
+    fn plus(self, o: Self) -> Self {
+        self + o
+    }
+    #[inline(always)]
+    fn as_f64(self) -> f64 {
+        self as f64
+    }
+}
+
+/// The sum of `value(record)`.
+pub struct Sum<In, V, F> {
+    value: F,
+    _t: PhantomData<fn(&In) -> V>,
+}
+
+impl<In, V, F: Clone> Clone for Sum<In, V, F> {
+    fn clone(&self) -> Self {
+        Sum {
+            value: self.value.clone(),
+            _t: PhantomData,
+        }
+    }
+}
+
+impl<In, V: Number, F: Fn(&In) -> V + Clone + 'static> Sum<In, V, F> {
+    /// Sums `value` of every record.
+    pub fn of(value: F) -> Self {
+        Sum {
+            value,
+            _t: PhantomData,
+        }
+    }
+}
+
+impl<In: 'static, V: Number, F: Fn(&In) -> V + Clone + 'static> AggregateFunction<In>
+    for Sum<In, V, F>
+{
+    type Acc = V;
+    type Out = V;
+    #[inline(always)]
+    fn create(&self) -> V {
+        V::ZERO
+    }
+    #[inline(always)]
+    fn add(&self, acc: &mut V, x: &In) {
+        *acc = acc.plus((self.value)(x));
+    }
+    #[inline(always)]
+    fn merge(&self, acc: &mut V, other: V) {
+        *acc = acc.plus(other);
+    }
+    fn result(&self, acc: &V) -> V {
+        *acc
+    }
+}
+
+macro_rules! extreme {
+    ($name:ident, $doc:literal, $keep:tt) => {
+        #[doc = $doc]
+        pub struct $name<In, V, F> {
+            value: F,
+            _t: PhantomData<fn(&In) -> V>,
+        }
+
+        impl<In, V, F: Clone> Clone for $name<In, V, F> {
+            fn clone(&self) -> Self {
+                $name {
+                    value: self.value.clone(),
+                    _t: PhantomData,
+                }
+            }
+        }
+
+        impl<In, V: Number, F: Fn(&In) -> V + Clone + 'static> $name<In, V, F> {
+            /// Over `value` of every record.
+            pub fn of(value: F) -> Self {
+                $name {
+                    value,
+                    _t: PhantomData,
+                }
+            }
+        }
+
+        impl<In: 'static, V: Number, F: Fn(&In) -> V + Clone + 'static> AggregateFunction<In>
+            for $name<In, V, F>
+        where
+            Option<V>: Record,
+        {
+            type Acc = Option<V>;
+            type Out = Option<V>;
+            fn create(&self) -> Option<V> {
+                None
+            }
+            #[inline(always)]
+            fn add(&self, acc: &mut Option<V>, x: &In) {
+                let v = (self.value)(x);
+                match acc {
+                    Some(a) if !(v $keep *a) => {}
+                    _ => *acc = Some(v),
+                }
+            }
+            fn merge(&self, acc: &mut Option<V>, other: Option<V>) {
+                if let Some(v) = other {
+                    match acc {
+                        Some(a) if !(v $keep *a) => {}
+                        _ => *acc = Some(v),
+                    }
+                }
+            }
+            fn result(&self, acc: &Option<V>) -> Option<V> {
+                *acc
+            }
+        }
+    };
+}
+
+extreme!(
+    Min,
+    "The smallest `value(record)` (`None` for no record; NaN never wins).",
+    <
+);
+extreme!(
+    Max,
+    "The largest `value(record)` (`None` for no record; NaN never wins).",
+    >
+);
+
+/// The arithmetic mean of `value(record)` as `f64` (NaN for no record).
+pub struct Mean<In, V, F> {
+    value: F,
+    _t: PhantomData<fn(&In) -> V>,
+}
+
+impl<In, V, F: Clone> Clone for Mean<In, V, F> {
+    fn clone(&self) -> Self {
+        Mean {
+            value: self.value.clone(),
+            _t: PhantomData,
+        }
+    }
+}
+
+impl<In, V: Number, F: Fn(&In) -> V + Clone + 'static> Mean<In, V, F> {
+    /// The mean of `value` over the records.
+    pub fn of(value: F) -> Self {
+        Mean {
+            value,
+            _t: PhantomData,
+        }
+    }
+}
+
+impl<In: 'static, V: Number, F: Fn(&In) -> V + Clone + 'static> AggregateFunction<In>
+    for Mean<In, V, F>
+{
+    /// (sum, count)
+    type Acc = (f64, u64);
+    type Out = f64;
+    fn create(&self) -> (f64, u64) {
+        (0.0, 0)
+    }
+    #[inline(always)]
+    fn add(&self, acc: &mut (f64, u64), x: &In) {
+        acc.0 += (self.value)(x).as_f64();
+        acc.1 += 1;
+    }
+    fn merge(&self, acc: &mut (f64, u64), other: (f64, u64)) {
+        acc.0 += other.0;
+        acc.1 += other.1;
+    }
+    fn result(&self, acc: &(f64, u64)) -> f64 {
+        acc.0 / acc.1 as f64
+    }
+}
+
+/// The number of distinct `value(record)`s (exact: a set per window and
+/// key; partial sets are merged at the owner).
+pub struct DistinctCount<In, V, F> {
+    value: F,
+    _t: PhantomData<fn(&In) -> V>,
+}
+
+impl<In, V, F: Clone> Clone for DistinctCount<In, V, F> {
+    fn clone(&self) -> Self {
+        DistinctCount {
+            value: self.value.clone(),
+            _t: PhantomData,
+        }
+    }
+}
+
+impl<In, V, F> DistinctCount<In, V, F>
+where
+    V: Hash + Eq,
+    F: Fn(&In) -> V + Clone + 'static,
+{
+    /// Counts the distinct values of `value`.
+    pub fn of(value: F) -> Self {
+        DistinctCount {
+            value,
+            _t: PhantomData,
+        }
+    }
+}
+
+impl<In: 'static, V, F> AggregateFunction<In> for DistinctCount<In, V, F>
+where
+    V: Hash + Eq + 'static,
+    HashSet<V>: Record,
+    F: Fn(&In) -> V + Clone + 'static,
+{
+    type Acc = HashSet<V>;
+    type Out = u64;
+    fn create(&self) -> HashSet<V> {
+        HashSet::new()
+    }
+    #[inline]
+    fn add(&self, acc: &mut HashSet<V>, x: &In) {
+        acc.insert((self.value)(x));
+    }
+    fn merge(&self, acc: &mut HashSet<V>, other: HashSet<V>) {
+        if other.len() > acc.len() {
+            let small = std::mem::replace(acc, other);
+            acc.extend(small);
+        } else {
+            acc.extend(other);
+        }
+    }
+    fn result(&self, acc: &HashSet<V>) -> u64 {
+        acc.len() as u64
+    }
+}
+
+/// The `n` records with the largest `score` (ties: the smaller record
+/// first, so results are deterministic), best first.
+pub struct TopN<In, S, F> {
+    n: usize,
+    score: F,
+    _t: PhantomData<fn(&In) -> S>,
+}
+
+impl<In, S, F: Clone> Clone for TopN<In, S, F> {
+    fn clone(&self) -> Self {
+        TopN {
+            n: self.n,
+            score: self.score.clone(),
+            _t: PhantomData,
+        }
+    }
+}
+
+impl<In, S: Ord, F: Fn(&In) -> S + Clone + 'static> TopN<In, S, F> {
+    /// The `n` best records by `score`.
+    pub fn by(n: usize, score: F) -> Self {
+        TopN {
+            n,
+            score,
+            _t: PhantomData,
+        }
+    }
+
+    fn keep(&self, acc: &mut Vec<In>)
+    where
+        In: Ord,
+    {
+        acc.sort_by(|a, b| (self.score)(b).cmp(&(self.score)(a)).then_with(|| a.cmp(b)));
+        acc.truncate(self.n);
+    }
+}
+
+impl<In, S, F> AggregateFunction<In> for TopN<In, S, F>
+where
+    In: Record + Ord,
+    Vec<In>: Record,
+    S: Ord + 'static,
+    F: Fn(&In) -> S + Clone + 'static,
+{
+    type Acc = Vec<In>;
+    type Out = Vec<In>;
+    fn create(&self) -> Vec<In> {
+        Vec::new()
+    }
+    fn add(&self, acc: &mut Vec<In>, x: &In) {
+        acc.push(x.clone());
+        if acc.len() >= 2 * self.n.max(8) {
+            self.keep(acc);
+        }
+    }
+    fn merge(&self, acc: &mut Vec<In>, other: Vec<In>) {
+        acc.extend(other);
+        self.keep(acc);
+    }
+    fn result(&self, acc: &Vec<In>) -> Vec<In> {
+        let mut v = acc.clone();
+        self.keep(&mut v);
+        v
+    }
+}
+
+macro_rules! tuple_aggregate {
+    ($(($A:ident, $i:tt)),+) => {
+        impl<In, $($A: AggregateFunction<In>),+> AggregateFunction<In> for ($($A,)+)
+        where
+            ($($A::Acc,)+): Record,
+        {
+            type Acc = ($($A::Acc,)+);
+            type Out = ($($A::Out,)+);
+            fn create(&self) -> Self::Acc {
+                ($(self.$i.create(),)+)
+            }
+            #[inline(always)]
+            fn add(&self, acc: &mut Self::Acc, x: &In) {
+                $(self.$i.add(&mut acc.$i, x);)+
+            }
+            fn merge(&self, acc: &mut Self::Acc, other: Self::Acc) {
+                $(self.$i.merge(&mut acc.$i, other.$i);)+
+            }
+            fn result(&self, acc: &Self::Acc) -> Self::Out {
+                ($(self.$i.result(&acc.$i),)+)
+            }
+        }
+    };
+}
+tuple_aggregate!((A, 0), (B, 1));
+tuple_aggregate!((A, 0), (B, 1), (C, 2));
+tuple_aggregate!((A, 0), (B, 1), (C, 2), (D, 3));

@@ -1,0 +1,398 @@
+//! Joins of two keyed streams: a windowed join (every pair of records with
+//! one key in one tumbling or sliding window, emitted when the window
+//! closes) and an interval join (every pair with one key whose event times
+//! differ by a bounded amount, emitted as soon as both are there). The two
+//! sides' keys must have one type; the join's watermark is the minimum of
+//! its two inputs'.
+//!
+//! ```
+//! use air_operators::graph::*;
+//! use air_runtime::dataflow::{run_graph, VecSource};
+//! use air_runtime::JobConfig;
+//! use std::sync::{Arc, Mutex};
+//!
+//! let cfg = JobConfig { workers: 2, pin: false, ..JobConfig::default() };
+//! let rows = Arc::new(Mutex::new(Vec::new()));
+//! let out = rows.clone();
+//! run_graph(&cfg, move |df| {
+//!     let mine = |v: Vec<(u32, u64)>| -> Vec<(u32, u64)> {
+//!         v.into_iter().filter(|r| r.0 as usize % 2 == df.index()).collect()
+//!     };
+//!     // (order id, time) and (order id, time)
+//!     let orders = df.source(VecSource::new(mine(vec![(1, 100), (2, 200), (3, 4_900)])))
+//!         .event_time(|o| o.1, 0);
+//!     let payments = df.source(VecSource::new(mine(vec![(1, 900), (3, 5_100), (2, 300)])))
+//!         .event_time(|p| p.1, 0);
+//!     let out = out.clone();
+//!     orders
+//!         .key_by(|o| o.0)
+//!         .join(payments.key_by(|p| p.0))
+//!         .window(Tumbling::ms(5_000), |o| o.1, |p| p.1)
+//!         .for_each(move |j| out.lock().unwrap().push((j.start, j.key, j.left.1, j.right.1)));
+//! })
+//! .unwrap();
+//! let mut rows = rows.lock().unwrap().clone();
+//! rows.sort();
+//! // Order 3 and its payment fall in different windows: no pair.
+//! assert_eq!(rows, [(0, 1, 100, 900), (0, 2, 200, 300)]);
+//! ```
+
+use super::window::{KeyedTail, Windows};
+use air_runtime::dataflow::{Head, Identity, KeyedStream, Op2Head, Operator2, Pipe, Stats, Stream};
+use air_runtime::{ExchangeData, Record};
+use rkyv::{Archive, Deserialize, Serialize};
+use rustc_hash::FxHashMap;
+use std::collections::BTreeMap;
+use std::hash::Hash;
+
+/// A pair of records with one key in one window.
+#[derive(
+    Debug, Clone, PartialEq, Archive, Serialize, Deserialize, serde::Serialize, serde::Deserialize,
+)]
+pub struct Joined<K, A, B> {
+    /// Window start, ms (for an interval join: the left record's time).
+    pub start: u64,
+    /// Window end (exclusive), ms (for an interval join: the newer time + 1).
+    pub end: u64,
+    /// The key.
+    pub key: K,
+    /// The left record.
+    pub left: A,
+    /// The right record.
+    pub right: B,
+}
+
+impl<K, A, B> super::window::WindowRow for Joined<K, A, B> {
+    fn window_end(&self) -> u64 {
+        self.end
+    }
+}
+
+/// Two keyed streams to join.
+pub struct JoinedStreams<L, R> {
+    left: L,
+    right: R,
+}
+
+/// Joins on a keyed stream.
+pub trait JoinExt: Sized {
+    /// This stream (left) with `right`, on equal keys: `window` or
+    /// `interval` follows.
+    fn join<R>(self, right: R) -> JoinedStreams<Self, R> {
+        JoinedStreams { left: self, right }
+    }
+}
+
+impl<H, P, KF> JoinExt for KeyedStream<H, P, KF> {}
+
+type JoinOut<Op> = Stream<Op2Head<Op>, Identity>;
+
+impl<H1, P1, KF1, H2, P2, KF2, K> JoinedStreams<KeyedStream<H1, P1, KF1>, KeyedStream<H2, P2, KF2>>
+where
+    H1: Head,
+    P1: Pipe<H1::Out>,
+    P1::Out: Record,
+    KF1: Fn(&P1::Out) -> K + Clone + 'static,
+    H2: Head,
+    P2: Pipe<H2::Out>,
+    P2::Out: Record,
+    KF2: Fn(&P2::Out) -> K + Clone + 'static,
+    K: Record + Hash + Eq,
+{
+    fn edges(self) -> (air_runtime::dataflow::Dataflow, usize, usize, KF1, KF2) {
+        let (l, kl) = self.left.into_parts();
+        let (r, kr) = self.right.into_parts();
+        let df = l.dataflow().clone();
+        let e1 = df.new_edge("join left");
+        let e2 = df.new_edge("join right");
+        let o1 = df.outbox::<P1::Out>(e1);
+        let o2 = df.outbox::<P2::Out>(e2);
+        l.end_in(KeyedTail {
+            out: o1,
+            key: kl.clone(),
+        });
+        r.end_in(KeyedTail {
+            out: o2,
+            key: kr.clone(),
+        });
+        (df, e1, e2, kl, kr)
+    }
+
+    /// Every pair (left, right) with one key in one window of `windows`
+    /// (event times `time_left`, `time_right`, ms), emitted at the key's
+    /// owner when the watermark (the minimum of both sides') passes the
+    /// window's end.
+    #[allow(clippy::type_complexity)]
+    pub fn window<TL, TR>(
+        self,
+        windows: Windows,
+        time_left: TL,
+        time_right: TR,
+    ) -> JoinOut<WindowJoin<K, P1::Out, P2::Out, KF1, KF2, TL, TR>>
+    where
+        TL: Fn(&P1::Out) -> u64 + 'static,
+        TR: Fn(&P2::Out) -> u64 + 'static,
+    {
+        let (df, e1, e2, kl, kr) = self.edges();
+        if let Err(e) = windows.check() {
+            df.fail(e);
+        }
+        df.consume2(
+            e1,
+            e2,
+            WindowJoin {
+                windows,
+                key: (kl, kr),
+                time: (time_left, time_right),
+                open: BTreeMap::new(),
+                fired: 0,
+                late: 0,
+                pairs: 0,
+                unfired: 0,
+            },
+        )
+    }
+
+    /// Every pair (left, right) with one key and `time_left(l) + lower_ms
+    /// <= time_right(r) <= time_left(l) + upper_ms` (Flink's interval join),
+    /// emitted as soon as its second record arrives; records are kept until
+    /// the watermark shows no partner can come any more.
+    #[allow(clippy::type_complexity)]
+    pub fn interval<TL, TR>(
+        self,
+        lower_ms: i64,
+        upper_ms: i64,
+        time_left: TL,
+        time_right: TR,
+    ) -> JoinOut<IntervalJoin<K, P1::Out, P2::Out, KF1, KF2, TL, TR>>
+    where
+        TL: Fn(&P1::Out) -> u64 + 'static,
+        TR: Fn(&P2::Out) -> u64 + 'static,
+    {
+        let (df, e1, e2, kl, kr) = self.edges();
+        if lower_ms > upper_ms {
+            df.fail(format!(
+                "an interval join's lower bound ({lower_ms} ms) exceeds its upper bound \
+                 ({upper_ms} ms)"
+            ));
+        }
+        df.consume2(
+            e1,
+            e2,
+            IntervalJoin {
+                bounds: (lower_ms, upper_ms),
+                key: (kl, kr),
+                time: (time_left, time_right),
+                left: FxHashMap::default(),
+                right: FxHashMap::default(),
+                pairs: 0,
+            },
+        )
+    }
+}
+
+/// The windowed join at a key's owner.
+#[allow(clippy::type_complexity)]
+pub struct WindowJoin<K, A, B, KF1, KF2, TL, TR> {
+    windows: Windows,
+    key: (KF1, KF2),
+    time: (TL, TR),
+    /// By window start: per key, both sides' records.
+    open: BTreeMap<u64, FxHashMap<K, (Vec<A>, Vec<B>)>>,
+    fired: u64,
+    late: u64,
+    pairs: u64,
+    unfired: u64,
+}
+
+impl<K, A, B, KF1, KF2, TL, TR> Operator2 for WindowJoin<K, A, B, KF1, KF2, TL, TR>
+where
+    K: Record + Hash + Eq,
+    A: Record,
+    B: Record,
+    KF1: Fn(&A) -> K + 'static,
+    KF2: Fn(&B) -> K + 'static,
+    TL: Fn(&A) -> u64 + 'static,
+    TR: Fn(&B) -> u64 + 'static,
+{
+    type In1 = A;
+    type In2 = B;
+    type Out = Joined<K, A, B>;
+
+    fn on_batch1<E: FnMut(Self::Out)>(&mut self, items: &[<A as ExchangeData>::Item], _: &mut E) {
+        let size = self.windows.size();
+        for x in items {
+            let a = A::from_archived(x);
+            let (k, t) = ((self.key.0)(&a), (self.time.0)(&a));
+            let (open, fired, late) = (&mut self.open, self.fired, &mut self.late);
+            self.windows.assign(t, |s| {
+                if s.saturating_add(size) <= fired {
+                    *late += 1;
+                } else {
+                    let e = open.entry(s).or_default().entry(k.clone()).or_default();
+                    e.0.push(a.clone());
+                }
+            });
+        }
+    }
+
+    fn on_batch2<E: FnMut(Self::Out)>(&mut self, items: &[<B as ExchangeData>::Item], _: &mut E) {
+        let size = self.windows.size();
+        for x in items {
+            let b = B::from_archived(x);
+            let (k, t) = ((self.key.1)(&b), (self.time.1)(&b));
+            let (open, fired, late) = (&mut self.open, self.fired, &mut self.late);
+            self.windows.assign(t, |s| {
+                if s.saturating_add(size) <= fired {
+                    *late += 1;
+                } else {
+                    let e = open.entry(s).or_default().entry(k.clone()).or_default();
+                    e.1.push(b.clone());
+                }
+            });
+        }
+    }
+
+    fn on_watermark<E: FnMut(Self::Out)>(&mut self, wm: u64, emit: &mut E) {
+        self.fired = self.fired.max(wm);
+        let size = self.windows.size();
+        while let Some(entry) = self.open.first_entry() {
+            let start = *entry.key();
+            if start.saturating_add(size) > wm {
+                break;
+            }
+            for (key, (ls, rs)) in entry.remove() {
+                for l in &ls {
+                    for r in &rs {
+                        self.pairs += 1;
+                        emit(Joined {
+                            start,
+                            end: start.saturating_add(size),
+                            key: key.clone(),
+                            left: l.clone(),
+                            right: r.clone(),
+                        });
+                    }
+                }
+            }
+        }
+    }
+
+    fn on_end<E: FnMut(Self::Out)>(&mut self, final_wm: u64, emit: &mut E) {
+        self.on_watermark(final_wm, emit);
+        self.unfired += self.open.len() as u64;
+    }
+
+    fn report(&mut self, stats: &mut Stats) {
+        stats.add("join_pairs", self.pairs);
+        stats.add("late_records", self.late);
+        stats.add("unfired_windows", self.unfired);
+    }
+}
+
+/// The interval join at a key's owner.
+#[allow(clippy::type_complexity)]
+pub struct IntervalJoin<K, A, B, KF1, KF2, TL, TR> {
+    bounds: (i64, i64),
+    key: (KF1, KF2),
+    time: (TL, TR),
+    left: FxHashMap<K, Vec<(u64, A)>>,
+    right: FxHashMap<K, Vec<(u64, B)>>,
+    pairs: u64,
+}
+
+impl<K, A, B, KF1, KF2, TL, TR> IntervalJoin<K, A, B, KF1, KF2, TL, TR> {
+    /// Whether right time `tr` is within the bounds of left time `tl`.
+    #[inline]
+    fn matches(&self, tl: u64, tr: u64) -> bool {
+        let d = tr as i128 - tl as i128;
+        self.bounds.0 as i128 <= d && d <= self.bounds.1 as i128
+    }
+}
+
+impl<K, A, B, KF1, KF2, TL, TR> Operator2 for IntervalJoin<K, A, B, KF1, KF2, TL, TR>
+where
+    K: Record + Hash + Eq,
+    A: Record,
+    B: Record,
+    KF1: Fn(&A) -> K + 'static,
+    KF2: Fn(&B) -> K + 'static,
+    TL: Fn(&A) -> u64 + 'static,
+    TR: Fn(&B) -> u64 + 'static,
+{
+    type In1 = A;
+    type In2 = B;
+    type Out = Joined<K, A, B>;
+
+    fn on_batch1<E: FnMut(Self::Out)>(
+        &mut self,
+        items: &[<A as ExchangeData>::Item],
+        emit: &mut E,
+    ) {
+        for x in items {
+            let a = A::from_archived(x);
+            let (k, t) = ((self.key.0)(&a), (self.time.0)(&a));
+            if let Some(rs) = self.right.get(&k) {
+                for (tr, b) in rs {
+                    if self.matches(t, *tr) {
+                        self.pairs += 1;
+                        emit(Joined {
+                            start: t,
+                            end: t.max(*tr) + 1,
+                            key: k.clone(),
+                            left: a.clone(),
+                            right: b.clone(),
+                        });
+                    }
+                }
+            }
+            self.left.entry(k).or_default().push((t, a));
+        }
+    }
+
+    fn on_batch2<E: FnMut(Self::Out)>(
+        &mut self,
+        items: &[<B as ExchangeData>::Item],
+        emit: &mut E,
+    ) {
+        for x in items {
+            let b = B::from_archived(x);
+            let (k, t) = ((self.key.1)(&b), (self.time.1)(&b));
+            if let Some(ls) = self.left.get(&k) {
+                for (tl, a) in ls {
+                    if self.matches(*tl, t) {
+                        self.pairs += 1;
+                        emit(Joined {
+                            start: *tl,
+                            end: t.max(*tl) + 1,
+                            key: k.clone(),
+                            left: a.clone(),
+                            right: b.clone(),
+                        });
+                    }
+                }
+            }
+            self.right.entry(k).or_default().push((t, b));
+        }
+    }
+
+    fn on_watermark<E: FnMut(Self::Out)>(&mut self, wm: u64, _emit: &mut E) {
+        // Every record still to come has a time >= wm: a left record at tl
+        // can still match iff tl + upper >= wm; a right one at tr iff
+        // tr - lower >= wm.
+        let (lo, up) = self.bounds;
+        let wm = wm as i128;
+        self.left.retain(|_, v| {
+            v.retain(|(t, _)| *t as i128 + up as i128 >= wm);
+            !v.is_empty()
+        });
+        self.right.retain(|_, v| {
+            v.retain(|(t, _)| *t as i128 - lo as i128 >= wm);
+            !v.is_empty()
+        });
+    }
+
+    fn report(&mut self, stats: &mut Stats) {
+        stats.add("join_pairs", self.pairs);
+    }
+}

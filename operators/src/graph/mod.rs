@@ -1,0 +1,19 @@
+//! The operators of the graph API (`air::prelude` re-exports them): windows
+//! and aggregates, top-N per window, joins, and sinks that stream. They
+//! extend the stream handles of [`air_runtime::dataflow`] through traits
+//! ([`KeyedWindowExt::window`], [`TopNExt::top_n`], [`JoinExt::join`]).
+
+pub mod aggregate;
+pub mod join;
+pub mod sink;
+pub mod top;
+pub mod window;
+
+pub use aggregate::{AggregateFunction, Count, DistinctCount, Max, Mean, Min, Number, Sum, TopN};
+pub use join::{IntervalJoin, JoinExt, Joined, JoinedStreams, WindowJoin};
+pub use sink::{Csv, JsonLines};
+pub use top::{TopNExt, WindowTopN};
+pub use window::{
+    KeyedWindowExt, Partial, Sliding, Tumbling, WindowEveryEvent, WindowFinal, WindowRow,
+    Windowed, WindowedStream, Windows,
+};

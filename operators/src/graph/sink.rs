@@ -1,0 +1,264 @@
+//! Sinks that stream: CSV and JSON-lines rows written as they arrive (a
+//! window's rows when it fires), made visible at every flush interval, to a
+//! file or to stdout. Nothing is kept after it is written.
+//!
+//! A sink runs at every worker. After [`Stream::collect`] only worker 0
+//! gets rows, so one process writes one file. Otherwise, worker 0 writes the
+//! named file and any other worker that gets rows writes `NAME.w<index>`.
+//!
+//! [`Stream::collect`]: air_runtime::dataflow::Stream::collect
+
+use air_runtime::dataflow::{Sink, Stats};
+use std::fs::File;
+use std::io::Write;
+use std::path::PathBuf;
+
+/// Where rows go.
+#[derive(Debug, Clone)]
+enum Target {
+    Stdout,
+    Path(PathBuf),
+}
+
+/// Rows as text lines, buffered whole and written at every flush.
+struct Lines {
+    target: Target,
+    worker: usize,
+    file: Option<File>,
+    buf: Vec<u8>,
+    header: Option<Vec<u8>>,
+    rows: u64,
+}
+
+impl Lines {
+    fn new(target: Target) -> Self {
+        Lines {
+            target,
+            worker: 0,
+            file: None,
+            buf: Vec::with_capacity(64 * 1024),
+            header: None,
+            rows: 0,
+        }
+    }
+
+    fn path(&self) -> Option<PathBuf> {
+        match &self.target {
+            Target::Stdout => None,
+            Target::Path(p) if self.worker == 0 => Some(p.clone()),
+            Target::Path(p) => {
+                let mut s = p.clone().into_os_string();
+                s.push(format!(".w{}", self.worker));
+                Some(PathBuf::from(s))
+            }
+        }
+    }
+
+    fn open(&mut self) -> Result<(), String> {
+        if self.file.is_some() {
+            return Ok(());
+        }
+        if let Some(p) = self.path() {
+            let f = File::create(&p).map_err(|e| format!("cannot create {}: {e}", p.display()))?;
+            self.file = Some(f);
+            if let Some(h) = self.header.take() {
+                let mut b = h;
+                b.extend_from_slice(&self.buf);
+                self.buf = b;
+            }
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<(), String> {
+        if self.buf.is_empty() {
+            return Ok(());
+        }
+        match &self.target {
+            Target::Stdout => {
+                let out = std::io::stdout();
+                let mut lock = out.lock();
+                lock.write_all(&self.buf)
+                    .and_then(|_| lock.flush())
+                    .map_err(|e| format!("writing rows to stdout: {e}"))?;
+            }
+            Target::Path(_) => {
+                self.open()?;
+                let path = self.path();
+                let f = self.file.as_mut().expect("opened");
+                f.write_all(&self.buf).map_err(|e| {
+                    format!(
+                        "writing rows to {}: {e}",
+                        path.map(|p| p.display().to_string()).unwrap_or_default()
+                    )
+                })?;
+            }
+        }
+        self.buf.clear();
+        Ok(())
+    }
+
+    fn close(&mut self) -> Result<(), String> {
+        // Worker 0 leaves a file even without rows (a header only, or empty).
+        if self.worker == 0 && matches!(self.target, Target::Path(_)) {
+            self.open()?;
+        }
+        self.flush()?;
+        if let Some(f) = self.file.as_mut() {
+            f.sync_data().ok();
+        }
+        Ok(())
+    }
+}
+
+/// CSV rows (the `csv` crate; a row is any `serde::Serialize` whose fields
+/// are scalars or tuples of scalars).
+pub struct Csv {
+    lines: Lines,
+    w: csv::Writer<Shared>,
+    out: Shared,
+}
+
+/// A byte buffer the CSV writer writes into and the sink drains.
+#[derive(Clone, Default)]
+struct Shared(std::rc::Rc<std::cell::RefCell<Vec<u8>>>);
+
+impl Write for Shared {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0.borrow_mut().extend_from_slice(b);
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+fn csv_writer(out: &Shared) -> csv::Writer<Shared> {
+    csv::WriterBuilder::new()
+        .has_headers(false)
+        .from_writer(out.clone())
+}
+
+impl Csv {
+    /// Rows to the file `path` (created, truncated, when the first row
+    /// comes or at the end).
+    pub fn to_path(path: impl Into<PathBuf>) -> Self {
+        let out = Shared::default();
+        Csv {
+            lines: Lines::new(Target::Path(path.into())),
+            w: csv_writer(&out),
+            out,
+        }
+    }
+
+    /// Rows to standard output (whole lines; other output may come between).
+    pub fn stdout() -> Self {
+        let out = Shared::default();
+        Csv {
+            lines: Lines::new(Target::Stdout),
+            w: csv_writer(&out),
+            out,
+        }
+    }
+
+    /// A first line naming the columns.
+    pub fn header<S: AsRef<str>>(mut self, names: &[S]) -> Self {
+        let mut h = names
+            .iter()
+            .map(|n| n.as_ref())
+            .collect::<Vec<_>>()
+            .join(",")
+            .into_bytes();
+        h.push(b'\n');
+        match self.lines.target {
+            Target::Stdout => self.lines.buf.extend_from_slice(&h),
+            Target::Path(_) => self.lines.header = Some(h),
+        }
+        self
+    }
+}
+
+impl<T: serde::Serialize> Sink<T> for Csv {
+    fn bind(&mut self, worker: usize) {
+        self.lines.worker = worker;
+        if worker != 0 && matches!(self.lines.target, Target::Stdout) {
+            // One header on stdout.
+            self.lines.buf.clear();
+        }
+    }
+
+    fn write(&mut self, row: T) -> Result<(), String> {
+        self.w
+            .serialize(&row)
+            .map_err(|e| format!("CSV row: {e}"))?;
+        self.lines.rows += 1;
+        if self.out.0.borrow().len() >= 1 << 20 {
+            Sink::<T>::flush(self)?;
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<(), String> {
+        self.w.flush().map_err(|e| format!("CSV row: {e}"))?;
+        self.lines.buf.append(&mut self.out.0.borrow_mut());
+        self.lines.flush()
+    }
+
+    fn close(&mut self) -> Result<(), String> {
+        Sink::<T>::flush(self)?;
+        self.lines.close()
+    }
+
+    fn report(&mut self, stats: &mut Stats) {
+        stats.add("csv_rows", self.lines.rows);
+    }
+}
+
+/// JSON lines: one `serde_json` object (or value) per line.
+pub struct JsonLines {
+    lines: Lines,
+}
+
+impl JsonLines {
+    /// Rows to the file `path`.
+    pub fn to_path(path: impl Into<PathBuf>) -> Self {
+        JsonLines {
+            lines: Lines::new(Target::Path(path.into())),
+        }
+    }
+
+    /// Rows to standard output.
+    pub fn stdout() -> Self {
+        JsonLines {
+            lines: Lines::new(Target::Stdout),
+        }
+    }
+}
+
+impl<T: serde::Serialize> Sink<T> for JsonLines {
+    fn bind(&mut self, worker: usize) {
+        self.lines.worker = worker;
+    }
+
+    fn write(&mut self, row: T) -> Result<(), String> {
+        serde_json::to_writer(&mut self.lines.buf, &row).map_err(|e| format!("JSON row: {e}"))?;
+        self.lines.buf.push(b'\n');
+        self.lines.rows += 1;
+        if self.lines.buf.len() >= 1 << 20 {
+            self.lines.flush()?;
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<(), String> {
+        self.lines.flush()
+    }
+
+    fn close(&mut self) -> Result<(), String> {
+        self.lines.close()
+    }
+
+    fn report(&mut self, stats: &mut Stats) {
+        stats.add("json_rows", self.lines.rows);
+    }
+}

@@ -1,0 +1,145 @@
+//! The best `n` rows of every window: after a windowed aggregate, keyed by
+//! the window, each window's rows meet at one worker, which emits the `n`
+//! with the largest score (best first) when the watermark passes the
+//! window's end.
+//!
+//! ```
+//! use air_operators::graph::*;
+//! use air_runtime::dataflow::{run_graph, VecSource};
+//! use air_runtime::JobConfig;
+//! use std::sync::{Arc, Mutex};
+//!
+//! let cfg = JobConfig { workers: 2, pin: false, ..JobConfig::default() };
+//! let top = Arc::new(Mutex::new(Vec::new()));
+//! let out = top.clone();
+//! run_graph(&cfg, move |df| {
+//!     // (user, time): user u clicks u times in the first second (out of
+//!     // order across users: the watermark trails by 10 ms).
+//!     let clicks: Vec<(u32, u64)> = (1..=5u32)
+//!         .flat_map(|u| (0..u).map(move |i| (u, i as u64)))
+//!         .filter(|c| c.0 as usize % df.workers() == df.index())
+//!         .collect();
+//!     let out = out.clone();
+//!     df.source(VecSource::new(clicks))
+//!         .event_time(|c| c.1, 10)
+//!         .key_by(|c| c.0)
+//!         .window(Tumbling::ms(1000), |c| c.1)
+//!         .aggregate(Count)
+//!         .key_by(|r| r.start)
+//!         .top_n(3, |r| r.value)
+//!         .for_each(move |r| out.lock().unwrap().push((r.key, r.value)));
+//! })
+//! .unwrap();
+//! assert_eq!(*top.lock().unwrap(), [(5, 5), (4, 4), (3, 3)]);
+//! ```
+
+use super::window::{KeyedTail, WindowRow};
+use air_runtime::dataflow::{Head, Identity, KeyedStream, OpHead, Operator, Pipe, Stats, Stream};
+use air_runtime::Record;
+use std::collections::BTreeMap;
+use std::hash::Hash;
+
+/// `top_n` on a stream of window rows keyed by their window.
+pub trait TopNExt<H: Head, P: Pipe<H::Out>> {
+    /// Each window's `n` rows with the largest `score` (best first; ties in
+    /// arrival order: put a tie-breaker in the score, e.g. `(count,
+    /// Reverse(key))`, for a deterministic order), emitted when the
+    /// watermark passes the window's end.
+    fn top_n<S, SF>(self, n: usize, score: SF) -> Stream<OpHead<WindowTopN<P::Out, SF>>, Identity>
+    where
+        S: Ord + 'static,
+        SF: Fn(&P::Out) -> S + 'static;
+}
+
+impl<H, P, KF, K> TopNExt<H, P> for KeyedStream<H, P, KF>
+where
+    H: Head,
+    P: Pipe<H::Out>,
+    P::Out: Record + WindowRow,
+    K: Hash + 'static,
+    KF: Fn(&P::Out) -> K + 'static,
+{
+    fn top_n<S, SF>(self, n: usize, score: SF) -> Stream<OpHead<WindowTopN<P::Out, SF>>, Identity>
+    where
+        S: Ord + 'static,
+        SF: Fn(&P::Out) -> S + 'static,
+    {
+        let (stream, key) = self.into_parts();
+        let df = stream.dataflow().clone();
+        if n == 0 {
+            df.fail("top_n(0, …) keeps nothing: n must be at least 1");
+        }
+        let edge = df.new_edge("top-n");
+        let out = df.outbox::<P::Out>(edge);
+        stream.end_in(KeyedTail { out, key });
+        df.consume(
+            edge,
+            WindowTopN {
+                n,
+                score,
+                open: BTreeMap::new(),
+                unfired: 0,
+            },
+        )
+    }
+}
+
+/// The top-`n` operator at a window's owner.
+pub struct WindowTopN<T, SF> {
+    n: usize,
+    score: SF,
+    /// Rows by window end.
+    open: BTreeMap<u64, Vec<T>>,
+    unfired: u64,
+}
+
+impl<T, SF, S> WindowTopN<T, SF>
+where
+    T: Record + WindowRow,
+    S: Ord,
+    SF: Fn(&T) -> S,
+{
+    fn fire<E: FnMut(T)>(&mut self, wm: u64, emit: &mut E) {
+        while let Some(entry) = self.open.first_entry() {
+            if *entry.key() > wm {
+                break;
+            }
+            let mut rows = entry.remove();
+            let score = &self.score;
+            rows.sort_by_cached_key(|r| std::cmp::Reverse(score(r)));
+            for r in rows.into_iter().take(self.n) {
+                emit(r);
+            }
+        }
+    }
+}
+
+impl<T, SF, S> Operator for WindowTopN<T, SF>
+where
+    T: Record + WindowRow,
+    S: Ord + 'static,
+    SF: Fn(&T) -> S + 'static,
+{
+    type In = T;
+    type Out = T;
+
+    fn on_batch<E: FnMut(T)>(&mut self, items: &[T::Item], _emit: &mut E) {
+        for a in items {
+            let r = T::from_archived(a);
+            self.open.entry(r.window_end()).or_default().push(r);
+        }
+    }
+
+    fn on_watermark<E: FnMut(T)>(&mut self, wm: u64, emit: &mut E) {
+        self.fire(wm, emit);
+    }
+
+    fn on_end<E: FnMut(T)>(&mut self, final_wm: u64, emit: &mut E) {
+        self.fire(final_wm, emit);
+        self.unfired += self.open.len() as u64;
+    }
+
+    fn report(&mut self, stats: &mut Stats) {
+        stats.add("unfired_windows", self.unfired);
+    }
+}

@@ -1,0 +1,717 @@
+//! Event-time windows over a keyed stream: tumbling and sliding, with an
+//! [`AggregateFunction`]; pre-aggregated before the exchange (each worker
+//! sends one partial accumulator per window and key to the key's owner when
+//! its watermark passes the window's end) or every record exchanged.
+//!
+//! ```
+//! use air_operators::graph::*;
+//! use air_runtime::dataflow::{run_graph, VecSource};
+//! use air_runtime::JobConfig;
+//! use std::sync::{Arc, Mutex};
+//!
+//! let cfg = JobConfig { workers: 2, pin: false, ..JobConfig::default() };
+//! let rows = Arc::new(Mutex::new(Vec::new()));
+//! let out = rows.clone();
+//! run_graph(&cfg, move |df| {
+//!     // (user, time ms): worker w reads every other event.
+//!     let clicks: Vec<(u32, u64)> = (0..40u64)
+//!         .filter(|i| i % 2 == df.index() as u64)
+//!         .map(|i| ((i % 3) as u32, i * 100))
+//!         .collect();
+//!     let out = out.clone();
+//!     df.source(VecSource::new(clicks))
+//!         .event_time(|c| c.1, 0)
+//!         .key_by(|c| c.0)
+//!         .window(Tumbling::ms(1000), |c| c.1)
+//!         .aggregate(Count)
+//!         .for_each(move |r| out.lock().unwrap().push((r.start, r.key, r.value)));
+//! })
+//! .unwrap();
+//! let mut rows = rows.lock().unwrap().clone();
+//! rows.sort();
+//! // 4 windows of 10 clicks; users 0, 1, 2 get 4, 3, 3 of the first window's.
+//! assert_eq!(rows.len(), 12);
+//! assert_eq!(rows[0..3], [(0, 0, 4), (0, 1, 3), (0, 2, 3)]);
+//! ```
+
+use super::aggregate::AggregateFunction;
+use air_runtime::dataflow::{
+    Cx, Head, KeyedStream, OpHead, Operator, Outbox, Pipe, Stats, Stream, Tail,
+};
+use air_runtime::{key_hash, ExchangeData, Record};
+use rkyv::{Archive, Deserialize, Serialize};
+use rustc_hash::FxHashMap;
+use std::hash::Hash;
+
+/// Which windows an event time belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Windows {
+    /// `[k·size, (k+1)·size)` ms: every event in exactly one.
+    Tumbling {
+        /// Length, ms (> 0).
+        size: u64,
+    },
+    /// `[k·slide, k·slide + size)` ms: every event in `size / slide` of
+    /// them (rounded up).
+    Sliding {
+        /// Length, ms (> 0).
+        size: u64,
+        /// Distance between starts, ms (0 < slide <= size).
+        slide: u64,
+    },
+}
+
+/// Tumbling windows.
+#[derive(Debug, Clone, Copy)]
+pub struct Tumbling;
+
+impl Tumbling {
+    /// Tumbling windows of `size` ms.
+    pub fn ms(size: u64) -> Windows {
+        Windows::Tumbling { size }
+    }
+}
+
+/// Sliding windows.
+#[derive(Debug, Clone, Copy)]
+pub struct Sliding;
+
+impl Sliding {
+    /// Windows of `size` ms starting every `slide` ms.
+    pub fn ms(size: u64, slide: u64) -> Windows {
+        Windows::Sliding { size, slide }
+    }
+}
+
+impl Windows {
+    /// The windows' length, ms.
+    pub fn size(&self) -> u64 {
+        match *self {
+            Windows::Tumbling { size } | Windows::Sliding { size, .. } => size,
+        }
+    }
+
+    /// What is wrong with these windows, if anything.
+    pub fn check(&self) -> Result<(), String> {
+        match *self {
+            Windows::Tumbling { size: 0 } | Windows::Sliding { size: 0, .. } => {
+                Err("a window's size must be at least 1 ms".into())
+            }
+            Windows::Sliding { slide: 0, .. } => Err("a sliding window's slide must be at least 1 ms".into()),
+            Windows::Sliding { size, slide } if slide > size => Err(format!(
+                "a sliding window's slide ({slide} ms) must not exceed its size ({size} ms)"
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// Calls `f(start)` for every window holding event time `t` (oldest
+    /// first).
+    #[inline]
+    pub fn assign(&self, t: u64, mut f: impl FnMut(u64)) {
+        match *self {
+            Windows::Tumbling { size } => f(t - t % size),
+            Windows::Sliding { size, slide } => {
+                let last = t - t % slide;
+                let mut s = (t + 1).saturating_sub(size);
+                s = s.div_ceil(slide) * slide;
+                while s <= last {
+                    f(s);
+                    s += slide;
+                }
+            }
+        }
+    }
+
+    /// The pane that sliding windows whose size is a multiple of the slide
+    /// are unions of (pre-aggregated per pane: one update per event).
+    fn pane(&self) -> Option<u64> {
+        match *self {
+            Windows::Sliding { size, slide } if size % slide == 0 && size != slide => Some(slide),
+            _ => None,
+        }
+    }
+}
+
+/// A window's result for one key.
+#[derive(
+    Debug, Clone, PartialEq, Archive, Serialize, Deserialize, serde::Serialize, serde::Deserialize,
+)]
+pub struct Windowed<K, V> {
+    /// Window start, ms of event time.
+    pub start: u64,
+    /// Window end (exclusive), ms.
+    pub end: u64,
+    /// The key.
+    pub key: K,
+    /// The aggregate's result.
+    pub value: V,
+}
+
+/// A row that belongs to a window (for [`WindowRowExt::top_n`]).
+pub trait WindowRow {
+    /// Its window's end (exclusive), ms: the row is final once the watermark
+    /// passes it.
+    fn window_end(&self) -> u64;
+}
+
+impl<K, V> WindowRow for Windowed<K, V> {
+    fn window_end(&self) -> u64 {
+        self.end
+    }
+}
+
+/// A partial aggregate of one window and key, on its way to the key's owner.
+#[derive(Debug, Clone, Archive, Serialize, Deserialize)]
+pub struct Partial<K, A> {
+    /// Window start, ms.
+    pub start: u64,
+    /// Newest event time folded in, ms (for latency).
+    pub newest: u64,
+    /// The key.
+    pub key: K,
+    /// The accumulator.
+    pub acc: A,
+}
+
+struct Slot<A> {
+    acc: A,
+    newest: u64,
+}
+
+/// Open windows, oldest first, each a hash table of keys.
+struct Table<K, A> {
+    windows: Vec<(u64, FxHashMap<K, Slot<A>>)>,
+    /// Capacity a new window's table reserves (the largest closed one's).
+    reserve: usize,
+}
+
+impl<K: Hash + Eq, A> Table<K, A> {
+    fn new() -> Self {
+        Table {
+            windows: Vec::new(),
+            reserve: 0,
+        }
+    }
+
+    /// Index of window `start` (created if new; may shift later indices).
+    #[inline]
+    fn index(&mut self, start: u64) -> usize {
+        match self.windows.binary_search_by_key(&start, |w| w.0) {
+            Ok(i) => i,
+            Err(i) => {
+                let mut m = FxHashMap::default();
+                m.reserve(self.reserve);
+                self.windows.insert(i, (start, m));
+                i
+            }
+        }
+    }
+
+    /// Hands every window ending at or before `wm` (`start + len <= wm`),
+    /// oldest first, to `f`, and forgets it.
+    fn drain_closed(&mut self, len: u64, wm: u64, mut f: impl FnMut(u64, FxHashMap<K, Slot<A>>)) {
+        let n = self
+            .windows
+            .iter()
+            .take_while(|w| w.0.saturating_add(len) <= wm)
+            .count();
+        for (start, m) in self.windows.drain(..n) {
+            self.reserve = self.reserve.max(m.len());
+            f(start, m);
+        }
+    }
+}
+
+/// A keyed stream cut into event-time windows: `aggregate` follows.
+pub struct WindowedStream<H, P, KF, TF> {
+    keyed: KeyedStream<H, P, KF>,
+    windows: Windows,
+    time: TF,
+}
+
+/// Windows on a keyed stream.
+pub trait KeyedWindowExt<H: Head, P: Pipe<H::Out>, KF> {
+    /// Cuts the stream into `windows` by event time `time(record)` (ms).
+    fn window<TF>(self, windows: Windows, time: TF) -> WindowedStream<H, P, KF, TF>
+    where
+        TF: Fn(&P::Out) -> u64 + Clone + 'static;
+}
+
+impl<H: Head, P: Pipe<H::Out>, KF> KeyedWindowExt<H, P, KF> for KeyedStream<H, P, KF> {
+    fn window<TF>(self, windows: Windows, time: TF) -> WindowedStream<H, P, KF, TF>
+    where
+        TF: Fn(&P::Out) -> u64 + Clone + 'static,
+    {
+        if let Err(e) = windows.check() {
+            self.dataflow().fail(e);
+        }
+        WindowedStream {
+            keyed: self,
+            windows,
+            time,
+        }
+    }
+}
+
+impl<H, P, KF, TF, K> WindowedStream<H, P, KF, TF>
+where
+    H: Head,
+    P: Pipe<H::Out>,
+    P::Out: 'static,
+    K: Record + Hash + Eq,
+    KF: Fn(&P::Out) -> K + Clone + 'static,
+    TF: Fn(&P::Out) -> u64 + Clone + 'static,
+{
+    /// Aggregates each window and key with `agg`: one [`Windowed`] row per
+    /// window and key, emitted at the key's owner when the watermark passes
+    /// the window's end. Each worker pre-aggregates its records (one
+    /// accumulator per window and key) and sends the accumulators when its
+    /// watermark passes the window's end; the owner merges them.
+    #[allow(clippy::type_complexity)]
+    pub fn aggregate<A>(
+        self,
+        agg: A,
+    ) -> Stream<OpHead<WindowFinal<K, A, P::Out>>, air_runtime::dataflow::Identity>
+    where
+        A: AggregateFunction<P::Out>,
+        Partial<K, A::Acc>: Record,
+    {
+        let WindowedStream {
+            keyed,
+            windows,
+            time,
+        } = self;
+        let (stream, key) = keyed.into_parts();
+        let df = stream.dataflow().clone();
+        let edge = df.new_edge("window partials");
+        let out = df.outbox::<Partial<K, A::Acc>>(edge);
+        stream.end_in(PartialTail {
+            out,
+            key,
+            time,
+            agg: agg.clone(),
+            windows,
+            table: Table::new(),
+            hot: (u64::MAX, 0, 0),
+            wm: 0,
+            late: 0,
+        });
+        df.consume(
+            edge,
+            WindowFinal {
+                core: Core::new(windows, agg),
+            },
+        )
+    }
+
+    /// [`WindowedStream::aggregate`] without pre-aggregation: every record
+    /// goes to its key's owner, which assigns its windows (what Flink does
+    /// without a combiner; the exchange carries every record). Same rows.
+    #[allow(clippy::type_complexity)]
+    pub fn aggregate_every_event<A>(
+        self,
+        agg: A,
+    ) -> Stream<
+        OpHead<WindowEveryEvent<K, A, P::Out, KF, TF>>,
+        air_runtime::dataflow::Identity,
+    >
+    where
+        A: AggregateFunction<P::Out>,
+        P::Out: Record,
+    {
+        let WindowedStream {
+            keyed,
+            windows,
+            time,
+        } = self;
+        let (stream, key) = keyed.into_parts();
+        let df = stream.dataflow().clone();
+        let edge = df.new_edge("window records");
+        let out = df.outbox::<P::Out>(edge);
+        stream.end_in(KeyedTail {
+            out,
+            key: key.clone(),
+        });
+        df.consume(
+            edge,
+            WindowEveryEvent {
+                core: Core::new(windows, agg),
+                key,
+                time,
+            },
+        )
+    }
+}
+
+/// Routes records to their key's owner.
+pub(crate) struct KeyedTail<T, KF> {
+    pub(crate) out: Outbox<T>,
+    pub(crate) key: KF,
+}
+
+impl<T: ExchangeData, K: Hash, KF: Fn(&T) -> K + 'static> Tail<T> for KeyedTail<T, KF> {
+    #[inline(always)]
+    fn push(&mut self, item: T, cx: &mut Cx<'_, '_>) {
+        let h = key_hash(&(self.key)(&item));
+        self.out.push_hashed(h, item, cx);
+    }
+    fn watermark(&mut self, wm: u64, cx: &mut Cx<'_, '_>) {
+        self.out.watermark(wm, cx)
+    }
+    fn tick(&mut self, cx: &mut Cx<'_, '_>) {
+        self.out.flush(cx)
+    }
+    fn end(&mut self, final_wm: u64, cx: &mut Cx<'_, '_>) {
+        self.out.end(final_wm, cx)
+    }
+}
+
+/// The pre-aggregating end of a windowed segment: one accumulator per
+/// (window or pane, key); a window's partials go to their keys' owners when
+/// the watermark passes its end.
+struct PartialTail<T, K, A: AggregateFunction<T>, KF, TF> {
+    out: Outbox<Partial<K, A::Acc>>,
+    key: KF,
+    time: TF,
+    agg: A,
+    windows: Windows,
+    table: Table<K, A::Acc>,
+    /// (start, end, index) of the window (or pane) events last went to.
+    hot: (u64, u64, usize),
+    wm: u64,
+    late: u64,
+}
+
+impl<T, K, A, KF, TF> PartialTail<T, K, A, KF, TF>
+where
+    K: Record + Hash + Eq,
+    A: AggregateFunction<T>,
+    Partial<K, A::Acc>: Record,
+{
+    /// Sends every window (pane) closed under `wm`.
+    fn emit_closed(&mut self, wm: u64, cx: &mut Cx<'_, '_>) {
+        self.hot = (u64::MAX, 0, 0);
+        let out = &mut self.out;
+        match self.windows.pane() {
+            None => {
+                self.table
+                    .drain_closed(self.windows.size(), wm, |start, m| {
+                        for (key, s) in m {
+                            let h = key_hash(&key);
+                            out.push_hashed(
+                                h,
+                                Partial {
+                                    start,
+                                    newest: s.newest,
+                                    key,
+                                    acc: s.acc,
+                                },
+                                cx,
+                            );
+                        }
+                    });
+            }
+            Some(slide) => {
+                // A closed pane [p, p + slide) is part of the windows
+                // starting p − size + slide … p.
+                let back = self.windows.size() - slide;
+                self.table.drain_closed(slide, wm, |p, m| {
+                    for (key, s) in m {
+                        let h = key_hash(&key);
+                        let mut start = p.saturating_sub(back);
+                        start -= start % slide;
+                        while start <= p {
+                            out.push_hashed(
+                                h,
+                                Partial {
+                                    start,
+                                    newest: s.newest,
+                                    key: key.clone(),
+                                    acc: s.acc.clone(),
+                                },
+                                cx,
+                            );
+                            start += slide;
+                        }
+                    }
+                });
+            }
+        }
+    }
+}
+
+impl<T, K, A, KF, TF> Tail<T> for PartialTail<T, K, A, KF, TF>
+where
+    T: 'static,
+    K: Record + Hash + Eq,
+    A: AggregateFunction<T>,
+    KF: Fn(&T) -> K + 'static,
+    TF: Fn(&T) -> u64 + 'static,
+    Partial<K, A::Acc>: Record,
+{
+    #[inline(always)]
+    fn push(&mut self, item: T, _cx: &mut Cx<'_, '_>) {
+        let t = (self.time)(&item);
+        let step = self.windows.pane().unwrap_or(self.windows.size());
+        let tumbling = matches!(self.windows, Windows::Tumbling { .. }) || self.windows.pane().is_some();
+        if tumbling {
+            if !(self.hot.0 <= t && t < self.hot.1) {
+                let start = t - t % step;
+                if start.saturating_add(step) <= self.wm {
+                    self.late += 1;
+                    return;
+                }
+                let i = self.table.index(start);
+                self.hot = (start, start.saturating_add(step), i);
+            }
+            let k = (self.key)(&item);
+            let agg = &self.agg;
+            let s = self.table.windows[self.hot.2]
+                .1
+                .entry(k)
+                .or_insert_with(|| Slot {
+                    acc: agg.create(),
+                    newest: 0,
+                });
+            agg.add(&mut s.acc, &item);
+            s.newest = s.newest.max(t);
+        } else {
+            let k = (self.key)(&item);
+            let size = self.windows.size();
+            let (table, agg, wm, late) = (&mut self.table, &self.agg, self.wm, &mut self.late);
+            self.windows.assign(t, |start| {
+                if start.saturating_add(size) <= wm {
+                    *late += 1;
+                    return;
+                }
+                let i = table.index(start);
+                let s = table.windows[i].1.entry(k.clone()).or_insert_with(|| Slot {
+                    acc: agg.create(),
+                    newest: 0,
+                });
+                agg.add(&mut s.acc, &item);
+                s.newest = s.newest.max(t);
+            });
+            self.hot = (u64::MAX, 0, 0);
+        }
+    }
+
+    fn watermark(&mut self, wm: u64, cx: &mut Cx<'_, '_>) {
+        if wm > self.wm {
+            self.wm = wm;
+            self.emit_closed(wm, cx);
+        }
+        self.out.watermark(wm, cx);
+    }
+
+    fn tick(&mut self, cx: &mut Cx<'_, '_>) {
+        self.out.flush(cx)
+    }
+
+    fn end(&mut self, final_wm: u64, cx: &mut Cx<'_, '_>) {
+        // Every partial goes: the owners fire only what every input read
+        // past (`final_wm`), and count the rest.
+        self.emit_closed(u64::MAX, cx);
+        self.out.end(final_wm, cx);
+    }
+
+    fn report(&mut self, stats: &mut Stats) {
+        stats.add("late_records", self.late);
+    }
+}
+
+/// The window operator's state at a key's owner: merges partials (or adds
+/// records), fires a window's rows when the watermark passes its end.
+struct Core<K, A: AggregateFunction<T>, T> {
+    windows: Windows,
+    agg: A,
+    table: Table<K, A::Acc>,
+    fired: u64,
+    late: u64,
+    rows: u64,
+    unfired: u64,
+    latency: air_runtime::metrics::Histogram<u64>,
+}
+
+impl<K: Hash + Eq, A: AggregateFunction<T>, T> Core<K, A, T> {
+    fn new(windows: Windows, agg: A) -> Self {
+        Core {
+            windows,
+            agg,
+            table: Table::new(),
+            fired: 0,
+            late: 0,
+            rows: 0,
+            unfired: 0,
+            latency: air_runtime::metrics::latency_histogram(),
+        }
+    }
+
+    /// The slot of (`start`, `key`), or `None` (counted) if that window
+    /// already fired.
+    #[inline]
+    fn slot(&mut self, start: u64, key: K) -> Option<&mut Slot<A::Acc>> {
+        if start.saturating_add(self.windows.size()) <= self.fired {
+            self.late += 1;
+            return None;
+        }
+        let i = self.table.index(start);
+        let agg = &self.agg;
+        Some(
+            self.table.windows[i]
+                .1
+                .entry(key)
+                .or_insert_with(|| Slot {
+                    acc: agg.create(),
+                    newest: 0,
+                }),
+        )
+    }
+
+    fn fire<E: FnMut(Windowed<K, A::Out>)>(&mut self, wm: u64, emit: &mut E) {
+        if wm <= self.fired {
+            return;
+        }
+        self.fired = wm;
+        let size = self.windows.size();
+        if self
+            .table
+            .windows
+            .first()
+            .is_none_or(|w| w.0.saturating_add(size) > wm)
+        {
+            return;
+        }
+        let now = crate::stream::now_ms();
+        let agg = &self.agg;
+        let (lat, rows) = (&mut self.latency, &mut self.rows);
+        let mut samples = Vec::new();
+        self.table.drain_closed(size, wm, |start, m| {
+            for (key, s) in m {
+                let l = now.saturating_sub(s.newest);
+                let _ = lat.record(l);
+                samples.push(l);
+                *rows += 1;
+                emit(Windowed {
+                    start,
+                    end: start.saturating_add(size),
+                    key,
+                    value: agg.result(&s.acc),
+                });
+            }
+        });
+        air_runtime::timeline::record_latency(|h| {
+            for &l in &samples {
+                let _ = h.record(l);
+            }
+        });
+    }
+
+    fn end<E: FnMut(Windowed<K, A::Out>)>(&mut self, final_wm: u64, emit: &mut E) {
+        self.fire(final_wm, emit);
+        self.unfired += self.table.windows.len() as u64;
+    }
+
+    fn report(&mut self, stats: &mut Stats, late_name: &str) {
+        stats.add("window_rows", self.rows);
+        stats.add(late_name, self.late);
+        stats.add("unfired_windows", self.unfired);
+        let _ = stats.latency.add(&self.latency);
+    }
+}
+
+/// The window operator at a key's owner, fed by partial accumulators.
+pub struct WindowFinal<K, A: AggregateFunction<T>, T> {
+    core: Core<K, A, T>,
+}
+
+impl<K, A, T> Operator for WindowFinal<K, A, T>
+where
+    K: Record + Hash + Eq,
+    A: AggregateFunction<T>,
+    T: 'static,
+    Partial<K, A::Acc>: Record,
+{
+    type In = Partial<K, A::Acc>;
+    type Out = Windowed<K, A::Out>;
+
+    #[inline]
+    fn on_batch<E: FnMut(Self::Out)>(
+        &mut self,
+        items: &[<Self::In as ExchangeData>::Item],
+        _emit: &mut E,
+    ) {
+        for a in items {
+            let p = Partial::<K, A::Acc>::from_archived(a);
+            let agg = self.core.agg.clone();
+            if let Some(s) = self.core.slot(p.start, p.key) {
+                agg.merge(&mut s.acc, p.acc);
+                s.newest = s.newest.max(p.newest);
+            }
+        }
+    }
+
+    fn on_watermark<E: FnMut(Self::Out)>(&mut self, wm: u64, emit: &mut E) {
+        self.core.fire(wm, emit);
+    }
+
+    fn on_end<E: FnMut(Self::Out)>(&mut self, final_wm: u64, emit: &mut E) {
+        self.core.end(final_wm, emit);
+    }
+
+    fn report(&mut self, stats: &mut Stats) {
+        // Partials for a window that already fired: 0 unless the
+        // watermark protocol is broken.
+        self.core.report(stats, "late_partials");
+    }
+}
+
+/// The window operator at a key's owner, fed by every record.
+pub struct WindowEveryEvent<K, A: AggregateFunction<T>, T, KF, TF> {
+    core: Core<K, A, T>,
+    key: KF,
+    time: TF,
+}
+
+impl<K, A, T, KF, TF> Operator for WindowEveryEvent<K, A, T, KF, TF>
+where
+    K: Record + Hash + Eq,
+    A: AggregateFunction<T>,
+    T: Record,
+    KF: Fn(&T) -> K + 'static,
+    TF: Fn(&T) -> u64 + 'static,
+{
+    type In = T;
+    type Out = Windowed<K, A::Out>;
+
+    #[inline]
+    fn on_batch<E: FnMut(Self::Out)>(&mut self, items: &[T::Item], _emit: &mut E) {
+        let windows = self.core.windows;
+        for a in items {
+            let x = T::from_archived(a);
+            let t = (self.time)(&x);
+            let k = (self.key)(&x);
+            let agg = self.core.agg.clone();
+            windows.assign(t, |start| {
+                if let Some(s) = self.core.slot(start, k.clone()) {
+                    agg.add(&mut s.acc, &x);
+                    s.newest = s.newest.max(t);
+                }
+            });
+        }
+    }
+
+    fn on_watermark<E: FnMut(Self::Out)>(&mut self, wm: u64, emit: &mut E) {
+        self.core.fire(wm, emit);
+    }
+
+    fn on_end<E: FnMut(Self::Out)>(&mut self, final_wm: u64, emit: &mut E) {
+        self.core.end(final_wm, emit);
+    }
+
+    fn report(&mut self, stats: &mut Stats) {
+        // Records for a window that already fired at their owner: late.
+        self.core.report(stats, "late_records");
+    }
+}
