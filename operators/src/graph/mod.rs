@@ -6,12 +6,14 @@
 pub mod aggregate;
 pub mod join;
 pub mod sink;
+pub mod source;
 pub mod top;
 pub mod window;
 
 pub use aggregate::{AggregateFunction, Count, DistinctCount, Max, Mean, Min, Number, Sum, TopN};
 pub use join::{IntervalJoin, JoinExt, Joined, JoinedStreams, WindowJoin};
 pub use sink::{Csv, JsonLines};
+pub use source::CsvSource;
 pub use top::{TopNExt, WindowTopN};
 pub use window::{
     KeyedWindowExt, Partial, Sliding, Tumbling, WindowEveryEvent, WindowFinal, WindowRow,

@@ -32,6 +32,11 @@ pub trait Source: Send + 'static {
     /// keeps whatever length the source left in it last time, so a source
     /// that fills a slice in place need not re-initialize it).
     fn poll(&mut self, buf: &mut Vec<Self::Item>, max: usize) -> SourcePoll;
+    /// After `poll` returned `Done`: the error that ended it early, if any
+    /// (the job then fails with it; what was read before is processed).
+    fn take_error(&mut self) -> Option<String> {
+        None
+    }
     /// Adds the source's counters (records read, bad records…) to `stats`
     /// once the job ended.
     fn report(&mut self, stats: &mut Stats) {
@@ -429,6 +434,7 @@ impl<S: Source, TF: TimeFn<S::Item>> Head for SourceHead<S, TF> {
     type Out = S::Item;
     fn install<C: Continuation<S::Item>>(self, df: &Dataflow, next: C) {
         let seg = SourceSeg {
+            me: df.index(),
             head: self,
             next,
             buf: Vec::new(),
@@ -442,6 +448,7 @@ impl<S: Source, TF: TimeFn<S::Item>> Head for SourceHead<S, TF> {
 }
 
 struct SourceSeg<S: Source, TF, C> {
+    me: usize,
     head: SourceHead<S, TF>,
     next: C,
     buf: Vec<S::Item>,
@@ -463,6 +470,7 @@ where
         self.records += n as u64;
         crate::timeline::add_events(n as u64);
         let SourceSeg {
+            me,
             head,
             next,
             buf,
@@ -485,6 +493,14 @@ where
                 }
             }
             next.push(item.clone(), cx);
+        }
+        if poll == SourcePoll::Done {
+            if let Some(message) = head.source.take_error() {
+                cx.fail_with(RuntimeError::Operator {
+                    worker: *me,
+                    message,
+                });
+            }
         }
         match poll {
             SourcePoll::Done => Progress::Done,

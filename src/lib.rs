@@ -1,0 +1,181 @@
+//! # air: a master-less, zero-copy dataflow runtime
+//!
+//! Write a stream job as a graph of typed operators; every worker runs the
+//! whole graph for its shard of the input and routes records straight to
+//! the worker that owns their key. The same program runs on one machine
+//! (threads and shared-memory rings) and, started by `mpirun` or `srun`,
+//! across the ranks of an MPI job (feature `mpi`).
+//!
+//! ```no_run
+//! use air::prelude::*;
+//!
+//! #[derive(Clone, Debug, serde::Deserialize)]
+//! struct Click { user: u64, time_ms: u64 }
+//!
+//! fn main() -> Result<(), air::Error> {
+//!     air::Job::from_env()?.run(|df| {
+//!         df.source(CsvSource::<Click>::shard("clicks.csv", df.index(), df.workers()))
+//!             .event_time(|c| c.time_ms, 1_000)
+//!             .key_by(|c| c.user)                         // exchange 1
+//!             .window(Tumbling::ms(10_000), |c| c.time_ms)
+//!             .aggregate(Count)                           // partial, then final
+//!             .key_by(|r| r.start)                        // exchange 2
+//!             .top_n(3, |r| r.value)
+//!             .map(|r| (r.start, r.key, r.value))
+//!             .collect()                                  // one writer
+//!             .sink(Csv::stdout());                       // rows as windows close
+//!     })?;
+//!     Ok(())
+//! }
+//! ```
+#![deny(missing_docs)]
+
+pub use air_runtime::dataflow::{GraphOutput, Stats, WorkerReport};
+pub use air_runtime::{JobConfig, RuntimeError as Error};
+
+/// Everything a graph needs: `use air::prelude::*;`.
+pub mod prelude {
+    pub use air_operators::graph::*;
+    pub use air_runtime::dataflow::{
+        Dataflow, KeyedStream, Operator, Operator2, Sink, Source, SourcePoll, Stream, Tail,
+        VecSource,
+    };
+    pub use air_runtime::Record;
+}
+
+#[cfg(feature = "mpi")]
+use std::sync::Arc;
+
+/// Environment variable: worker threads per process (default: one per
+/// physical core this process may use).
+pub const WORKERS_ENV: &str = "AIR_WORKERS";
+
+/// Environment variable: bytes of each channel ring (default 1 MiB; at
+/// least 4096; one ring per exchange edge and pair of workers).
+pub const RING_BYTES_ENV: &str = "AIR_RING_BYTES";
+
+/// Reads a positive number from environment variable `var`, within `range`.
+fn env_number(var: &str, range: std::ops::RangeInclusive<usize>) -> Result<Option<usize>, Error> {
+    match std::env::var(var) {
+        Err(_) => Ok(None),
+        Ok(v) => match v.trim().parse::<usize>() {
+            Ok(n) if range.contains(&n) => Ok(Some(n)),
+            _ => Err(Error::Setup(format!(
+                "{var}={v:?}: expected a number from {} to {}",
+                range.start(),
+                range.end()
+            ))),
+        },
+    }
+}
+
+/// A job: where the graph runs (this process alone, or every rank of the
+/// MPI job that started it) and how (workers, rings, batches).
+pub struct Job {
+    cfg: JobConfig,
+    #[cfg(feature = "mpi")]
+    mpi: Option<Arc<air_rdma::Mpi>>,
+}
+
+impl Job {
+    /// The job this process was started for: one rank of an MPI job when a
+    /// launcher (`mpirun`, `mpiexec`, `srun`) started several, this process
+    /// alone otherwise. Worker threads per process from `AIR_WORKERS`, ring
+    /// capacity from `AIR_RING_BYTES`;
+    /// `AIR_FORCE_NETWORK=1` uses the network tier (RMA) between ranks of
+    /// one node too. Installs SIGINT/SIGTERM handlers that stop the sources
+    /// (only windows every input read past fire).
+    ///
+    /// # Errors
+    /// `AIR_WORKERS` is not a positive number; started as one of several
+    /// ranks by a build without the `mpi` feature; MPI failed to start.
+    pub fn from_env() -> Result<Job, Error> {
+        let mut cfg = JobConfig::default();
+        if let Some(n) = env_number(WORKERS_ENV, 1..=4096)? {
+            cfg.workers = n;
+        }
+        if let Some(n) = env_number(RING_BYTES_ENV, 4096..=(1 << 30))? {
+            cfg.ring_bytes = n;
+        }
+        air_runtime::stop::install_handlers();
+        let launched = ["PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "SLURM_STEP_NUM_TASKS"]
+            .iter()
+            .find_map(|var| {
+                let n: usize = std::env::var(var).ok()?.trim().parse().ok()?;
+                (n > 1).then_some((*var, n))
+            });
+        #[cfg(feature = "mpi")]
+        {
+            let mut mpi = None;
+            if launched.is_some() {
+                let m = Arc::new(air_rdma::Mpi::init().map_err(|e| Error::Setup(e.to_string()))?);
+                let env = |k: &str| std::env::var(k).ok();
+                cfg.cluster = Some(air_runtime::cluster::ClusterConfig {
+                    mpi: m.clone(),
+                    force_network: env(air_runtime::cluster::FORCE_NETWORK_ENV).as_deref()
+                        == Some("1"),
+                    emulate_ranks_per_node: env(air_runtime::cluster::RANKS_PER_NODE_ENV)
+                        .and_then(|v| v.parse().ok())
+                        .filter(|&n: &usize| n > 0),
+                });
+                mpi = Some(m);
+            }
+            Ok(Job { cfg, mpi })
+        }
+        #[cfg(not(feature = "mpi"))]
+        {
+            if let Some((var, n)) = launched {
+                return Err(Error::Setup(format!(
+                    "{var}={n}: started as one of {n} ranks, but air was built without MPI \
+                     (enable the `mpi` feature); each rank would run the whole job alone"
+                )));
+            }
+            Ok(Job { cfg })
+        }
+    }
+
+    /// Sets the worker threads per process.
+    pub fn workers(mut self, n: usize) -> Self {
+        self.cfg.workers = n.max(1);
+        self
+    }
+
+    /// The configuration (ring bytes, batch size, flush interval, pinning).
+    pub fn config_mut(&mut self) -> &mut JobConfig {
+        &mut self.cfg
+    }
+
+    /// This process's rank (0 when alone).
+    pub fn rank(&self) -> usize {
+        #[cfg(feature = "mpi")]
+        if let Some(m) = &self.mpi {
+            return m.rank();
+        }
+        0
+    }
+
+    /// Number of ranks (1 when alone).
+    pub fn ranks(&self) -> usize {
+        #[cfg(feature = "mpi")]
+        if let Some(m) = &self.mpi {
+            return m.size();
+        }
+        1
+    }
+
+    /// Runs the graph `build` makes on every worker of the job (see
+    /// [`air_runtime::dataflow::run_graph`]): `build` runs once to plan and
+    /// check the graph, then once on every worker. Returns this process's
+    /// counters and latency once every input ended (or a signal stopped
+    /// the sources).
+    ///
+    /// # Errors
+    /// A graph that cannot run, channel setup, a failed operator or sink,
+    /// a panicking worker, a lost rank.
+    pub fn run<B>(&self, build: B) -> Result<GraphOutput, Error>
+    where
+        B: Fn(&air_runtime::dataflow::Dataflow) + Sync,
+    {
+        air_runtime::dataflow::run_graph(&self.cfg, build)
+    }
+}
