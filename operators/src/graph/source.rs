@@ -84,7 +84,10 @@ impl<T: DeserializeOwned + Clone + Send + 'static> Source for CsvSource<T> {
             return SourcePoll::Done;
         }
         if self.reader.is_none() {
-            match csv::ReaderBuilder::new().trim(csv::Trim::All).from_path(&self.path) {
+            match csv::ReaderBuilder::new()
+                .trim(csv::Trim::All)
+                .from_path(&self.path)
+            {
                 Ok(mut r) => {
                     self.headers = r.headers().ok().cloned();
                     self.reader = Some(r);

@@ -93,11 +93,10 @@ pub struct WindowTopN<T, SF> {
     unfired: u64,
 }
 
-impl<T, SF, S> WindowTopN<T, SF>
+impl<T, SF> WindowTopN<T, SF>
 where
     T: Record + WindowRow,
-    S: Ord,
-    SF: Fn(&T) -> S,
+    SF: Score<T>,
 {
     fn fire<E: FnMut(T)>(&mut self, wm: u64, emit: &mut E) {
         while let Some(entry) = self.open.first_entry() {
@@ -106,7 +105,7 @@ where
             }
             let mut rows = entry.remove();
             let score = &self.score;
-            rows.sort_by_cached_key(|r| std::cmp::Reverse(score(r)));
+            rows.sort_by_cached_key(|r| std::cmp::Reverse(score.score(r)));
             for r in rows.into_iter().take(self.n) {
                 emit(r);
             }
@@ -114,11 +113,10 @@ where
     }
 }
 
-impl<T, SF, S> Operator for WindowTopN<T, SF>
+impl<T, SF> Operator for WindowTopN<T, SF>
 where
     T: Record + WindowRow,
-    S: Ord + 'static,
-    SF: Fn(&T) -> S + 'static,
+    SF: Score<T>,
 {
     type In = T;
     type Out = T;
@@ -141,5 +139,98 @@ where
 
     fn report(&mut self, stats: &mut Stats) {
         stats.add("unfired_windows", self.unfired);
+    }
+}
+
+/// Sends every record to worker 0.
+struct ToFirst<T> {
+    out: air_runtime::dataflow::Outbox<T>,
+}
+
+impl<T: Record> air_runtime::dataflow::Tail<T> for ToFirst<T> {
+    #[inline]
+    fn push(&mut self, item: T, cx: &mut air_runtime::dataflow::Cx<'_, '_>) {
+        self.out.push(0, item, cx)
+    }
+    fn watermark(&mut self, wm: u64, cx: &mut air_runtime::dataflow::Cx<'_, '_>) {
+        self.out.watermark(wm, cx)
+    }
+    fn tick(&mut self, cx: &mut air_runtime::dataflow::Cx<'_, '_>) {
+        self.out.flush(cx)
+    }
+    fn end(&mut self, final_wm: u64, cx: &mut air_runtime::dataflow::Cx<'_, '_>) {
+        self.out.end(final_wm, cx)
+    }
+}
+
+/// `collect_by_window` on a stream of window rows.
+pub trait CollectByWindowExt<H: Head, P: Pipe<H::Out>> {
+    /// Every row to worker 0 (one writer), window by window in the order
+    /// the windows close, each window's rows sorted by `sort` (ascending):
+    /// a window's rows leave once the watermark passes its end, so output
+    /// is deterministic and still streams.
+    #[allow(clippy::type_complexity)]
+    fn collect_by_window<S, SF>(
+        self,
+        sort: SF,
+    ) -> Stream<OpHead<WindowTopN<P::Out, ByKey<SF>>>, Identity>
+    where
+        S: Ord + 'static,
+        SF: Fn(&P::Out) -> S + 'static;
+}
+
+/// Ascending by a key (a score for [`WindowTopN`] that ranks the smallest
+/// key first).
+pub struct ByKey<SF>(SF);
+
+impl<H, P> CollectByWindowExt<H, P> for Stream<H, P>
+where
+    H: Head,
+    P: Pipe<H::Out>,
+    P::Out: Record + WindowRow,
+{
+    fn collect_by_window<S, SF>(
+        self,
+        sort: SF,
+    ) -> Stream<OpHead<WindowTopN<P::Out, ByKey<SF>>>, Identity>
+    where
+        S: Ord + 'static,
+        SF: Fn(&P::Out) -> S + 'static,
+    {
+        let df = self.dataflow().clone();
+        let edge = df.new_edge("collect by window");
+        let out = df.outbox::<P::Out>(edge);
+        self.end_in(ToFirst { out });
+        df.consume(
+            edge,
+            WindowTopN {
+                n: usize::MAX,
+                score: ByKey(sort),
+                open: BTreeMap::new(),
+                unfired: 0,
+            },
+        )
+    }
+}
+
+/// How [`WindowTopN`] ranks rows.
+pub trait Score<T>: 'static {
+    /// The rank key: larger ranks first.
+    type Key: Ord;
+    /// The key of `r`.
+    fn score(&self, r: &T) -> Self::Key;
+}
+
+impl<T, S: Ord, F: Fn(&T) -> S + 'static> Score<T> for F {
+    type Key = S;
+    fn score(&self, r: &T) -> S {
+        self(r)
+    }
+}
+
+impl<T, S: Ord, F: Fn(&T) -> S + 'static> Score<T> for ByKey<F> {
+    type Key = std::cmp::Reverse<S>;
+    fn score(&self, r: &T) -> std::cmp::Reverse<S> {
+        std::cmp::Reverse((self.0)(r))
     }
 }

@@ -97,7 +97,9 @@ impl Windows {
             Windows::Tumbling { size: 0 } | Windows::Sliding { size: 0, .. } => {
                 Err("a window's size must be at least 1 ms".into())
             }
-            Windows::Sliding { slide: 0, .. } => Err("a sliding window's slide must be at least 1 ms".into()),
+            Windows::Sliding { slide: 0, .. } => {
+                Err("a sliding window's slide must be at least 1 ms".into())
+            }
             Windows::Sliding { size, slide } if slide > size => Err(format!(
                 "a sliding window's slide ({slide} ms) must not exceed its size ({size} ms)"
             )),
@@ -179,14 +181,130 @@ struct Slot<A> {
     newest: u64,
 }
 
-/// Open windows, oldest first, each a hash table of keys.
-struct Table<K, A> {
-    windows: Vec<(u64, FxHashMap<K, Slot<A>>)>,
+/// A window's table of keys.
+pub trait KeyMap<K, V>: 'static {
+    /// An empty table with room for `n` keys.
+    fn with_capacity(n: usize) -> Self;
+    /// The value of `k`, inserted with `f` if absent.
+    fn get_or_insert_with(&mut self, k: K, f: impl FnOnce() -> V) -> &mut V;
+    /// Keys held.
+    fn len(&self) -> usize;
+    /// Whether it holds no key.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Every (key, value), in no particular order.
+    fn into_entries(self) -> impl Iterator<Item = (K, V)>;
+}
+
+impl<K: Hash + Eq + 'static, V: 'static> KeyMap<K, V> for FxHashMap<K, V> {
+    fn with_capacity(n: usize) -> Self {
+        let mut m = FxHashMap::default();
+        m.reserve(n);
+        m
+    }
+    #[inline(always)]
+    fn get_or_insert_with(&mut self, k: K, f: impl FnOnce() -> V) -> &mut V {
+        self.entry(k).or_insert_with(f)
+    }
+    fn len(&self) -> usize {
+        FxHashMap::len(self)
+    }
+    fn into_entries(self) -> impl Iterator<Item = (K, V)> {
+        self.into_iter()
+    }
+}
+
+/// Keys that are small integers: a window's table can be an array indexed
+/// by the key ([`WindowedStream::dense_keys`]).
+pub trait DenseKey: Copy + Hash + Eq + 'static {
+    /// The array index of the key.
+    fn index(self) -> usize;
+    /// The key at array index `i`.
+    fn from_index(i: usize) -> Self;
+}
+
+macro_rules! dense_key {
+    ($($t:ty),*) => {$(
+        impl DenseKey for $t {
+            #[inline(always)]
+            fn index(self) -> usize { self as usize }
+            #[inline(always)]
+            fn from_index(i: usize) -> Self { i as $t }
+        }
+    )*};
+}
+dense_key!(u8, u16, u32, u64, usize);
+
+/// A window's table as an array indexed by the key (grown to the largest
+/// key seen): no hashing on the hot path.
+pub struct DenseMap<K, V> {
+    slots: Vec<Option<V>>,
+    len: usize,
+    _k: std::marker::PhantomData<fn() -> K>,
+}
+
+impl<K: DenseKey, V: 'static> KeyMap<K, V> for DenseMap<K, V> {
+    fn with_capacity(n: usize) -> Self {
+        DenseMap {
+            slots: Vec::with_capacity(n),
+            len: 0,
+            _k: std::marker::PhantomData,
+        }
+    }
+    #[inline(always)]
+    fn get_or_insert_with(&mut self, k: K, f: impl FnOnce() -> V) -> &mut V {
+        let i = k.index();
+        if i >= self.slots.len() {
+            self.slots.resize_with(i + 1, || None);
+        }
+        let s = &mut self.slots[i];
+        if s.is_none() {
+            self.len += 1;
+        }
+        s.get_or_insert_with(f)
+    }
+    fn len(&self) -> usize {
+        self.len
+    }
+    fn into_entries(self) -> impl Iterator<Item = (K, V)> {
+        self.slots
+            .into_iter()
+            .enumerate()
+            .filter_map(|(i, v)| v.map(|v| (K::from_index(i), v)))
+    }
+}
+
+/// Which table a window keeps its keys in.
+pub trait MapKind<K>: 'static {
+    /// The table of values `V`.
+    type Map<V: 'static>: KeyMap<K, V>;
+}
+
+/// Hash tables (any key).
+#[derive(Debug, Clone, Copy)]
+pub struct Hashed;
+
+impl<K: Hash + Eq + 'static> MapKind<K> for Hashed {
+    type Map<V: 'static> = FxHashMap<K, V>;
+}
+
+/// Arrays indexed by the key (small integer keys).
+#[derive(Debug, Clone, Copy)]
+pub struct Dense;
+
+impl<K: DenseKey> MapKind<K> for Dense {
+    type Map<V: 'static> = DenseMap<K, V>;
+}
+
+/// Open windows, oldest first, each a table of keys.
+struct Table<K, A: 'static, M: MapKind<K>> {
+    windows: Vec<(u64, M::Map<Slot<A>>)>,
     /// Capacity a new window's table reserves (the largest closed one's).
     reserve: usize,
 }
 
-impl<K: Hash + Eq, A> Table<K, A> {
+impl<K, A: 'static, M: MapKind<K>> Table<K, A, M> {
     fn new() -> Self {
         Table {
             windows: Vec::new(),
@@ -200,9 +318,8 @@ impl<K: Hash + Eq, A> Table<K, A> {
         match self.windows.binary_search_by_key(&start, |w| w.0) {
             Ok(i) => i,
             Err(i) => {
-                let mut m = FxHashMap::default();
-                m.reserve(self.reserve);
-                self.windows.insert(i, (start, m));
+                self.windows
+                    .insert(i, (start, M::Map::with_capacity(self.reserve)));
                 i
             }
         }
@@ -210,7 +327,7 @@ impl<K: Hash + Eq, A> Table<K, A> {
 
     /// Hands every window ending at or before `wm` (`start + len <= wm`),
     /// oldest first, to `f`, and forgets it.
-    fn drain_closed(&mut self, len: u64, wm: u64, mut f: impl FnMut(u64, FxHashMap<K, Slot<A>>)) {
+    fn drain_closed(&mut self, len: u64, wm: u64, mut f: impl FnMut(u64, M::Map<Slot<A>>)) {
         let n = self
             .windows
             .iter()
@@ -224,10 +341,11 @@ impl<K: Hash + Eq, A> Table<K, A> {
 }
 
 /// A keyed stream cut into event-time windows: `aggregate` follows.
-pub struct WindowedStream<H, P, KF, TF> {
+pub struct WindowedStream<H, P, KF, TF, M = Hashed> {
     keyed: KeyedStream<H, P, KF>,
     windows: Windows,
     time: TF,
+    _m: std::marker::PhantomData<M>,
 }
 
 /// Windows on a keyed stream.
@@ -250,11 +368,26 @@ impl<H: Head, P: Pipe<H::Out>, KF> KeyedWindowExt<H, P, KF> for KeyedStream<H, P
             keyed: self,
             windows,
             time,
+            _m: std::marker::PhantomData,
         }
     }
 }
 
-impl<H, P, KF, TF, K> WindowedStream<H, P, KF, TF>
+impl<H, P, KF, TF> WindowedStream<H, P, KF, TF, Hashed> {
+    /// Keeps each window's keys in an array indexed by the key instead of a
+    /// hash table: for small integer keys (e.g. dense ids below a few
+    /// thousand), no hashing per record. Same rows.
+    pub fn dense_keys(self) -> WindowedStream<H, P, KF, TF, Dense> {
+        WindowedStream {
+            keyed: self.keyed,
+            windows: self.windows,
+            time: self.time,
+            _m: std::marker::PhantomData,
+        }
+    }
+}
+
+impl<H, P, KF, TF, K, M> WindowedStream<H, P, KF, TF, M>
 where
     H: Head,
     P: Pipe<H::Out>,
@@ -262,6 +395,7 @@ where
     K: Record + Hash + Eq,
     KF: Fn(&P::Out) -> K + Clone + 'static,
     TF: Fn(&P::Out) -> u64 + Clone + 'static,
+    M: MapKind<K>,
 {
     /// Aggregates each window and key with `agg`: one [`Windowed`] row per
     /// window and key, emitted at the key's owner when the watermark passes
@@ -272,7 +406,7 @@ where
     pub fn aggregate<A>(
         self,
         agg: A,
-    ) -> Stream<OpHead<WindowFinal<K, A, P::Out>>, air_runtime::dataflow::Identity>
+    ) -> Stream<OpHead<WindowFinal<K, A, P::Out, M>>, air_runtime::dataflow::Identity>
     where
         A: AggregateFunction<P::Out>,
         Partial<K, A::Acc>: Record,
@@ -281,6 +415,7 @@ where
             keyed,
             windows,
             time,
+            ..
         } = self;
         let (stream, key) = keyed.into_parts();
         let df = stream.dataflow().clone();
@@ -292,7 +427,7 @@ where
             time,
             agg: agg.clone(),
             windows,
-            table: Table::new(),
+            table: Table::<K, A::Acc, M>::new(),
             hot: (u64::MAX, 0, 0),
             wm: 0,
             late: 0,
@@ -312,10 +447,7 @@ where
     pub fn aggregate_every_event<A>(
         self,
         agg: A,
-    ) -> Stream<
-        OpHead<WindowEveryEvent<K, A, P::Out, KF, TF>>,
-        air_runtime::dataflow::Identity,
-    >
+    ) -> Stream<OpHead<WindowEveryEvent<K, A, P::Out, KF, TF, M>>, air_runtime::dataflow::Identity>
     where
         A: AggregateFunction<P::Out>,
         P::Out: Record,
@@ -324,6 +456,7 @@ where
             keyed,
             windows,
             time,
+            ..
         } = self;
         let (stream, key) = keyed.into_parts();
         let df = stream.dataflow().clone();
@@ -370,24 +503,25 @@ impl<T: ExchangeData, K: Hash, KF: Fn(&T) -> K + 'static> Tail<T> for KeyedTail<
 /// The pre-aggregating end of a windowed segment: one accumulator per
 /// (window or pane, key); a window's partials go to their keys' owners when
 /// the watermark passes its end.
-struct PartialTail<T, K, A: AggregateFunction<T>, KF, TF> {
+struct PartialTail<T, K, A: AggregateFunction<T>, KF, TF, M: MapKind<K>> {
     out: Outbox<Partial<K, A::Acc>>,
     key: KF,
     time: TF,
     agg: A,
     windows: Windows,
-    table: Table<K, A::Acc>,
+    table: Table<K, A::Acc, M>,
     /// (start, end, index) of the window (or pane) events last went to.
     hot: (u64, u64, usize),
     wm: u64,
     late: u64,
 }
 
-impl<T, K, A, KF, TF> PartialTail<T, K, A, KF, TF>
+impl<T, K, A, KF, TF, M> PartialTail<T, K, A, KF, TF, M>
 where
     K: Record + Hash + Eq,
     A: AggregateFunction<T>,
     Partial<K, A::Acc>: Record,
+    M: MapKind<K>,
 {
     /// Sends every window (pane) closed under `wm`.
     fn emit_closed(&mut self, wm: u64, cx: &mut Cx<'_, '_>) {
@@ -397,7 +531,7 @@ where
             None => {
                 self.table
                     .drain_closed(self.windows.size(), wm, |start, m| {
-                        for (key, s) in m {
+                        for (key, s) in m.into_entries() {
                             let h = key_hash(&key);
                             out.push_hashed(
                                 h,
@@ -417,7 +551,7 @@ where
                 // starting p − size + slide … p.
                 let back = self.windows.size() - slide;
                 self.table.drain_closed(slide, wm, |p, m| {
-                    for (key, s) in m {
+                    for (key, s) in m.into_entries() {
                         let h = key_hash(&key);
                         let mut start = p.saturating_sub(back);
                         start -= start % slide;
@@ -441,7 +575,7 @@ where
     }
 }
 
-impl<T, K, A, KF, TF> Tail<T> for PartialTail<T, K, A, KF, TF>
+impl<T, K, A, KF, TF, M> Tail<T> for PartialTail<T, K, A, KF, TF, M>
 where
     T: 'static,
     K: Record + Hash + Eq,
@@ -449,12 +583,14 @@ where
     KF: Fn(&T) -> K + 'static,
     TF: Fn(&T) -> u64 + 'static,
     Partial<K, A::Acc>: Record,
+    M: MapKind<K>,
 {
     #[inline(always)]
     fn push(&mut self, item: T, _cx: &mut Cx<'_, '_>) {
         let t = (self.time)(&item);
         let step = self.windows.pane().unwrap_or(self.windows.size());
-        let tumbling = matches!(self.windows, Windows::Tumbling { .. }) || self.windows.pane().is_some();
+        let tumbling =
+            matches!(self.windows, Windows::Tumbling { .. }) || self.windows.pane().is_some();
         if tumbling {
             if !(self.hot.0 <= t && t < self.hot.1) {
                 let start = t - t % step;
@@ -469,8 +605,7 @@ where
             let agg = &self.agg;
             let s = self.table.windows[self.hot.2]
                 .1
-                .entry(k)
-                .or_insert_with(|| Slot {
+                .get_or_insert_with(k, || Slot {
                     acc: agg.create(),
                     newest: 0,
                 });
@@ -486,7 +621,7 @@ where
                     return;
                 }
                 let i = table.index(start);
-                let s = table.windows[i].1.entry(k.clone()).or_insert_with(|| Slot {
+                let s = table.windows[i].1.get_or_insert_with(k.clone(), || Slot {
                     acc: agg.create(),
                     newest: 0,
                 });
@@ -523,10 +658,10 @@ where
 
 /// The window operator's state at a key's owner: merges partials (or adds
 /// records), fires a window's rows when the watermark passes its end.
-struct Core<K, A: AggregateFunction<T>, T> {
+struct Core<K, A: AggregateFunction<T>, T, M: MapKind<K>> {
     windows: Windows,
     agg: A,
-    table: Table<K, A::Acc>,
+    table: Table<K, A::Acc, M>,
     fired: u64,
     late: u64,
     rows: u64,
@@ -534,7 +669,7 @@ struct Core<K, A: AggregateFunction<T>, T> {
     latency: air_runtime::metrics::Histogram<u64>,
 }
 
-impl<K: Hash + Eq, A: AggregateFunction<T>, T> Core<K, A, T> {
+impl<K: Hash + Eq, A: AggregateFunction<T>, T, M: MapKind<K>> Core<K, A, T, M> {
     fn new(windows: Windows, agg: A) -> Self {
         Core {
             windows,
@@ -558,15 +693,10 @@ impl<K: Hash + Eq, A: AggregateFunction<T>, T> Core<K, A, T> {
         }
         let i = self.table.index(start);
         let agg = &self.agg;
-        Some(
-            self.table.windows[i]
-                .1
-                .entry(key)
-                .or_insert_with(|| Slot {
-                    acc: agg.create(),
-                    newest: 0,
-                }),
-        )
+        Some(self.table.windows[i].1.get_or_insert_with(key, || Slot {
+            acc: agg.create(),
+            newest: 0,
+        }))
     }
 
     fn fire<E: FnMut(Windowed<K, A::Out>)>(&mut self, wm: u64, emit: &mut E) {
@@ -588,7 +718,7 @@ impl<K: Hash + Eq, A: AggregateFunction<T>, T> Core<K, A, T> {
         let (lat, rows) = (&mut self.latency, &mut self.rows);
         let mut samples = Vec::new();
         self.table.drain_closed(size, wm, |start, m| {
-            for (key, s) in m {
+            for (key, s) in m.into_entries() {
                 let l = now.saturating_sub(s.newest);
                 let _ = lat.record(l);
                 samples.push(l);
@@ -622,16 +752,17 @@ impl<K: Hash + Eq, A: AggregateFunction<T>, T> Core<K, A, T> {
 }
 
 /// The window operator at a key's owner, fed by partial accumulators.
-pub struct WindowFinal<K, A: AggregateFunction<T>, T> {
-    core: Core<K, A, T>,
+pub struct WindowFinal<K, A: AggregateFunction<T>, T, M: MapKind<K> = Hashed> {
+    core: Core<K, A, T, M>,
 }
 
-impl<K, A, T> Operator for WindowFinal<K, A, T>
+impl<K, A, T, M> Operator for WindowFinal<K, A, T, M>
 where
     K: Record + Hash + Eq,
     A: AggregateFunction<T>,
     T: 'static,
     Partial<K, A::Acc>: Record,
+    M: MapKind<K>,
 {
     type In = Partial<K, A::Acc>;
     type Out = Windowed<K, A::Out>;
@@ -668,19 +799,20 @@ where
 }
 
 /// The window operator at a key's owner, fed by every record.
-pub struct WindowEveryEvent<K, A: AggregateFunction<T>, T, KF, TF> {
-    core: Core<K, A, T>,
+pub struct WindowEveryEvent<K, A: AggregateFunction<T>, T, KF, TF, M: MapKind<K> = Hashed> {
+    core: Core<K, A, T, M>,
     key: KF,
     time: TF,
 }
 
-impl<K, A, T, KF, TF> Operator for WindowEveryEvent<K, A, T, KF, TF>
+impl<K, A, T, KF, TF, M> Operator for WindowEveryEvent<K, A, T, KF, TF, M>
 where
     K: Record + Hash + Eq,
     A: AggregateFunction<T>,
     T: Record,
     KF: Fn(&T) -> K + 'static,
     TF: Fn(&T) -> u64 + 'static,
+    M: MapKind<K>,
 {
     type In = T;
     type Out = Windowed<K, A::Out>;

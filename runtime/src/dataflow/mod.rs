@@ -51,8 +51,8 @@ pub use cx::{Cx, EdgeConsumer, Outbox};
 pub use pipe::{Filter, FlatMap, Identity, Inspect, Map, Pipe, Then};
 pub use stream::{
     Chain, Continuation, Dataflow, EventTime, ExchangeTail, Head, KeyedStream, NoTime, Op2Head,
-    OpHead, Operator, Operator2, Out, Pass,
-    Route, Sink, Source, SourceHead, SourcePoll, Stream, Tail, TimeFn, VecSource,
+    OpHead, Operator, Operator2, Out, Pass, Route, Sink, Source, SourceHead, SourcePoll, Stream,
+    Tail, TimeFn, VecSource,
 };
 
 use crate::job::{run_workers, EdgeChannels, JobConfig, Progress, WorkerInfo};

@@ -25,7 +25,11 @@ impl<T> Pipe<T> for Identity {
 }
 
 /// `map`: one output per input.
-pub struct Map<P, F, O>(pub(crate) P, pub(crate) F, pub(crate) PhantomData<fn() -> O>);
+pub struct Map<P, F, O>(
+    pub(crate) P,
+    pub(crate) F,
+    pub(crate) PhantomData<fn() -> O>,
+);
 
 impl<In, P: Pipe<In>, F: FnMut(P::Out) -> O + 'static, O: 'static> Pipe<In> for Map<P, F, O> {
     type Out = O;
@@ -53,7 +57,11 @@ impl<In, P: Pipe<In>, F: FnMut(&P::Out) -> bool + 'static> Pipe<In> for Filter<P
 }
 
 /// `flat_map`: zero or more outputs per input.
-pub struct FlatMap<P, F, I>(pub(crate) P, pub(crate) F, pub(crate) PhantomData<fn() -> I>);
+pub struct FlatMap<P, F, I>(
+    pub(crate) P,
+    pub(crate) F,
+    pub(crate) PhantomData<fn() -> I>,
+);
 
 impl<In, P: Pipe<In>, F: FnMut(P::Out) -> I + 'static, I: IntoIterator + 'static> Pipe<In>
     for FlatMap<P, F, I>

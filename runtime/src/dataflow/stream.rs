@@ -630,7 +630,13 @@ impl<O: Operator2> Head for Op2Head<O> {
                 seg: shared.clone(),
             }),
         );
-        df.set_consumer(self.edge2, Box::new(Op2Side { side: 1, seg: shared }));
+        df.set_consumer(
+            self.edge2,
+            Box::new(Op2Side {
+                side: 1,
+                seg: shared,
+            }),
+        );
     }
 }
 
