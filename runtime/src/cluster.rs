@@ -182,8 +182,8 @@ impl Layout {
     /// `from` of rank `src` to worker `to` of `recv` starts.
     fn ring_disp(&self, edge: usize, recv: usize, src: usize, from: usize, to: usize) -> usize {
         let peers = self.net_peers[recv].len();
-        let i = ((edge * peers + self.peer_index(recv, src)) * self.workers + from) * self.workers
-            + to;
+        let i =
+            ((edge * peers + self.peer_index(recv, src)) * self.workers + from) * self.workers + to;
         self.heartbeats + i * self.region
     }
 
@@ -191,8 +191,8 @@ impl Layout {
     /// from its worker `from` to worker `to` of rank `dst` is.
     fn credit_disp(&self, edge: usize, send: usize, dst: usize, from: usize, to: usize) -> usize {
         let peers = self.net_peers[send].len();
-        let i = ((edge * peers + self.peer_index(send, dst)) * self.workers + from) * self.workers
-            + to;
+        let i =
+            ((edge * peers + self.peer_index(send, dst)) * self.workers + from) * self.workers + to;
         self.heartbeats + self.rings(send) * self.region + i * CREDIT_BYTES
     }
 }
@@ -258,7 +258,7 @@ impl Wiring for MpiWiring<'_> {
                 Tier::Node => {
                     let ring =
                         FrameRing::create_segment(&self.segment(edge, src, dst), self.ring_bytes)
-                        .map_err(|e| ch(e.into()))?;
+                            .map_err(|e| ch(e.into()))?;
                     Box::new(
                         ring.consumer(WaitPolicy::default())
                             .map_err(|e| ch(e.into()))?,
@@ -306,7 +306,7 @@ impl Wiring for MpiWiring<'_> {
                 Tier::Node => {
                     let ring =
                         FrameRing::open_segment(&self.segment(edge, src, dst), SEGMENT_TIMEOUT)
-                        .map_err(|e| ch(e.into()))?;
+                            .map_err(|e| ch(e.into()))?;
                     Box::new(
                         ring.producer(WaitPolicy::default())
                             .map_err(|e| ch(e.into()))?,

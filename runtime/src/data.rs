@@ -109,7 +109,8 @@ pub trait Record: ExchangeData + Clone {
 impl<T> Record for T
 where
     T: ExchangeData<Item = <T as Archive>::Archived> + Archive + Clone,
-    <T as Archive>::Archived: rkyv::Deserialize<T, rkyv::api::high::HighDeserializer<rancor::Error>>,
+    <T as Archive>::Archived:
+        rkyv::Deserialize<T, rkyv::api::high::HighDeserializer<rancor::Error>>,
 {
     #[inline]
     fn from_archived(item: &Self::Item) -> Self {

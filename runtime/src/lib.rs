@@ -28,7 +28,10 @@ pub mod topology;
 pub use channel::{ChannelError, ChannelRx, ChannelTx, Recv};
 pub use data::{ExchangeData, Record};
 pub use exchange::{key_hash, mix64, Downstream, Exchange, Inputs};
-pub use job::{run, run_workers, EdgeChannels, Emitter, JobConfig, Progress, Upstream, WorkerInfo, WorkerOutcome};
+pub use job::{
+    run, run_workers, EdgeChannels, Emitter, JobConfig, Progress, Upstream, WorkerInfo,
+    WorkerOutcome,
+};
 pub use metrics::{ChannelMetrics, LatencySummary};
 pub use topology::WorkerPlacement;
 
