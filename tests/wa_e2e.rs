@@ -395,3 +395,67 @@ fn latency_plot_of_a_paced_run_and_refused_without_latency() {
         String::from_utf8_lossy(&o.stderr)
     );
 }
+
+#[test]
+fn event_times_are_exact_at_fractional_gaps() {
+    // 3 events/s: event n at floor(n · 1000 / 3) ms, so events 0..=29 fall
+    // in [0, 10 000) and event 30 at 10 000 ms exactly opens the next
+    // window (a rounded-down fixed-point gap stamped it 1 ms early).
+    let dir = common::tmpdir("wa", "exact-times");
+    for workers in ["1", "2"] {
+        let out = dir.join(format!("x{workers}.csv"));
+        let o = air(&[
+            "run",
+            "wa",
+            "--events",
+            "31",
+            "--events-per-s",
+            "3",
+            "--keys",
+            "1",
+            "--window-ms",
+            "10000",
+            "--workers",
+            workers,
+            "--no-pin",
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let text = std::fs::read_to_string(&out).unwrap();
+        let counts: Vec<(u64, u64)> = text
+            .lines()
+            .skip(1)
+            .map(|l| {
+                let f: Vec<u64> = l.split(',').map(|x| x.parse().unwrap()).collect();
+                (f[0], f[2])
+            })
+            .collect();
+        assert_eq!(
+            counts,
+            [(0, 30), (10_000, 1)],
+            "{workers} worker(s): {text}"
+        );
+    }
+    let gen = dir.join("e.csv");
+    let o = air(&[
+        "gen",
+        "wa",
+        "--events",
+        "31",
+        "--events-per-s",
+        "3",
+        "--out",
+        gen.to_str().unwrap(),
+    ]);
+    assert!(o.status.success());
+    let times: Vec<String> = std::fs::read_to_string(&gen)
+        .unwrap()
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').next().unwrap().to_string())
+        .collect();
+    assert_eq!(times[3], "1000");
+    assert_eq!(times[29], "9666");
+    assert_eq!(times[30], "10000");
+}
