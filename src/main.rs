@@ -111,7 +111,7 @@ fn main() {
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
-    let cli = Cli::parse();
+    let cli = parse_cli();
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::new(&cli.log))
         .with_writer(std::io::stderr)
@@ -178,6 +178,29 @@ fn main() {
             std::process::exit(e.exit_code());
         }
     }
+}
+
+/// Parses the command line. Every option that takes a value takes one
+/// starting with `-` too (`--window-ms -10`), so that a negative number
+/// reaches the option's own parser and is refused there, naming the option
+/// and its range (exit code 2), instead of being read as an unknown option
+/// `-1`.
+fn parse_cli() -> Cli {
+    use clap::{CommandFactory, FromArgMatches};
+    fn negative_numbers_are_values(cmd: clap::Command) -> clap::Command {
+        cmd.mut_args(|a| {
+            if a.get_action().takes_values() {
+                a.allow_negative_numbers(true)
+            } else {
+                a
+            }
+        })
+        .mut_subcommands(negative_numbers_are_values)
+    }
+    let mut matches = negative_numbers_are_values(Cli::command()).get_matches();
+    Cli::from_arg_matches_mut(&mut matches)
+        .map_err(|e| e.format(&mut Cli::command()))
+        .unwrap_or_else(|e| e.exit())
 }
 
 /// How long the final barrier and `MPI_Finalize` may take before a rank

@@ -1,5 +1,7 @@
-//! Reports of `air run`: a run without latency samples reports no
-//! percentiles (JSON `null`, printed `-`), not 0 ms.
+//! Options of `air run` and `air bench ysb --sustainable` checked the same
+//! way for every query: absurd numbers and options a query does not honour
+//! exit with code 2 and a message naming the option; a run without latency
+//! samples reports no percentiles (JSON `null`, printed `-`), not 0 ms.
 
 mod common;
 
@@ -14,6 +16,19 @@ fn air(args: &[&str]) -> Output {
 
 fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Runs `args` and checks it is refused with exit code 2 and a message
+/// containing every one of `says`.
+#[track_caller]
+fn refused(args: &[&str], says: &[&str]) {
+    let o = air(args);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+    for s in says {
+        assert!(err.contains(s), "{args:?}: expected {s:?} in: {err}");
+    }
+    assert!(!err.contains("panicked"), "{args:?}: {err}");
 }
 
 #[test]
@@ -45,5 +60,195 @@ fn runs_without_latency_samples_report_no_percentiles() {
             out.contains("p50 - ms, p95 - ms, p99 - ms, max - ms"),
             "{args:?}: {out}"
         );
+    }
+}
+
+#[test]
+fn absurd_numbers_are_refused_naming_the_option_for_every_query() {
+    // The runtime options every query shares, with the same parser.
+    let runtime: [(&[&str], &str); 8] = [
+        (&["--batch", "18446744073709551615"], "--batch"),
+        (&["--batch", "0"], "--batch"),
+        (&["--ring-bytes", "18446744073709551615"], "--ring-bytes"),
+        (&["--ring-bytes", "100"], "--ring-bytes"),
+        (&["--workers", "100000"], "--workers"),
+        (&["--workers", "-2"], "--workers"),
+        (&["--flush-us", "18446744073709551615"], "--flush-us"),
+        (&["--timeline-s", "-1"], "--timeline-s"),
+    ];
+    let queries: [&[&str]; 4] = [
+        &["run", "ysb", "--events", "10"],
+        &["run", "wa", "--events", "10"],
+        &["run", "nexmark", "--query", "q7", "--events", "10"],
+        &["run", "wordcount", "--input", "/nonexistent"],
+    ];
+    for q in queries {
+        for (extra, flag) in runtime {
+            refused(&[q, extra].concat(), &[flag]);
+        }
+        // A negative window is a value out of range, not an unknown `-1`.
+        let o = air(&[q, &["--window-ms", "-10"][..]].concat());
+        assert_eq!(o.status.code(), Some(2));
+        let err = stderr(&o);
+        assert!(
+            err.contains("--window-ms") && err.contains("must be a positive integer"),
+            "{q:?}: {err}"
+        );
+        assert!(!err.contains("unexpected argument"), "{q:?}: {err}");
+    }
+    // Rates: every --rate and --events-per-s, the same way.
+    for (args, flag) in [
+        (&["run", "ysb", "--rate", "-5"][..], "--rate"),
+        (&["run", "ysb", "--rate", "18446744073709551615"], "--rate"),
+        (&["run", "wa", "--rate", "0"], "--rate"),
+        (
+            &["run", "nexmark", "--query", "q1", "--rate", "-1"],
+            "--rate",
+        ),
+        (&["run", "wa", "--events-per-s", "1e-300"], "--events-per-s"),
+        (&["run", "wa", "--events-per-s", "-3"], "--events-per-s"),
+        (&["run", "wa", "--events-per-s", "inf"], "--events-per-s"),
+        (
+            &[
+                "run",
+                "nexmark",
+                "--query",
+                "q1",
+                "--events-per-s",
+                "1e-300",
+            ],
+            "--events-per-s",
+        ),
+        (
+            &["run", "nexmark", "--query", "q7", "--events-per-s", "NaN"],
+            "--events-per-s",
+        ),
+        (
+            &["gen", "wa", "--events-per-s", "0", "--out", "x"],
+            "--events-per-s",
+        ),
+        (
+            &["gen", "nexmark", "--events-per-s", "1e-300", "--out", "x"],
+            "--events-per-s",
+        ),
+        (
+            &[
+                "gen",
+                "ysb",
+                "--events",
+                "1",
+                "--events-per-s",
+                "-1",
+                "--out",
+                "x",
+            ],
+            "--events-per-s",
+        ),
+        (&["run", "ysb", "--duration", "-1"], "--duration"),
+        (
+            &["run", "wa", "--rate", "10", "--duration", "NaN"],
+            "--duration",
+        ),
+        (
+            &["run", "nexmark", "--query", "q5", "--slide-ms", "-1"],
+            "--slide-ms",
+        ),
+        (&["run", "ysb", "--max-delay-ms", "-1"], "--max-delay-ms"),
+        (&["run", "wa", "--zipf", "-1"], "--zipf"),
+        (&["run", "wa", "--keys", "-1"], "--keys"),
+        (
+            &["bench", "ysb", "--sustainable", "--window-ms", "-1"],
+            "--window-ms",
+        ),
+        (
+            &["bench", "ysb", "--sustainable", "--batch", "0"],
+            "--batch",
+        ),
+    ] {
+        refused(args, &[flag]);
+    }
+    // A rate whose stream's times overflow the millisecond clock.
+    for args in [
+        &[
+            "run",
+            "wa",
+            "--events-per-s",
+            "0.001",
+            "--events",
+            "18446744073709551615",
+        ][..],
+        &[
+            "run",
+            "nexmark",
+            "--query",
+            "q7",
+            "--events-per-s",
+            "0.001",
+            "--events",
+            "18446744073709551615",
+        ],
+    ] {
+        refused(args, &["--events-per-s", "overflows"]);
+    }
+}
+
+#[test]
+fn options_a_query_does_not_honour_are_refused_for_every_query() {
+    // Window-less NEXMark queries take no window options; --slide-ms is
+    // q5's alone; --shuffle, --keys and --zipf only where supported.
+    let nex = |q: &'static str, extra: &'static [&'static str]| -> Vec<&'static str> {
+        [
+            &["run", "nexmark", "--query", q, "--events", "10"][..],
+            extra,
+        ]
+        .concat()
+    };
+    for (q, flag, value) in [
+        ("q1", "--window-ms", "5000"),
+        ("q1", "--slide-ms", "1000"),
+        ("q1", "--max-delay-ms", "0"),
+        ("q2", "--window-ms", "5000"),
+        ("q2", "--max-delay-ms", "10"),
+        ("q7", "--slide-ms", "500"),
+        ("q8", "--slide-ms", "2000"),
+    ] {
+        let args = nex(q, &[]);
+        let args = [&args[..], &[flag, value][..]].concat();
+        refused(&args, &[flag, "does not apply", &format!("nexmark {q}")]);
+    }
+    // The same options at their defaults, or where honoured, run.
+    for args in [
+        nex("q1", &[]),
+        nex(
+            "q5",
+            &[
+                "--window-ms",
+                "5000",
+                "--slide-ms",
+                "1000",
+                "--max-delay-ms",
+                "5",
+            ],
+        ),
+        nex("q7", &["--window-ms", "5000", "--max-delay-ms", "5"]),
+        nex("q8", &["--window-ms", "5000"]),
+    ] {
+        let o = air(&args);
+        assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+    }
+    // The sustainable search checks its --query by the same table.
+    for (q, extra, flag) in [
+        ("q1", &["--window-ms", "100"][..], "--window-ms"),
+        ("q2", &["--max-delay-ms", "0"], "--max-delay-ms"),
+        ("q7", &["--slide-ms", "10"], "--slide-ms"),
+        ("q5", &["--shuffle"], "--shuffle"),
+        ("q8", &["--shuffle"], "--shuffle"),
+        ("ysb", &["--keys", "10"], "--keys"),
+        ("q5", &["--zipf", "1.1"], "--zipf"),
+        ("wa", &["--max-delay-ms", "5"], "--max-delay-ms"),
+        ("wa", &["--slide-ms", "5"], "--slide-ms"),
+    ] {
+        let args = [&["bench", "ysb", "--sustainable", "--query", q][..], extra].concat();
+        refused(&args, &[flag, "does not apply"]);
     }
 }

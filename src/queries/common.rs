@@ -9,17 +9,19 @@ use std::time::Duration;
 pub struct RuntimeArgs {
     /// Worker threads (default: one per physical core this process may use,
     /// or per PU with `--smt`; SLURM tasks sharing a node unbound split it).
-    #[arg(long)]
+    /// 1..=1024.
+    #[arg(long, value_parser = parse::workers)]
     pub workers: Option<usize>,
     /// Staged exchange batches are pushed, and watermarks sent, at least this
-    /// often (µs).
-    #[arg(long, default_value_t = 1000)]
+    /// often (µs; 1..=60000000).
+    #[arg(long, default_value_t = 1000, value_parser = parse::flush_us)]
     pub flush_us: u64,
-    /// Records per exchange batch.
-    #[arg(long, default_value_t = 1024)]
+    /// Records per exchange batch (1..=1048576).
+    #[arg(long, default_value_t = 1024, value_parser = parse::batch)]
     pub batch: usize,
-    /// Capacity of each channel ring in bytes (workers² rings).
-    #[arg(long, default_value_t = 1 << 20)]
+    /// Capacity of each channel ring in bytes (workers² rings;
+    /// 4096..=17179869184, i.e. 16 GiB).
+    #[arg(long, default_value_t = 1 << 20, value_parser = parse::ring_bytes)]
     pub ring_bytes: usize,
     /// Do not pin workers to CPUs.
     #[arg(long)]
@@ -44,8 +46,8 @@ pub struct RuntimeArgs {
     /// Under MPI each rank writes FILE.rank<R>.<ext>.
     #[arg(long, value_name = "FILE")]
     pub timeline: Option<std::path::PathBuf>,
-    /// Seconds between two --timeline rows.
-    #[arg(long, value_name = "S", default_value_t = 10.0)]
+    /// Seconds between two --timeline rows (0.01..=86400).
+    #[arg(long, value_name = "S", default_value_t = 10.0, value_parser = parse::timeline_s)]
     pub timeline_s: f64,
 }
 
@@ -138,12 +140,18 @@ pub struct PaceArgs {
     /// `input_lag_max_ms` (how far behind this schedule the generators
     /// fell). Without it the generator runs as fast as the job takes it,
     /// with deterministic event times (--events-per-s).
-    #[arg(long, value_name = "EVENTS_PER_S", conflicts_with = "events_per_s")]
+    /// 1..=10^13.
+    #[arg(
+        long,
+        value_name = "EVENTS_PER_S",
+        conflicts_with = "events_per_s",
+        value_parser = parse::rate
+    )]
     pub rate: Option<u64>,
     /// With --rate: generate for this many seconds (rate × seconds events,
     /// unless --events ends the stream first); a job that cannot keep up
-    /// runs longer rather than drop events.
-    #[arg(long, value_name = "S", requires = "rate")]
+    /// runs longer rather than drop events. At most 1e9.
+    #[arg(long, value_name = "S", requires = "rate", value_parser = parse::duration)]
     pub duration: Option<f64>,
 }
 
@@ -220,6 +228,337 @@ impl PaceArgs {
             (None, None) => Some(default),
         }
     }
+}
+
+/// Value parsers of the numeric options every query shares: a value out of
+/// its range is refused by clap (exit code 2) with a message naming the
+/// option and the range, e.g. `invalid value '-10' for '--window-ms <MS>':
+/// must be a positive integer (ms), at most 31536000000 (365 days)`.
+/// Negative numbers reach these parsers (the `air` command lets every
+/// option take a value starting with `-`), so `--window-ms -10` is refused
+/// as a value, not as an unknown option `-1`.
+pub mod parse {
+    /// Most workers per process.
+    pub const MAX_WORKERS: usize = 1024;
+    /// Most records per exchange batch.
+    pub const MAX_BATCH: usize = 1 << 20;
+    /// Smallest ring: it must hold a batch frame and a control frame.
+    pub const MIN_RING_BYTES: usize = 4096;
+    /// Largest ring, bytes (16 GiB).
+    pub const MAX_RING_BYTES: usize = 1 << 34;
+    /// Longest flush interval, µs (one minute).
+    pub const MAX_FLUSH_US: u64 = 60_000_000;
+    /// Longest window, slide or out-of-orderness bound, ms (365 days).
+    pub const MAX_WINDOW_MS: u64 = 365 * 86_400_000;
+    /// Highest generator rate, events/s (10^13).
+    pub const MAX_RATE: u64 = 10_000_000_000_000;
+    /// Event-time rates (`--events-per-s`), events per second of event
+    /// time: one event per 1000 s to 10^15 (the WA generator's exact time
+    /// arithmetic needs the rate below 2^53).
+    pub const MIN_EVENTS_PER_S: f64 = air_operators::sources::wa::MIN_EVENTS_PER_S;
+    /// See [`MIN_EVENTS_PER_S`].
+    pub const MAX_EVENTS_PER_S: f64 = air_operators::sources::wa::MAX_EVENTS_PER_S;
+
+    /// An integer in `lo..=hi`, else `must be {what}`.
+    fn int(s: &str, lo: u64, hi: u64, what: &str) -> Result<u64, String> {
+        match s.trim().parse::<u64>() {
+            Ok(v) if (lo..=hi).contains(&v) => Ok(v),
+            _ => Err(format!("must be {what}")),
+        }
+    }
+
+    /// A finite number in `lo..=hi` (`lo` excluded when `open`), else
+    /// `must be {what}`.
+    fn num(s: &str, lo: f64, hi: f64, open: bool, what: &str) -> Result<f64, String> {
+        match s.trim().parse::<f64>() {
+            Ok(v) if v.is_finite() && v <= hi && (v > lo || (!open && v == lo)) => Ok(v),
+            _ => Err(format!("must be {what}")),
+        }
+    }
+
+    /// `--workers`.
+    pub fn workers(s: &str) -> Result<usize, String> {
+        int(s, 1, MAX_WORKERS as u64, "a positive integer, at most 1024").map(|v| v as usize)
+    }
+
+    /// `--batch`.
+    pub fn batch(s: &str) -> Result<usize, String> {
+        int(
+            s,
+            1,
+            MAX_BATCH as u64,
+            "a positive integer (records), at most 1048576",
+        )
+        .map(|v| v as usize)
+    }
+
+    /// `--ring-bytes`.
+    pub fn ring_bytes(s: &str) -> Result<usize, String> {
+        int(
+            s,
+            MIN_RING_BYTES as u64,
+            MAX_RING_BYTES as u64,
+            "an integer (bytes) in 4096..=17179869184 (16 GiB): a ring must hold at least a \
+             batch frame and a control frame",
+        )
+        .map(|v| v as usize)
+    }
+
+    /// `--flush-us`.
+    pub fn flush_us(s: &str) -> Result<u64, String> {
+        int(
+            s,
+            1,
+            MAX_FLUSH_US,
+            "a positive integer (µs), at most 60000000 (a minute)",
+        )
+    }
+
+    /// `--window-ms`, `--slide-ms`.
+    pub fn window_ms(s: &str) -> Result<u64, String> {
+        int(
+            s,
+            1,
+            MAX_WINDOW_MS,
+            "a positive integer (ms), at most 31536000000 (365 days)",
+        )
+    }
+
+    /// `--max-delay-ms`.
+    pub fn delay_ms(s: &str) -> Result<u64, String> {
+        int(
+            s,
+            0,
+            MAX_WINDOW_MS,
+            "a non-negative integer (ms), at most 31536000000 (365 days)",
+        )
+    }
+
+    /// `--rate`.
+    pub fn rate(s: &str) -> Result<u64, String> {
+        int(
+            s,
+            1,
+            MAX_RATE,
+            "a positive integer (events/s), at most 10000000000000 (10^13)",
+        )
+    }
+
+    /// `--duration`.
+    pub fn duration(s: &str) -> Result<f64, String> {
+        num(
+            s,
+            0.0,
+            1e9,
+            true,
+            "a positive number of seconds, at most 1e9",
+        )
+    }
+
+    /// `--timeline-s`.
+    pub fn timeline_s(s: &str) -> Result<f64, String> {
+        num(s, 0.01, 86_400.0, false, "seconds in 0.01..=86400")
+    }
+
+    /// `--events-per-s` of the generators whose rate is a number (WA,
+    /// NEXMark): finite, positive, with an inter-event gap (1000 / rate ms)
+    /// that the millisecond clock holds.
+    pub fn events_per_s(s: &str) -> Result<f64, String> {
+        num(
+            s,
+            MIN_EVENTS_PER_S,
+            MAX_EVENTS_PER_S,
+            false,
+            "a number of events per second of event time in 0.001..=1e15 (at most 1000 s \
+             between two events)",
+        )
+    }
+
+    /// An integer `--events-per-s` (`air gen ysb`).
+    pub fn events_per_s_int(s: &str) -> Result<u64, String> {
+        int(
+            s,
+            1,
+            MAX_EVENTS_PER_S as u64,
+            "a positive integer (events per second of event time), at most 10^15",
+        )
+    }
+
+    /// `--keys`.
+    pub fn keys(s: &str) -> Result<u64, String> {
+        int(s, 1, u64::MAX, "a positive integer")
+    }
+
+    /// `--zipf`.
+    pub fn zipf(s: &str) -> Result<f64, String> {
+        num(s, 0.0, 1e6, true, "a positive number (the Zipf exponent)")
+    }
+
+    #[cfg(test)]
+    mod tests {
+        #[test]
+        fn ranges_and_messages() {
+            assert_eq!(super::window_ms("5000"), Ok(5000));
+            for bad in ["-10", "0", "1e3", "x", "31536000001"] {
+                let e = super::window_ms(bad).unwrap_err();
+                assert!(e.contains("positive integer"), "{bad}: {e}");
+            }
+            assert_eq!(super::delay_ms("0"), Ok(0));
+            assert_eq!(super::batch("18446744073709551615").ok(), None);
+            assert_eq!(super::workers("1024"), Ok(1024));
+            assert!(super::workers("1025").is_err());
+            assert_eq!(super::ring_bytes("4096"), Ok(4096));
+            assert!(super::ring_bytes("4095").is_err());
+            assert!(super::flush_us("0").is_err());
+            assert_eq!(super::events_per_s("3"), Ok(3.0));
+            assert_eq!(super::events_per_s("0.001"), Ok(0.001));
+            for bad in ["1e-300", "0", "-1", "NaN", "inf", "1e16"] {
+                assert!(super::events_per_s(bad).is_err(), "{bad}");
+            }
+            assert!(super::duration("0").is_err());
+            assert_eq!(super::duration("1.5"), Ok(1.5));
+            assert!(super::timeline_s("0.001").is_err());
+            assert!(super::zipf("-1").is_err());
+            assert!(super::rate("10000000000001").is_err());
+        }
+    }
+}
+
+/// An option that only some queries honour (see [`HONOURED`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum QueryOption {
+    /// `--window-ms`.
+    WindowMs,
+    /// `--slide-ms`.
+    SlideMs,
+    /// `--max-delay-ms`.
+    MaxDelayMs,
+    /// `--shuffle`.
+    Shuffle,
+    /// `--keys`.
+    Keys,
+    /// `--zipf`.
+    Zipf,
+}
+
+impl QueryOption {
+    /// The option as typed.
+    pub fn flag(self) -> &'static str {
+        match self {
+            QueryOption::WindowMs => "--window-ms",
+            QueryOption::SlideMs => "--slide-ms",
+            QueryOption::MaxDelayMs => "--max-delay-ms",
+            QueryOption::Shuffle => "--shuffle",
+            QueryOption::Keys => "--keys",
+            QueryOption::Zipf => "--zipf",
+        }
+    }
+}
+
+/// A query, as the option table [`HONOURED`] knows it (`air run QUERY`,
+/// `air bench ysb --sustainable --query QUERY`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum QueryKind {
+    /// `ysb`.
+    Ysb,
+    /// `wa`.
+    Wa,
+    /// `nexmark --query q1`.
+    NexQ1,
+    /// `nexmark --query q2`.
+    NexQ2,
+    /// `nexmark --query q5`.
+    NexQ5,
+    /// `nexmark --query q7`.
+    NexQ7,
+    /// `nexmark --query q8`.
+    NexQ8,
+    /// `wordcount`.
+    Wordcount,
+}
+
+impl QueryKind {
+    /// The query's name in messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            QueryKind::Ysb => "ysb",
+            QueryKind::Wa => "wa",
+            QueryKind::NexQ1 => "nexmark q1",
+            QueryKind::NexQ2 => "nexmark q2",
+            QueryKind::NexQ5 => "nexmark q5",
+            QueryKind::NexQ7 => "nexmark q7",
+            QueryKind::NexQ8 => "nexmark q8",
+            QueryKind::Wordcount => "wordcount",
+        }
+    }
+
+    /// Why it ignores the options it does not honour (for the message).
+    fn nature(self) -> &'static str {
+        match self {
+            QueryKind::Ysb => "tumbling windows over generated or read events",
+            QueryKind::Wa => "tumbling windows over an in-order generator",
+            QueryKind::NexQ1 => "a map: no windows",
+            QueryKind::NexQ2 => "a filter: no windows",
+            QueryKind::NexQ5 => "sliding windows, then the top auction per window",
+            QueryKind::NexQ7 => "the top bid per tumbling window",
+            QueryKind::NexQ8 => "a tumbling-window join",
+            QueryKind::Wordcount => "batch, or tumbling windows of arrival time",
+        }
+    }
+}
+
+/// Which query honours which [`QueryOption`]: the one rule every query
+/// (and the sustainable search's `--query`) checks its options by. An
+/// option the user gave to a query that does not honour it is refused
+/// (exit code 2) rather than silently ignored; options left at their
+/// defaults are never refused.
+pub const HONOURED: [(QueryKind, &[QueryOption]); 8] = {
+    use QueryOption::*;
+    [
+        (QueryKind::Ysb, &[WindowMs, MaxDelayMs, Shuffle]),
+        (QueryKind::Wa, &[WindowMs, Shuffle, Keys, Zipf]),
+        (QueryKind::NexQ1, &[]),
+        (QueryKind::NexQ2, &[]),
+        (QueryKind::NexQ5, &[WindowMs, SlideMs, MaxDelayMs]),
+        (QueryKind::NexQ7, &[WindowMs, MaxDelayMs]),
+        (QueryKind::NexQ8, &[WindowMs, MaxDelayMs]),
+        (QueryKind::Wordcount, &[WindowMs]),
+    ]
+};
+
+/// Whether `query` honours `option` (by [`HONOURED`]).
+pub fn honours(query: QueryKind, option: QueryOption) -> bool {
+    HONOURED
+        .iter()
+        .any(|(q, opts)| *q == query && opts.contains(&option))
+}
+
+/// Refuses the first option of `given` (option, whether the user gave it)
+/// that the user gave and `query` does not honour.
+///
+/// # Errors
+/// `BadInput` naming the option, the query and what the query takes.
+pub fn check_honoured(query: QueryKind, given: &[(QueryOption, bool)]) -> Result<(), CliError> {
+    let Some((option, _)) = given.iter().find(|(o, g)| *g && !honours(query, *o)) else {
+        return Ok(());
+    };
+    let takes: Vec<&str> = HONOURED
+        .iter()
+        .find(|(q, _)| *q == query)
+        .map(|(_, opts)| opts.iter().map(|o| o.flag()).collect())
+        .unwrap_or_default();
+    let takes = if takes.is_empty() {
+        "none of the window, shuffle or key options".to_string()
+    } else {
+        takes.join(", ")
+    };
+    Err(CliError::BadInput(format!(
+        "{} does not apply to {} ({}; {} takes {takes})",
+        option.flag(),
+        query.name(),
+        query.nature(),
+        query.name()
+    )))
 }
 
 /// An error of `air`: bad input exits with code 2, anything else with 1.

@@ -76,22 +76,48 @@ pub struct NexGenArgs {
     #[arg(long)]
     pub events: Option<u64>,
     /// Event-time rate: events per second of event time (the generator's
-    /// inter-event delay is 10^6 / rate µs, fractional).
-    #[arg(long, default_value_t = 10_000_000.0)]
-    pub events_per_s: f64,
-    /// Seed of the stream.
-    #[arg(long, default_value_t = 0)]
-    pub seed: u64,
+    /// inter-event delay is 10^6 / rate µs, fractional; 0.001..=1e15)
+    /// [default: 10000000].
+    #[arg(long, value_parser = super::common::parse::events_per_s)]
+    pub events_per_s: Option<f64>,
+    /// Seed of the stream [default: 0].
+    #[arg(long)]
+    pub seed: Option<u64>,
 }
+
+/// NEXMark's event-time rate when `--events-per-s` is not given.
+pub const DEFAULT_EVENTS_PER_S: f64 = 10_000_000.0;
 
 impl NexGenArgs {
     fn config(&self, default_events: u64) -> NexmarkConfig {
         NexmarkConfig {
-            seed: self.seed,
+            seed: self.seed.unwrap_or(0),
             events: Some(self.events.unwrap_or(default_events)),
-            events_per_s: self.events_per_s,
+            events_per_s: self.events_per_s.unwrap_or(DEFAULT_EVENTS_PER_S),
             ..NexmarkConfig::default()
         }
+    }
+
+    /// Checks the generator's settings for a stream of `default_events`
+    /// events unless `--events` says otherwise.
+    ///
+    /// # Errors
+    /// The generator's own checks, or a last event whose time would
+    /// overflow the millisecond clock (a rate so low that the stream's
+    /// times all saturate).
+    fn validate(&self, default_events: u64) -> Result<(), CliError> {
+        let cfg = self.config(default_events);
+        cfg.validate()
+            .map_err(|e| CliError::BadInput(format!("generator: {e}")))?;
+        let n = cfg.events.unwrap_or(u64::MAX);
+        if n > 0 && cfg.time_of(n - 1) == u64::MAX {
+            return Err(CliError::BadInput(format!(
+                "--events-per-s {} with {n} events: the last event's time overflows the \
+                 millisecond clock (u64); use a higher rate or fewer events",
+                cfg.events_per_s
+            )));
+        }
+        Ok(())
     }
 }
 
@@ -116,19 +142,21 @@ pub struct NexmarkArgs {
     /// What to do with a bad input record.
     #[arg(long, value_enum, default_value_t = BadRecord::Fail)]
     pub on_bad_record: BadRecord,
-    /// Window size, ms of event time (q5: sliding; q7, q8: tumbling).
-    #[arg(long, default_value_t = 10_000)]
-    pub window_ms: u64,
-    /// Slide of q5's sliding window, ms (0 < slide ≤ size).
-    #[arg(long, default_value_t = 2_000)]
-    pub slide_ms: u64,
+    /// Window size, ms of event time (q5: sliding; q7, q8: tumbling; q1
+    /// and q2 have no windows and refuse it) [default: 10000].
+    #[arg(long, value_name = "MS", value_parser = super::common::parse::window_ms)]
+    pub window_ms: Option<u64>,
+    /// Slide of q5's sliding window, ms (0 < slide ≤ size; q5 only)
+    /// [default: 2000].
+    #[arg(long, value_name = "MS", value_parser = super::common::parse::window_ms)]
+    pub slide_ms: Option<u64>,
     /// Bounded out-of-orderness, ms: an event older than the newest one its
     /// worker has read minus this is late (dropped, counted). Each worker
     /// reads its own byte ranges, so with a file out of order by more than
     /// this the late events (and the results) depend on --workers: set it
-    /// to the file's disorder.
-    #[arg(long, default_value_t = 0)]
-    pub max_delay_ms: u64,
+    /// to the file's disorder. q5, q7, q8 only [default: 0].
+    #[arg(long, value_name = "MS", value_parser = super::common::parse::delay_ms)]
+    pub max_delay_ms: Option<u64>,
     /// Outputs.
     #[command(flatten)]
     pub output: OutputArgs,
@@ -391,6 +419,33 @@ impl NexmarkArgs {
         !self.input.is_empty()
     }
 
+    /// `--window-ms`, or its default (10 000).
+    pub fn window(&self) -> u64 {
+        self.window_ms.unwrap_or(10_000)
+    }
+
+    /// `--slide-ms`, or its default (2 000).
+    pub fn slide(&self) -> u64 {
+        self.slide_ms.unwrap_or(2_000)
+    }
+
+    /// `--max-delay-ms`, or its default (0).
+    pub fn max_delay(&self) -> u64 {
+        self.max_delay_ms.unwrap_or(0)
+    }
+
+    /// The query, as the option table knows it.
+    fn kind(&self) -> super::common::QueryKind {
+        use super::common::QueryKind;
+        match self.query {
+            NexQuery::Q1 => QueryKind::NexQ1,
+            NexQuery::Q2 => QueryKind::NexQ2,
+            NexQuery::Q5 => QueryKind::NexQ5,
+            NexQuery::Q7 => QueryKind::NexQ7,
+            NexQuery::Q8 => QueryKind::NexQ8,
+        }
+    }
+
     /// Each global worker's pieces of input.
     fn pieces(&self, total: usize) -> Result<Vec<Vec<Piece>>, CliError> {
         let mut pieces: Vec<Vec<Piece>> = vec![Vec::new(); total];
@@ -522,24 +577,35 @@ impl Query for NexmarkArgs {
                 "--rate and --duration apply to the generator, not to --input files".into(),
             );
         }
-        self.gen
-            .config(1)
-            .validate()
-            .map_err(|e| CliError::BadInput(format!("generator: {e}")))?;
-        if self.window_ms == 0 {
+        if !self.files() && !self.pace.paced() {
+            self.gen.validate(DEFAULT_EVENTS)?;
+        } else {
+            self.gen.validate(1)?;
+        }
+        {
+            use super::common::QueryOption::*;
+            super::common::check_honoured(
+                self.kind(),
+                &[
+                    (WindowMs, self.window_ms.is_some()),
+                    (SlideMs, self.slide_ms.is_some()),
+                    (MaxDelayMs, self.max_delay_ms.is_some()),
+                ],
+            )?;
+        }
+        let (size, slide) = (self.window(), self.slide());
+        if size == 0 {
             return bad("--window-ms must be positive".into());
         }
-        if self.query == NexQuery::Q5 && (self.slide_ms == 0 || self.slide_ms > self.window_ms) {
+        if self.query == NexQuery::Q5 && (slide == 0 || slide > size) {
             return bad(format!(
-                "--slide-ms {}: need 0 < slide <= --window-ms {}",
-                self.slide_ms, self.window_ms
+                "--slide-ms {slide}: need 0 < slide <= --window-ms {size}"
             ));
         }
-        if self.query == NexQuery::Q5 && self.window_ms / self.slide_ms > MAX_WINDOWS_PER_EVENT {
+        if self.query == NexQuery::Q5 && size / slide > MAX_WINDOWS_PER_EVENT {
             return bad(format!(
-                "--window-ms {} / --slide-ms {}: each bid would count in more than \
-                 {MAX_WINDOWS_PER_EVENT} windows; use a larger slide",
-                self.window_ms, self.slide_ms
+                "--window-ms {size} / --slide-ms {slide}: each bid would count in more than \
+                 {MAX_WINDOWS_PER_EVENT} windows; use a larger slide"
             ));
         }
         if matches!(self.query, NexQuery::Q1 | NexQuery::Q2) && self.output.out.is_some() {
@@ -579,13 +645,10 @@ impl Query for NexmarkArgs {
                 }
             }
         }
-        if self.query != NexQuery::Q5 && self.slide_ms != 2_000 {
-            return bad("--slide-ms applies to q5 only".into());
-        }
         if self.files()
             && (self.gen.events.is_some()
-                || self.gen.seed != 0
-                || self.gen.events_per_s != 10_000_000.0)
+                || self.gen.seed.is_some()
+                || self.gen.events_per_s.is_some())
         {
             return bad(
                 "--events, --seed and --events-per-s apply to the generator, not to --input files"
@@ -622,7 +685,7 @@ impl Query for NexmarkArgs {
         let start = Instant::now();
         let rt = |e: air_runtime::RuntimeError| CliError::Other(e.into());
         let wopts = WindowOptions {
-            max_delay_ms: self.max_delay_ms,
+            max_delay_ms: self.max_delay(),
             ..WindowOptions::default()
         };
         let mut part = match self.query {
@@ -695,7 +758,7 @@ impl Query for NexmarkArgs {
             NexQuery::Q5 => {
                 let out = run_window_job_firing(
                     &cfg,
-                    WindowSpec::sliding(self.window_ms, self.slide_ms),
+                    WindowSpec::sliding(self.window(), self.slide()),
                     Aggregate::Count,
                     Fire::TopCountPerWindow,
                     |i| {
@@ -736,7 +799,7 @@ impl Query for NexmarkArgs {
                 }
             }
             NexQuery::Q7 => {
-                let size = self.window_ms;
+                let size = self.window();
                 let out = run_top_job(&cfg, size, |i| {
                     TopUpstream::new(
                         sources.get(i.index, i.workers, false),
@@ -744,7 +807,7 @@ impl Query for NexmarkArgs {
                         |b: &Bid| b.date_time,
                         |b: &Bid| b.price,
                         size,
-                        self.max_delay_ms,
+                        self.max_delay(),
                     )
                 })
                 .map_err(rt)?;
@@ -787,10 +850,10 @@ impl Query for NexmarkArgs {
             }
             NexQuery::Q8 => {
                 let opts = JoinOptions {
-                    max_delay_ms: self.max_delay_ms,
+                    max_delay_ms: self.max_delay(),
                     ..JoinOptions::default()
                 };
-                let out = run_join_job(&cfg, WindowSpec::tumbling(self.window_ms), |i| {
+                let out = run_join_job(&cfg, WindowSpec::tumbling(self.window()), |i| {
                     JoinSide::with_pipe(
                         sources.get(i.index, i.workers, true),
                         Only(person),
@@ -917,7 +980,7 @@ impl Query for NexmarkArgs {
 
     fn record(&self, row: &NexRow) -> Vec<String> {
         let s = |x: &u64| x.to_string();
-        let size = self.window_ms;
+        let size = self.window();
         match row {
             NexRow::Q1 {
                 date_time_ms,
@@ -986,14 +1049,14 @@ impl Query for NexmarkArgs {
     fn params(&self) -> serde_json::Value {
         serde_json::json!({
             "query": format!("{:?}", self.query).to_lowercase(),
-            "window_ms": self.window_ms,
-            "slide_ms": (self.query == NexQuery::Q5).then_some(self.slide_ms),
-            "seed": (!self.files()).then_some(self.gen.seed),
+            "window_ms": self.window(),
+            "slide_ms": (self.query == NexQuery::Q5).then_some(self.slide()),
+            "seed": (!self.files()).then_some(self.gen.seed.unwrap_or(0)),
             "events_per_s_event_time": (!self.files() && !self.pace.paced())
-                .then_some(self.gen.events_per_s),
+                .then_some(self.gen.events_per_s.unwrap_or(DEFAULT_EVENTS_PER_S)),
             "rate": self.pace.rate,
             "duration_s": self.pace.duration,
-            "max_delay_ms": self.max_delay_ms,
+            "max_delay_ms": self.max_delay(),
         })
     }
 }
@@ -1044,8 +1107,8 @@ pub struct GenNexmarkArgs {
 
 /// `air gen nexmark`: writes the stream `air run nexmark` would generate.
 pub fn gen(args: &GenNexmarkArgs) -> Result<(), CliError> {
+    args.gen.validate(1_000_000)?;
     let cfg = args.gen.config(1_000_000);
-    cfg.validate().map_err(CliError::BadInput)?;
     let n = air_operators::sources::nexmark::gen_to_file(&cfg, &args.out).map_err(|e| {
         if e.kind() == std::io::ErrorKind::InvalidInput || e.kind() == std::io::ErrorKind::NotFound
         {

@@ -95,6 +95,20 @@ impl SustainableQuery {
         }
     }
 
+    /// The query, as the option table knows it.
+    fn kind(self) -> super::common::QueryKind {
+        use super::common::QueryKind;
+        match self {
+            SustainableQuery::Ysb => QueryKind::Ysb,
+            SustainableQuery::Wa => QueryKind::Wa,
+            SustainableQuery::Q1 => QueryKind::NexQ1,
+            SustainableQuery::Q2 => QueryKind::NexQ2,
+            SustainableQuery::Q5 => QueryKind::NexQ5,
+            SustainableQuery::Q7 => QueryKind::NexQ7,
+            SustainableQuery::Q8 => QueryKind::NexQ8,
+        }
+    }
+
     /// Whether its rows carry a latency (windowed output): false for
     /// NEXMark q1 and q2, which are then judged on input lag alone.
     pub fn has_latency(self) -> bool {
@@ -134,14 +148,14 @@ pub struct BenchYsbArgs {
     #[arg(long, value_name = "FILE.png")]
     pub plot: Option<PathBuf>,
     /// `--query wa`: distinct keys [default: 1000].
-    #[arg(long)]
+    #[arg(long, value_parser = super::common::parse::keys)]
     pub keys: Option<u64>,
     /// `--query wa`: Zipf-distributed keys with this exponent (uniform
     /// without).
-    #[arg(long)]
+    #[arg(long, value_parser = super::common::parse::zipf)]
     pub zipf: Option<f64>,
     /// `--query q5`: slide of the sliding window, ms [default: 2000].
-    #[arg(long)]
+    #[arg(long, value_name = "MS", value_parser = super::common::parse::window_ms)]
     pub slide_ms: Option<u64>,
     /// The job of each probe (YSB's options; for the other queries
     /// `--workers`, `--window-ms`, `--seed`, `--shuffle` (wa),
@@ -222,6 +236,11 @@ struct Outcome {
     workers: usize,
 }
 
+/// Whether `q` has windows (honours `--window-ms`).
+fn windowed(q: SustainableQuery) -> bool {
+    super::common::honours(q.kind(), super::common::QueryOption::WindowMs)
+}
+
 /// The job of a probe at `rate` for `secs` seconds.
 fn probe_job(a: &BenchYsbArgs, rate: u64, secs: f64) -> ProbeJob {
     let mut runtime = a.ysb.runtime.clone();
@@ -250,7 +269,7 @@ fn probe_job(a: &BenchYsbArgs, rate: u64, secs: f64) -> ProbeJob {
                 seed: a.ysb.seed,
             },
             pace,
-            window_ms: a.ysb.window_ms,
+            window_ms: a.ysb.window(),
             shuffle: a.ysb.shuffle,
             output: OutputArgs::default(),
             runtime,
@@ -259,14 +278,16 @@ fn probe_job(a: &BenchYsbArgs, rate: u64, secs: f64) -> ProbeJob {
             query: q.nexmark().expect("a NEXMark query"),
             gen: NexGenArgs {
                 events: None,
-                events_per_s: 10_000_000.0,
-                seed: a.ysb.seed,
+                events_per_s: None,
+                seed: Some(a.ysb.seed),
             },
             pace,
             input: Vec::new(),
             on_bad_record: super::nexmark::BadRecord::Fail,
-            window_ms: a.ysb.window_ms,
-            slide_ms: a.slide_ms.unwrap_or(2_000),
+            // The YSB default window unless the query has none (q1, q2:
+            // a window given to them was refused before).
+            window_ms: windowed(q).then(|| a.ysb.window()),
+            slide_ms: a.slide_ms,
             max_delay_ms: a.ysb.max_delay_ms,
             output: OutputArgs::default(),
             runtime,
@@ -315,21 +336,23 @@ impl Outcome {
     }
 }
 
-/// Refuses options that do not apply to the query probed.
+/// Refuses options that do not apply to the query probed: the query/option
+/// table every `air run` query checks by
+/// ([`super::common::HONOURED`]), then the YSB-only options.
 fn check_query_options(a: &BenchYsbArgs, ranks: usize) -> Result<(), CliError> {
+    use super::common::QueryOption::*;
     let q = a.query;
-    let name = q.name();
-    let bad = |m: String| Err(CliError::BadInput(m));
-    if q != SustainableQuery::Wa {
-        for (flag, set) in [("--keys", a.keys.is_some()), ("--zipf", a.zipf.is_some())] {
-            if set {
-                return bad(format!("{flag} applies to --query wa, not to {name}"));
-            }
-        }
-    }
-    if q != SustainableQuery::Q5 && a.slide_ms.is_some() {
-        return bad(format!("--slide-ms applies to --query q5, not to {name}"));
-    }
+    super::common::check_honoured(
+        q.kind(),
+        &[
+            (WindowMs, a.ysb.window_ms.is_some()),
+            (SlideMs, a.slide_ms.is_some()),
+            (MaxDelayMs, a.ysb.max_delay_ms.is_some()),
+            (Shuffle, a.ysb.shuffle),
+            (Keys, a.keys.is_some()),
+            (Zipf, a.zipf.is_some()),
+        ],
+    )?;
     if q == SustainableQuery::Ysb {
         return Ok(());
     }
@@ -337,14 +360,12 @@ fn check_query_options(a: &BenchYsbArgs, ranks: usize) -> Result<(), CliError> {
         ("--campaigns", a.ysb.campaigns.is_some()),
         ("--latency-plot", a.ysb.latency_plot.is_some()),
         ("--out-per-rank", a.ysb.out_per_rank),
-        (
-            "--max-delay-ms",
-            q == SustainableQuery::Wa && a.ysb.max_delay_ms != 0,
-        ),
-        ("--shuffle", q != SustainableQuery::Wa && a.ysb.shuffle),
     ] {
         if set {
-            return bad(format!("{flag} does not apply to --query {name}"));
+            return Err(CliError::BadInput(format!(
+                "{flag} does not apply to --query {}",
+                q.name()
+            )));
         }
     }
     // The probe's own checks (window sizes, keys, rate per worker), now

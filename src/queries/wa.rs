@@ -30,13 +30,14 @@ pub struct WaGenArgs {
     #[arg(long)]
     pub events: Option<u64>,
     /// Distinct keys.
-    #[arg(long, default_value_t = 1000)]
+    #[arg(long, default_value_t = 1000, value_parser = super::common::parse::keys)]
     pub keys: u64,
     /// Zipf-distributed keys with this exponent (e.g. 1.1); uniform without.
-    #[arg(long)]
+    #[arg(long, value_parser = super::common::parse::zipf)]
     pub zipf: Option<f64>,
-    /// Event-time rate: events per second of event time (fractional spacing).
-    #[arg(long, default_value_t = 1_000_000.0)]
+    /// Event-time rate: events per second of event time (fractional
+    /// spacing: event n at floor(n × 1000 / rate) ms exactly; 0.001..=1e15).
+    #[arg(long, default_value_t = 1_000_000.0, value_parser = super::common::parse::events_per_s)]
     pub events_per_s: f64,
     /// Seed of the stream.
     #[arg(long, default_value_t = 1)]
@@ -70,7 +71,7 @@ pub struct WaArgs {
     #[command(flatten)]
     pub pace: PaceArgs,
     /// Tumbling window size, ms of event time.
-    #[arg(long, default_value_t = 1000)]
+    #[arg(long, value_name = "MS", default_value_t = 1000, value_parser = super::common::parse::window_ms)]
     pub window_ms: u64,
     /// Send every event through the exchange (no partial aggregate before it).
     #[arg(long)]
@@ -148,6 +149,13 @@ impl Query for WaArgs {
         &self.output
     }
     fn validate(&self, ranks: usize) -> Result<(), CliError> {
+        {
+            use super::common::QueryOption::*;
+            super::common::check_honoured(
+                super::common::QueryKind::Wa,
+                &[(Shuffle, self.shuffle), (Zipf, self.gen.zipf.is_some())],
+            )?;
+        }
         self.gen.config().validate().map_err(CliError::BadInput)?;
         if self.window_ms == 0 {
             return Err(CliError::BadInput("--window-ms must be positive".into()));

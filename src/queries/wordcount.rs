@@ -28,7 +28,7 @@ pub struct WordCountArgs {
     pub lossy: bool,
     /// Windowed streaming mode: tumbling windows of this many ms of arrival
     /// time (without it: batch mode, one result).
-    #[arg(long)]
+    #[arg(long, value_name = "MS", value_parser = super::common::parse::window_ms)]
     pub window_ms: Option<u64>,
     /// Outputs.
     #[command(flatten)]
@@ -64,6 +64,13 @@ impl Query for WordCountArgs {
     fn validate(&self, _ranks: usize) -> Result<(), CliError> {
         let bad = |m: String| Err(CliError::BadInput(m));
         super::ysb::check_runtime(&self.runtime)?;
+        super::common::check_honoured(
+            super::common::QueryKind::Wordcount,
+            &[(
+                super::common::QueryOption::WindowMs,
+                self.window_ms.is_some(),
+            )],
+        )?;
         if self.window_ms == Some(0) {
             return bad("--window-ms must be positive".into());
         }

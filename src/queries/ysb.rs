@@ -56,15 +56,16 @@ pub enum BadRecordArg {
 /// `air run ysb`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct YsbArgs {
-    /// Generator rate for the whole job, events/s (default: unthrottled).
-    #[arg(long)]
+    /// Generator rate for the whole job, events/s (default: unthrottled;
+    /// 1..=10^13).
+    #[arg(long, value_parser = super::common::parse::rate)]
     pub rate: Option<u64>,
     /// Events to generate for the whole job (default 200 000 000 when neither
     /// --duration nor --input is given).
     #[arg(long)]
     pub events: Option<u64>,
-    /// Generate for this many seconds.
-    #[arg(long)]
+    /// Generate for this many seconds (at most 1e9).
+    #[arg(long, value_parser = super::common::parse::duration)]
     pub duration: Option<f64>,
     /// Generator seed (each worker derives its own stream from it).
     #[arg(long, default_value_t = 1)]
@@ -79,13 +80,14 @@ pub struct YsbArgs {
     /// (default: 100 campaigns × 10 ads generated from --seed).
     #[arg(long)]
     pub campaigns: Option<PathBuf>,
-    /// Tumbling window size, ms.
-    #[arg(long, default_value_t = 10_000)]
-    pub window_ms: u64,
+    /// Tumbling window size, ms [default: 10000].
+    #[arg(long, value_name = "MS", value_parser = super::common::parse::window_ms)]
+    pub window_ms: Option<u64>,
     /// Bounded out-of-orderness, ms: watermark = newest event time − this.
-    /// Older events are late: dropped and counted in `late_records`.
-    #[arg(long, default_value_t = 0)]
-    pub max_delay_ms: u64,
+    /// Older events are late: dropped and counted in `late_records`
+    /// [default: 0].
+    #[arg(long, value_name = "MS", value_parser = super::common::parse::delay_ms)]
+    pub max_delay_ms: Option<u64>,
     /// Send every event through the exchange (no partial aggregate per worker).
     #[arg(long)]
     pub shuffle: bool,
@@ -400,31 +402,65 @@ pub struct YsbOutcome {
     pub latency: air_runtime::metrics::Histogram<u64>,
 }
 
-/// Refuses runtime options that cannot work (every query checks these).
+/// Refuses runtime options that cannot work (every query checks these;
+/// clap's parsers refuse them first on the command line, see
+/// [`super::common::parse`]).
 pub fn check_runtime(rt: &RuntimeArgs) -> Result<(), CliError> {
+    use super::common::parse::{
+        MAX_BATCH, MAX_FLUSH_US, MAX_RING_BYTES, MAX_WORKERS, MIN_RING_BYTES,
+    };
     let bad = |m: String| Err(CliError::BadInput(m));
-    if rt.workers == Some(0) {
-        return bad("--workers must be at least 1".into());
+    if rt.workers.is_some_and(|w| !(1..=MAX_WORKERS).contains(&w)) {
+        return bad(format!("--workers must be in 1..={MAX_WORKERS}"));
     }
-    if rt.batch == 0 {
-        return bad("--batch must be at least 1".into());
+    if !(1..=MAX_BATCH).contains(&rt.batch) {
+        return bad(format!("--batch must be in 1..={MAX_BATCH}"));
     }
-    if rt.ring_bytes < MIN_RING_BYTES {
+    if !(1..=MAX_FLUSH_US).contains(&rt.flush_us) {
+        return bad(format!("--flush-us must be in 1..={MAX_FLUSH_US}"));
+    }
+    if !(MIN_RING_BYTES..=MAX_RING_BYTES).contains(&rt.ring_bytes) {
         return bad(format!(
-            "--ring-bytes {} is too small: a ring must hold at least a batch frame and a \
-             control frame; use at least {MIN_RING_BYTES}",
+            "--ring-bytes {}: a ring must hold at least a batch frame and a control frame; \
+             use {MIN_RING_BYTES}..={MAX_RING_BYTES}",
             rt.ring_bytes
         ));
     }
     Ok(())
 }
 
+impl YsbArgs {
+    /// `--window-ms`, or its default.
+    pub fn window(&self) -> u64 {
+        self.window_ms.unwrap_or(DEFAULT_WINDOW_MS)
+    }
+
+    /// `--max-delay-ms`, or its default (0).
+    pub fn max_delay(&self) -> u64 {
+        self.max_delay_ms.unwrap_or(0)
+    }
+}
+
+/// YSB's window when `--window-ms` is not given (the benchmark's 10 s).
+pub const DEFAULT_WINDOW_MS: u64 = 10_000;
+
 /// Refuses options that make no sense together, before anything runs
 /// (`ranks`: ranks of the job, each with the same options).
 fn validate(args: &YsbArgs, ranks: usize) -> Result<(), CliError> {
     let bad = |m: String| Err(CliError::BadInput(m));
     let rt = &args.runtime;
-    if args.window_ms == 0 {
+    {
+        use super::common::QueryOption::*;
+        super::common::check_honoured(
+            super::common::QueryKind::Ysb,
+            &[
+                (WindowMs, args.window_ms.is_some()),
+                (MaxDelayMs, args.max_delay_ms.is_some()),
+                (Shuffle, args.shuffle),
+            ],
+        )?;
+    }
+    if args.window() == 0 {
         return bad("--window-ms must be positive".into());
     }
     check_runtime(rt)?;
@@ -498,9 +534,6 @@ fn validate(args: &YsbArgs, ranks: usize) -> Result<(), CliError> {
     Ok(())
 }
 
-/// Smallest `--ring-bytes` accepted by `air run ysb`.
-pub const MIN_RING_BYTES: usize = 4096;
-
 /// One rank's share of a run: its workers' rows and figures (all of them
 /// when alone), shipped to rank 0 to be merged.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -573,7 +606,7 @@ fn run_rank(args: &YsbArgs, campaigns: Arc<Campaigns>, dist: &Dist) -> Result<Ra
         ..ReaderOptions::default()
     };
     let wopts = WindowOptions {
-        max_delay_ms: args.max_delay_ms,
+        max_delay_ms: args.max_delay(),
         ..WindowOptions::default()
     };
     let start = Instant::now();
@@ -609,7 +642,7 @@ fn run_rank(args: &YsbArgs, campaigns: Arc<Campaigns>, dist: &Dist) -> Result<Ra
             .key_by(|r: &(u32, u64)| r.0 as u64)
             .window(|r| r.1, |_| 1, wopts)
     };
-    let spec = WindowSpec::tumbling(args.window_ms);
+    let spec = WindowSpec::tumbling(args.window());
     let out = if args.shuffle {
         run_window_job_every_event(&cfg, spec, Aggregate::Count, build)
     } else {
@@ -741,7 +774,7 @@ fn merge(
             .iter()
             .filter_map(|p| p.input_lag_max_ms)
             .reduce(f64::max),
-        window_ms: args.window_ms,
+        window_ms: args.window(),
         pre_aggregate: !args.shuffle,
         placement: PlacementReport {
             pinned: !args.runtime.no_pin,
@@ -1015,8 +1048,9 @@ pub struct GenYsbArgs {
     /// Campaign map file (`"ad_id":"campaign_id"` lines).
     #[arg(long)]
     pub campaigns_out: PathBuf,
-    /// Event-time rate of the file, events per second of event time.
-    #[arg(long, default_value_t = 100_000)]
+    /// Event-time rate of the file, events per second of event time
+    /// (1..=10^15).
+    #[arg(long, default_value_t = 100_000, value_parser = super::common::parse::events_per_s_int)]
     pub events_per_s: u64,
 }
 
