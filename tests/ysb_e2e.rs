@@ -658,7 +658,11 @@ fn timeline_rows_track_events_memory_and_latency_while_the_job_runs() {
         "0",
     ]);
     assert!(!o.status.success());
-    assert!(stderr(&o).contains("--timeline-s 0"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("invalid value '0' for '--timeline-s"),
+        "{}",
+        stderr(&o)
+    );
     // An uncreatable timeline is refused before the outputs are opened:
     // an existing --out survives.
     let keep = dir.join("keep.csv");
