@@ -93,9 +93,11 @@ enum BenchCommand {
     #[cfg(feature = "mpi")]
     Rma(air_tools::rma_bench::RmaBenchArgs),
     /// Sustainable throughput of YSB (or of `--query wa|q1|q2|q5|q7|q8`):
-    /// the highest generator rate the job keeps up with (input lag and p99
-    /// latency bounded; q1 and q2, which have no latency, on input lag
-    /// alone), by doubling then bisection; embedded or under `mpirun`.
+    /// the highest generator rate the job keeps up with (reads 99% of it,
+    /// input lag bounded and not growing, p99 latency bounded; q1 and q2,
+    /// which have no latency, on the rest), by doubling then bisection;
+    /// embedded or under `mpirun`.
+    #[command(after_help = queries::sustainable::KEEPS_UP_HELP)]
     Ysb(Box<queries::sustainable::BenchYsbArgs>),
     /// A query's events/s at 1..W workers (and 1..N ranks through a
     /// launcher), against the ideal line: table, CSV, PNG. Each point is a

@@ -4,6 +4,7 @@
 pub mod common;
 pub mod dist;
 pub mod driver;
+pub mod lagwatch;
 pub mod nexmark;
 pub mod plots;
 pub mod scale;

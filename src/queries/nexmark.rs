@@ -26,12 +26,12 @@
 use super::common::{CliError, PaceArgs, PaceStart, RuntimeArgs};
 use super::dist::Dist;
 use super::driver::{OutputArgs, Query, RankPart, WorkerFigures};
+use super::lagwatch::Watched;
 use air_operators::join::{run_join_job, JoinOptions, JoinSide};
 use air_operators::sources::nexmark::{
     Auction, Bid, NexEvent, NexmarkConfig, NexmarkFileReader, NexmarkGenerator, OnBadRecord,
     Person, ReaderOptions,
 };
-use air_operators::sources::pace::PacedSource;
 use air_operators::stream::{
     run_window_job_firing, Fire, Pipe, Source, SourcePoll, Stream, WindowOptions,
 };
@@ -253,7 +253,7 @@ pub enum NexSource {
     Gen(NexmarkGenerator),
     /// The generator paced by the wall clock (`--rate`), events stamped
     /// with their due times.
-    Paced(PacedSource<NexmarkGenerator>),
+    Paced(Watched<NexmarkGenerator>),
     /// Input files.
     Files {
         /// (file, byte range) still to read, in order.
@@ -510,7 +510,7 @@ impl Sources<'_> {
                 base_time_ms: at.wall_ms,
                 ..self.gen
             };
-            NexSource::Paced(PacedSource::new(
+            NexSource::Paced(Watched::new(
                 NexmarkGenerator::new(&cfg, index, workers),
                 pacer,
             ))

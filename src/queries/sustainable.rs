@@ -8,15 +8,17 @@
 //! (`--query wa|q1|q2|q5|q7|q8`). Each probe is a whole `air run QUERY
 //! --rate R --duration D` (wall-clock event times: every event stamped when
 //! it is due) in this process (and, under `mpirun`, in every rank, rank 0
-//! deciding). A probe keeps up when its generators' input lag (how far
-//! behind their `--rate` schedule they fell,
+//! deciding). A probe keeps up when ([`judge`], [`KEEPS_UP_HELP`]) it
+//! reads at least 99% of the offered rate, its generators' input lag (how
+//! far behind their `--rate` schedule they fell,
 //! [`super::driver::WorkerFigures::input_lag_max_ms`]) stays <=
-//! `--max-lag-ms` and its p99 latency (emit time − newest event in the
-//! window, the YSB definition) is <= `--max-p99-ms`; a query with no
-//! windowed output (NEXMark q1, q2) has no latency and is judged on the
-//! input lag alone. The search doubles the rate from `--rate` until a probe
-//! falls behind (halves it if the first does), then bisects until the
-//! bracket is within `--precision`.
+//! `--max-lag-ms` and does not grow over the probe (sampled live,
+//! [`super::lagwatch`]; [`lag_trend`]), and its p99 latency (emit time −
+//! newest event in the window, the YSB definition) is <= `--max-p99-ms`; a
+//! query with no windowed output (NEXMark q1, q2) has no latency and is
+//! judged on the rest. The search doubles the rate from `--rate` until a
+//! probe falls behind (halves it if the first does), then bisects until
+//! the bracket is within `--precision`.
 
 use super::common::{thousands, CliError, PaceArgs};
 use super::dist::Dist;
@@ -28,7 +30,130 @@ use air_runtime::LatencySummary;
 use serde::Serialize;
 use std::io::Write;
 use std::path::PathBuf;
-use std::time::Instant;
+use std::time::{Duration, Instant};
+
+/// The rule a probe is judged by, for `air bench ysb --help`.
+pub const KEEPS_UP_HELP: &str = "\
+A probe (air run QUERY --rate R --duration D) keeps up only if all of:
+  1. it reads at least 99% of the offered rate: events generated / (time from
+     the generators' start to their last batch) >= 0.99 R;
+  2. its input lag (how far the generators fell behind their schedule)
+     never exceeds --max-lag-ms;
+  3. its input lag does not grow: the lag is sampled live every D/60
+     (5..250 ms apart; a worker stuck on a full ring counts), and the median
+     of the samples over the last 30% of the probe may exceed the median over
+     10%-40% of it (after start-up) by at most max(10 ms, --max-lag-ms / 10);
+     with fewer than 3 samples in either part nothing shows that the lag
+     stayed flat, and the probe does not keep up;
+  4. (queries with windowed output) its p99 latency is at most --max-p99-ms,
+     and some window fired.";
+
+/// The share of the offered rate a probe must read to keep up.
+pub const MIN_READ_FRACTION: f64 = 0.99;
+
+/// The parts of a probe [`lag_trend`] compares, as fractions of its
+/// duration: after start-up, and the end.
+pub const FIRST_PART: (f64, f64) = (0.1, 0.4);
+/// See [`FIRST_PART`].
+pub const LAST_PART: (f64, f64) = (0.7, 1.0);
+
+/// The fewest lag samples a part needs.
+pub const MIN_PART_SAMPLES: usize = 3;
+
+/// The median input lag (ms) over [`FIRST_PART`] and over [`LAST_PART`] of
+/// a probe of `probe_s` seconds, from (seconds since the generators'
+/// start, lag ms) samples; `None` if either part has fewer than
+/// [`MIN_PART_SAMPLES`] samples.
+pub fn lag_trend(samples: &[(f64, f64)], probe_s: f64) -> Option<(f64, f64)> {
+    let median = |(lo, hi): (f64, f64)| -> Option<f64> {
+        let mut v: Vec<f64> = samples
+            .iter()
+            .filter(|(t, _)| *t >= lo * probe_s && *t <= hi * probe_s)
+            .map(|s| s.1)
+            .collect();
+        if v.len() < MIN_PART_SAMPLES {
+            return None;
+        }
+        v.sort_by(f64::total_cmp);
+        let m = v.len() / 2;
+        Some(if v.len() % 2 == 1 {
+            v[m]
+        } else {
+            (v[m - 1] + v[m]) / 2.0
+        })
+    };
+    Some((median(FIRST_PART)?, median(LAST_PART)?))
+}
+
+/// What a probe measured, as [`judge`] reads it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Measured {
+    /// The rate offered, events/s.
+    pub rate: u64,
+    /// Events read per second while the generators ran.
+    pub read_per_s: f64,
+    /// Largest input lag of any worker, ms (`None`: none measured).
+    pub lag_max_ms: Option<f64>,
+    /// How much the input lag grew from the first to the last part of the
+    /// probe, ms (the largest of any rank; `None`: too few samples).
+    pub lag_growth_ms: Option<f64>,
+    /// p99 latency, ms (`None`: no window fired).
+    pub p99_ms: Option<u64>,
+}
+
+/// The bounds a probe is judged by.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Bounds {
+    /// `--max-lag-ms`.
+    pub max_lag_ms: f64,
+    /// `--max-p99-ms`.
+    pub max_p99_ms: u64,
+    /// Whether the query has latency (windowed output).
+    pub latency_judged: bool,
+}
+
+impl Bounds {
+    /// How much the lag may grow over a probe, ms: max(10, --max-lag-ms / 10).
+    pub fn growth_allowed_ms(&self) -> f64 {
+        (self.max_lag_ms / 10.0).max(10.0)
+    }
+}
+
+/// Whether a probe kept up ([`KEEPS_UP_HELP`]): `None` if it did, else why
+/// not (the first rule it broke).
+pub fn judge(m: &Measured, b: &Bounds) -> Option<String> {
+    let fraction = m.read_per_s / m.rate.max(1) as f64;
+    if !(fraction >= MIN_READ_FRACTION) {
+        return Some(format!(
+            "read {:.1}% of the rate (< {:.0}%)",
+            fraction * 100.0,
+            MIN_READ_FRACTION * 100.0
+        ));
+    }
+    match m.lag_max_ms {
+        Some(l) if l <= b.max_lag_ms => {}
+        Some(l) => return Some(format!("input lag {l:.0} ms > {} ms", b.max_lag_ms)),
+        None => return Some("no input lag measured".into()),
+    }
+    match m.lag_growth_ms {
+        Some(g) if g <= b.growth_allowed_ms() => {}
+        Some(g) => {
+            return Some(format!(
+                "input lag grew {g:.0} ms (> {:.0} ms)",
+                b.growth_allowed_ms()
+            ))
+        }
+        None => return Some("too few lag samples to show a flat lag".into()),
+    }
+    if b.latency_judged {
+        match m.p99_ms {
+            Some(p) if p <= b.max_p99_ms => {}
+            Some(p) => return Some(format!("p99 {p} ms > {} ms", b.max_p99_ms)),
+            None => return Some("no window fired (no latency)".into()),
+        }
+    }
+    None
+}
 
 /// The queries `air bench ysb --sustainable --query` probes.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -129,11 +254,12 @@ pub struct BenchYsbArgs {
     #[arg(long, value_enum, default_value_t = SustainableQuery::Ysb)]
     pub query: SustainableQuery,
     /// A probe keeps up only if its p99 latency is at most this, ms
-    /// (queries with windowed output).
+    /// (queries with windowed output; see the rule below).
     #[arg(long, default_value_t = 1000)]
     pub max_p99_ms: u64,
     /// A probe keeps up only if its generator never fell further behind its
-    /// schedule than this, ms.
+    /// schedule than this, ms, and its lag grew by at most max(10 ms, a
+    /// tenth of this) over the probe (see the rule below).
     #[arg(long, default_value_t = 200.0)]
     pub max_lag_ms: f64,
     /// Stop bisecting once the bracket (highest rate kept up with, lowest
@@ -173,8 +299,20 @@ pub struct BenchYsbArgs {
 pub struct Probe {
     /// Generator rate asked for, events/s (whole job).
     pub rate: u64,
-    /// Events read per second over the run (whole job, setup included).
+    /// Events read per second while the generators ran: events / (time
+    /// from the pacers' start to the last batch generated, the largest of
+    /// any rank); the whole run's rate when that was not measured.
     pub events_per_s: f64,
+    /// `events_per_s / rate` (a probe keeps up only from 0.99).
+    pub read_fraction: f64,
+    /// Median input lag over 10%-40% of the probe, ms (the largest of any
+    /// rank; `null`: too few samples).
+    pub lag_first_ms: Option<f64>,
+    /// Median input lag over the last 30% of the probe, ms (as above).
+    pub lag_last_ms: Option<f64>,
+    /// How much the lag grew between those parts, ms (the largest growth of
+    /// any rank, 0 if it shrank; `null`: too few samples).
+    pub lag_growth_ms: Option<f64>,
     /// Latency percentiles, ms (YSB definition: emit time − newest event
     /// in the window); `null` for a query without windowed output.
     pub p50_ms: Option<u64>,
@@ -189,8 +327,11 @@ pub struct Probe {
     pub cpu_cores: f64,
     /// Largest peak resident set of any rank during this probe, bytes.
     pub peak_rss_bytes: u64,
-    /// Whether it kept up (lag and, with latency, p99 within their bounds).
+    /// Whether it kept up ([`judge`]: read rate, lag bound, lag growth and,
+    /// with latency, p99).
     pub keeps_up: bool,
+    /// Why it did not keep up (the first rule broken; `null` if it did).
+    pub why_not: Option<String>,
 }
 
 /// The JSON of `air bench ysb --sustainable --report`.
@@ -228,6 +369,8 @@ enum ProbeJob {
 
 /// What rank 0 learns from one probe.
 struct Outcome {
+    /// Events read, whole job.
+    events: u64,
     events_per_s: f64,
     latency: Option<LatencySummary>,
     input_lag_max_ms: Option<f64>,
@@ -295,21 +438,58 @@ fn probe_job(a: &BenchYsbArgs, rate: u64, secs: f64) -> ProbeJob {
     }
 }
 
-/// Runs one probe at `rate` on every rank; rank 0 gets its outcome and the
-/// cores kept busy.
+/// The input lag of a probe as every rank saw it (each figure the largest
+/// of any rank).
+#[derive(Debug, Clone, Copy, Default)]
+struct LagFigures {
+    /// Seconds from the generators' start to their last batch.
+    span_s: Option<f64>,
+    /// Median lag over the first and the last part, ms.
+    first_ms: Option<f64>,
+    last_ms: Option<f64>,
+    /// Growth from the first to the last part, ms (0 if it shrank).
+    growth_ms: Option<f64>,
+}
+
+impl LagFigures {
+    /// This rank's figures from its watch, combined with every rank's
+    /// (collective: every rank calls it once per probe).
+    fn all_ranks(trace: &super::lagwatch::LagTrace, probe_s: f64, dist: &Dist) -> LagFigures {
+        let trend = lag_trend(&trace.samples, probe_s);
+        let us = |v: f64| (v.max(0.0) * 1e3).round() as u64;
+        let missing = dist.all_max(u64::from(trend.is_none()));
+        let first = dist.all_max(trend.map_or(0, |t| us(t.0)));
+        let last = dist.all_max(trend.map_or(0, |t| us(t.1)));
+        let growth = dist.all_max(trend.map_or(0, |t| us(t.1 - t.0)));
+        let span_us = dist.all_max(trace.span_s.map_or(0, |s| us(s * 1e3)));
+        let ms = |v: u64| (missing == 0).then_some(v as f64 / 1e3);
+        LagFigures {
+            span_s: (span_us > 0).then_some(span_us as f64 / 1e6),
+            first_ms: ms(first),
+            last_ms: ms(last),
+            growth_ms: ms(growth),
+        }
+    }
+}
+
+/// Runs one probe at `rate` on every rank; rank 0 gets its outcome, the
+/// cores kept busy and the lag figures.
 fn probe(
     a: &BenchYsbArgs,
     rate: u64,
     secs: f64,
     dist: &Dist,
-) -> Result<Option<(Outcome, f64)>, CliError> {
+) -> Result<Option<(Outcome, f64, LagFigures)>, CliError> {
     let job = probe_job(a, rate, secs);
     // Each probe's own peak memory, not the largest of the earlier probes.
     super::common::reset_peak_rss();
     let cpu_seconds = super::common::cpu_seconds;
     let (cpu0, t0) = (cpu_seconds(), Instant::now());
+    let watch =
+        super::lagwatch::Watch::start(Duration::from_secs_f64((secs / 60.0).clamp(0.005, 0.25)));
     let outcome = match &job {
         ProbeJob::Ysb(ysb) => super::ysb::run(ysb, dist, false)?.map(|r| Outcome {
+            events: r.events,
             events_per_s: r.events_per_s,
             latency: r.latency_ms,
             input_lag_max_ms: r.input_lag_max_ms,
@@ -319,14 +499,17 @@ fn probe(
         ProbeJob::Wa(q) => super::driver::run(q.as_ref(), dist, false)?.map(Outcome::of),
         ProbeJob::Nexmark(q) => super::driver::run(q.as_ref(), dist, false)?.map(Outcome::of),
     };
+    let trace = watch.finish();
     let cpu_us = ((cpu_seconds() - cpu0) * 1e6) as u64;
     let cores = dist.all_sum(cpu_us) as f64 / 1e6 / t0.elapsed().as_secs_f64();
-    Ok(outcome.map(|o| (o, cores)))
+    let lag = LagFigures::all_ranks(&trace, secs, dist);
+    Ok(outcome.map(|o| (o, cores, lag)))
 }
 
 impl Outcome {
     fn of(r: super::driver::Report) -> Outcome {
         Outcome {
+            events: r.events,
             events_per_s: r.events_per_s,
             latency: r.latency_ms,
             input_lag_max_ms: r.input_lag_max_ms,
@@ -429,6 +612,11 @@ pub fn main(a: &BenchYsbArgs, dist: &Dist) -> Result<(), CliError> {
     check_query_options(a, dist.ranks())?;
     let query = a.query;
     let latency_judged = query.has_latency();
+    let bounds = Bounds {
+        max_lag_ms: a.max_lag_ms,
+        max_p99_ms: a.max_p99_ms,
+        latency_judged,
+    };
     // Outputs: distinct, and creatable now rather than after the search.
     let outs: Vec<(&str, &std::path::Path)> = [
         ("--csv", a.csv.as_deref()),
@@ -452,7 +640,8 @@ pub fn main(a: &BenchYsbArgs, dist: &Dist) -> Result<(), CliError> {
                 .map_err(|e| CliError::BadInput(format!("{}: {e}", p.display())))?;
             writeln!(
                 f,
-                "rate,events_per_s,p50_ms,p99_ms,max_ms,input_lag_max_ms,cpu_cores,peak_rss_bytes,keeps_up,query"
+                "rate,events_per_s,p50_ms,p99_ms,max_ms,input_lag_max_ms,cpu_cores,peak_rss_bytes,\
+                 read_fraction,lag_first_ms,lag_last_ms,keeps_up,query"
             )?;
             Some(f)
         }
@@ -460,29 +649,41 @@ pub fn main(a: &BenchYsbArgs, dist: &Dist) -> Result<(), CliError> {
     };
     let mut out = std::io::stdout().lock();
     if root {
+        let rule = format!(
+            "keeps up = reads >= {:.0}% of the rate, input lag <= {} ms and grows <= {} ms",
+            MIN_READ_FRACTION * 100.0,
+            a.max_lag_ms,
+            bounds.growth_allowed_ms()
+        );
         if latency_judged {
             writeln!(
                 out,
-                "sustainable {}: {} s per probe, keeps up = input lag <= {} ms and p99 <= {} ms",
+                "sustainable {}: {} s per probe, {rule}, p99 <= {} ms",
                 query.label(),
                 secs,
-                a.max_lag_ms,
                 a.max_p99_ms
             )?;
         } else {
             writeln!(
                 out,
-                "sustainable {}: {} s per probe, keeps up = input lag <= {} ms (no windowed \
-                 output, so no latency: judged on input lag alone)",
+                "sustainable {}: {} s per probe, {rule} (no windowed output, so no latency: \
+                 not judged on latency)",
                 query.label(),
                 secs,
-                a.max_lag_ms
             )?;
         }
         writeln!(
             out,
-            "{:>14} {:>14} {:>8} {:>8} {:>8} {:>10} {:>6}  keeps up",
-            "rate ev/s", "read ev/s", "p50 ms", "p99 ms", "max ms", "lag ms", "cores"
+            "{:>14} {:>14} {:>6} {:>8} {:>8} {:>8} {:>10} {:>15} {:>6}  keeps up",
+            "rate ev/s",
+            "read ev/s",
+            "read %",
+            "p50 ms",
+            "p99 ms",
+            "max ms",
+            "lag ms",
+            "lag 1st -> end",
+            "cores"
         )?;
     }
     let opt = |v: Option<u64>| v.map_or_else(|| "-".to_string(), |v| v.to_string());
@@ -495,47 +696,66 @@ pub fn main(a: &BenchYsbArgs, dist: &Dist) -> Result<(), CliError> {
         let got = probe(a, rate, secs, dist)?;
         // Rank 0 decides; every rank follows (same sequence of probes).
         let keeps = match got {
-            Some((r, cores)) => {
+            Some((r, cores, lag)) => {
                 workers = r.workers;
-                let lag = r.input_lag_max_ms.unwrap_or(f64::INFINITY);
                 let l = if latency_judged {
                     Some(r.latency.unwrap_or_default())
                 } else {
                     None
                 };
-                // No window fired during the probe: no latency to show (and
-                // the probe does not keep up: nothing proves it did).
-                let latency_ok = l
-                    .as_ref()
-                    .is_none_or(|l| l.p99_ms.is_some_and(|p99| p99 <= a.max_p99_ms));
+                let read_per_s = lag.span_s.map_or(r.events_per_s, |s| r.events as f64 / s);
+                let measured = Measured {
+                    rate,
+                    read_per_s,
+                    lag_max_ms: r.input_lag_max_ms,
+                    lag_growth_ms: lag.growth_ms,
+                    p99_ms: l.as_ref().and_then(|l| l.p99_ms),
+                };
+                let why_not = judge(&measured, &bounds);
                 let p = Probe {
                     rate,
-                    events_per_s: r.events_per_s,
+                    events_per_s: read_per_s,
+                    read_fraction: read_per_s / rate as f64,
+                    lag_first_ms: lag.first_ms,
+                    lag_last_ms: lag.last_ms,
+                    lag_growth_ms: lag.growth_ms,
+                    // No window fired during the probe: no latency to show
+                    // (and the probe does not keep up: nothing proves it did).
                     p50_ms: l.as_ref().and_then(|l| l.p50_ms),
                     p99_ms: l.as_ref().and_then(|l| l.p99_ms),
                     max_ms: l.as_ref().and_then(|l| l.max_ms),
-                    input_lag_max_ms: lag,
+                    input_lag_max_ms: r.input_lag_max_ms.unwrap_or(f64::INFINITY),
                     cpu_cores: cores,
                     peak_rss_bytes: r.peak_rss_bytes,
-                    keeps_up: lag <= a.max_lag_ms && latency_ok,
+                    keeps_up: why_not.is_none(),
+                    why_not,
                 };
                 writeln!(
                     out,
-                    "{:>14} {:>14} {:>8} {:>8} {:>8} {:>10.1} {:>6.2}  {}",
+                    "{:>14} {:>14} {:>6.1} {:>8} {:>8} {:>8} {:>10.1} {:>15} {:>6.2}  {}",
                     thousands(rate),
                     thousands(p.events_per_s as u64),
+                    p.read_fraction * 100.0,
                     opt(p.p50_ms),
                     opt(p.p99_ms),
                     opt(p.max_ms),
                     p.input_lag_max_ms,
+                    match (p.lag_first_ms, p.lag_last_ms) {
+                        (Some(f), Some(l)) => format!("{f:.1} -> {l:.1}"),
+                        _ => "-".to_string(),
+                    },
                     p.cpu_cores,
-                    if p.keeps_up { "yes" } else { "no" }
+                    match &p.why_not {
+                        None => "yes".to_string(),
+                        Some(w) => format!("no: {w}"),
+                    }
                 )?;
                 out.flush()?;
                 if let Some(f) = csv.as_mut() {
+                    let csv_f = |v: Option<f64>| v.map_or_else(String::new, |v| format!("{v:.3}"));
                     writeln!(
                         f,
-                        "{},{:.0},{},{},{},{:.3},{:.3},{},{},{}",
+                        "{},{:.0},{},{},{},{:.3},{:.3},{},{:.4},{},{},{},{}",
                         p.rate,
                         p.events_per_s,
                         csv_opt(p.p50_ms),
@@ -544,6 +764,9 @@ pub fn main(a: &BenchYsbArgs, dist: &Dist) -> Result<(), CliError> {
                         p.input_lag_max_ms,
                         p.cpu_cores,
                         p.peak_rss_bytes,
+                        p.read_fraction,
+                        csv_f(p.lag_first_ms),
+                        csv_f(p.lag_last_ms),
                         p.keeps_up,
                         query.name()
                     )?;
@@ -760,4 +983,171 @@ fn write_plot(
         .map_err(|x| e(&x))?;
     root.present().map_err(|x| e(&x))?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BOUNDS: Bounds = Bounds {
+        max_lag_ms: 200.0,
+        max_p99_ms: 1000,
+        latency_judged: true,
+    };
+
+    /// A probe at 10 M events/s that keeps up on every rule.
+    fn good() -> Measured {
+        Measured {
+            rate: 10_000_000,
+            read_per_s: 9_990_000.0,
+            lag_max_ms: Some(12.0),
+            lag_growth_ms: Some(1.5),
+            p99_ms: Some(150),
+        }
+    }
+
+    #[test]
+    fn a_probe_keeps_up_only_on_every_rule() {
+        assert_eq!(judge(&good(), &BOUNDS), None);
+        // Exactly 99% of the rate is enough; less is not.
+        let at_99 = Measured {
+            read_per_s: 9_900_000.0,
+            ..good()
+        };
+        assert_eq!(judge(&at_99, &BOUNDS), None);
+        // The probe that overstated: 168.75 M offered, 161.5 M read, lag
+        // 134 ms under a 200 ms bound. It fell behind.
+        let overstated = Measured {
+            rate: 168_750_000,
+            read_per_s: 161_500_000.0,
+            lag_max_ms: Some(134.0),
+            lag_growth_ms: Some(90.0),
+            p99_ms: Some(300),
+        };
+        let why = judge(&overstated, &BOUNDS).expect("does not keep up");
+        assert!(why.contains("read 95.7%"), "{why}");
+        // Each rule alone.
+        for (m, says) in [
+            (
+                Measured {
+                    read_per_s: 9_899_000.0,
+                    ..good()
+                },
+                "read 99.0%",
+            ),
+            (
+                Measured {
+                    read_per_s: f64::NAN,
+                    ..good()
+                },
+                "read",
+            ),
+            (
+                Measured {
+                    lag_max_ms: Some(201.0),
+                    ..good()
+                },
+                "input lag 201 ms",
+            ),
+            (
+                Measured {
+                    lag_max_ms: None,
+                    ..good()
+                },
+                "no input lag",
+            ),
+            (
+                Measured {
+                    lag_growth_ms: Some(20.5),
+                    ..good()
+                },
+                "grew 20 ms",
+            ),
+            (
+                Measured {
+                    lag_growth_ms: None,
+                    ..good()
+                },
+                "too few lag samples",
+            ),
+            (
+                Measured {
+                    p99_ms: Some(1001),
+                    ..good()
+                },
+                "p99 1001 ms",
+            ),
+            (
+                Measured {
+                    p99_ms: None,
+                    ..good()
+                },
+                "no window fired",
+            ),
+        ] {
+            let why = judge(&m, &BOUNDS).unwrap_or_else(|| panic!("{m:?} kept up"));
+            assert!(why.contains(says), "{m:?}: {why}");
+        }
+        // Without latency (q1, q2), latency is not judged.
+        let no_latency = Bounds {
+            latency_judged: false,
+            ..BOUNDS
+        };
+        let m = Measured {
+            p99_ms: None,
+            ..good()
+        };
+        assert_eq!(judge(&m, &no_latency), None);
+        // The growth allowed: a tenth of --max-lag-ms, at least 10 ms.
+        assert_eq!(BOUNDS.growth_allowed_ms(), 20.0);
+        let tight = Bounds {
+            max_lag_ms: 50.0,
+            ..BOUNDS
+        };
+        assert_eq!(tight.growth_allowed_ms(), 10.0);
+        let m = Measured {
+            lag_growth_ms: Some(15.0),
+            ..good()
+        };
+        assert_eq!(judge(&m, &BOUNDS), None);
+        assert!(judge(&m, &tight).is_some());
+    }
+
+    #[test]
+    fn lag_trend_compares_medians_after_start_up_and_at_the_end() {
+        let every_10ms = |lag: &dyn Fn(f64) -> f64| -> Vec<(f64, f64)> {
+            (0..=300)
+                .map(|i| i as f64 * 0.01)
+                .map(|t| (t, lag(t)))
+                .collect()
+        };
+        // Flat, with the start-up lag (pacers start before the job) and a
+        // spike in each part ignored.
+        let flat = every_10ms(&|t| {
+            if t < 0.2 {
+                80.0
+            } else if (t - 1.0).abs() < 0.005 || (t - 2.5).abs() < 0.005 {
+                500.0
+            } else {
+                2.0
+            }
+        });
+        let (first, last) = lag_trend(&flat, 3.0).unwrap();
+        assert_eq!((first, last), (2.0, 2.0));
+        // Falling behind by 4% of the time: the lag grows ~4 ms per 100 ms.
+        let behind = every_10ms(&|t| 40.0 * t);
+        let (first, last) = lag_trend(&behind, 3.0).unwrap();
+        assert!((first - 30.0).abs() < 0.5, "{first}");
+        assert!((last - 102.0).abs() < 0.5, "{last}");
+        // Too few samples in a part: no trend.
+        let sparse: Vec<(f64, f64)> = vec![(0.5, 1.0), (1.0, 1.0), (2.5, 1.0), (2.9, 1.0)];
+        assert_eq!(lag_trend(&sparse, 3.0), None);
+        assert_eq!(lag_trend(&[], 3.0), None);
+        // Even counts take the mean of the middle two.
+        let four: Vec<(f64, f64)> = [(0.1, 1.0), (0.2, 3.0), (0.3, 5.0), (0.35, 7.0)]
+            .into_iter()
+            .chain([(0.8, 1.0), (0.9, 1.0), (0.95, 1.0)])
+            .collect();
+        assert_eq!(lag_trend(&four, 1.0), Some((4.0, 1.0)));
+    }
 }

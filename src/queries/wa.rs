@@ -11,7 +11,7 @@
 use super::common::{CliError, PaceArgs, RuntimeArgs};
 use super::dist::Dist;
 use super::driver::{OutputArgs, Query, RankPart};
-use air_operators::sources::pace::PacedSource;
+use super::lagwatch::Watched;
 use air_operators::sources::wa::{KeyDist, WaConfig, WaEvent, WaGenerator};
 use air_operators::stream::{
     run_window_job, run_window_job_every_event, Source, SourcePoll, Stream, WindowOptions,
@@ -103,7 +103,7 @@ pub enum WaSource {
     /// Unthrottled, deterministic event times.
     Gen(WaGenerator),
     /// Paced; events stamped with their wall-clock due times.
-    Paced(PacedSource<WaGenerator>),
+    Paced(Watched<WaGenerator>),
 }
 
 impl WaSource {
@@ -189,7 +189,7 @@ impl Query for WaArgs {
                         base_time_ms: at.wall_ms,
                         ..gen
                     };
-                    WaSource::Paced(PacedSource::new(WaGenerator::new(&cfg, i, w), pacer))
+                    WaSource::Paced(Watched::new(WaGenerator::new(&cfg, i, w), pacer))
                 }
             };
             Stream::source(source).key_by(|e: &WaEvent| e.key).window(

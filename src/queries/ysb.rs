@@ -6,7 +6,7 @@
 
 use super::common::{thousands, CliError, RuntimeArgs};
 use super::dist::{Dist, MpiReport};
-use air_operators::sources::pace::PacedSource;
+use super::lagwatch::Watched;
 use air_operators::sources::ysb::{
     split_ranges, uuid_to_string, Campaigns, EventTimeMode, EventType, OnBadRecord, Pacer,
     ParseMode, ReaderOptions, SourceError, YsbEvent, YsbFileReader, YsbGenConfig, YsbGenerator,
@@ -150,7 +150,7 @@ pub enum YsbSource {
     Gen(YsbGenerator),
     /// The generator paced by `--rate` and/or `--duration` (it records its
     /// input lag: how late it was on its schedule after each batch).
-    Paced(PacedSource<YsbGenerator>),
+    Paced(Watched<YsbGenerator>),
     /// Byte ranges of input files.
     Files {
         /// Pieces still to read.
@@ -629,7 +629,7 @@ fn run_rank(args: &YsbArgs, campaigns: Arc<Campaigns>, dist: &Dist) -> Result<Ra
             let gen = YsbGenerator::new(&gen_cfg, info.index, info.workers);
             if paced {
                 let pacer = Pacer::new(start, args.rate, duration, info.index, info.workers);
-                YsbSource::Paced(PacedSource::new(gen, pacer))
+                YsbSource::Paced(Watched::new(gen, pacer))
             } else {
                 YsbSource::Gen(gen)
             }
