@@ -80,8 +80,10 @@ pub fn batch_records() -> usize {
 /// `sink_rows`, `unfired_windows`, …).
 #[derive(Debug, Clone)]
 pub struct Stats {
-    /// Named counters.
+    /// Named counters (summed over workers).
     pub counters: BTreeMap<String, u64>,
+    /// Named maxima (the largest over workers), e.g. lags.
+    pub maxima: BTreeMap<String, u64>,
     /// Latency of result rows, ms (the YSB definition: emit time minus the
     /// newest event time in the row's window), where an operator measures it.
     pub latency: Histogram<u64>,
@@ -91,6 +93,7 @@ impl Default for Stats {
     fn default() -> Self {
         Stats {
             counters: BTreeMap::new(),
+            maxima: BTreeMap::new(),
             latency: latency_histogram(),
         }
     }
@@ -107,10 +110,24 @@ impl Stats {
         self.counters.get(name).copied().unwrap_or(0)
     }
 
-    /// Adds `o` into `self`.
+    /// Raises maximum `name` to `v`.
+    pub fn max(&mut self, name: &str, v: u64) {
+        let m = self.maxima.entry(name.to_string()).or_insert(0);
+        *m = (*m).max(v);
+    }
+
+    /// Maximum `name`, if anybody set it.
+    pub fn get_max(&self, name: &str) -> Option<u64> {
+        self.maxima.get(name).copied()
+    }
+
+    /// Adds `o` into `self` (counters summed, maxima kept).
     pub fn merge(&mut self, o: &Stats) {
         for (k, v) in &o.counters {
             self.add(k, *v);
+        }
+        for (k, v) in &o.maxima {
+            self.max(k, *v);
         }
         let _ = self.latency.add(&o.latency);
     }
@@ -291,6 +308,9 @@ where
     }
     let mut sources: Vec<(Box<dyn stream::SourceDriver>, bool)> =
         b.sources.into_iter().map(|s| (s, false)).collect();
+    let mut b = stream::Leftover {
+        reporters: b.reporters,
+    };
     let n_edges = rx.len();
     let start = Instant::now();
     let mut last_flush = start;
@@ -372,6 +392,9 @@ where
     let mut stats = Stats::default();
     for (s, _) in sources.iter_mut() {
         s.report(&mut stats);
+    }
+    for f in b.reporters.iter_mut() {
+        f(&mut stats);
     }
     let mut channels = ChannelMetrics::default();
     for r in rx.iter_mut() {

@@ -197,8 +197,15 @@ pub(crate) struct EdgePlan {
     pub(crate) consumer: Option<Box<dyn EdgeConsumer>>,
 }
 
+/// What the worker keeps of the builder after wiring the graph.
+pub(crate) struct Leftover {
+    pub(crate) reporters: Vec<Box<dyn FnMut(&mut Stats)>>,
+}
+
 pub(crate) struct Builder {
     pub(crate) info: WorkerInfo,
+    /// Called once the job ended, to add the user's own counters.
+    pub(crate) reporters: Vec<Box<dyn FnMut(&mut Stats)>>,
     /// What is wrong with the graph (the first problem found while building).
     pub(crate) error: Option<String>,
     pub(crate) edges: Vec<EdgePlan>,
@@ -219,6 +226,7 @@ impl Dataflow {
         Dataflow {
             b: Rc::new(RefCell::new(Builder {
                 info,
+                reporters: Vec::new(),
                 error: None,
                 edges: Vec::new(),
                 sources: Vec::new(),
@@ -249,6 +257,13 @@ impl Dataflow {
     /// Workers in the job (all ranks).
     pub fn workers(&self) -> usize {
         self.b.borrow().info.workers
+    }
+
+    /// Calls `f` once this worker's part of the job ended, to add counters
+    /// of the user's own (e.g. kept in a `Rc<Cell<u64>>` a closure of the
+    /// graph updates) to the worker's [`Stats`].
+    pub fn report_with(&self, f: impl FnMut(&mut Stats) + 'static) {
+        self.b.borrow_mut().reporters.push(Box::new(f));
     }
 
     /// Marks the graph as one that cannot run, with `why` (operators call
