@@ -500,8 +500,9 @@ fn print_summary(r: &Report) -> std::io::Result<()> {
     if let Some(l) = &r.latency_ms {
         writeln!(
             out,
-            "  latency (emit - newest event in window): p50 {} ms, p95 {} ms, p99 {} ms, max {} ms",
-            l.p50_ms, l.p95_ms, l.p99_ms, l.max_ms
+            "  latency (emit - newest event in window): {} ({} samples)",
+            l.describe(),
+            thousands(l.samples)
         )?;
     }
     if let Some(lag) = r.input_lag_max_ms {

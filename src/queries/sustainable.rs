@@ -482,18 +482,17 @@ pub fn main(a: &BenchYsbArgs, dist: &Dist) -> Result<(), CliError> {
                 } else {
                     None
                 };
-                let latency_ok = l
-                    .as_ref()
-                    .is_none_or(|l| l.samples > 0 && l.p99_ms <= a.max_p99_ms);
                 // No window fired during the probe: no latency to show (and
                 // the probe does not keep up: nothing proves it did).
-                let l = l.filter(|l| l.samples > 0);
+                let latency_ok = l
+                    .as_ref()
+                    .is_none_or(|l| l.p99_ms.is_some_and(|p99| p99 <= a.max_p99_ms));
                 let p = Probe {
                     rate,
                     events_per_s: r.events_per_s,
-                    p50_ms: l.as_ref().map(|l| l.p50_ms),
-                    p99_ms: l.as_ref().map(|l| l.p99_ms),
-                    max_ms: l.as_ref().map(|l| l.max_ms),
+                    p50_ms: l.as_ref().and_then(|l| l.p50_ms),
+                    p99_ms: l.as_ref().and_then(|l| l.p99_ms),
+                    max_ms: l.as_ref().and_then(|l| l.max_ms),
                     input_lag_max_ms: lag,
                     cpu_cores: cores,
                     peak_rss_bytes: r.peak_rss_bytes,

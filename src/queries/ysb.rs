@@ -1067,8 +1067,9 @@ fn print_summary(r: &YsbReport) -> std::io::Result<()> {
     match &r.latency_ms {
         Some(l) => writeln!(
             out,
-            "  latency (emit - newest event in window): p50 {} ms, p95 {} ms, p99 {} ms, max {} ms",
-            l.p50_ms, l.p95_ms, l.p99_ms, l.max_ms
+            "  latency (emit - newest event in window): {} ({} samples)",
+            l.describe(),
+            thousands(l.samples)
         )?,
         None => writeln!(
             out,
