@@ -280,17 +280,6 @@ impl YsbSource {
     }
 }
 
-/// One result row of YSB.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct YsbRow {
-    /// Window start, ms of event time.
-    pub window_start_ms: u64,
-    /// Campaign id (UUID).
-    pub campaign_id: String,
-    /// Views of the campaign's ads in the window.
-    pub count: u64,
-}
-
 /// Per-worker figures of the report.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct WorkerReport {
@@ -853,21 +842,6 @@ fn per_rank_path(path: &std::path::Path, rank: usize) -> PathBuf {
         None => format!("{stem}.rank{rank}"),
     };
     path.with_file_name(name)
-}
-
-/// Writes `rows` as CSV with the header `window_start_ms,campaign_id,count`.
-pub fn write_csv(file: std::fs::File, rows: &[YsbRow]) -> anyhow::Result<()> {
-    let mut w = csv::Writer::from_writer(std::io::BufWriter::new(file));
-    w.write_record(["window_start_ms", "campaign_id", "count"])?;
-    for r in rows {
-        w.write_record([
-            r.window_start_ms.to_string(),
-            r.campaign_id.clone(),
-            r.count.to_string(),
-        ])?;
-    }
-    w.flush()?;
-    Ok(())
 }
 
 /// `air run ysb`: runs, writes the outputs, prints a summary. Under MPI

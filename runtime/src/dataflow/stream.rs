@@ -27,7 +27,7 @@ pub enum SourcePoll {
 pub trait Source: Send + 'static {
     /// The records it yields (cloned out of the batch buffer: make them
     /// `Copy` or cheap to clone).
-    type Item: Clone + 'static;
+    type Item: Clone + Send + 'static;
     /// Replaces the contents of `buf` with up to `max` new records (`buf`
     /// keeps whatever length the source left in it last time, so a source
     /// that fills a slice in place need not re-initialize it).
@@ -286,6 +286,7 @@ impl Dataflow {
                 source,
                 time: NoTime,
                 max_delay: 0,
+                idle_ms: None,
             },
             pipe: Identity,
         }
@@ -443,6 +444,8 @@ pub struct SourceHead<S, TF> {
     source: S,
     time: TF,
     max_delay: u64,
+    /// After this long without a record, the source is idle (ms).
+    idle_ms: Option<u64>,
 }
 
 impl<S: Source, TF: TimeFn<S::Item>> Head for SourceHead<S, TF> {
@@ -457,6 +460,7 @@ impl<S: Source, TF: TimeFn<S::Item>> Head for SourceHead<S, TF> {
             wm: 0,
             records: 0,
             late: 0,
+            last_data: std::time::Instant::now(),
         };
         df.b.borrow_mut().sources.push(Box::new(seg));
     }
@@ -471,6 +475,8 @@ struct SourceSeg<S: Source, TF, C> {
     wm: u64,
     records: u64,
     late: u64,
+    /// When the source last gave records (idleness).
+    last_data: std::time::Instant,
 }
 
 impl<S, TF, C> SourceDriver for SourceSeg<S, TF, C>
@@ -484,6 +490,9 @@ where
         let n = self.buf.len();
         self.records += n as u64;
         crate::timeline::add_events(n as u64);
+        if n > 0 && self.head.idle_ms.is_some() {
+            self.last_data = std::time::Instant::now();
+        }
         let SourceSeg {
             me,
             head,
@@ -525,6 +534,14 @@ where
     }
 
     fn tick(&mut self, cx: &mut Cx<'_, '_>) {
+        if let Some(idle) = self.head.idle_ms {
+            if self.last_data.elapsed().as_millis() as u64 >= idle {
+                let now = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_millis() as u64);
+                self.wm = self.wm.max(now.saturating_sub(idle));
+            }
+        }
         self.next.tick(cx);
         self.next.watermark(self.wm, cx);
     }
@@ -812,9 +829,23 @@ impl<S: Source> Stream<SourceHead<S, NoTime>, Identity> {
                 source: self.head.source,
                 time: EventTime(time),
                 max_delay: max_delay_ms,
+                idle_ms: None,
             },
             pipe: Identity,
         }
+    }
+}
+
+impl<S: Source, F: Fn(&S::Item) -> u64 + 'static> Stream<SourceHead<S, EventTime<F>>, Identity> {
+    /// Idleness (Flink's `withIdleness`): once the source has given no
+    /// record for `idle_ms` of wall-clock time, it stops holding windows
+    /// back — its watermark follows the wall clock (now − `idle_ms`), so the
+    /// windows of a quiet live input close. Assumes event times follow the
+    /// wall clock (live inputs); a record older than the advanced watermark
+    /// is late.
+    pub fn idle_after_ms(mut self, idle_ms: u64) -> Self {
+        self.head.idle_ms = Some(idle_ms);
+        self
     }
 }
 
