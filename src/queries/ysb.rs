@@ -6,13 +6,11 @@
 
 use super::common::{thousands, CliError, RuntimeArgs};
 use super::dist::{Dist, MpiReport};
+use air_operators::graph::{CollectByWindowExt, Count, Csv, KeyedWindowExt, Tumbling, Windowed};
 use air_operators::sources::pace::PacedSource;
 use air_operators::sources::ysb::{
     split_ranges, uuid_to_string, Campaigns, EventTimeMode, EventType, OnBadRecord, Pacer,
     ParseMode, ReaderOptions, SourceError, YsbEvent, YsbFileReader, YsbGenConfig, YsbGenerator,
-};
-use air_operators::graph::{
-    CollectByWindowExt, Count, Csv, KeyedWindowExt, Tumbling, Windowed,
 };
 use air_runtime::dataflow::{run_graph, Dataflow, Head, Pipe, Source, SourcePoll, Stats, Stream};
 use crossbeam_utils::CachePadded;
@@ -548,7 +546,9 @@ fn sink_rows<H, P>(
     let c = campaigns.clone();
     let seen = seen.clone();
     let row = move |r: Windowed<u32, u64>| {
-        seen.lock().unwrap_or_else(|e| e.into_inner()).insert(r.start);
+        seen.lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(r.start);
         (r.start, uuid_to_string(c.campaign_id(r.key)), r.value)
     };
     match to {
@@ -684,7 +684,13 @@ fn run_rank(
             .window(Tumbling::ms(window_ms), |v| v.1)
             .dense_keys();
         if args.shuffle {
-            sink_rows(df, views.aggregate_every_event(Count), &campaigns, &to, &seen);
+            sink_rows(
+                df,
+                views.aggregate_every_event(Count),
+                &campaigns,
+                &to,
+                &seen,
+            );
         } else {
             sink_rows(df, views.aggregate(Count), &campaigns, &to, &seen);
         }

@@ -208,7 +208,7 @@ where
         SF: Fn(&P::Out) -> S + 'static,
     {
         let df = self.dataflow().clone();
-        let edge = df.new_edge("collect by window");
+        let edge = df.new_small_edge("collect by window");
         let out = df.outbox::<P::Out>(edge);
         self.end_in(ToFirst { out });
         df.consume(

@@ -193,6 +193,8 @@ pub(crate) trait SourceDriver {
 
 pub(crate) struct EdgePlan {
     pub(crate) name: String,
+    /// Carries few records (results to one writer): smaller rings.
+    pub(crate) small: bool,
     pub(crate) feeders: usize,
     pub(crate) consumer: Option<Box<dyn EdgeConsumer>>,
 }
@@ -296,9 +298,21 @@ impl Dataflow {
     /// its index. Edges are numbered in creation order: an operator fed by
     /// edge `k` may only send on edges created after `k`.
     pub fn new_edge(&self, name: impl Into<String>) -> usize {
+        self.push_edge(name.into(), false)
+    }
+
+    /// [`Dataflow::new_edge`] for an edge that carries few records (e.g.
+    /// result rows on their way to one writer): its rings get
+    /// [`super::small_ring_bytes`] instead of the job's ring capacity.
+    pub fn new_small_edge(&self, name: impl Into<String>) -> usize {
+        self.push_edge(name.into(), true)
+    }
+
+    fn push_edge(&self, name: String, small: bool) -> usize {
         let mut b = self.b.borrow_mut();
         b.edges.push(EdgePlan {
-            name: name.into(),
+            name,
+            small,
             feeders: 0,
             consumer: None,
         });
@@ -936,7 +950,7 @@ impl<H: Head, P: Pipe<H::Out>> Stream<H, P> {
         P::Out: Record,
     {
         let df = self.df.clone();
-        let edge = df.new_edge("collect");
+        let edge = df.new_small_edge("collect");
         let out = df.outbox::<P::Out>(edge);
         self.end_in(UnkeyedTail::<P::Out> {
             out,
