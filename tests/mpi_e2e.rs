@@ -766,11 +766,16 @@ fn a_dev_shm_too_small_for_the_node_rings_fails_before_start() {
     assert!(!o.status.success(), "{}", text(&o));
     assert!(took < Duration::from_secs(30), "{took:?}");
     let err = String::from_utf8_lossy(&o.stderr);
-    // Whole pages, as tmpfs allocates them.
-    let need = 2 * (ring + air_shm::HEADER_BYTES as u64).next_multiple_of(4096);
+    // Whole pages, as tmpfs allocates them. YSB's graph has two edges: the
+    // partial aggregates (rings of --ring-bytes) and the rows on their way
+    // to one writer (small rings).
+    let small = air_runtime::dataflow::small_ring_bytes(ring as usize) as u64;
+    let page = |b: u64| (b + air_shm::HEADER_BYTES as u64).next_multiple_of(4096);
+    let need = 2 * page(ring) + 2 * page(small);
     assert!(
         err.contains("not enough shared memory in /dev/shm")
-            && err.contains(&format!("2 rings of {ring} bytes = {need} bytes"))
+            && err.contains(&format!("2 of {ring} bytes"))
+            && err.contains(&format!("= {need} bytes"))
             && err.contains("bytes free"),
         "{}",
         text(&o)

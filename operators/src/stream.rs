@@ -32,54 +32,7 @@ use hdrhistogram::Histogram;
 use std::marker::PhantomData;
 use std::time::Duration;
 
-/// What a source's poll produced.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SourcePoll {
-    /// Items were appended (possibly none).
-    Ready,
-    /// Nothing now (a paced source ahead of its schedule).
-    Idle,
-    /// Exhausted (or stopped on an error it keeps for the caller).
-    Done,
-}
-
-/// A source of records for one worker.
-pub trait Source: Send {
-    /// The records it yields (cloned out of the batch buffer: make them
-    /// `Copy` or cheap to clone).
-    type Item: Clone + Send;
-    /// Replaces the contents of `buf` with up to `max` new records (`buf`
-    /// keeps whatever length the source left in it last time, so a source
-    /// that fills a slice in place need not re-initialize it).
-    fn poll(&mut self, buf: &mut Vec<Self::Item>, max: usize) -> SourcePoll;
-}
-
-/// A source over a vector (tests and examples).
-pub struct VecSource<T> {
-    items: std::vec::IntoIter<T>,
-}
-
-impl<T> VecSource<T> {
-    /// Yields `items` in order.
-    pub fn new(items: Vec<T>) -> Self {
-        VecSource {
-            items: items.into_iter(),
-        }
-    }
-}
-
-impl<T: Clone + Send> Source for VecSource<T> {
-    type Item = T;
-    fn poll(&mut self, buf: &mut Vec<T>, max: usize) -> SourcePoll {
-        buf.clear();
-        buf.extend(self.items.by_ref().take(max));
-        if self.items.len() == 0 {
-            SourcePoll::Done
-        } else {
-            SourcePoll::Ready
-        }
-    }
-}
+pub use air_runtime::dataflow::{Source, SourcePoll, VecSource};
 
 /// A chain of fused stateless operators from `In` to `Self::Out`.
 pub trait Pipe<In>: Send {

@@ -20,8 +20,8 @@
 
 use crate::channel::{ChannelRx, ChannelTx};
 use crate::job::{
-    check_memory, missing_channel, run_wired, EdgeChannels, JobConfig, ThreadSlots, Wiring,
-    WorkerInfo,
+    check_memory, describe_rings, missing_channel, run_wired, EdgeChannels, JobConfig, ThreadSlots,
+    Wiring, WorkerInfo,
 };
 use crate::RuntimeError;
 use air_rdma::{
@@ -102,9 +102,8 @@ pub fn tier(c: &ClusterConfig, a: usize, b: usize) -> Tier {
 /// the common cause), when the node's segments would not fit.
 fn check_node_shm(
     c: &ClusterConfig,
-    edges: usize,
+    ring_bytes: &[usize],
     workers: usize,
-    ring_bytes: usize,
 ) -> Result<(), RuntimeError> {
     let mpi = &c.mpi;
     let me = mpi.rank();
@@ -119,17 +118,21 @@ fn check_node_shm(
     if pairs == 0 {
         return Ok(());
     }
-    let rings = pairs * (edges as u128) * (workers as u128) * (workers as u128);
     // tmpfs allocates whole pages.
     // SAFETY: sysconf has no preconditions.
     let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as usize;
-    let need = rings * (air_shm::HEADER_BYTES + ring_bytes).next_multiple_of(page) as u128;
+    let (rings, need) = describe_rings(
+        pairs * (workers as u128) * (workers as u128),
+        ring_bytes,
+        air_shm::HEADER_BYTES,
+        page,
+    );
     let dir = air_shm::shm_dir();
     let free = air_shm::region::free_bytes(&dir).map_err(|e| RuntimeError::Setup(e.to_string()))?;
     if need > free as u128 {
         return Err(RuntimeError::Setup(format!(
-            "not enough shared memory in {}: the {} ranks on this node need {rings} rings of \
-             {ring_bytes} bytes = {need} bytes, {free} bytes free (enlarge the tmpfs, e.g. \
+            "not enough shared memory in {}: the {} ranks on this node need {rings} = \
+             {need} bytes, {free} bytes free (enlarge the tmpfs, e.g. \
              `docker run --shm-size`, or lower --ring-bytes or --workers)",
             dir.display(),
             local.len()
@@ -140,22 +143,21 @@ fn check_node_shm(
 
 /// Byte layout of every rank's window part.
 struct Layout {
-    /// Exchange edges (each has its own rings).
-    edges: usize,
+    /// Bytes of one ring region of each exchange edge (each edge has its
+    /// own rings).
+    regions: Vec<usize>,
     workers: usize,
-    region: usize,
     heartbeats: usize,
     /// Per rank: the ranks it talks to over the network tier, ascending.
     net_peers: Vec<Vec<usize>>,
 }
 
 impl Layout {
-    fn new(c: &ClusterConfig, edges: usize, workers: usize, ring_bytes: usize) -> Layout {
+    fn new(c: &ClusterConfig, ring_bytes: &[usize], workers: usize) -> Layout {
         let p = c.mpi.size();
         Layout {
-            edges,
+            regions: ring_bytes.iter().map(|&b| ring_region_bytes(b)).collect(),
             workers,
-            region: ring_region_bytes(ring_bytes),
             heartbeats: heartbeat_bytes(p).next_multiple_of(128),
             net_peers: (0..p)
                 .map(|r| (0..p).filter(|&s| tier(c, r, s) == Tier::Network).collect())
@@ -170,21 +172,25 @@ impl Layout {
     }
 
     fn rings(&self, rank: usize) -> usize {
-        self.edges * self.net_peers[rank].len() * self.workers * self.workers
+        self.regions.len() * self.net_peers[rank].len() * self.workers * self.workers
+    }
+
+    /// Bytes of the ring regions of edges `..edge` in rank `rank`'s part.
+    fn ring_area(&self, rank: usize, edge: usize) -> usize {
+        let per_edge = self.net_peers[rank].len() * self.workers * self.workers;
+        self.regions[..edge].iter().map(|r| per_edge * r).sum()
     }
 
     /// Bytes of rank `rank`'s part.
     fn part_bytes(&self, rank: usize) -> usize {
-        self.heartbeats + self.rings(rank) * (self.region + CREDIT_BYTES)
+        self.heartbeats + self.ring_area(rank, self.regions.len()) + self.rings(rank) * CREDIT_BYTES
     }
 
     /// Where, in receiver `recv`'s part, the ring of `edge` from worker
     /// `from` of rank `src` to worker `to` of `recv` starts.
     fn ring_disp(&self, edge: usize, recv: usize, src: usize, from: usize, to: usize) -> usize {
-        let peers = self.net_peers[recv].len();
-        let i =
-            ((edge * peers + self.peer_index(recv, src)) * self.workers + from) * self.workers + to;
-        self.heartbeats + i * self.region
+        let i = (self.peer_index(recv, src) * self.workers + from) * self.workers + to;
+        self.heartbeats + self.ring_area(recv, edge) + i * self.regions[edge]
     }
 
     /// Where, in sender `send`'s part, the credit slot of the ring of `edge`
@@ -193,7 +199,7 @@ impl Layout {
         let peers = self.net_peers[send].len();
         let i =
             ((edge * peers + self.peer_index(send, dst)) * self.workers + from) * self.workers + to;
-        self.heartbeats + self.rings(send) * self.region + i * CREDIT_BYTES
+        self.heartbeats + self.ring_area(send, self.regions.len()) + i * CREDIT_BYTES
     }
 }
 
@@ -208,7 +214,8 @@ struct MpiWiring<'e> {
     live: &'e Liveness,
     job: String,
     workers: usize,
-    ring_bytes: usize,
+    /// Ring capacity of each edge, bytes.
+    ring_bytes: Vec<usize>,
 }
 
 impl MpiWiring<'_> {
@@ -256,9 +263,11 @@ impl Wiring for MpiWiring<'_> {
                         .map_err(|e| ch(e.into()))?,
                 ),
                 Tier::Node => {
-                    let ring =
-                        FrameRing::create_segment(&self.segment(edge, src, dst), self.ring_bytes)
-                            .map_err(|e| ch(e.into()))?;
+                    let ring = FrameRing::create_segment(
+                        &self.segment(edge, src, dst),
+                        self.ring_bytes[edge],
+                    )
+                    .map_err(|e| ch(e.into()))?;
                     Box::new(
                         ring.consumer(WaitPolicy::default())
                             .map_err(|e| ch(e.into()))?,
@@ -270,7 +279,7 @@ impl Wiring for MpiWiring<'_> {
                         self.live,
                         rank,
                         self.layout.ring_disp(edge, me, rank, from, to),
-                        self.ring_bytes,
+                        self.ring_bytes[edge],
                         self.layout.credit_disp(edge, rank, me, from, to),
                     )
                     .map_err(|e| ch(e.into()))?,
@@ -318,7 +327,7 @@ impl Wiring for MpiWiring<'_> {
                         self.live,
                         rank,
                         self.layout.ring_disp(edge, rank, me, from, to),
-                        self.ring_bytes,
+                        self.ring_bytes[edge],
                         self.layout.credit_disp(edge, me, rank, from, to),
                     )
                     .map_err(|e| ch(e.into()))?,
@@ -400,7 +409,7 @@ pub fn cpu_split(masks: &[u64], node_of: &[usize], me: usize) -> (usize, usize) 
 pub(crate) fn run<R, B>(
     cfg: &JobConfig,
     cluster: &ClusterConfig,
-    edges: usize,
+    edges: &[usize],
     body: B,
 ) -> Result<Vec<R>, RuntimeError>
 where
@@ -413,7 +422,13 @@ where
     for (what, v) in [
         ("--workers", w as u64),
         ("--ring-bytes", cfg.ring_bytes as u64),
-        ("the exchange edges of the graph", edges as u64),
+        ("the exchange edges of the graph", edges.len() as u64),
+        (
+            "the graph's ring sizes",
+            edges.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
+                (h ^ b as u64).wrapping_mul(0x0100_0000_01b3)
+            }),
+        ),
     ] {
         let all = mpi.all_gather_u64(v);
         if all.iter().any(|&x| x != v) {
@@ -422,16 +437,18 @@ where
             )));
         }
     }
-    air_rdma::ring::check_capacity(cfg.ring_bytes)
-        .map_err(|e| RuntimeError::Setup(e.to_string()))?;
+    for &b in edges {
+        air_rdma::ring::check_capacity(b).map_err(|e| RuntimeError::Setup(e.to_string()))?;
+    }
     // This rank consumes one ring from every worker of the job, per worker.
     let g = mpi.size() * w;
     check_memory(
-        (edges as u128) * (g as u128) * (w as u128),
-        cfg.ring_bytes,
+        (g as u128) * (w as u128),
+        edges,
         &format!(
-            "{w} workers on each of {} ranks and {edges} exchange edge(s)",
-            mpi.size()
+            "{w} workers on each of {} ranks and {} exchange edge(s)",
+            mpi.size(),
+            edges.len()
         ),
     )?;
     if mpi.local_rank() == 0 {
@@ -451,7 +468,7 @@ where
             Err(e) => tracing::warn!("cleaning stale segments: {e}"),
         }
     }
-    check_node_shm(cluster, edges, w, cfg.ring_bytes)?;
+    check_node_shm(cluster, edges, w)?;
     let nonce = if mpi.rank() == 0 {
         let t = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -462,7 +479,7 @@ where
     };
     // Segment names must agree across ranks: rank 0's nonce names the job.
     let job = format!("mpi{:x}", mpi.broadcast_u64(0, nonce));
-    let layout = Layout::new(cluster, edges, w, cfg.ring_bytes);
+    let layout = Layout::new(cluster, edges, w);
     let setup = |e: air_rdma::RdmaError| RuntimeError::Setup(e.to_string());
     let window = Window::allocate(mpi, layout.part_bytes(mpi.rank())).map_err(setup)?;
     let epoch = window.lock_all().map_err(setup)?;
@@ -486,12 +503,12 @@ where
         split,
         cluster,
         layout,
-        slots: ThreadSlots::new(edges, w, cfg.ring_bytes),
+        slots: ThreadSlots::new(edges, w),
         epoch: &epoch,
         live: &live,
         job,
         workers: w,
-        ring_bytes: cfg.ring_bytes,
+        ring_bytes: edges.to_vec(),
     };
     let result = std::thread::scope(|s| {
         let beater = std::thread::Builder::new()
@@ -530,7 +547,7 @@ where
                 unsafe { libc::_exit(0) };
             });
         }
-        let r = run_wired(cfg, &wiring, edges, body);
+        let r = run_wired(cfg, &wiring, edges.len(), body);
         if r.is_ok() {
             // Every rank is done with every channel (producers flushed their
             // last frames and closed) before windows are unlocked and freed.

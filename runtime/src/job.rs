@@ -197,14 +197,15 @@ pub(crate) trait Wiring: Sync {
 pub(crate) struct ThreadSlots {
     /// `slots[edge][from][to]`, local worker indices.
     slots: Mutex<Vec<Vec<Vec<Option<Producer>>>>>,
-    ring_bytes: usize,
+    /// Ring capacity of each edge, bytes.
+    ring_bytes: Vec<usize>,
 }
 
 impl ThreadSlots {
-    pub(crate) fn new(edges: usize, workers: usize, ring_bytes: usize) -> ThreadSlots {
+    pub(crate) fn new(ring_bytes: &[usize], workers: usize) -> ThreadSlots {
         ThreadSlots {
             slots: Mutex::new(
-                (0..edges)
+                (0..ring_bytes.len())
                     .map(|_| {
                         (0..workers)
                             .map(|_| (0..workers).map(|_| None).collect())
@@ -212,7 +213,7 @@ impl ThreadSlots {
                     })
                     .collect(),
             ),
-            ring_bytes,
+            ring_bytes: ring_bytes.to_vec(),
         }
     }
 
@@ -224,7 +225,7 @@ impl ThreadSlots {
         from: usize,
         to: usize,
     ) -> Result<air_shm::Consumer, air_shm::ShmError> {
-        let (p, c) = thread_channel(self.ring_bytes)?;
+        let (p, c) = thread_channel(self.ring_bytes[edge])?;
         self.slots.lock().unwrap_or_else(|e| e.into_inner())[edge][from][to] = Some(p);
         Ok(c)
     }
@@ -295,14 +296,51 @@ pub(crate) fn missing_channel(from: usize, to: usize) -> RuntimeError {
     ))
 }
 
-/// Refuses rings that would take more than half the available memory.
-pub(crate) fn check_memory(rings: u128, ring_bytes: usize, what: &str) -> Result<(), RuntimeError> {
-    let need = rings * (ring_bytes as u128 + air_shm::HEADER_BYTES as u128);
+/// "N rings of B bytes" for `per_edge` rings of each edge's capacity
+/// (`ring_bytes`), and the bytes they take with `each` more per ring
+/// (rounded up to `round`).
+pub(crate) fn describe_rings(
+    per_edge: u128,
+    ring_bytes: &[usize],
+    each: usize,
+    round: usize,
+) -> (String, u128) {
+    let mut sizes: Vec<usize> = ring_bytes.to_vec();
+    sizes.sort_unstable();
+    sizes.dedup();
+    let need: u128 = ring_bytes
+        .iter()
+        .map(|&b| per_edge * (b + each).next_multiple_of(round.max(1)) as u128)
+        .sum();
+    let rings = per_edge * ring_bytes.len() as u128;
+    let text = if sizes.len() == 1 {
+        format!("{rings} rings of {} bytes", sizes[0])
+    } else {
+        let by: Vec<String> = sizes
+            .iter()
+            .map(|&b| {
+                let n = per_edge * ring_bytes.iter().filter(|&&x| x == b).count() as u128;
+                format!("{n} of {b} bytes")
+            })
+            .collect();
+        format!("{rings} rings ({})", by.join(", "))
+    };
+    (text, need)
+}
+
+/// Refuses rings that would take more than half the available memory:
+/// `per_edge` rings of every edge's capacity (`ring_bytes`).
+pub(crate) fn check_memory(
+    per_edge: u128,
+    ring_bytes: &[usize],
+    what: &str,
+) -> Result<(), RuntimeError> {
+    let (rings, need) = describe_rings(per_edge, ring_bytes, air_shm::HEADER_BYTES, 1);
     if let Some(avail) = available_memory() {
         if need > avail as u128 / 2 {
             return Err(RuntimeError::Setup(format!(
-                "{what} need {rings} rings of {ring_bytes} bytes = {need} bytes, more than half \
-                 of the {avail} bytes of available memory (lower --workers or --ring-bytes)"
+                "{what} need {rings} = {need} bytes, more than half of the {avail} bytes of \
+                 available memory (lower --workers or --ring-bytes)"
             )));
         }
     }
@@ -332,7 +370,7 @@ where
     D: Downstream<T>,
     F: Fn(&WorkerInfo) -> (U, D) + Sync,
 {
-    run_workers(cfg, 1, |info, mut edges| {
+    run_workers(cfg, &[cfg.ring_bytes], |info, mut edges| {
         let ch = edges.pop().expect("one edge");
         let (up, down) = make(info);
         single_edge_worker::<T, U, D>(cfg, info.clone(), ch, up, down)
@@ -340,8 +378,9 @@ where
 }
 
 /// Runs `cfg.workers` worker threads per process (across every rank of the
-/// MPI job with `cfg.cluster`), joined all-to-all by `edges` independent
-/// sets of channels (one ring per (edge, sender, receiver); no two edges
+/// MPI job with `cfg.cluster`), joined all-to-all by one independent set
+/// of channels per exchange edge, `edges[e]` being edge `e`'s ring
+/// capacity in bytes (one ring per (edge, sender, receiver); no two edges
 /// share a ring). Each worker is pinned by the placement plan, creates its
 /// receiving rings on its own thread (first touch), and then runs `body`
 /// with its [`WorkerInfo`] and its channels of every edge (in edge order).
@@ -353,7 +392,7 @@ where
 /// [`RuntimeError::Setup`] when the rings would not fit in memory (more
 /// than half of `MemAvailable`) or, under MPI, in `/dev/shm`; whatever a
 /// worker's `body` returns.
-pub fn run_workers<R, B>(cfg: &JobConfig, edges: usize, body: B) -> Result<Vec<R>, RuntimeError>
+pub fn run_workers<R, B>(cfg: &JobConfig, edges: &[usize], body: B) -> Result<Vec<R>, RuntimeError>
 where
     R: Send,
     B: for<'c> Fn(&WorkerInfo, Vec<EdgeChannels<'c>>) -> Result<R, RuntimeError> + Sync,
@@ -367,9 +406,9 @@ where
     let w = cfg.workers.max(1);
     // E·W² rings, each touched up front: refuse what the machine cannot hold.
     check_memory(
-        (edges as u128) * (w as u128) * (w as u128),
-        cfg.ring_bytes,
-        &format!("{w} workers and {edges} exchange edge(s)"),
+        (w as u128) * (w as u128),
+        edges,
+        &format!("{w} workers and {} exchange edge(s)", edges.len()),
     )?;
     let share = cfg
         .pin
@@ -379,10 +418,10 @@ where
         .unwrap_or((1, 0));
     let wiring = LocalWiring {
         workers: w,
-        slots: ThreadSlots::new(edges, w, cfg.ring_bytes),
+        slots: ThreadSlots::new(edges, w),
         share,
     };
-    run_wired(cfg, &wiring, edges, body)
+    run_wired(cfg, &wiring, edges.len(), body)
 }
 
 /// Runs this process's workers over `wiring`.

@@ -103,7 +103,10 @@ impl<G: Generator> std::ops::Deref for Watched<G> {
     }
 }
 
-impl<G: Generator + Send> Source for Watched<G> {
+impl<G: Generator + Send + 'static> Source for Watched<G>
+where
+    G::Item: 'static,
+{
     type Item = G::Item;
 
     #[inline]

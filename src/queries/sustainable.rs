@@ -123,7 +123,7 @@ impl Bounds {
 /// not (the first rule it broke).
 pub fn judge(m: &Measured, b: &Bounds) -> Option<String> {
     let fraction = m.read_per_s / m.rate.max(1) as f64;
-    if !(fraction >= MIN_READ_FRACTION) {
+    if fraction.is_nan() || fraction < MIN_READ_FRACTION {
         return Some(format!(
             "read {:.1}% of the rate (< {:.0}%)",
             fraction * 100.0,

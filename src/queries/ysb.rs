@@ -7,14 +7,12 @@
 use super::common::{thousands, CliError, RuntimeArgs};
 use super::dist::{Dist, MpiReport};
 use super::lagwatch::Watched;
+use air_operators::graph::{CollectByWindowExt, Count, Csv, KeyedWindowExt, Tumbling, Windowed};
 use air_operators::sources::ysb::{
     split_ranges, uuid_to_string, Campaigns, EventTimeMode, EventType, OnBadRecord, Pacer,
     ParseMode, ReaderOptions, SourceError, YsbEvent, YsbFileReader, YsbGenConfig, YsbGenerator,
 };
-use air_operators::stream::{
-    run_window_job, run_window_job_every_event, Pipe, Source, SourcePoll, Stream, WindowOptions,
-};
-use air_operators::window::{Aggregate, WindowSpec};
+use air_runtime::dataflow::{run_graph, Dataflow, Head, Pipe, Source, SourcePoll, Stats, Stream};
 use crossbeam_utils::CachePadded;
 use serde::{Deserialize, Serialize};
 use std::io::Write;
@@ -116,31 +114,6 @@ pub struct YsbArgs {
     pub runtime: RuntimeArgs,
 }
 
-/// The YSB projection: keep views, join `ad_id` to its campaign index,
-/// emit `(campaign, event_time_ms)`; counts the views it drops. (Events
-/// that are not views are not counted here, to keep the per-event loop free
-/// of stores: they are the source's records that neither reached the window
-/// nor were unmatched.)
-pub struct YsbProject {
-    campaigns: Arc<Campaigns>,
-    /// Views whose ad is in no campaign.
-    pub unmatched: u64,
-}
-
-impl Pipe<YsbEvent> for YsbProject {
-    type Out = (u32, u64);
-    #[inline(always)]
-    fn run<E: FnMut((u32, u64))>(&mut self, e: YsbEvent, emit: &mut E) {
-        if e.event_type != EventType::View {
-            return;
-        }
-        match self.campaigns.campaign_of(e.ad_id) {
-            Some(c) => emit((c, e.event_time_ms)),
-            None => self.unmatched += 1,
-        }
-    }
-}
-
 /// A worker's YSB source: the generator or its share of the input files.
 /// (One per worker, never moved on the hot path: the size difference of the
 /// variants does not matter.)
@@ -168,6 +141,8 @@ pub enum YsbSource {
         /// Set by the first worker that meets a bad record: every worker
         /// stops reading at its next batch.
         stop: Arc<std::sync::atomic::AtomicBool>,
+        /// Where the error that stopped a source goes (the first one).
+        failed: Arc<std::sync::Mutex<Option<String>>>,
     },
 }
 
@@ -203,6 +178,34 @@ impl Source for YsbSource {
         PROGRESS_SLOT.with(|&i| PROGRESS[i].fetch_add(n, Ordering::Relaxed));
         r
     }
+
+    fn report(&mut self, stats: &mut Stats) {
+        match self {
+            YsbSource::Paced(p) => {
+                if let Some(lag) = p.input_lag_max_ms() {
+                    // µs: maxima are integers.
+                    stats.max("input_lag_max_us", (lag * 1000.0).round() as u64);
+                }
+            }
+            YsbSource::Files {
+                error,
+                skipped,
+                current,
+                failed,
+                ..
+            } => {
+                stats.add(
+                    "skipped_records",
+                    *skipped + current.as_ref().map_or(0, |r| r.skipped()),
+                );
+                if let Some(e) = error {
+                    let mut f = failed.lock().unwrap_or_else(|e| e.into_inner());
+                    f.get_or_insert_with(|| e.to_string());
+                }
+            }
+            YsbSource::Gen(_) => {}
+        }
+    }
 }
 
 impl YsbSource {
@@ -229,6 +232,7 @@ impl YsbSource {
                 skipped,
                 first_skipped,
                 stop,
+                ..
             } => {
                 buf.clear();
                 if error.is_some() || stop.load(std::sync::atomic::Ordering::Relaxed) {
@@ -274,17 +278,6 @@ impl YsbSource {
             }
         }
     }
-}
-
-/// One result row of YSB.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct YsbRow {
-    /// Window start, ms of event time.
-    pub window_start_ms: u64,
-    /// Campaign id (UUID).
-    pub campaign_id: String,
-    /// Views of the campaign's ads in the window.
-    pub count: u64,
 }
 
 /// Per-worker figures of the report.
@@ -390,10 +383,8 @@ pub struct PlacementReport {
     pub oversubscribed: bool,
 }
 
-/// What a run produced.
+/// What a run produced (its rows were written as windows fired).
 pub struct YsbOutcome {
-    /// Result rows sorted by (window_start_ms, campaign_id).
-    pub rows: Vec<YsbRow>,
     /// The report.
     pub report: YsbReport,
     /// The input error that stopped a source (exit code 2), if any.
@@ -534,11 +525,15 @@ fn validate(args: &YsbArgs, ranks: usize) -> Result<(), CliError> {
     Ok(())
 }
 
-/// One rank's share of a run: its workers' rows and figures (all of them
-/// when alone), shipped to rank 0 to be merged.
+/// One rank's share of a run: its workers' figures (all of them when
+/// alone), shipped to rank 0 to be merged. (Rows are not in it: they were
+/// written as their windows fired.)
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct RankPart {
-    rows: Vec<YsbRow>,
+    /// Result rows this rank's workers emitted.
+    rows: u64,
+    /// Starts of the windows that had rows (distinct) among those.
+    windows: Vec<u64>,
     per_worker: Vec<WorkerReport>,
     /// Latency histogram as (value ms, count) pairs.
     latency: Vec<(u64, u64)>,
@@ -553,11 +548,78 @@ struct RankPart {
     /// This rank was stopped by a signal (one sent to it alone too).
     #[serde(default)]
     stopped: bool,
+    /// Ring memory of this rank, bytes.
+    #[serde(default)]
+    ring_bytes: u64,
+}
+
+/// Where a rank's result rows go.
+enum RowsTo {
+    /// Worker 0 of the job writes the one `--out` file, window by window.
+    One(PathBuf),
+    /// Every worker of this rank writes into the rank's file.
+    Rank(Arc<std::sync::Mutex<csv::Writer<std::fs::File>>>),
+    /// Nowhere (rows are only counted).
+    Nowhere,
+}
+
+/// Ends the graph: the rows of `windows` go where `to` says, every window
+/// start goes into `seen`.
+#[allow(clippy::too_many_arguments)]
+fn sink_rows<H, P>(
+    df: &Dataflow,
+    windows: Stream<H, P>,
+    campaigns: &Arc<Campaigns>,
+    to: &RowsTo,
+    seen: &Arc<std::sync::Mutex<std::collections::BTreeSet<u64>>>,
+) where
+    H: Head,
+    P: Pipe<H::Out, Out = Windowed<u32, u64>>,
+{
+    let c = campaigns.clone();
+    let seen = seen.clone();
+    let row = move |r: Windowed<u32, u64>| {
+        seen.lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(r.start);
+        (r.start, uuid_to_string(c.campaign_id(r.key)), r.value)
+    };
+    match to {
+        RowsTo::Rank(w) => {
+            let w = w.clone();
+            let me = df.index();
+            windows.map(row).sink(move |r: (u64, String, u64)| {
+                let mut w = w.lock().unwrap_or_else(|e| e.into_inner());
+                if let Err(e) = w.serialize(&r) {
+                    tracing::error!("worker {me}: writing a row: {e}");
+                }
+            });
+        }
+        RowsTo::One(path) => {
+            let c = campaigns.clone();
+            windows
+                .collect_by_window(move |r| c.campaign_id(r.key))
+                .map(row)
+                .sink(Csv::to_path(path).header(&["window_start_ms", "campaign_id", "count"]));
+        }
+        RowsTo::Nowhere => {
+            let c = campaigns.clone();
+            windows
+                .collect_by_window(move |r| c.campaign_id(r.key))
+                .map(row)
+                .for_each(|_| {});
+        }
+    }
 }
 
 /// Runs this process's share of YSB as `args` say (every rank's workers
-/// when distributed); returns its rows and figures.
-fn run_rank(args: &YsbArgs, campaigns: Arc<Campaigns>, dist: &Dist) -> Result<RankPart, CliError> {
+/// when distributed); its rows go where `to` says as windows fire.
+fn run_rank(
+    args: &YsbArgs,
+    campaigns: Arc<Campaigns>,
+    dist: &Dist,
+    to: RowsTo,
+) -> Result<RankPart, CliError> {
     let mut cfg = args.runtime.job_config();
     dist.configure(&mut cfg, args.runtime.force_network);
     // Global worker g = rank * w + local; the input and the generator are
@@ -605,107 +667,119 @@ fn run_rank(args: &YsbArgs, campaigns: Arc<Campaigns>, dist: &Dist) -> Result<Ra
         },
         ..ReaderOptions::default()
     };
-    let wopts = WindowOptions {
-        max_delay_ms: args.max_delay(),
-        ..WindowOptions::default()
-    };
+    let (window_ms, max_delay_ms) = (args.window(), args.max_delay());
     let start = Instant::now();
-    let pieces = std::sync::Mutex::new(pieces);
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let build = |info: &air_runtime::WorkerInfo| {
+    let failed = Arc::new(std::sync::Mutex::new(None));
+    let seen = Arc::new(std::sync::Mutex::new(std::collections::BTreeSet::new()));
+    // The graph every worker runs: source → views of known ads → per
+    // campaign per window count (pre-aggregated unless --shuffle) → rows.
+    let build = |df: &Dataflow| {
+        let me = df.index();
         let source = if files {
-            let mine =
-                std::mem::take(&mut pieces.lock().unwrap_or_else(|e| e.into_inner())[info.index]);
             YsbSource::Files {
-                pieces: mine.into_iter(),
+                pieces: pieces[me].clone().into_iter(),
                 current: None,
                 opts,
                 error: None,
                 skipped: 0,
                 first_skipped: None,
                 stop: stop.clone(),
+                failed: failed.clone(),
             }
         } else {
-            let gen = YsbGenerator::new(&gen_cfg, info.index, info.workers);
+            let gen = YsbGenerator::new(&gen_cfg, me, df.workers());
             if paced {
-                let pacer = Pacer::new(start, args.rate, duration, info.index, info.workers);
+                let pacer = Pacer::new(start, args.rate, duration, me, df.workers());
                 YsbSource::Paced(Watched::new(gen, pacer))
             } else {
                 YsbSource::Gen(gen)
             }
         };
-        Stream::source(source)
-            .pipe(YsbProject {
-                campaigns: campaigns.clone(),
-                unmatched: 0,
+        let unmatched = std::rc::Rc::new(std::cell::Cell::new(0u64));
+        let u = unmatched.clone();
+        df.report_with(move |s| s.add("unmatched", u.get()));
+        let c = campaigns.clone();
+        let views = df
+            .source(source)
+            .event_time(|e| e.event_time_ms, max_delay_ms)
+            .flat_map(move |e: YsbEvent| {
+                if e.event_type != EventType::View {
+                    return None;
+                }
+                let k = c.campaign_of(e.ad_id);
+                if k.is_none() {
+                    unmatched.set(unmatched.get() + 1);
+                }
+                k.map(|k| (k, e.event_time_ms))
             })
-            .key_by(|r: &(u32, u64)| r.0 as u64)
-            .window(|r| r.1, |_| 1, wopts)
-    };
-    let spec = WindowSpec::tumbling(args.window());
-    let out = if args.shuffle {
-        run_window_job_every_event(&cfg, spec, Aggregate::Count, build)
-    } else {
-        run_window_job(&cfg, spec, Aggregate::Count, build)
-    }
-    .map_err(|e| CliError::Other(e.into()))?;
-    let elapsed = start.elapsed().max(out.elapsed);
-    let rows: Vec<YsbRow> = out
-        .results
-        .iter()
-        .map(|r| YsbRow {
-            window_start_ms: r.window_start,
-            campaign_id: uuid_to_string(campaigns.campaign_id(r.key as u32)),
-            count: r.state.count,
-        })
-        .collect();
-    let first = dist.rank() * w;
-    let mut per_worker = Vec::new();
-    let mut input_error = None;
-    let mut skipped = 0;
-    for i in 0..out.sources.len() {
-        let p = out.pipes[i].second();
-        let u = out.upstream[i];
-        per_worker.push(WorkerReport {
-            worker: first + i,
-            rank: dist.rank(),
-            placement: out.placement[i].clone(),
-            events: u.source_records,
-            filtered: u.source_records - u.windowed_records - p.unmatched,
-            unmatched: p.unmatched,
-            late_records: u.late_records,
-            watermark_lag_max_ms: (!files && args.event_time == EventTimeArg::Wallclock)
-                .then_some(out.watermark_lag_max_ms[i]),
-            input_lag_max_ms: match &out.sources[i] {
-                YsbSource::Paced(p) => p.input_lag_max_ms(),
-                _ => None,
-            },
-            channels: out.channels[i].clone(),
-        });
-        if let YsbSource::Files {
-            error,
-            skipped: s,
-            current,
-            ..
-        } = &out.sources[i]
-        {
-            skipped += s + current.as_ref().map_or(0, |r| r.skipped());
-            if let Some(e) = error {
-                input_error.get_or_insert_with(|| e.to_string());
-            }
+            .key_by(|v: &(u32, u64)| v.0)
+            .window(Tumbling::ms(window_ms), |v| v.1)
+            .dense_keys();
+        if args.shuffle {
+            sink_rows(
+                df,
+                views.aggregate_every_event(Count),
+                &campaigns,
+                &to,
+                &seen,
+            );
+        } else {
+            sink_rows(df, views.aggregate(Count), &campaigns, &to, &seen);
         }
+    };
+    let out = run_graph(&cfg, build).map_err(|e| CliError::Other(e.into()))?;
+    if let RowsTo::Rank(w) = &to {
+        w.lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .flush()
+            .map_err(|e| CliError::Other(e.into()))?;
     }
+    let elapsed = start.elapsed().max(out.elapsed);
+    let wallclock = !files && args.event_time == EventTimeArg::Wallclock;
+    let mut per_worker = Vec::new();
+    for wr in &out.workers {
+        let st = &wr.stats;
+        let events = st.get("source_records");
+        let late = st.get("late_records");
+        let unmatched = st.get("unmatched");
+        per_worker.push(WorkerReport {
+            worker: wr.index,
+            rank: dist.rank(),
+            placement: wr.placement.clone(),
+            events,
+            filtered: events
+                .saturating_sub(late)
+                .saturating_sub(st.get("window_records"))
+                .saturating_sub(unmatched),
+            unmatched,
+            late_records: late,
+            watermark_lag_max_ms: wallclock
+                .then(|| st.get_max("watermark_lag_max_ms").unwrap_or(0)),
+            input_lag_max_ms: st.get_max("input_lag_max_us").map(|us| us as f64 / 1000.0),
+            channels: wr.channels.clone(),
+        });
+    }
+    let input_error = failed.lock().unwrap_or_else(|e| e.into_inner()).take();
+    let windows = seen
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .copied()
+        .collect();
     Ok(RankPart {
-        rows,
+        rows: out.stats.get("window_rows"),
+        windows,
         per_worker,
-        latency: air_runtime::metrics::histogram_pairs(&out.latency_hist),
-        skipped,
+        latency: air_runtime::metrics::histogram_pairs(&out.stats.latency),
+        skipped: out.stats.get("skipped_records"),
         input_error,
         elapsed_s: elapsed.as_secs_f64(),
-        late_partials: out.late_partials,
-        unfired_windows: out.unfired_windows,
+        late_partials: out.stats.get("late_partials"),
+        unfired_windows: out.stats.get("unfired_windows"),
         peak_rss_bytes: super::common::peak_rss_bytes(),
         stopped: out.stopped || air_runtime::stop::requested(),
+        ring_bytes: out.ring_bytes,
     })
 }
 
@@ -716,7 +790,8 @@ fn merge(
     mpi: Option<MpiReport>,
 ) -> Result<YsbOutcome, CliError> {
     let files = !args.input.is_empty();
-    let mut rows = Vec::new();
+    let mut rows = 0u64;
+    let mut windows = std::collections::BTreeSet::new();
     let mut per_worker = Vec::new();
     let mut hist = air_runtime::metrics::latency_histogram();
     let mut skipped = 0;
@@ -730,7 +805,8 @@ fn merge(
         parts_stopped |= p.stopped;
         unfired_windows += p.unfired_windows;
         peak_rss_bytes = peak_rss_bytes.max(p.peak_rss_bytes);
-        rows.extend(p.rows);
+        rows += p.rows;
+        windows.extend(p.windows);
         per_worker.extend(p.per_worker);
         air_runtime::metrics::record_pairs(&mut hist, &p.latency);
         skipped += p.skipped;
@@ -740,9 +816,6 @@ fn merge(
         secs = secs.max(p.elapsed_s);
         late_partials += p.late_partials;
     }
-    rows.sort_by(|a, b| {
-        (a.window_start_ms, &a.campaign_id).cmp(&(b.window_start_ms, &b.campaign_id))
-    });
     let w = per_worker.len().max(1);
     let events: u64 = per_worker.iter().map(|p| p.events).sum();
     if let Some(e) = &input_error {
@@ -751,8 +824,6 @@ fn merge(
              were processed and their results written)"
         ));
     }
-    let mut windows: Vec<u64> = rows.iter().map(|r| r.window_start_ms).collect();
-    windows.dedup();
     let wallclock = !files && args.event_time == EventTimeArg::Wallclock;
     let report = YsbReport {
         query: "ysb",
@@ -768,7 +839,7 @@ fn merge(
         late_records: per_worker.iter().map(|p| p.late_records).sum(),
         skipped_records: skipped,
         windows_emitted: windows.len() as u64,
-        rows: rows.len() as u64,
+        rows,
         latency_ms: wallclock.then(|| air_runtime::LatencySummary::of(&hist)),
         input_lag_max_ms: per_worker
             .iter()
@@ -794,7 +865,6 @@ fn merge(
         )));
     }
     Ok(YsbOutcome {
-        rows,
         report,
         input_error,
         latency: hist,
@@ -811,21 +881,6 @@ fn per_rank_path(path: &std::path::Path, rank: usize) -> PathBuf {
         None => format!("{stem}.rank{rank}"),
     };
     path.with_file_name(name)
-}
-
-/// Writes `rows` as CSV with the header `window_start_ms,campaign_id,count`.
-pub fn write_csv(file: std::fs::File, rows: &[YsbRow]) -> anyhow::Result<()> {
-    let mut w = csv::Writer::from_writer(std::io::BufWriter::new(file));
-    w.write_record(["window_start_ms", "campaign_id", "count"])?;
-    for r in rows {
-        w.write_record([
-            r.window_start_ms.to_string(),
-            r.campaign_id.clone(),
-            r.count.to_string(),
-        ])?;
-    }
-    w.flush()?;
-    Ok(())
 }
 
 /// `air run ysb`: runs, writes the outputs, prints a summary. Under MPI
@@ -871,11 +926,14 @@ pub fn run(args: &YsbArgs, dist: &Dist, print: bool) -> Result<Option<YsbReport>
             })
         })
     };
-    // Check the options and open the outputs before the run, so a bad path
-    // fails now, not after it; every rank agrees before any goes on.
+    // Check the options and the outputs before the run, so a bad path
+    // fails now, not after it; every rank agrees before any goes on. The
+    // rows stream into `--out` as windows fire (created at the first row,
+    // or at the end); the report is written whole at the end.
     let open = |p: &std::path::Path| super::common::Output::create(p);
     let per_rank = args.out_per_rank;
-    let mut files = (None, None, None);
+    let mut report_file = None;
+    let mut to = RowsTo::Nowhere;
     let mut campaigns = None;
     let checked = validate(args, dist.ranks()).and_then(|()| {
         campaigns = Some(Arc::new(match &args.campaigns {
@@ -883,26 +941,28 @@ pub fn run(args: &YsbArgs, dist: &Dist, print: bool) -> Result<Option<YsbReport>
             None => Campaigns::ysb(args.seed),
         }));
         args.runtime.check_timeline(dist.rank(), dist.ranks())?;
-        if root {
-            files.0 = args
-                .out
-                .as_deref()
-                .filter(|_| !per_rank)
-                .map(open)
-                .transpose()?;
-            files.1 = args.report.as_deref().map(open).transpose()?;
+        if let Some(p) = &args.out {
+            if per_rank {
+                let path = per_rank_path(p, dist.rank());
+                let f = std::fs::File::create(&path)
+                    .map_err(|e| CliError::BadInput(format!("{}: {e}", path.display())))?;
+                let mut w = csv::Writer::from_writer(f);
+                w.write_record(["window_start_ms", "campaign_id", "count"])
+                    .map_err(|e| CliError::BadInput(format!("{}: {e}", path.display())))?;
+                to = RowsTo::Rank(Arc::new(std::sync::Mutex::new(w)));
+            } else {
+                if root {
+                    check_streamed_output(p)?;
+                }
+                to = RowsTo::One(p.clone());
+            }
         }
-        if per_rank {
-            files.2 = args
-                .out
-                .as_deref()
-                .map(|p| open(&per_rank_path(p, dist.rank())))
-                .transpose()?;
+        if root {
+            report_file = args.report.as_deref().map(open).transpose()?;
         }
         Ok(())
     });
     dist.agree(checked)?;
-    let (out_file, report_file, rank_file) = files;
     let campaigns = campaigns.expect("loaded when the checks passed");
     let timeline = match args.runtime.start_timeline(dist.rank(), dist.ranks()) {
         Ok(t) => t,
@@ -911,7 +971,7 @@ pub fn run(args: &YsbArgs, dist: &Dist, print: bool) -> Result<Option<YsbReport>
             return Err(e);
         }
     };
-    let part = run_rank(args, campaigns, dist);
+    let part = run_rank(args, campaigns, dist, to);
     drop(timeline);
     done.store(true, std::sync::atomic::Ordering::Relaxed);
     if let Some(p) = progress {
@@ -924,9 +984,6 @@ pub fn run(args: &YsbArgs, dist: &Dist, print: bool) -> Result<Option<YsbReport>
             return Err(e);
         }
     };
-    if let Some(f) = rank_file {
-        f.write(|f| write_csv(f, &part.rows))?;
-    }
     let bytes = serde_json::to_vec(&part)?;
     let code = match dist.gather(bytes)? {
         Some(parts) => {
@@ -946,9 +1003,6 @@ pub fn run(args: &YsbArgs, dist: &Dist, print: bool) -> Result<Option<YsbReport>
             };
             dist.agree_exit_code(code);
             let o = o?;
-            if let Some(f) = out_file {
-                f.write(|f| write_csv(f, &o.rows))?;
-            }
             if let Some(f) = report_file {
                 f.write(|f| super::common::write_json(f, &o.report))?;
             }
@@ -970,6 +1024,25 @@ pub fn run(args: &YsbArgs, dist: &Dist, print: bool) -> Result<Option<YsbReport>
         0 => Ok(None),
         c => Err(CliError::Quiet(c)),
     }
+}
+
+/// Refuses an output path the rows could not be streamed into (a
+/// directory, a missing directory), without creating it: the file is
+/// created when the first row comes (or at the end), so a job that fails
+/// to start leaves an earlier file alone.
+fn check_streamed_output(p: &std::path::Path) -> Result<(), CliError> {
+    let bad = |e: &dyn std::fmt::Display| CliError::BadInput(format!("{}: {e}", p.display()));
+    if std::fs::metadata(p).is_ok_and(|m| m.is_dir()) {
+        return Err(bad(&"is a directory"));
+    }
+    let parent = match p.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    if !parent.is_dir() {
+        return Err(bad(&"its directory does not exist"));
+    }
+    Ok(())
 }
 
 fn print_summary(r: &YsbReport) -> std::io::Result<()> {

@@ -200,16 +200,22 @@ macro_rules! extreme {
             #[inline(always)]
             fn add(&self, acc: &mut Option<V>, x: &In) {
                 let v = (self.value)(x);
-                match acc {
-                    Some(a) if !(v $keep *a) => {}
-                    _ => *acc = Some(v),
+                let better = match acc {
+                    None => true,
+                    Some(a) => v $keep *a,
+                };
+                if better {
+                    *acc = Some(v);
                 }
             }
             fn merge(&self, acc: &mut Option<V>, other: Option<V>) {
                 if let Some(v) = other {
-                    match acc {
-                        Some(a) if !(v $keep *a) => {}
-                        _ => *acc = Some(v),
+                    let better = match acc {
+                        None => true,
+                        Some(a) => v $keep *a,
+                    };
+                    if better {
+                        *acc = Some(v);
                     }
                 }
             }

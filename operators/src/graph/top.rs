@@ -79,6 +79,8 @@ where
                 score,
                 open: BTreeMap::new(),
                 unfired: 0,
+                counter: "unfired_windows",
+                windows: 0,
             },
         )
     }
@@ -91,6 +93,10 @@ pub struct WindowTopN<T, SF> {
     /// Rows by window end.
     open: BTreeMap<u64, Vec<T>>,
     unfired: u64,
+    /// The counter its unfired windows go to.
+    counter: &'static str,
+    /// Windows emitted.
+    windows: u64,
 }
 
 impl<T, SF> WindowTopN<T, SF>
@@ -104,6 +110,7 @@ where
                 break;
             }
             let mut rows = entry.remove();
+            self.windows += 1;
             let score = &self.score;
             rows.sort_by_cached_key(|r| std::cmp::Reverse(score.score(r)));
             for r in rows.into_iter().take(self.n) {
@@ -138,7 +145,10 @@ where
     }
 
     fn report(&mut self, stats: &mut Stats) {
-        stats.add("unfired_windows", self.unfired);
+        stats.add(self.counter, self.unfired);
+        if self.counter != "unfired_windows" {
+            stats.add("collected_windows", self.windows);
+        }
     }
 }
 
@@ -198,7 +208,7 @@ where
         SF: Fn(&P::Out) -> S + 'static,
     {
         let df = self.dataflow().clone();
-        let edge = df.new_edge("collect by window");
+        let edge = df.new_small_edge("collect by window");
         let out = df.outbox::<P::Out>(edge);
         self.end_in(ToFirst { out });
         df.consume(
@@ -208,6 +218,8 @@ where
                 score: ByKey(sort),
                 open: BTreeMap::new(),
                 unfired: 0,
+                counter: "unfired_collected_windows",
+                windows: 0,
             },
         )
     }

@@ -431,6 +431,7 @@ where
             hot: (u64::MAX, 0, 0),
             wm: 0,
             late: 0,
+            records: 0,
         });
         df.consume(
             edge,
@@ -498,6 +499,9 @@ impl<T: ExchangeData, K: Hash, KF: Fn(&T) -> K + 'static> Tail<T> for KeyedTail<
     fn end(&mut self, final_wm: u64, cx: &mut Cx<'_, '_>) {
         self.out.end(final_wm, cx)
     }
+    fn report(&mut self, stats: &mut Stats) {
+        stats.add("window_records", self.out.records);
+    }
 }
 
 /// The pre-aggregating end of a windowed segment: one accumulator per
@@ -514,6 +518,8 @@ struct PartialTail<T, K, A: AggregateFunction<T>, KF, TF, M: MapKind<K>> {
     hot: (u64, u64, usize),
     wm: u64,
     late: u64,
+    /// Records that reached the window.
+    records: u64,
 }
 
 impl<T, K, A, KF, TF, M> PartialTail<T, K, A, KF, TF, M>
@@ -587,6 +593,7 @@ where
 {
     #[inline(always)]
     fn push(&mut self, item: T, _cx: &mut Cx<'_, '_>) {
+        self.records += 1;
         let t = (self.time)(&item);
         let step = self.windows.pane().unwrap_or(self.windows.size());
         let tumbling =
@@ -653,6 +660,7 @@ where
 
     fn report(&mut self, stats: &mut Stats) {
         stats.add("late_records", self.late);
+        stats.add("window_records", self.records);
     }
 }
 
@@ -666,6 +674,8 @@ struct Core<K, A: AggregateFunction<T>, T, M: MapKind<K>> {
     late: u64,
     rows: u64,
     unfired: u64,
+    /// Largest wall clock − input watermark seen, ms.
+    wm_lag: u64,
     latency: air_runtime::metrics::Histogram<u64>,
 }
 
@@ -679,6 +689,7 @@ impl<K: Hash + Eq, A: AggregateFunction<T>, T, M: MapKind<K>> Core<K, A, T, M> {
             late: 0,
             rows: 0,
             unfired: 0,
+            wm_lag: 0,
             latency: air_runtime::metrics::latency_histogram(),
         }
     }
@@ -704,6 +715,10 @@ impl<K: Hash + Eq, A: AggregateFunction<T>, T, M: MapKind<K>> Core<K, A, T, M> {
             return;
         }
         self.fired = wm;
+        if wm != u64::MAX {
+            let lag = crate::stream::now_ms().saturating_sub(wm);
+            self.wm_lag = self.wm_lag.max(lag);
+        }
         let size = self.windows.size();
         if self
             .table
@@ -747,6 +762,7 @@ impl<K: Hash + Eq, A: AggregateFunction<T>, T, M: MapKind<K>> Core<K, A, T, M> {
         stats.add("window_rows", self.rows);
         stats.add(late_name, self.late);
         stats.add("unfired_windows", self.unfired);
+        stats.max("watermark_lag_max_ms", self.wm_lag);
         let _ = stats.latency.add(&self.latency);
     }
 }

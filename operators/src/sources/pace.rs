@@ -291,7 +291,10 @@ impl<G: Generator> PacedSource<G> {
     }
 }
 
-impl<G: Generator + Send> Source for PacedSource<G> {
+impl<G: Generator + Send + 'static> Source for PacedSource<G>
+where
+    G::Item: 'static,
+{
     type Item = G::Item;
 
     fn poll(&mut self, buf: &mut Vec<G::Item>, max: usize) -> SourcePoll {

@@ -64,6 +64,13 @@ use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+/// Ring capacity of an edge that carries few records
+/// ([`Dataflow::new_small_edge`]): a sixteenth of the job's, at least 64 KiB
+/// (at most the job's), bytes.
+pub fn small_ring_bytes(ring_bytes: usize) -> usize {
+    (ring_bytes / 16).max(64 << 10).min(ring_bytes)
+}
+
 thread_local! {
     static BATCH_RECORDS: Cell<usize> = const { Cell::new(1024) };
 }
@@ -80,8 +87,10 @@ pub fn batch_records() -> usize {
 /// `sink_rows`, `unfired_windows`, …).
 #[derive(Debug, Clone)]
 pub struct Stats {
-    /// Named counters.
+    /// Named counters (summed over workers).
     pub counters: BTreeMap<String, u64>,
+    /// Named maxima (the largest over workers), e.g. lags.
+    pub maxima: BTreeMap<String, u64>,
     /// Latency of result rows, ms (the YSB definition: emit time minus the
     /// newest event time in the row's window), where an operator measures it.
     pub latency: Histogram<u64>,
@@ -91,6 +100,7 @@ impl Default for Stats {
     fn default() -> Self {
         Stats {
             counters: BTreeMap::new(),
+            maxima: BTreeMap::new(),
             latency: latency_histogram(),
         }
     }
@@ -107,10 +117,24 @@ impl Stats {
         self.counters.get(name).copied().unwrap_or(0)
     }
 
-    /// Adds `o` into `self`.
+    /// Raises maximum `name` to `v`.
+    pub fn max(&mut self, name: &str, v: u64) {
+        let m = self.maxima.entry(name.to_string()).or_insert(0);
+        *m = (*m).max(v);
+    }
+
+    /// Maximum `name`, if anybody set it.
+    pub fn get_max(&self, name: &str) -> Option<u64> {
+        self.maxima.get(name).copied()
+    }
+
+    /// Adds `o` into `self` (counters summed, maxima kept).
     pub fn merge(&mut self, o: &Stats) {
         for (k, v) in &o.counters {
             self.add(k, *v);
+        }
+        for (k, v) in &o.maxima {
+            self.max(k, *v);
         }
         let _ = self.latency.add(&o.latency);
     }
@@ -143,8 +167,11 @@ pub struct WorkerReport {
 pub struct GraphOutput {
     /// The graph's exchange edges, by index: their names.
     pub edges: Vec<String>,
-    /// Ring memory of this process, bytes: edges × job workers × local
-    /// workers × ring capacity (each ring is one consumer's input).
+    /// Each edge's ring capacity, bytes.
+    pub edge_ring_bytes: Vec<usize>,
+    /// Ring memory of this process, bytes: over the edges, job workers ×
+    /// local workers × the edge's ring capacity (each ring is one
+    /// consumer's input).
     pub ring_bytes: u64,
     /// Per worker of this process, in worker order.
     pub workers: Vec<WorkerReport>,
@@ -160,12 +187,13 @@ pub struct GraphOutput {
 }
 
 /// Builds the graph once on the calling thread (as worker 0 of `workers`)
-/// to learn its edges and check it. Returns the edges' names.
+/// to learn its edges and check it. Returns the edges' names and whether
+/// each carries few records ([`Dataflow::new_small_edge`]).
 ///
 /// # Errors
 /// [`RuntimeError::Setup`] naming an edge no operator consumes, or a stream
 /// handle kept beyond the build.
-pub fn plan<B>(workers: usize, build: &B) -> Result<Vec<String>, RuntimeError>
+pub fn plan<B>(workers: usize, build: &B) -> Result<Vec<(String, bool)>, RuntimeError>
 where
     B: Fn(&Dataflow),
 {
@@ -179,7 +207,7 @@ where
     build(&df);
     let b = df.into_builder()?;
     check(&b)?;
-    Ok(b.edges.iter().map(|e| e.name.clone()).collect())
+    Ok(b.edges.iter().map(|e| (e.name.clone(), e.small)).collect())
 }
 
 fn check(b: &stream::Builder) -> Result<(), RuntimeError> {
@@ -220,10 +248,20 @@ where
     let ranks = job_ranks(cfg);
     let local = cfg.workers.max(1);
     let total = ranks * local;
-    let edges = plan(total, &build)?;
-    let n_edges = edges.len();
+    let planned = plan(total, &build)?;
+    let edge_ring_bytes: Vec<usize> = planned
+        .iter()
+        .map(|&(_, small)| {
+            if small {
+                small_ring_bytes(cfg.ring_bytes)
+            } else {
+                cfg.ring_bytes
+            }
+        })
+        .collect();
+    let edges: Vec<String> = planned.into_iter().map(|(n, _)| n).collect();
     let start = Instant::now();
-    let workers = run_workers(cfg, n_edges, |info, channels| {
+    let workers = run_workers(cfg, &edge_ring_bytes, |info, channels| {
         run_worker(cfg, info, channels, &build)
     })?;
     let mut stats = Stats::default();
@@ -236,7 +274,11 @@ where
     }
     let _ = start;
     Ok(GraphOutput {
-        ring_bytes: (n_edges * total * local * cfg.ring_bytes) as u64,
+        ring_bytes: edge_ring_bytes
+            .iter()
+            .map(|&b| (total * local * b) as u64)
+            .sum(),
+        edge_ring_bytes,
         edges,
         elapsed: workers.iter().map(|w| w.elapsed).max().unwrap_or_default(),
         workers,
@@ -291,6 +333,9 @@ where
     }
     let mut sources: Vec<(Box<dyn stream::SourceDriver>, bool)> =
         b.sources.into_iter().map(|s| (s, false)).collect();
+    let mut b = stream::Leftover {
+        reporters: b.reporters,
+    };
     let n_edges = rx.len();
     let start = Instant::now();
     let mut last_flush = start;
@@ -372,6 +417,9 @@ where
     let mut stats = Stats::default();
     for (s, _) in sources.iter_mut() {
         s.report(&mut stats);
+    }
+    for f in b.reporters.iter_mut() {
+        f(&mut stats);
     }
     let mut channels = ChannelMetrics::default();
     for r in rx.iter_mut() {

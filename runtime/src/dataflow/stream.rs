@@ -27,7 +27,7 @@ pub enum SourcePoll {
 pub trait Source: Send + 'static {
     /// The records it yields (cloned out of the batch buffer: make them
     /// `Copy` or cheap to clone).
-    type Item: Clone + 'static;
+    type Item: Clone + Send + 'static;
     /// Replaces the contents of `buf` with up to `max` new records (`buf`
     /// keeps whatever length the source left in it last time, so a source
     /// that fills a slice in place need not re-initialize it).
@@ -193,12 +193,24 @@ pub(crate) trait SourceDriver {
 
 pub(crate) struct EdgePlan {
     pub(crate) name: String,
+    /// Carries few records (results to one writer): smaller rings.
+    pub(crate) small: bool,
     pub(crate) feeders: usize,
     pub(crate) consumer: Option<Box<dyn EdgeConsumer>>,
 }
 
+/// A user's counter reporter ([`Dataflow::report_with`]).
+pub(crate) type Reporter = Box<dyn FnMut(&mut Stats)>;
+
+/// What the worker keeps of the builder after wiring the graph.
+pub(crate) struct Leftover {
+    pub(crate) reporters: Vec<Reporter>,
+}
+
 pub(crate) struct Builder {
     pub(crate) info: WorkerInfo,
+    /// Called once the job ended, to add the user's own counters.
+    pub(crate) reporters: Vec<Reporter>,
     /// What is wrong with the graph (the first problem found while building).
     pub(crate) error: Option<String>,
     pub(crate) edges: Vec<EdgePlan>,
@@ -219,6 +231,7 @@ impl Dataflow {
         Dataflow {
             b: Rc::new(RefCell::new(Builder {
                 info,
+                reporters: Vec::new(),
                 error: None,
                 edges: Vec::new(),
                 sources: Vec::new(),
@@ -251,6 +264,13 @@ impl Dataflow {
         self.b.borrow().info.workers
     }
 
+    /// Calls `f` once this worker's part of the job ended, to add counters
+    /// of the user's own (e.g. kept in a `Rc<Cell<u64>>` a closure of the
+    /// graph updates) to the worker's [`Stats`].
+    pub fn report_with(&self, f: impl FnMut(&mut Stats) + 'static) {
+        self.b.borrow_mut().reporters.push(Box::new(f));
+    }
+
     /// Marks the graph as one that cannot run, with `why` (operators call
     /// it for bad arguments): [`super::run_graph`] returns the first such
     /// error before any worker starts.
@@ -271,6 +291,7 @@ impl Dataflow {
                 source,
                 time: NoTime,
                 max_delay: 0,
+                idle_ms: None,
             },
             pipe: Identity,
         }
@@ -280,9 +301,21 @@ impl Dataflow {
     /// its index. Edges are numbered in creation order: an operator fed by
     /// edge `k` may only send on edges created after `k`.
     pub fn new_edge(&self, name: impl Into<String>) -> usize {
+        self.push_edge(name.into(), false)
+    }
+
+    /// [`Dataflow::new_edge`] for an edge that carries few records (e.g.
+    /// result rows on their way to one writer): its rings get
+    /// [`super::small_ring_bytes`] instead of the job's ring capacity.
+    pub fn new_small_edge(&self, name: impl Into<String>) -> usize {
+        self.push_edge(name.into(), true)
+    }
+
+    fn push_edge(&self, name: String, small: bool) -> usize {
         let mut b = self.b.borrow_mut();
         b.edges.push(EdgePlan {
-            name: name.into(),
+            name,
+            small,
             feeders: 0,
             consumer: None,
         });
@@ -428,6 +461,8 @@ pub struct SourceHead<S, TF> {
     source: S,
     time: TF,
     max_delay: u64,
+    /// After this long without a record, the source is idle (ms).
+    idle_ms: Option<u64>,
 }
 
 impl<S: Source, TF: TimeFn<S::Item>> Head for SourceHead<S, TF> {
@@ -442,6 +477,7 @@ impl<S: Source, TF: TimeFn<S::Item>> Head for SourceHead<S, TF> {
             wm: 0,
             records: 0,
             late: 0,
+            last_data: std::time::Instant::now(),
         };
         df.b.borrow_mut().sources.push(Box::new(seg));
     }
@@ -456,6 +492,8 @@ struct SourceSeg<S: Source, TF, C> {
     wm: u64,
     records: u64,
     late: u64,
+    /// When the source last gave records (idleness).
+    last_data: std::time::Instant,
 }
 
 impl<S, TF, C> SourceDriver for SourceSeg<S, TF, C>
@@ -469,6 +507,9 @@ where
         let n = self.buf.len();
         self.records += n as u64;
         crate::timeline::add_events(n as u64);
+        if n > 0 && self.head.idle_ms.is_some() {
+            self.last_data = std::time::Instant::now();
+        }
         let SourceSeg {
             me,
             head,
@@ -510,6 +551,14 @@ where
     }
 
     fn tick(&mut self, cx: &mut Cx<'_, '_>) {
+        if let Some(idle) = self.head.idle_ms {
+            if self.last_data.elapsed().as_millis() as u64 >= idle {
+                let now = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_millis() as u64);
+                self.wm = self.wm.max(now.saturating_sub(idle));
+            }
+        }
         self.next.tick(cx);
         self.next.watermark(self.wm, cx);
     }
@@ -797,9 +846,23 @@ impl<S: Source> Stream<SourceHead<S, NoTime>, Identity> {
                 source: self.head.source,
                 time: EventTime(time),
                 max_delay: max_delay_ms,
+                idle_ms: None,
             },
             pipe: Identity,
         }
+    }
+}
+
+impl<S: Source, F: Fn(&S::Item) -> u64 + 'static> Stream<SourceHead<S, EventTime<F>>, Identity> {
+    /// Idleness (Flink's `withIdleness`): once the source has given no
+    /// record for `idle_ms` of wall-clock time, it stops holding windows
+    /// back — its watermark follows the wall clock (now − `idle_ms`), so the
+    /// windows of a quiet live input close. Assumes event times follow the
+    /// wall clock (live inputs); a record older than the advanced watermark
+    /// is late.
+    pub fn idle_after_ms(mut self, idle_ms: u64) -> Self {
+        self.head.idle_ms = Some(idle_ms);
+        self
     }
 }
 
@@ -890,7 +953,7 @@ impl<H: Head, P: Pipe<H::Out>> Stream<H, P> {
         P::Out: Record,
     {
         let df = self.df.clone();
-        let edge = df.new_edge("collect");
+        let edge = df.new_small_edge("collect");
         let out = df.outbox::<P::Out>(edge);
         self.end_in(UnkeyedTail::<P::Out> {
             out,
