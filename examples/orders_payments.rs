@@ -45,7 +45,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             .join(payments.key_by(|p| p.order))
             .window(Tumbling::ms(5_000), |o| o.time_ms, |p| p.time_ms)
             .key_by(|j| j.left.user)
-            .window(Tumbling::ms(5_000), |j| j.start)
+            .window(Tumbling::ms(5_000), |j| j.time())
             .aggregate(Sum::of(|j: &Joined<u64, Order, Payment>| j.left.amount))
             .map(|r| (r.start, r.key, r.value))
             .collect();

@@ -171,11 +171,27 @@ impl Job {
     ///
     /// # Errors
     /// A graph that cannot run, channel setup, a failed operator or sink,
-    /// a panicking worker, a lost rank.
+    /// a panicking worker, a lost rank. Under MPI a failed job cannot be
+    /// torn down collectively (peers may be dead or blocked on this rank):
+    /// the rank prints the error (`air: rank R: error: …`) and ends the
+    /// whole job with `MPI_Abort` (exit code 1, or 2 for a graph that cannot
+    /// run) instead of returning.
     pub fn run<B>(&self, build: B) -> Result<GraphOutput, Error>
     where
         B: Fn(&air_runtime::dataflow::Dataflow) + Sync,
     {
-        air_runtime::dataflow::run_graph(&self.cfg, build)
+        let r = air_runtime::dataflow::run_graph(&self.cfg, build);
+        #[cfg(feature = "mpi")]
+        if let (Err(e), Some(m)) = (&r, &self.mpi) {
+            if m.size() > 1 {
+                eprintln!("air: rank {}: error: {e}", m.rank());
+                // Give the launcher's proxy a moment to forward the line
+                // before MPI_Abort has it kill every rank.
+                std::thread::sleep(std::time::Duration::from_millis(200));
+                let code = if matches!(e, Error::Setup(_)) { 2 } else { 1 };
+                m.abort(code);
+            }
+        }
+        r
     }
 }

@@ -62,6 +62,17 @@ pub struct Joined<K, A, B> {
     pub right: B,
 }
 
+impl<K, A, B> Joined<K, A, B> {
+    /// The pair's event time, ms: `end - 1` (a window join: the window's
+    /// last millisecond; an interval join: the newer record's time). A
+    /// window after a join should use it: the join emits a pair before its
+    /// watermark passes this time, so the pair is never late there (the
+    /// left record's time of an interval join may already be).
+    pub fn time(&self) -> u64 {
+        self.end.saturating_sub(1)
+    }
+}
+
 impl<K, A, B> super::window::WindowRow for Joined<K, A, B> {
     fn window_end(&self) -> u64 {
         self.end
