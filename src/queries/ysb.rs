@@ -95,7 +95,8 @@ pub struct YsbArgs {
     /// What to do with a bad input record.
     #[arg(long, value_enum, default_value_t = BadRecordArg::Fail)]
     pub on_bad_record: BadRecordArg,
-    /// Write result rows here (CSV `window_start_ms,campaign_id,count`).
+    /// Write result rows here (CSV `window_start_ms,campaign_id,count`),
+    /// each window's rows when it closes; `-` for standard output.
     #[arg(long)]
     pub out: Option<PathBuf>,
     /// Write the JSON report here.
@@ -597,10 +598,16 @@ fn sink_rows<H, P>(
         }
         RowsTo::One(path) => {
             let c = campaigns.clone();
+            let header = ["window_start_ms", "campaign_id", "count"];
+            let csv = if path.as_os_str() == "-" {
+                Csv::stdout()
+            } else {
+                Csv::to_path(path)
+            };
             windows
                 .collect_by_window(move |r| c.campaign_id(r.key))
                 .map(row)
-                .sink(Csv::to_path(path).header(&["window_start_ms", "campaign_id", "count"]));
+                .sink(csv.header(&header));
         }
         RowsTo::Nowhere => {
             let c = campaigns.clone();
@@ -951,7 +958,7 @@ pub fn run(args: &YsbArgs, dist: &Dist, print: bool) -> Result<Option<YsbReport>
                     .map_err(|e| CliError::BadInput(format!("{}: {e}", path.display())))?;
                 to = RowsTo::Rank(Arc::new(std::sync::Mutex::new(w)));
             } else {
-                if root {
+                if root && p.as_os_str() != "-" {
                     check_streamed_output(p)?;
                 }
                 to = RowsTo::One(p.clone());
