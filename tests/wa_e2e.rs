@@ -459,3 +459,150 @@ fn event_times_are_exact_at_fractional_gaps() {
     assert_eq!(times[29], "9666");
     assert_eq!(times[30], "10000");
 }
+
+/// Rows stream to `--out` as their windows fire: 12 s into a 20-s paced run
+/// with 1-s windows the file already holds at least 8 windows, and what it
+/// held then is a prefix of the final file. After the run every window is
+/// complete: its rows equal, key by key, the sequential aggregation of the
+/// events stamped in it (event `n` at `start + floor(n / 2000)` ms at 2 M
+/// events/s, its key and value a pure function of `n`).
+#[test]
+fn paced_rows_stream_to_out_as_windows_fire_and_every_window_is_complete() {
+    use air_operators::sources::wa::{KeyDist, WaConfig, WaEvent, WaGenerator};
+    use std::time::{Duration, Instant};
+    let dir = common::tmpdir("wa", "live");
+    let (out, rep) = (dir.join("live.csv"), dir.join("r.json"));
+    let t0 = now_ms();
+    let started = Instant::now();
+    let mut child = Command::new(AIR)
+        .args([
+            "run",
+            "wa",
+            "--rate",
+            "2000000",
+            "--duration",
+            "20",
+            "--window-ms",
+            "1000",
+            "--no-pin",
+            "--workers",
+            "2",
+            "--out",
+            out.to_str().unwrap(),
+            "--report",
+            rep.to_str().unwrap(),
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run air");
+    // Poll the file while the job runs; keep what it holds at 12 s.
+    let window_of = |l: &str| -> u64 { l.split(',').next().unwrap().parse().unwrap() };
+    let mut seen = 0;
+    let live = loop {
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the run ended after {:?}",
+            started.elapsed()
+        );
+        let text = std::fs::read_to_string(&out).unwrap_or_default();
+        // Whole lines only (a flush may be under way).
+        let whole = text[..text.rfind('\n').map_or(0, |i| i + 1)].to_string();
+        let windows: std::collections::BTreeSet<u64> =
+            whole.lines().skip(1).map(window_of).collect();
+        assert!(windows.len() >= seen, "the file shrank");
+        seen = windows.len();
+        if started.elapsed() >= Duration::from_secs(12) {
+            break (whole, windows);
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    };
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "the job still runs at the 12-s mark"
+    );
+    let (live, live_windows) = live;
+    let o = child.wait_with_output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        live_windows.len() >= 8,
+        "{} windows in the file at 12 s: {live_windows:?}",
+        live_windows.len()
+    );
+    assert!(
+        live.starts_with("window_start_ms,key,count,sum\n"),
+        "{live:.60}"
+    );
+    let text = std::fs::read_to_string(&out).unwrap();
+    assert!(
+        text.starts_with(&live),
+        "the rows written by 12 s are the final file's first rows"
+    );
+
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&rep).unwrap()).unwrap();
+    let n = r["events"].as_u64().unwrap();
+    assert_eq!(n, 40_000_000, "{r}");
+    assert_eq!(r["late_records"], 0, "{r}");
+    let t = results(&out);
+    assert_eq!(r["rows"], t.len() as u64, "{r}");
+    // Every window's events: windows contiguous, each holding the events
+    // stamped in it (2000 per ms from the first event's time on).
+    let mut per_window: BTreeMap<u64, u64> = BTreeMap::new();
+    for ((w, _), (c, _)) in &t {
+        *per_window.entry(*w).or_default() += c;
+    }
+    let starts: Vec<u64> = per_window.keys().copied().collect();
+    let s0 = starts[0];
+    assert_eq!(
+        starts,
+        (0..starts.len() as u64)
+            .map(|i| s0 + i * 1000)
+            .collect::<Vec<_>>()
+    );
+    let c0 = per_window[&s0];
+    assert!(c0 > 0 && c0 % 2000 == 0, "first window: {c0} events");
+    // The first event's time: the wall clock at the job's start.
+    let base = s0 + 1000 - c0 / 2000;
+    assert!(
+        base >= t0 && base <= t0 + 5_000,
+        "first event at {base}, test started at {t0}"
+    );
+    let end = base + n / 2000;
+    for (&w, &c) in &per_window {
+        let stamped = (end.min(w + 1000) - base.max(w)) * 2000;
+        assert_eq!(c, stamped, "window {w}");
+    }
+    assert_eq!(per_window.values().sum::<u64>(), n);
+    // Key by key, against the same events aggregated sequentially.
+    let cfg = WaConfig {
+        seed: 1,
+        events: n,
+        keys: 1000,
+        dist: KeyDist::Uniform,
+        events_per_s: 2_000_000.0,
+        base_time_ms: base,
+        ..WaConfig::default()
+    };
+    let mut want = vec![(0u64, 0i64); starts.len() * 1000];
+    let mut g = WaGenerator::new(&cfg, 0, 1);
+    let mut buf = vec![WaEvent::default(); 1 << 16];
+    loop {
+        let k = g.fill(&mut buf);
+        if k == 0 {
+            break;
+        }
+        for e in &buf[..k] {
+            let s = &mut want[((e.time_ms - s0) / 1000 * 1000 + e.key) as usize];
+            s.0 += 1;
+            s.1 += e.value;
+        }
+    }
+    let want: Table = want
+        .into_iter()
+        .enumerate()
+        .filter(|(_, v)| v.0 > 0)
+        .map(|(i, v)| ((s0 + i as u64 / 1000 * 1000, i as u64 % 1000), v))
+        .collect();
+    assert!(t == want, "rows differ from the sequential aggregation");
+}

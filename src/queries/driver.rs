@@ -2,17 +2,32 @@
 //! check options and open outputs before running (every rank agrees), run
 //! this rank's share, gather the rank parts at rank 0, merge, write the CSV
 //! and the JSON report, print a summary, end with the right exit code.
+//!
+//! Two ways to produce rows. A query on the end-of-job path returns its
+//! rows in its [`RankPart`]; rank 0 merges, sorts ([`Query::finish`]) and
+//! writes them whole at the end (a temp file renamed over `--out`). A query
+//! that [`Query::streams`] (WA, on the graph API) writes them as its windows
+//! fire, where [`RowsTo`] says ([`sink_window_rows`]): worker 0 of the job
+//! writes `--out` window by window (each window's rows sorted), or, with
+//! `--out-per-rank`, every worker of a rank appends to the rank's file
+//! through a shared [`RankFile`]. Either way the JSON report is written at
+//! the end.
 
 use super::common::{thousands, CliError, RuntimeArgs};
 use super::dist::{Dist, MpiReport};
+use air_operators::graph::{CollectByWindowExt, Csv, WindowRow};
+use air_runtime::dataflow::{Head, Pipe, Sink, Stream};
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 /// Output options of a query.
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct OutputArgs {
-    /// Result rows as CSV (columns per query, see `air run QUERY --help`).
+    /// Result rows as CSV (columns per query, see `air run QUERY --help`);
+    /// `air run wa` writes each window's rows when the window closes, the
+    /// other queries write theirs at the end.
     #[arg(long)]
     pub out: Option<PathBuf>,
     /// The JSON report (throughput, latency, per-worker counters, placement).
@@ -70,8 +85,9 @@ pub struct RankPart<R> {
     pub input_error: Option<String>,
     /// Bad records skipped (`--on-bad-record skip`).
     pub skipped: u64,
-    /// Result rows produced but not collected (a stateless query without
-    /// `--out` counts its rows only, as a benchmark's sink does).
+    /// Result rows produced but not in `rows`: counted only (a stateless
+    /// query without `--out`, as a benchmark's sink does), or written as
+    /// their windows fired (a query that [`Query::streams`]).
     #[serde(default)]
     pub uncollected_rows: u64,
     /// Query-specific counters, summed over ranks into the report's
@@ -156,6 +172,24 @@ pub trait Query: Sync {
     fn validate(&self, ranks: usize) -> Result<(), CliError>;
     /// Runs this rank's share.
     fn run_rank(&self, dist: &Dist) -> Result<RankPart<Self::Row>, CliError>;
+    /// Whether the query writes its rows as its windows fire (through
+    /// [`Query::run_rank_streaming`], into what [`RowsTo`] says) instead of
+    /// returning them for the driver to write at the end.
+    fn streams(&self) -> bool {
+        false
+    }
+    /// Runs this rank's share; a query that [`Query::streams`] writes its
+    /// rows where `to` says as they come and returns none (it counts them
+    /// in [`RankPart::uncollected_rows`]). Others return their rows
+    /// ([`Query::run_rank`]; `to` is then [`RowsTo::Nowhere`]).
+    fn run_rank_streaming(
+        &self,
+        dist: &Dist,
+        to: &RowsTo,
+    ) -> Result<RankPart<Self::Row>, CliError> {
+        let _ = to;
+        self.run_rank(dist)
+    }
     /// Turns all ranks' rows into the result, in output order (sorting,
     /// and a last global step such as "the top auction per window").
     fn finish(&self, rows: Vec<Self::Row>) -> Vec<Self::Row>;
@@ -205,6 +239,182 @@ pub fn per_rank_path(path: &Path, rank: usize) -> PathBuf {
     path.with_file_name(name)
 }
 
+/// Where a streaming query's rows go ([`Query::run_rank_streaming`]).
+pub enum RowsTo {
+    /// Worker 0 of the job writes the one `--out` file, window by window
+    /// (created at the first rows, or at the end).
+    One(PathBuf),
+    /// Every worker of this rank appends to the rank's file
+    /// (`--out-per-rank`).
+    Rank(RankFile),
+    /// Nowhere (rows are only counted).
+    Nowhere,
+}
+
+/// Ends a graph in a stream of window rows: each row becomes `row(r)`, and
+/// goes where `to` says. [`RowsTo::One`]: every row to worker 0 of the job
+/// ([`CollectByWindowExt::collect_by_window`]), which writes each window's
+/// rows sorted by `sort` when the watermark passes its end, under a header
+/// of `header`. [`RowsTo::Rank`]: each worker hands its rows to the rank's
+/// shared file at every flush (in the order it emitted them). Without an
+/// output, the rows still go to worker 0 (the same graph as with `--out`,
+/// so runs with and without it cost the same) and are dropped there.
+pub fn sink_window_rows<H, P, S, SF, R, RF>(
+    windows: Stream<H, P>,
+    sort: SF,
+    row: RF,
+    header: &[&str],
+    to: &RowsTo,
+) where
+    H: Head,
+    P: Pipe<H::Out>,
+    P::Out: air_runtime::Record + WindowRow,
+    S: Ord + 'static,
+    SF: Fn(&P::Out) -> S + 'static,
+    R: Serialize + 'static,
+    RF: FnMut(P::Out) -> R + 'static,
+{
+    match to {
+        RowsTo::One(path) => {
+            windows
+                .collect_by_window(sort)
+                .map(row)
+                .sink(Csv::to_path(path).header(header));
+        }
+        RowsTo::Rank(file) => {
+            windows.map(row).sink(file.sink());
+        }
+        RowsTo::Nowhere => {
+            windows.collect_by_window(sort).map(row).for_each(|_| {});
+        }
+    }
+}
+
+/// A rank's `--out-per-rank` file, shared by its workers: created (header
+/// first) when the first rows come, or by [`RankFile::finish`] at the end,
+/// so a job that fails to start leaves an earlier file alone.
+#[derive(Clone)]
+pub struct RankFile(Arc<Mutex<RankFileState>>);
+
+struct RankFileState {
+    path: PathBuf,
+    /// The header line.
+    header: Vec<u8>,
+    file: Option<std::fs::File>,
+}
+
+impl RankFileState {
+    fn open(&mut self) -> Result<&mut std::fs::File, String> {
+        if self.file.is_none() {
+            let mut f = std::fs::File::create(&self.path)
+                .map_err(|e| format!("cannot create {}: {e}", self.path.display()))?;
+            f.write_all(&self.header)
+                .map_err(|e| format!("writing rows to {}: {e}", self.path.display()))?;
+            self.file = Some(f);
+        }
+        Ok(self.file.as_mut().expect("opened"))
+    }
+}
+
+impl RankFile {
+    /// The file at `path`, with a header line of `header`.
+    pub fn new(path: PathBuf, header: &[&str]) -> RankFile {
+        let mut h = header.join(",").into_bytes();
+        h.push(b'\n');
+        RankFile(Arc::new(Mutex::new(RankFileState {
+            path,
+            header: h,
+            file: None,
+        })))
+    }
+
+    /// Appends whole CSV lines.
+    fn append(&self, lines: &[u8]) -> Result<(), String> {
+        let mut s = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let path = s.path.display().to_string();
+        s.open()?
+            .write_all(lines)
+            .map_err(|e| format!("writing rows to {path}: {e}"))
+    }
+
+    /// After the job: creates the file if no row came (a header only) and
+    /// syncs it.
+    ///
+    /// # Errors
+    /// The file cannot be created or written.
+    pub fn finish(&self) -> Result<(), CliError> {
+        let mut s = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let f = s.open().map_err(|e| CliError::Other(anyhow::anyhow!(e)))?;
+        f.sync_data().ok();
+        Ok(())
+    }
+
+    /// A worker's sink into this file: it buffers its rows as CSV lines
+    /// and appends them at every flush (at most 1 MiB at a time).
+    pub fn sink(&self) -> RankSink {
+        RankSink {
+            file: self.clone(),
+            buf: rank_csv(),
+        }
+    }
+}
+
+fn rank_csv() -> csv::Writer<Vec<u8>> {
+    csv::WriterBuilder::new()
+        .has_headers(false)
+        .from_writer(Vec::new())
+}
+
+/// One worker's end of a [`RankFile`].
+pub struct RankSink {
+    file: RankFile,
+    buf: csv::Writer<Vec<u8>>,
+}
+
+impl<T: Serialize> Sink<T> for RankSink {
+    fn write(&mut self, row: T) -> Result<(), String> {
+        self.buf
+            .serialize(&row)
+            .map_err(|e| format!("CSV row: {e}"))?;
+        if self.buf.get_ref().len() >= 1 << 20 {
+            Sink::<T>::flush(self)?;
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<(), String> {
+        let lines = std::mem::replace(&mut self.buf, rank_csv())
+            .into_inner()
+            .map_err(|e| format!("CSV row: {e}"))?;
+        if lines.is_empty() {
+            return Ok(());
+        }
+        self.file.append(&lines)
+    }
+}
+
+/// Refuses an output path rows could not be streamed into (a directory, a
+/// missing directory), without creating it: the file is created when the
+/// first rows come (or at the end), so a job that fails to start leaves an
+/// earlier file alone.
+///
+/// # Errors
+/// [`CliError::BadInput`] naming `p`.
+pub fn check_streamed_output(p: &Path) -> Result<(), CliError> {
+    let bad = |e: &dyn std::fmt::Display| CliError::BadInput(format!("{}: {e}", p.display()));
+    if std::fs::metadata(p).is_ok_and(|m| m.is_dir()) {
+        return Err(bad(&"is a directory"));
+    }
+    let parent = match p.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    if !parent.is_dir() {
+        return Err(bad(&"its directory does not exist"));
+    }
+    Ok(())
+}
+
 /// The figures of every worker of a windowed job run on this rank.
 pub fn worker_figures<S, P>(
     out: &air_operators::stream::WindowJobOutput<S, P>,
@@ -238,7 +448,10 @@ pub fn run<Q: Query>(q: &Q, dist: &Dist, print: bool) -> Result<Option<Report>, 
     let root = dist.is_root();
     let out = q.output();
     let open = |p: &Path| super::common::Output::create(p);
+    let streams = q.streams();
     let mut files = (None, None, None);
+    // Where a streaming query's rows go (checked, not created, now).
+    let mut to = RowsTo::Nowhere;
     let checked = q.validate(dist.ranks()).and_then(|()| {
         if out.out_per_rank && out.out.is_none() {
             return Err(CliError::BadInput("--out-per-rank needs --out".into()));
@@ -282,17 +495,25 @@ pub fn run<Q: Query>(q: &Q, dist: &Dist, print: bool) -> Result<Option<Report>, 
             files.0 = out
                 .out
                 .as_deref()
-                .filter(|_| !out.out_per_rank)
+                .filter(|_| !out.out_per_rank && !streams)
                 .map(open)
                 .transpose()?;
             files.1 = out.report.as_deref().map(open).transpose()?;
         }
-        if out.out_per_rank {
-            files.2 = out
-                .out
-                .as_deref()
-                .map(|p| open(&per_rank_path(p, dist.rank())))
-                .transpose()?;
+        match (&out.out, out.out_per_rank, streams) {
+            (Some(p), true, true) => {
+                let p = per_rank_path(p, dist.rank());
+                check_streamed_output(&p)?;
+                to = RowsTo::Rank(RankFile::new(p, &q.header()));
+            }
+            (Some(p), true, false) => files.2 = Some(open(&per_rank_path(p, dist.rank()))?),
+            (Some(p), false, true) => {
+                if root {
+                    check_streamed_output(p)?;
+                }
+                to = RowsTo::One(p.clone());
+            }
+            _ => {}
         }
         Ok(())
     });
@@ -305,8 +526,14 @@ pub fn run<Q: Query>(q: &Q, dist: &Dist, print: bool) -> Result<Option<Report>, 
             return Err(e);
         }
     };
-    let part = q.run_rank(dist);
+    let part = q.run_rank_streaming(dist, &to);
     drop(timeline);
+    // A rank's streamed file exists once the job ran (a header only
+    // without rows).
+    let part = match (part, &to) {
+        (Ok(p), RowsTo::Rank(f)) => f.finish().map(|()| p),
+        (part, _) => part,
+    };
     let part = match part {
         Ok(mut p) => {
             p.peak_rss_bytes = super::common::peak_rss_bytes();

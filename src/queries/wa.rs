@@ -1,22 +1,25 @@
 //! `air run wa`: AIR's simple windowed aggregation — per-key count and sum
 //! of keyed events in tumbling event-time windows. Results CSV
-//! `window_start_ms,key,count,sum`, sorted by window then key.
+//! `window_start_ms,key,count,sum`, sorted by window then key, streamed to
+//! `--out` as the windows fire (see [`super::driver::RowsTo`]).
 //!
 //! With `--rate R [--duration S]` the generator is paced by the wall clock
 //! ([`air_operators::sources::pace`]) and every event is stamped with its
 //! wall-clock due time, so the report has latency percentiles and the
 //! generators' input lag; without it, event times are deterministic
 //! (`--events-per-s`) and the run goes as fast as the job takes it.
+//!
+//! The job is a graph ([`air_runtime::dataflow`]): each worker's shard of
+//! the generator → key → tumbling windows, `(Count, Sum)` per key and window
+//! (pre-aggregated per worker unless `--shuffle`) → rows.
 
 use super::common::{CliError, PaceArgs, RuntimeArgs};
 use super::dist::Dist;
-use super::driver::{OutputArgs, Query, RankPart};
+use super::driver::{OutputArgs, Query, RankPart, RowsTo, WorkerFigures};
 use super::lagwatch::Watched;
+use air_operators::graph::{Count, KeyedWindowExt, Sum, Tumbling, Windowed};
 use air_operators::sources::wa::{KeyDist, WaConfig, WaEvent, WaGenerator};
-use air_operators::stream::{
-    run_window_job, run_window_job_every_event, Source, SourcePoll, Stream, WindowOptions,
-};
-use air_operators::window::{Aggregate, WindowSpec};
+use air_runtime::dataflow::{run_graph, Dataflow, Head, Pipe, Source, SourcePoll, Stats, Stream};
 use serde::{Deserialize, Serialize};
 use std::io::Write;
 use std::path::PathBuf;
@@ -134,6 +137,42 @@ impl Source for WaSource {
             WaSource::Paced(p) => p.poll(buf, max),
         }
     }
+
+    fn report(&mut self, stats: &mut Stats) {
+        if let Some(lag) = self.input_lag_max_ms() {
+            // µs: maxima are integers.
+            stats.max("input_lag_max_us", (lag * 1000.0).round() as u64);
+        }
+    }
+}
+
+/// Up to this many keys, each window's table is an array indexed by the
+/// key ([`air_operators::graph::WindowedStream::dense_keys`]: no hashing per
+/// event); beyond, a hash table (an array grows to the largest key).
+const DENSE_KEYS: u64 = 1 << 16;
+
+/// A window's result: (count, sum) of a key.
+type WaWindowed = Windowed<u64, (u64, i64)>;
+
+/// Ends the graph: the window rows become [`WaRow`]s and go where `to`
+/// says (sorted by key within a window when collected).
+fn sink_rows<H, P>(windows: Stream<H, P>, header: &[&str], to: &RowsTo)
+where
+    H: Head,
+    P: Pipe<H::Out, Out = WaWindowed>,
+{
+    super::driver::sink_window_rows(
+        windows,
+        |r: &WaWindowed| r.key,
+        |r: WaWindowed| WaRow {
+            window_start_ms: r.start,
+            key: r.key,
+            count: r.value.0,
+            sum: r.value.1,
+        },
+        header,
+        to,
+    );
 }
 
 impl Query for WaArgs {
@@ -165,14 +204,26 @@ impl Query for WaArgs {
             .validate((self.runtime.job_config().workers * ranks) as u64)
     }
     fn run_rank(&self, dist: &Dist) -> Result<RankPart<WaRow>, CliError> {
+        // Rows counted, not kept: the driver streams them
+        // (`run_rank_streaming`).
+        self.run_rank_streaming(dist, &RowsTo::Nowhere)
+    }
+    fn streams(&self) -> bool {
+        true
+    }
+    fn run_rank_streaming(&self, dist: &Dist, to: &RowsTo) -> Result<RankPart<WaRow>, CliError> {
         let mut cfg = self.runtime.job_config();
         dist.configure(&mut cfg, self.runtime.force_network);
         let gen = self.gen.config();
-        let wopts = WindowOptions::default();
+        let (window_ms, shuffle) = (self.window_ms, self.shuffle);
+        let dense = gen.keys <= DENSE_KEYS;
+        let header = self.header();
         let start = Instant::now();
         let paced = self.pace.start();
-        let build = |info: &air_runtime::WorkerInfo| {
-            let (i, w) = (info.index, info.workers);
+        // The graph every worker runs: its shard of the stream → per key
+        // per window (count, sum) → rows.
+        let build = |df: &Dataflow| {
+            let (i, w) = (df.index(), df.workers());
             let source = match &paced {
                 None => WaSource::Gen(WaGenerator::new(&gen, i, w)),
                 Some(at) => {
@@ -192,49 +243,59 @@ impl Query for WaArgs {
                     WaSource::Paced(Watched::new(WaGenerator::new(&cfg, i, w), pacer))
                 }
             };
-            Stream::source(source).key_by(|e: &WaEvent| e.key).window(
-                |e| e.time_ms,
-                |e| e.value,
-                wopts,
-            )
+            let windows = df
+                .source(source)
+                .event_time(|e: &WaEvent| e.time_ms, 0)
+                .key_by(|e: &WaEvent| e.key)
+                .window(Tumbling::ms(window_ms), |e: &WaEvent| e.time_ms);
+            let agg = (Count, Sum::of(|e: &WaEvent| e.value));
+            match (dense, shuffle) {
+                (true, false) => sink_rows(windows.dense_keys().aggregate(agg), &header, to),
+                (true, true) => {
+                    sink_rows(windows.dense_keys().aggregate_every_event(agg), &header, to)
+                }
+                (false, false) => sink_rows(windows.aggregate(agg), &header, to),
+                (false, true) => sink_rows(windows.aggregate_every_event(agg), &header, to),
+            }
         };
-        let spec = WindowSpec::tumbling(self.window_ms);
-        let out = if self.shuffle {
-            run_window_job_every_event(&cfg, spec, Aggregate::Sum, build)
-        } else {
-            run_window_job(&cfg, spec, Aggregate::Sum, build)
-        }
-        .map_err(|e| CliError::Other(e.into()))?;
+        let out = run_graph(&cfg, build).map_err(|e| CliError::Other(e.into()))?;
         let elapsed = start.elapsed().max(out.elapsed);
-        let mut per_worker = super::driver::worker_figures(&out, dist);
-        for (f, s) in per_worker.iter_mut().zip(&out.sources) {
-            f.input_lag_max_ms = s.input_lag_max_ms();
-        }
+        let per_worker = out
+            .workers
+            .iter()
+            .map(|wr| WorkerFigures {
+                worker: wr.index,
+                rank: dist.rank(),
+                placement: wr.placement.clone(),
+                events: wr.stats.get("source_records"),
+                late_records: wr.stats.get("late_records"),
+                input_lag_max_ms: wr
+                    .stats
+                    .get_max("input_lag_max_us")
+                    .map(|us| us as f64 / 1000.0),
+                channels: wr.channels.clone(),
+            })
+            .collect();
+        let st = &out.stats;
         Ok(RankPart {
-            rows: out
-                .results
-                .iter()
-                .map(|r| WaRow {
-                    window_start_ms: r.window_start,
-                    key: r.key,
-                    count: r.state.count,
-                    sum: r.state.sum,
-                })
-                .collect(),
+            rows: Vec::new(),
             per_worker,
             latency: if self.pace.paced() {
-                air_runtime::metrics::histogram_pairs(&out.latency_hist)
+                air_runtime::metrics::histogram_pairs(&st.latency)
             } else {
                 Vec::new()
             },
             elapsed_s: elapsed.as_secs_f64(),
-            late_partials: out.late_partials,
+            late_partials: st.get("late_partials"),
             input_error: None,
             skipped: 0,
-            uncollected_rows: 0,
+            // Written as their windows fired (or only counted).
+            uncollected_rows: st.get("window_rows"),
             counters: Default::default(),
             stopped: out.stopped,
-            unfired_windows: out.unfired_windows,
+            // Windows still open at a stop, at their owners (and, never
+            // expected, fired windows still held by the collector).
+            unfired_windows: st.get("unfired_windows") + st.get("unfired_collected_windows"),
             peak_rss_bytes: 0,
         })
     }
