@@ -707,9 +707,10 @@ fn run_rank(
         let u = unmatched.clone();
         df.report_with(move |s| s.add("unmatched", u.get()));
         let c = campaigns.clone();
+        // Event time after the projection: only views of known ads move
+        // the watermark or can be late (a third of the events).
         let views = df
             .source(source)
-            .event_time(|e| e.event_time_ms, max_delay_ms)
             .flat_map(move |e: YsbEvent| {
                 if e.event_type != EventType::View {
                     return None;
@@ -720,6 +721,7 @@ fn run_rank(
                 }
                 k.map(|k| (k, e.event_time_ms))
             })
+            .event_time(|v| v.1, max_delay_ms)
             .key_by(|v: &(u32, u64)| v.0)
             .window(Tumbling::ms(window_ms), |v| v.1)
             .dense_keys();

@@ -432,6 +432,10 @@ where
             wm: 0,
             late: 0,
             records: 0,
+            step: match windows {
+                Windows::Tumbling { size } => size,
+                _ => windows.pane().unwrap_or(0),
+            },
         });
         df.consume(
             edge,
@@ -520,6 +524,9 @@ struct PartialTail<T, K, A: AggregateFunction<T>, KF, TF, M: MapKind<K>> {
     late: u64,
     /// Records that reached the window.
     records: u64,
+    /// The tumbling window's size or the sliding windows' pane, ms (0:
+    /// sliding windows assigned one by one).
+    step: u64,
 }
 
 impl<T, K, A, KF, TF, M> PartialTail<T, K, A, KF, TF, M>
@@ -595,10 +602,9 @@ where
     fn push(&mut self, item: T, _cx: &mut Cx<'_, '_>) {
         self.records += 1;
         let t = (self.time)(&item);
-        let step = self.windows.pane().unwrap_or(self.windows.size());
-        let tumbling =
-            matches!(self.windows, Windows::Tumbling { .. }) || self.windows.pane().is_some();
-        if tumbling {
+        // Tumbling windows, or the panes of sliding ones (0: neither).
+        let step = self.step;
+        if step != 0 {
             if !(self.hot.0 <= t && t < self.hot.1) {
                 let start = t - t % step;
                 if start.saturating_add(step) <= self.wm {
@@ -836,11 +842,43 @@ where
     #[inline]
     fn on_batch<E: FnMut(Self::Out)>(&mut self, items: &[T::Item], _emit: &mut E) {
         let windows = self.core.windows;
+        let agg = self.core.agg.clone();
+        if let Windows::Tumbling { size } = windows {
+            // The window (and its index in the table) records last went
+            // to: most records skip the window search. Valid for this batch
+            // (the table changes only here and when windows fire).
+            let mut hot = (u64::MAX, 0u64, 0usize);
+            for a in items {
+                let x = T::from_archived(a);
+                let t = (self.time)(&x);
+                if !(hot.0 <= t && t < hot.1) {
+                    let start = t - t % size;
+                    if start.saturating_add(size) <= self.core.fired {
+                        self.core.late += 1;
+                        continue;
+                    }
+                    hot = (
+                        start,
+                        start.saturating_add(size),
+                        self.core.table.index(start),
+                    );
+                }
+                let k = (self.key)(&x);
+                let s = self.core.table.windows[hot.2]
+                    .1
+                    .get_or_insert_with(k, || Slot {
+                        acc: agg.create(),
+                        newest: 0,
+                    });
+                agg.add(&mut s.acc, &x);
+                s.newest = s.newest.max(t);
+            }
+            return;
+        }
         for a in items {
             let x = T::from_archived(a);
             let t = (self.time)(&x);
             let k = (self.key)(&x);
-            let agg = self.core.agg.clone();
             windows.assign(t, |start| {
                 if let Some(s) = self.core.slot(start, k.clone()) {
                     agg.add(&mut s.acc, &x);

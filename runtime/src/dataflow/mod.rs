@@ -48,11 +48,10 @@ pub mod pipe;
 pub mod stream;
 
 pub use cx::{Cx, EdgeConsumer, Outbox};
-pub use pipe::{Filter, FlatMap, Identity, Inspect, Map, Pipe, Then};
+pub use pipe::{EventTime, Filter, FlatMap, Identity, Inspect, Map, Pipe, Then};
 pub use stream::{
-    Chain, Continuation, Dataflow, EventTime, ExchangeTail, Head, KeyedStream, NoTime, Op2Head,
-    OpHead, Operator, Operator2, Out, Pass, Route, Sink, Source, SourceHead, SourcePoll, Stream,
-    Tail, TimeFn, VecSource,
+    Chain, Continuation, Dataflow, ExchangeTail, Head, KeyedStream, Op2Head, OpHead, Operator,
+    Operator2, Out, Pass, Route, Sink, Source, SourceHead, SourcePoll, Stream, Tail, VecSource,
 };
 
 use crate::job::{run_workers, EdgeChannels, JobConfig, Progress, WorkerInfo};

@@ -2,6 +2,7 @@
 //! concrete type (static dispatch, inlined), applied to each record with the
 //! consumer of its outputs given at the call.
 
+use super::Stats;
 use std::marker::PhantomData;
 
 /// A chain of fused stateless operators from `In` to `Self::Out`.
@@ -10,6 +11,32 @@ pub trait Pipe<In>: 'static {
     type Out;
     /// Pushes `x` through the chain, calling `emit` for every output.
     fn run<E: FnMut(Self::Out)>(&mut self, x: In, emit: &mut E);
+    /// The watermark of the chain's event-time stage ([`EventTime`]), ms,
+    /// if it has one.
+    fn watermark(&self) -> Option<u64> {
+        None
+    }
+    /// The flush interval passed (idleness).
+    fn tick(&mut self) {}
+    /// Adds the chain's counters to `stats` once the job ended.
+    fn report(&self, stats: &mut Stats) {
+        let _ = stats;
+    }
+}
+
+/// Delegates the watermark, tick and report of a chain to its inner chain.
+macro_rules! inner_stage {
+    () => {
+        fn watermark(&self) -> Option<u64> {
+            self.0.watermark()
+        }
+        fn tick(&mut self) {
+            self.0.tick()
+        }
+        fn report(&self, stats: &mut Stats) {
+            self.0.report(stats)
+        }
+    };
 }
 
 /// The empty chain.
@@ -38,6 +65,7 @@ impl<In, P: Pipe<In>, F: FnMut(P::Out) -> O + 'static, O: 'static> Pipe<In> for 
         let f = &mut self.1;
         self.0.run(x, &mut |y| emit(f(y)))
     }
+    inner_stage!();
 }
 
 /// `filter`: keeps inputs for which the predicate holds.
@@ -54,6 +82,7 @@ impl<In, P: Pipe<In>, F: FnMut(&P::Out) -> bool + 'static> Pipe<In> for Filter<P
             }
         })
     }
+    inner_stage!();
 }
 
 /// `flat_map`: zero or more outputs per input.
@@ -76,6 +105,7 @@ impl<In, P: Pipe<In>, F: FnMut(P::Out) -> I + 'static, I: IntoIterator + 'static
             }
         })
     }
+    inner_stage!();
 }
 
 /// `inspect`: sees every record by reference, passes it on.
@@ -91,6 +121,7 @@ impl<In, P: Pipe<In>, F: FnMut(&P::Out) + 'static> Pipe<In> for Inspect<P, F> {
             emit(y)
         })
     }
+    inner_stage!();
 }
 
 /// Two chains fused one after the other.
@@ -102,5 +133,88 @@ impl<In, P: Pipe<In>, Q: Pipe<P::Out>> Pipe<In> for Then<P, Q> {
     fn run<E: FnMut(Q::Out)>(&mut self, x: In, emit: &mut E) {
         let q = &mut self.1;
         self.0.run(x, &mut |y| q.run(y, emit))
+    }
+    fn watermark(&self) -> Option<u64> {
+        self.1.watermark().or_else(|| self.0.watermark())
+    }
+    fn tick(&mut self) {
+        self.0.tick();
+        self.1.tick();
+    }
+    fn report(&self, stats: &mut Stats) {
+        self.0.report(stats);
+        self.1.report(stats);
+    }
+}
+
+/// The event-time stage of a source's chain ([`super::Stream::event_time`]):
+/// the watermark is the newest event time seen minus the allowed delay; an
+/// older record is late (dropped, counted in `late_records`). With
+/// idleness, a stage that saw no record for a while lets its watermark
+/// follow the wall clock.
+pub struct EventTime<P, F> {
+    pub(crate) inner: P,
+    pub(crate) time: F,
+    pub(crate) delay: u64,
+    pub(crate) newest: u64,
+    pub(crate) wm: u64,
+    pub(crate) late: u64,
+    /// Idle after this many ms without a record.
+    pub(crate) idle_ms: Option<u64>,
+    /// Records seen since the last tick (idleness).
+    pub(crate) seen: bool,
+    /// When the last record was seen (idleness).
+    pub(crate) last_seen: std::time::Instant,
+}
+
+impl<In, P: Pipe<In>, F: Fn(&P::Out) -> u64 + 'static> Pipe<In> for EventTime<P, F> {
+    type Out = P::Out;
+    #[inline(always)]
+    fn run<E: FnMut(P::Out)>(&mut self, x: In, emit: &mut E) {
+        let EventTime {
+            inner,
+            time,
+            delay,
+            newest,
+            wm,
+            late,
+            seen,
+            ..
+        } = self;
+        inner.run(x, &mut |y| {
+            let t = time(&y);
+            if t < *wm {
+                *late += 1;
+                return;
+            }
+            if t > *newest {
+                *newest = t;
+                // The watermark follows every record: lateness is judged
+                // against every record before it, batch or not.
+                *wm = (*wm).max(t.saturating_sub(*delay));
+            }
+            *seen = true;
+            emit(y)
+        })
+    }
+    fn watermark(&self) -> Option<u64> {
+        Some(self.wm)
+    }
+    fn tick(&mut self) {
+        self.inner.tick();
+        if let Some(idle) = self.idle_ms {
+            if std::mem::take(&mut self.seen) {
+                self.last_seen = std::time::Instant::now();
+            } else if self.last_seen.elapsed().as_millis() as u64 >= idle {
+                let now = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_millis() as u64);
+                self.wm = self.wm.max(now.saturating_sub(idle));
+            }
+        }
+    }
+    fn report(&self, stats: &mut Stats) {
+        self.inner.report(stats);
+        stats.add("late_records", self.late);
     }
 }

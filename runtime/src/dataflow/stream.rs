@@ -1,7 +1,7 @@
 //! The graph builder and its typed stream handles.
 
 use super::cx::{Cx, EdgeConsumer, Outbox};
-use super::pipe::{Filter, FlatMap, Identity, Inspect, Map, Pipe};
+use super::pipe::{EventTime, Filter, FlatMap, Identity, Inspect, Map, Pipe};
 use super::Stats;
 use crate::data::{ExchangeData, Record};
 use crate::exchange::key_hash;
@@ -284,15 +284,10 @@ impl Dataflow {
     /// A stream of `source`'s records (this worker's shard of them), with
     /// no event time: its watermark stays at 0 until it ends (see
     /// [`Stream::event_time`]).
-    pub fn source<S: Source>(&self, source: S) -> Stream<SourceHead<S, NoTime>, Identity> {
+    pub fn source<S: Source>(&self, source: S) -> Stream<SourceHead<S>, Identity> {
         Stream {
             df: self.clone(),
-            head: SourceHead {
-                source,
-                time: NoTime,
-                max_delay: 0,
-                idle_ms: None,
-            },
+            head: SourceHead { source },
             pipe: Identity,
         }
     }
@@ -397,8 +392,13 @@ pub trait Continuation<In>: 'static {
     fn tick(&mut self, cx: &mut Cx<'_, '_>);
     /// See [`Tail::end`].
     fn end(&mut self, final_wm: u64, cx: &mut Cx<'_, '_>);
-    /// See [`Tail::report`].
+    /// See [`Tail::report`] (and [`Pipe::report`]).
     fn report(&mut self, stats: &mut Stats);
+    /// The watermark of the chain's event-time stage, if any
+    /// ([`Pipe::watermark`]).
+    fn pipe_watermark(&self) -> Option<u64>;
+    /// See [`Pipe::tick`].
+    fn pipe_tick(&mut self);
 }
 
 /// A fused chain `P` ending in tail `T`.
@@ -420,52 +420,23 @@ impl<In, P: Pipe<In>, T: Tail<P::Out>> Continuation<In> for Chain<P, T> {
         self.1.end(final_wm, cx)
     }
     fn report(&mut self, stats: &mut Stats) {
+        self.0.report(stats);
         self.1.report(stats)
     }
-}
-
-/// How a source's records give their event time.
-pub trait TimeFn<T>: 'static {
-    /// Whether records have an event time at all.
-    const ON: bool;
-    /// The event time of `x`, ms.
-    fn time(&self, x: &T) -> u64;
-}
-
-/// No event time.
-#[derive(Debug, Clone, Copy)]
-pub struct NoTime;
-
-impl<T> TimeFn<T> for NoTime {
-    const ON: bool = false;
-    #[inline(always)]
-    fn time(&self, _: &T) -> u64 {
-        0
+    fn pipe_watermark(&self) -> Option<u64> {
+        self.0.watermark()
     }
-}
-
-/// Event time from a closure.
-#[derive(Debug, Clone, Copy)]
-pub struct EventTime<F>(F);
-
-impl<T, F: Fn(&T) -> u64 + 'static> TimeFn<T> for EventTime<F> {
-    const ON: bool = true;
-    #[inline(always)]
-    fn time(&self, x: &T) -> u64 {
-        (self.0)(x)
+    fn pipe_tick(&mut self) {
+        self.0.tick()
     }
 }
 
 /// The head of a source-driven segment.
-pub struct SourceHead<S, TF> {
+pub struct SourceHead<S> {
     source: S,
-    time: TF,
-    max_delay: u64,
-    /// After this long without a record, the source is idle (ms).
-    idle_ms: Option<u64>,
 }
 
-impl<S: Source, TF: TimeFn<S::Item>> Head for SourceHead<S, TF> {
+impl<S: Source> Head for SourceHead<S> {
     type Out = S::Item;
     fn install<C: Continuation<S::Item>>(self, df: &Dataflow, next: C) {
         let seg = SourceSeg {
@@ -473,33 +444,35 @@ impl<S: Source, TF: TimeFn<S::Item>> Head for SourceHead<S, TF> {
             head: self,
             next,
             buf: Vec::new(),
-            newest: 0,
-            wm: 0,
             records: 0,
-            late: 0,
-            last_data: std::time::Instant::now(),
         };
         df.b.borrow_mut().sources.push(Box::new(seg));
     }
 }
 
-struct SourceSeg<S: Source, TF, C> {
+struct SourceSeg<S: Source, C> {
     me: usize,
-    head: SourceHead<S, TF>,
+    head: SourceHead<S>,
     next: C,
     buf: Vec<S::Item>,
-    newest: u64,
-    wm: u64,
     records: u64,
-    late: u64,
-    /// When the source last gave records (idleness).
-    last_data: std::time::Instant,
 }
 
-impl<S, TF, C> SourceDriver for SourceSeg<S, TF, C>
+impl<S, C> SourceSeg<S, C>
 where
     S: Source,
-    TF: TimeFn<S::Item>,
+    C: Continuation<S::Item>,
+{
+    /// The segment's watermark: its event-time stage's, or 0 without one
+    /// (windows then fire at the end).
+    fn wm(&self) -> u64 {
+        self.next.pipe_watermark().unwrap_or(0)
+    }
+}
+
+impl<S, C> SourceDriver for SourceSeg<S, C>
+where
+    S: Source,
     C: Continuation<S::Item>,
 {
     fn step(&mut self, cx: &mut Cx<'_, '_>) -> Progress {
@@ -507,32 +480,14 @@ where
         let n = self.buf.len();
         self.records += n as u64;
         crate::timeline::add_events(n as u64);
-        if n > 0 && self.head.idle_ms.is_some() {
-            self.last_data = std::time::Instant::now();
-        }
         let SourceSeg {
             me,
             head,
             next,
             buf,
-            newest,
-            wm,
-            late,
             ..
         } = self;
-        let delay = head.max_delay;
         for item in buf.iter() {
-            if TF::ON {
-                let t = head.time.time(item);
-                if t < *wm {
-                    *late += 1;
-                    continue;
-                }
-                if t > *newest {
-                    *newest = t;
-                    *wm = (*wm).max(t.saturating_sub(delay));
-                }
-            }
             next.push(item.clone(), cx);
         }
         if poll == SourcePoll::Done {
@@ -551,27 +506,20 @@ where
     }
 
     fn tick(&mut self, cx: &mut Cx<'_, '_>) {
-        if let Some(idle) = self.head.idle_ms {
-            if self.last_data.elapsed().as_millis() as u64 >= idle {
-                let now = std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map_or(0, |d| d.as_millis() as u64);
-                self.wm = self.wm.max(now.saturating_sub(idle));
-            }
-        }
+        self.next.pipe_tick();
         self.next.tick(cx);
-        self.next.watermark(self.wm, cx);
+        let wm = self.wm();
+        self.next.watermark(wm, cx);
     }
 
     fn finish(&mut self, stopped: bool, cx: &mut Cx<'_, '_>) {
-        let wm = if stopped { self.wm } else { u64::MAX };
+        let wm = if stopped { self.wm() } else { u64::MAX };
         self.next.watermark(wm, cx);
         self.next.end(wm, cx);
     }
 
     fn report(&mut self, stats: &mut Stats) {
         stats.add("source_records", self.records);
-        stats.add("late_records", self.late);
         self.head.source.report(stats);
         self.next.report(stats);
     }
@@ -829,39 +777,47 @@ pub struct Stream<H, P> {
 /// A stream's record type.
 pub type Out<H, P> = <P as Pipe<<H as Head>::Out>>::Out;
 
-impl<S: Source> Stream<SourceHead<S, NoTime>, Identity> {
-    /// Event time from the data: `time` gives a record's event time (ms);
-    /// the source's watermark is the newest event time seen minus
+impl<S: Source, P: Pipe<S::Item>> Stream<SourceHead<S>, P> {
+    /// Event time from the data (Flink's timestamps and watermarks), at
+    /// this point of the source's chain: `time` gives a record's event time
+    /// (ms); the watermark is the newest event time seen minus
     /// `max_delay_ms` (bounded out-of-orderness). A record older than the
     /// watermark is late: dropped and counted (`late_records`), never
-    /// silently.
-    pub fn event_time<F: Fn(&S::Item) -> u64 + 'static>(
+    /// silently. Records dropped before this point (by a `filter`) do not
+    /// move the watermark. Without it a source's watermark stays at 0 until
+    /// it ends.
+    pub fn event_time<F: Fn(&P::Out) -> u64 + 'static>(
         self,
         time: F,
         max_delay_ms: u64,
-    ) -> Stream<SourceHead<S, EventTime<F>>, Identity> {
+    ) -> Stream<SourceHead<S>, EventTime<P, F>> {
         Stream {
             df: self.df,
-            head: SourceHead {
-                source: self.head.source,
-                time: EventTime(time),
-                max_delay: max_delay_ms,
+            head: self.head,
+            pipe: EventTime {
+                inner: self.pipe,
+                time,
+                delay: max_delay_ms,
+                newest: 0,
+                wm: 0,
+                late: 0,
                 idle_ms: None,
+                seen: false,
+                last_seen: std::time::Instant::now(),
             },
-            pipe: Identity,
         }
     }
 }
 
-impl<S: Source, F: Fn(&S::Item) -> u64 + 'static> Stream<SourceHead<S, EventTime<F>>, Identity> {
-    /// Idleness (Flink's `withIdleness`): once the source has given no
-    /// record for `idle_ms` of wall-clock time, it stops holding windows
-    /// back — its watermark follows the wall clock (now − `idle_ms`), so the
-    /// windows of a quiet live input close. Assumes event times follow the
-    /// wall clock (live inputs); a record older than the advanced watermark
-    /// is late.
+impl<S: Source, P, F> Stream<SourceHead<S>, EventTime<P, F>> {
+    /// Idleness (Flink's `withIdleness`): once no record has reached the
+    /// event-time stage for `idle_ms` of wall-clock time, the source stops
+    /// holding windows back — its watermark follows the wall clock (now −
+    /// `idle_ms`), so the windows of a quiet live input close. Assumes event
+    /// times follow the wall clock (live inputs); a record older than the
+    /// advanced watermark is late.
     pub fn idle_after_ms(mut self, idle_ms: u64) -> Self {
-        self.head.idle_ms = Some(idle_ms);
+        self.pipe.idle_ms = Some(idle_ms);
         self
     }
 }
