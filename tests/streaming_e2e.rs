@@ -31,7 +31,7 @@ fn a_paced_run_streams_rows_as_windows_close_with_flat_memory() {
     );
     // 1 M events/s for 60 s, synthetic event time at the same rate: 1-s
     // windows of 1 M events close one per second.
-    let mut child = Command::new(AIR)
+    let child = Command::new(AIR)
         .args(["run", "ysb", "--rate", "1000000", "--duration", "60"])
         .args(["--event-time", "synthetic", "--window-ms", "1000"])
         .args(["--workers", "2", "--no-pin", "--timeline-s", "2"])
@@ -54,11 +54,7 @@ fn a_paced_run_streams_rows_as_windows_close_with_flat_memory() {
         start.elapsed()
     );
     let o = child.wait_with_output().unwrap();
-    assert!(
-        o.status.success(),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     // The same events unpaced (synthetic event time at 1 M events/s when no
     // --rate is given): the same rows, in the same order.
     let all = dir.path().join("all.csv");
@@ -78,7 +74,11 @@ fn a_paced_run_streams_rows_as_windows_close_with_flat_memory() {
         std::fs::read_to_string(&live).unwrap(),
         std::fs::read_to_string(&all).unwrap(),
     );
-    assert_eq!(a.lines().count(), 1 + 60 * 100, "60 windows × 100 campaigns");
+    assert_eq!(
+        a.lines().count(),
+        1 + 60 * 100,
+        "60 windows × 100 campaigns"
+    );
     assert!(a == b, "paced rows differ from the unpaced run's");
     // Memory: resident set of the timeline rows after a 10-s warm-up within
     // ±10% of their median (the last row is written after the job freed its

@@ -77,8 +77,16 @@ fn a_quiet_source_goes_idle_and_its_windows_close_while_it_is_quiet() {
         // not hold windows back either).
         let source = Bursty {
             start,
-            active: if df.index() == 0 { active } else { Duration::ZERO },
-            quiet: if df.index() == 0 { quiet } else { Duration::ZERO },
+            active: if df.index() == 0 {
+                active
+            } else {
+                Duration::ZERO
+            },
+            quiet: if df.index() == 0 {
+                quiet
+            } else {
+                Duration::ZERO
+            },
             next: Instant::now(),
             last_sent: df.index() != 0,
             sent: 0,
@@ -121,7 +129,9 @@ fn a_quiet_source_goes_idle_and_its_windows_close_while_it_is_quiet() {
         .map(|r| r.3)
         .collect();
     assert!(
-        arrivals.iter().all(|&t| t >= quiet_from && t + 500 < quiet_to),
+        arrivals
+            .iter()
+            .all(|&t| t >= quiet_from && t + 500 < quiet_to),
         "rows of the last active window arrived at {arrivals:?} ms; the input was quiet \
          from {quiet_from} to {quiet_to} ms"
     );
