@@ -415,25 +415,6 @@ pub fn check_streamed_output(p: &Path) -> Result<(), CliError> {
     Ok(())
 }
 
-/// The figures of every worker of a windowed job run on this rank.
-pub fn worker_figures<S, P>(
-    out: &air_operators::stream::WindowJobOutput<S, P>,
-    dist: &Dist,
-) -> Vec<WorkerFigures> {
-    let w = out.upstream.len();
-    (0..w)
-        .map(|i| WorkerFigures {
-            worker: dist.rank() * w + i,
-            rank: dist.rank(),
-            placement: out.placement[i].clone(),
-            events: out.upstream[i].source_records,
-            late_records: out.upstream[i].late_records,
-            input_lag_max_ms: None,
-            channels: out.channels[i].clone(),
-        })
-        .collect()
-}
-
 /// Runs `q`: every rank runs its share; rank 0 merges and writes.
 pub fn main<Q: Query>(q: &Q, dist: &Dist) -> Result<(), CliError> {
     run(q, dist, true).map(|_| ())
