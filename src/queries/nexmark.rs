@@ -592,9 +592,6 @@ impl Query for NexmarkArgs {
             )?;
         }
         let (size, slide) = (self.window(), self.slide());
-        let latency = std::sync::Arc::new(std::sync::Mutex::new(
-            air_runtime::metrics::latency_histogram(),
-        ));
         if size == 0 {
             return bad("--window-ms must be positive".into());
         }
