@@ -26,8 +26,8 @@ use std::sync::{Arc, Mutex};
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct OutputArgs {
     /// Result rows as CSV (columns per query, see `air run QUERY --help`);
-    /// `air run wa` writes each window's rows when the window closes, the
-    /// other queries write theirs at the end.
+    /// `air run wa` and `air run nexmark --query q5|q7` write each window's
+    /// rows when the window closes, the other queries write theirs at the end.
     #[arg(long)]
     pub out: Option<PathBuf>,
     /// The JSON report (throughput, latency, per-worker counters, placement).

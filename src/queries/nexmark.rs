@@ -12,9 +12,13 @@
 //!
 //! Windows hold `[start, start + size)`; an event at exactly `start` belongs
 //! to the window starting there. Event times are the generator's (or the
-//! file's) `dateTime`, ms. Q5's last step (the top auction per window) runs
-//! at rank 0 over every rank's per-auction counts; the counts themselves
-//! are computed where the auctions are owned.
+//! file's) `dateTime`, ms. Q5 and Q7 run as graphs ([`air_runtime::dataflow`])
+//! and write each window's rows to `--out` when the window closes: Q5
+//! counts bids per auction where the auctions are owned (pre-aggregated per
+//! pane), then the window's owner keeps the hottest auctions
+//! ([`air_operators::graph::MaxByWindowExt::max_by_window`]); Q7 keys bids
+//! by their window and keeps the highest ones (pre-aggregated per worker).
+//! Q1, Q2 and Q8 still run on the fixed job shapes and write at the end.
 //!
 //! With `--rate R [--duration S]` the generator is paced by the wall clock
 //! ([`air_operators::sources::pace`]) and every event is stamped with its
