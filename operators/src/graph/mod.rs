@@ -14,7 +14,7 @@ pub use aggregate::{AggregateFunction, Count, DistinctCount, Max, Mean, Min, Num
 pub use join::{IntervalJoin, JoinExt, Joined, JoinedStreams, WindowJoin};
 pub use sink::{Csv, JsonLines};
 pub use source::CsvSource;
-pub use top::{ByKey, CollectByWindowExt, Score, TopNExt, WindowTopN};
+pub use top::{ByKey, CollectByWindowExt, MaxByWindowExt, Score, TopNExt, WindowTopN};
 pub use window::{
     Dense, DenseKey, DenseMap, Hashed, KeyMap, KeyedWindowExt, MapKind, Partial, Sliding, Tumbling,
     WindowEveryEvent, WindowFinal, WindowRow, Windowed, WindowedStream, Windows,

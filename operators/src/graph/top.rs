@@ -76,6 +76,82 @@ where
             edge,
             WindowTopN {
                 n,
+                ties: false,
+                score,
+                open: BTreeMap::new(),
+                unfired: 0,
+                counter: "unfired_windows",
+                windows: 0,
+            },
+        )
+    }
+}
+
+/// `max_by_window` on a stream of window rows keyed by their window.
+///
+/// ```
+/// use air_operators::graph::*;
+/// use air_runtime::dataflow::{run_graph, VecSource};
+/// use air_runtime::JobConfig;
+/// use std::sync::{Arc, Mutex};
+///
+/// let cfg = JobConfig { workers: 2, pin: false, ..JobConfig::default() };
+/// let best = Arc::new(Mutex::new(Vec::new()));
+/// let out = best.clone();
+/// run_graph(&cfg, move |df| {
+///     // (user, time): users 1 and 3 click 3 times, user 2 once.
+///     let clicks: Vec<(u32, u64)> = [(1, 0), (1, 1), (1, 2), (2, 3), (3, 4), (3, 5), (3, 6)]
+///         .into_iter()
+///         .filter(|c: &(u32, u64)| c.0 as usize % df.workers() == df.index())
+///         .collect();
+///     let out = out.clone();
+///     df.source(VecSource::new(clicks))
+///         .event_time(|c| c.1, 10)
+///         .key_by(|c| c.0)
+///         .window(Tumbling::ms(1000), |c| c.1)
+///         .aggregate(Count)
+///         .key_by(|r| r.start)
+///         .max_by_window(|r| r.value)
+///         .for_each(move |r| out.lock().unwrap().push((r.key, r.value)));
+/// })
+/// .unwrap();
+/// let mut best = best.lock().unwrap().clone();
+/// best.sort();
+/// assert_eq!(best, [(1, 3), (3, 3)]);
+/// ```
+pub trait MaxByWindowExt<H: Head, P: Pipe<H::Out>> {
+    /// Each window's rows with the largest `score`, every row tied for it
+    /// kept (in arrival order), emitted when the watermark passes the
+    /// window's end (e.g. NEXMark's hottest auctions, ties all listed).
+    fn max_by_window<S, SF>(self, score: SF) -> Stream<OpHead<WindowTopN<P::Out, SF>>, Identity>
+    where
+        S: Ord + 'static,
+        SF: Fn(&P::Out) -> S + 'static;
+}
+
+impl<H, P, KF, K> MaxByWindowExt<H, P> for KeyedStream<H, P, KF>
+where
+    H: Head,
+    P: Pipe<H::Out>,
+    P::Out: Record + WindowRow,
+    K: Hash + 'static,
+    KF: Fn(&P::Out) -> K + 'static,
+{
+    fn max_by_window<S, SF>(self, score: SF) -> Stream<OpHead<WindowTopN<P::Out, SF>>, Identity>
+    where
+        S: Ord + 'static,
+        SF: Fn(&P::Out) -> S + 'static,
+    {
+        let (stream, key) = self.into_parts();
+        let df = stream.dataflow().clone();
+        let edge = df.new_edge("max-by-window");
+        let out = df.outbox::<P::Out>(edge);
+        stream.end_in(KeyedTail { out, key });
+        df.consume(
+            edge,
+            WindowTopN {
+                n: usize::MAX,
+                ties: true,
                 score,
                 open: BTreeMap::new(),
                 unfired: 0,
@@ -89,6 +165,9 @@ where
 /// The top-`n` operator at a window's owner.
 pub struct WindowTopN<T, SF> {
     n: usize,
+    /// Keep every row tied for the best score instead of `n` rows
+    /// ([`MaxByWindowExt::max_by_window`]).
+    ties: bool,
     score: SF,
     /// Rows by window end.
     open: BTreeMap<u64, Vec<T>>,
@@ -112,6 +191,17 @@ where
             let mut rows = entry.remove();
             self.windows += 1;
             let score = &self.score;
+            if self.ties {
+                let Some(best) = rows.iter().map(|r| score.score(r)).max() else {
+                    continue;
+                };
+                for r in rows {
+                    if score.score(&r) == best {
+                        emit(r);
+                    }
+                }
+                continue;
+            }
             rows.sort_by_cached_key(|r| std::cmp::Reverse(score.score(r)));
             for r in rows.into_iter().take(self.n) {
                 emit(r);
@@ -215,6 +305,7 @@ where
             edge,
             WindowTopN {
                 n: usize::MAX,
+                ties: false,
                 score: ByKey(sort),
                 open: BTreeMap::new(),
                 unfired: 0,

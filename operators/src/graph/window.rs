@@ -119,7 +119,11 @@ impl Windows {
                 s = s.div_ceil(slide) * slide;
                 while s <= last {
                     f(s);
-                    s += slide;
+                    // No overflow near u64::MAX: stop after the last.
+                    match s.checked_add(slide) {
+                        Some(next) => s = next,
+                        None => break,
+                    }
                 }
             }
         }
@@ -579,7 +583,11 @@ where
                                 },
                                 cx,
                             );
-                            start += slide;
+                            // No overflow near u64::MAX: stop after p.
+                            match start.checked_add(slide) {
+                                Some(next) => start = next,
+                                None => break,
+                            }
                         }
                     }
                 });
