@@ -287,13 +287,36 @@ impl WaGenerator {
         let (mut t, mut rem) = (self.time_ms, self.time_rem);
         let (dq, dr, num) = (self.d_ms, self.d_rem, self.num);
         let zipf = self.zipf.as_ref();
-        for slot in &mut out[..k] {
-            *slot = event_at(cfg, zipf, mix(state), t);
-            state = state.wrapping_add(d_state);
-            rem += dr;
-            let carry = rem >= num;
-            rem -= if carry { num } else { 0 };
-            t = t.saturating_add(dq + u64::from(carry));
+        let out = &mut out[..k];
+        if dq == 0 && dr.saturating_mul(8) <= num {
+            // At least 8 events per millisecond of this shard: runs of
+            // events share a time. The current event and the next m - 1
+            // have time t, m = ceil((num - rem) / dr) (the remainder then
+            // wraps once: dr < num), so the per-event loop only walks the
+            // hash state.
+            let mut i = 0;
+            while i < k {
+                let m = ((num - 1 - rem) / dr + 1).min((k - i) as u64) as usize;
+                for slot in &mut out[i..i + m] {
+                    *slot = event_at(cfg, zipf, mix(state), t);
+                    state = state.wrapping_add(d_state);
+                }
+                i += m;
+                rem += m as u64 * dr;
+                if rem >= num {
+                    rem -= num;
+                    t = t.saturating_add(1);
+                }
+            }
+        } else {
+            for slot in out.iter_mut() {
+                *slot = event_at(cfg, zipf, mix(state), t);
+                state = state.wrapping_add(d_state);
+                rem += dr;
+                let carry = rem >= num;
+                rem -= if carry { num } else { 0 };
+                t = t.saturating_add(dq + u64::from(carry));
+            }
         }
         (self.time_ms, self.time_rem) = (t, rem);
         self.next += k as u64 * self.step;
@@ -362,7 +385,20 @@ mod tests {
         assert_eq!(three.time_of(30), 10_000);
         // Integer rates and dyadic fractions (a / 2^j) against exact
         // integer references, from 1 and several workers.
-        let integer = [1u64, 3, 7, 999, 1000, 1001, 333_333, 1_000_000, 123_456_789];
+        let integer = [
+            1u64,
+            3,
+            7,
+            999,
+            1000,
+            1001,
+            7999,
+            8000,
+            16_001,
+            333_333,
+            1_000_000,
+            123_456_789,
+        ];
         let dyadic = [(5u64, 1u32), (1, 3), (7, 10), (12_345, 7)];
         let cases = integer.iter().map(|&r| (r as f64, r, 0)).chain(
             dyadic
