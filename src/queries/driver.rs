@@ -26,8 +26,8 @@ use std::sync::{Arc, Mutex};
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct OutputArgs {
     /// Result rows as CSV (columns per query, see `air run QUERY --help`);
-    /// `air run wa` and `air run nexmark --query q5|q7` write each window's
-    /// rows when the window closes, the other queries write theirs at the end.
+    /// `air run wa` writes each window's rows when the window closes, the
+    /// other queries write theirs at the end.
     #[arg(long)]
     pub out: Option<PathBuf>,
     /// The JSON report (throughput, latency, per-worker counters, placement).
@@ -413,6 +413,25 @@ pub fn check_streamed_output(p: &Path) -> Result<(), CliError> {
         return Err(bad(&"its directory does not exist"));
     }
     Ok(())
+}
+
+/// The figures of every worker of a windowed job run on this rank.
+pub fn worker_figures<S, P>(
+    out: &air_operators::stream::WindowJobOutput<S, P>,
+    dist: &Dist,
+) -> Vec<WorkerFigures> {
+    let w = out.upstream.len();
+    (0..w)
+        .map(|i| WorkerFigures {
+            worker: dist.rank() * w + i,
+            rank: dist.rank(),
+            placement: out.placement[i].clone(),
+            events: out.upstream[i].source_records,
+            late_records: out.upstream[i].late_records,
+            input_lag_max_ms: None,
+            channels: out.channels[i].clone(),
+        })
+        .collect()
 }
 
 /// Runs `q`: every rank runs its share; rank 0 merges and writes.

@@ -12,13 +12,9 @@
 //!
 //! Windows hold `[start, start + size)`; an event at exactly `start` belongs
 //! to the window starting there. Event times are the generator's (or the
-//! file's) `dateTime`, ms. Q5 and Q7 run as graphs ([`air_runtime::dataflow`])
-//! and write each window's rows to `--out` when the window closes: Q5
-//! counts bids per auction where the auctions are owned (pre-aggregated per
-//! pane), then the window's owner keeps the hottest auctions
-//! ([`air_operators::graph::MaxByWindowExt::max_by_window`]); Q7 keys bids
-//! by their window and keeps the highest ones (pre-aggregated per worker).
-//! Q1, Q2 and Q8 still run on the fixed job shapes and write at the end.
+//! file's) `dateTime`, ms. Q5's last step (the top auction per window) runs
+//! at rank 0 over every rank's per-auction counts; the counts themselves
+//! are computed where the auctions are owned.
 //!
 //! With `--rate R [--duration S]` the generator is paced by the wall clock
 //! ([`air_operators::sources::pace`]) and every event is stamped with its
@@ -29,16 +25,18 @@
 
 use super::common::{CliError, PaceArgs, PaceStart, RuntimeArgs};
 use super::dist::Dist;
-use super::driver::{OutputArgs, Query, RankPart, RowsTo, WorkerFigures};
+use super::driver::{OutputArgs, Query, RankPart, WorkerFigures};
 use super::lagwatch::Watched;
 use air_operators::join::{run_join_job, JoinOptions, JoinSide};
 use air_operators::sources::nexmark::{
     Auction, Bid, NexEvent, NexmarkConfig, NexmarkFileReader, NexmarkGenerator, OnBadRecord,
     Person, ReaderOptions,
 };
-use air_operators::stream::{Pipe, Source, SourcePoll};
-use air_operators::top::{run_stateless_job, StatelessUpstream};
-use air_operators::window::WindowSpec;
+use air_operators::stream::{
+    run_window_job_firing, Fire, Pipe, Source, SourcePoll, Stream, WindowOptions,
+};
+use air_operators::top::{run_stateless_job, run_top_job, StatelessUpstream, TopUpstream};
+use air_operators::window::{Aggregate, WindowSpec};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::ops::Range;
@@ -661,22 +659,7 @@ impl Query for NexmarkArgs {
         Ok(())
     }
 
-    fn streams(&self) -> bool {
-        matches!(self.query, NexQuery::Q5 | NexQuery::Q7)
-    }
-
-    fn run_rank_streaming(&self, dist: &Dist, to: &RowsTo) -> Result<RankPart<NexRow>, CliError> {
-        match self.query {
-            NexQuery::Q5 => self.run_q5(dist, to),
-            NexQuery::Q7 => self.run_q7(dist, to),
-            _ => self.run_rank(dist),
-        }
-    }
-
     fn run_rank(&self, dist: &Dist) -> Result<RankPart<NexRow>, CliError> {
-        if matches!(self.query, NexQuery::Q5 | NexQuery::Q7) {
-            return self.run_rank_streaming(dist, &RowsTo::Nowhere);
-        }
         let mut cfg = self.runtime.job_config();
         dist.configure(&mut cfg, self.runtime.force_network);
         let total = cfg.workers * dist.ranks();
@@ -701,6 +684,10 @@ impl Query for NexmarkArgs {
         };
         let start = Instant::now();
         let rt = |e: air_runtime::RuntimeError| CliError::Other(e.into());
+        let wopts = WindowOptions {
+            max_delay_ms: self.max_delay(),
+            ..WindowOptions::default()
+        };
         let mut part = match self.query {
             NexQuery::Q1 | NexQuery::Q2 => {
                 let keep = self.output.out.is_some();
@@ -768,7 +755,99 @@ impl Query for NexmarkArgs {
                     peak_rss_bytes: 0,
                 }
             }
-            NexQuery::Q5 | NexQuery::Q7 => unreachable!("on the graph API (run_rank_streaming)"),
+            NexQuery::Q5 => {
+                let out = run_window_job_firing(
+                    &cfg,
+                    WindowSpec::sliding(self.window(), self.slide()),
+                    Aggregate::Count,
+                    Fire::TopCountPerWindow,
+                    |i| {
+                        Stream::source(sources.get(i.index, i.workers, false))
+                            .pipe(Only(bid))
+                            .key_by(|b: &Bid| b.auction)
+                            .window(|b| b.date_time, |_| 1, wopts)
+                    },
+                )
+                .map_err(rt)?;
+                let (input_error, skipped) = input_outcome(out.sources.iter());
+                let counts: Vec<NexRow> = out
+                    .results
+                    .iter()
+                    .map(|r| NexRow::Q5 {
+                        window_start_ms: r.window_start,
+                        auction: r.key,
+                        bids: r.state.count,
+                    })
+                    .collect();
+                let mut per_worker = super::driver::worker_figures(&out, dist);
+                for (f, lag) in per_worker.iter_mut().zip(lags(&mut out.sources.iter())) {
+                    f.input_lag_max_ms = lag;
+                }
+                RankPart {
+                    rows: q5_top(&counts),
+                    per_worker,
+                    latency: latency(&out.latency_hist),
+                    elapsed_s: out.elapsed.as_secs_f64(),
+                    late_partials: out.late_partials,
+                    input_error,
+                    skipped,
+                    uncollected_rows: 0,
+                    counters: Default::default(),
+                    stopped: false,
+                    unfired_windows: out.unfired_windows,
+                    peak_rss_bytes: 0,
+                }
+            }
+            NexQuery::Q7 => {
+                let size = self.window();
+                let out = run_top_job(&cfg, size, |i| {
+                    TopUpstream::new(
+                        sources.get(i.index, i.workers, false),
+                        Only(bid),
+                        |b: &Bid| b.date_time,
+                        |b: &Bid| b.price,
+                        size,
+                        self.max_delay(),
+                    )
+                })
+                .map_err(rt)?;
+                let mut rows = Vec::new();
+                for r in &out.results {
+                    for b in &r.items {
+                        rows.push(NexRow::Q7 {
+                            window_start_ms: r.window_start,
+                            auction: b.auction,
+                            bidder: b.bidder,
+                            date_time_ms: b.date_time,
+                            price: b.price,
+                        });
+                    }
+                }
+                let events: Vec<u64> = out.upstream.iter().map(|c| c.source_records).collect();
+                let late: Vec<u64> = out.upstream.iter().map(|c| c.late_records).collect();
+                let (input_error, skipped) = input_outcome(out.sources.iter());
+                RankPart {
+                    rows,
+                    per_worker: figures(
+                        dist,
+                        &out.placement,
+                        &out.channels,
+                        &events,
+                        &late,
+                        &lags(&mut out.sources.iter()),
+                    ),
+                    latency: latency(&out.latency_hist),
+                    elapsed_s: out.elapsed.as_secs_f64(),
+                    late_partials: out.late_partials,
+                    input_error,
+                    skipped,
+                    uncollected_rows: 0,
+                    counters: Default::default(),
+                    stopped: false,
+                    unfired_windows: out.unfired_windows,
+                    peak_rss_bytes: 0,
+                }
+            }
             NexQuery::Q8 => {
                 let opts = JoinOptions {
                     max_delay_ms: self.max_delay(),
@@ -1040,295 +1119,4 @@ pub fn gen(args: &GenNexmarkArgs) -> Result<(), CliError> {
     })?;
     eprintln!("wrote {n} events to {}", args.out.display());
     Ok(())
-}
-
-/// Q7's aggregate: the highest price of a window and every bid at that
-/// price (ties all kept), pre-aggregated per worker and merged at the
-/// window's owner.
-#[derive(Debug, Clone, Copy, Default)]
-struct MaxBids;
-
-impl air_operators::graph::AggregateFunction<Bid> for MaxBids {
-    type Acc = Vec<Bid>;
-    type Out = Vec<Bid>;
-    fn create(&self) -> Vec<Bid> {
-        Vec::new()
-    }
-    #[inline]
-    fn add(&self, acc: &mut Vec<Bid>, b: &Bid) {
-        match acc.first() {
-            Some(m) if m.price > b.price => {}
-            Some(m) if m.price == b.price => acc.push(*b),
-            _ => {
-                acc.clear();
-                acc.push(*b);
-            }
-        }
-    }
-    fn merge(&self, acc: &mut Vec<Bid>, other: Vec<Bid>) {
-        match (acc.first(), other.first()) {
-            (_, None) => {}
-            (Some(m), Some(o)) if m.price > o.price => {}
-            (Some(m), Some(o)) if m.price == o.price => acc.extend(other),
-            _ => *acc = other,
-        }
-    }
-    fn result(&self, acc: &Vec<Bid>) -> Vec<Bid> {
-        acc.clone()
-    }
-}
-
-/// A q5 CSV row (the columns of [`COLUMNS_HELP`]).
-#[derive(Serialize)]
-struct Q5Csv {
-    window_start_ms: u64,
-    window_end_ms: u64,
-    auction: u64,
-    bids: u64,
-}
-
-/// A q7 CSV row (the columns of [`COLUMNS_HELP`]).
-#[derive(Serialize)]
-struct Q7Csv {
-    window_start_ms: u64,
-    window_end_ms: u64,
-    auction: u64,
-    bidder: u64,
-    price: u64,
-    date_time_ms: u64,
-}
-
-/// A worker's source on the graph API: its input error and skipped records
-/// are reported at the end (the error into `error`, shared with the
-/// driver, so the results read before it are still written).
-struct GraphSource {
-    src: NexSource,
-    error: std::sync::Arc<std::sync::Mutex<Option<String>>>,
-}
-
-impl air_runtime::dataflow::Source for GraphSource {
-    type Item = NexEvent;
-    #[inline]
-    fn poll(&mut self, buf: &mut Vec<NexEvent>, max: usize) -> SourcePoll {
-        self.src.poll(buf, max)
-    }
-    fn report(&mut self, stats: &mut air_runtime::dataflow::Stats) {
-        stats.add("skipped_records", self.src.skipped());
-        if let Some(lag) = self.src.input_lag_max_ms() {
-            stats.max("input_lag_max_us", (lag * 1000.0).round() as u64);
-        }
-        if let Some(e) = self.src.error() {
-            let mut g = self.error.lock().unwrap_or_else(|e| e.into_inner());
-            if g.is_none() {
-                *g = Some(e.to_string());
-            }
-        }
-    }
-}
-
-impl NexmarkArgs {
-    /// The sources of this rank's workers.
-    fn sources(&self, dist: &Dist, workers: usize) -> Result<Sources<'_>, CliError> {
-        let total = workers * dist.ranks();
-        let mut gen = self.gen.config(DEFAULT_EVENTS);
-        gen.events = self.pace.events(self.gen.events, DEFAULT_EVENTS);
-        Ok(Sources {
-            gen,
-            pieces: std::sync::Mutex::new(self.pieces(total)?),
-            files: self.files(),
-            opts: self.reader_options(),
-            paced: self.pace.start().map(|at| (&self.pace, at)),
-        })
-    }
-
-    /// This rank's part of a graph job's outcome.
-    fn graph_part(
-        &self,
-        dist: &Dist,
-        out: air_runtime::dataflow::GraphOutput,
-        start: Instant,
-        error: &std::sync::Mutex<Option<String>>,
-        counted: &std::sync::atomic::AtomicU64,
-    ) -> RankPart<NexRow> {
-        let elapsed = start.elapsed().max(out.elapsed);
-        let per_worker = out
-            .workers
-            .iter()
-            .map(|wr| WorkerFigures {
-                worker: wr.index,
-                rank: dist.rank(),
-                placement: wr.placement.clone(),
-                events: wr.stats.get("source_records"),
-                late_records: wr.stats.get("late_records"),
-                input_lag_max_ms: wr
-                    .stats
-                    .get_max("input_lag_max_us")
-                    .map(|us| us as f64 / 1000.0),
-                channels: wr.channels.clone(),
-            })
-            .collect();
-        let st = &out.stats;
-        let input_error = error.lock().unwrap_or_else(|e| e.into_inner()).take();
-        RankPart {
-            rows: Vec::new(),
-            per_worker,
-            latency: if self.pace.paced() {
-                air_runtime::metrics::histogram_pairs(&st.latency)
-            } else {
-                Vec::new()
-            },
-            elapsed_s: elapsed.as_secs_f64(),
-            late_partials: st.get("late_partials"),
-            input_error,
-            skipped: st.get("skipped_records"),
-            uncollected_rows: counted.load(std::sync::atomic::Ordering::Relaxed),
-            counters: Default::default(),
-            stopped: out.stopped,
-            unfired_windows: st.get("unfired_windows") + st.get("unfired_collected_windows"),
-            peak_rss_bytes: 0,
-        }
-    }
-
-    /// Q5 on the graph API: bids → event time → keyed by auction → sliding
-    /// windows, bids counted (pre-aggregated per pane and worker) → keyed by
-    /// window → the window's hottest auctions (ties all kept) → rows,
-    /// streamed where `to` says as the windows close.
-    fn run_q5(&self, dist: &Dist, to: &RowsTo) -> Result<RankPart<NexRow>, CliError> {
-        use air_operators::graph::{Count, KeyedWindowExt, MaxByWindowExt, Sliding, Windowed};
-        use air_runtime::dataflow::{run_graph, Dataflow};
-        let mut cfg = self.runtime.job_config();
-        dist.configure(&mut cfg, self.runtime.force_network);
-        let sources = self.sources(dist, cfg.workers)?;
-        let error = std::sync::Arc::new(std::sync::Mutex::new(None::<String>));
-        let counted = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
-        let (size, slide) = (self.window(), self.slide());
-        let latency = std::sync::Arc::new(std::sync::Mutex::new(
-            air_runtime::metrics::latency_histogram(),
-        ));
-        let delay = self.max_delay();
-        let header = self.header();
-        let start = Instant::now();
-        let build = |df: &Dataflow| {
-            let (i, w) = (df.index(), df.workers());
-            let src = GraphSource {
-                // `build` may run more than once per worker: the pieces are
-                // cloned, not taken.
-                src: sources.get(i, w, true),
-                error: error.clone(),
-            };
-            let hottest = df
-                .source(src)
-                .flat_map(bid)
-                .event_time(|b: &Bid| b.date_time, delay)
-                .key_by(|b: &Bid| b.auction)
-                .window(Sliding::ms(size, slide), |b: &Bid| b.date_time)
-                .aggregate(Count)
-                .key_by(|r: &Windowed<u64, u64>| r.start)
-                .max_by_window(|r: &Windowed<u64, u64>| r.value);
-            let counted = counted.clone();
-            let lat = latency.clone();
-            let mut last_window = None;
-            super::driver::sink_window_rows(
-                hottest,
-                |r: &Windowed<u64, u64>| r.key,
-                move |r: Windowed<u64, u64>| {
-                    counted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    // One latency sample per window where its rows are
-                    // written, from the window's last millisecond (the
-                    // count stage's samples, one per auction and window,
-                    // are not q5's latency).
-                    if last_window != Some(r.start) {
-                        last_window = Some(r.start);
-                        let now = air_operators::stream::now_ms();
-                        let l = now.saturating_sub(r.end.saturating_sub(1));
-                        let _ = lat.lock().unwrap_or_else(|e| e.into_inner()).record(l);
-                    }
-                    Q5Csv {
-                        window_start_ms: r.start,
-                        window_end_ms: r.start.saturating_add(size),
-                        auction: r.key,
-                        bids: r.value,
-                    }
-                },
-                &header,
-                to,
-            );
-        };
-        let out = run_graph(&cfg, build).map_err(|e| CliError::Other(e.into()))?;
-        let mut part = self.graph_part(dist, out, start, &error, &counted);
-        if self.pace.paced() {
-            part.latency = air_runtime::metrics::histogram_pairs(
-                &latency.lock().unwrap_or_else(|e| e.into_inner()),
-            );
-        }
-        Ok(part)
-    }
-
-    /// Q7 on the graph API: bids → event time → keyed by their tumbling
-    /// window → the window's highest bids (pre-aggregated per worker) →
-    /// rows, streamed where `to` says as the windows close.
-    fn run_q7(&self, dist: &Dist, to: &RowsTo) -> Result<RankPart<NexRow>, CliError> {
-        use air_operators::graph::{KeyedWindowExt, Tumbling, Windowed};
-        use air_runtime::dataflow::{run_graph, Dataflow};
-        let mut cfg = self.runtime.job_config();
-        dist.configure(&mut cfg, self.runtime.force_network);
-        let sources = self.sources(dist, cfg.workers)?;
-        let error = std::sync::Arc::new(std::sync::Mutex::new(None::<String>));
-        // CSV rows produced (a window's ties are several rows).
-        let counted = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
-        let size = self.window();
-        let delay = self.max_delay();
-        let header = self.header();
-        let start = Instant::now();
-        let build = |df: &Dataflow| {
-            let (i, w) = (df.index(), df.workers());
-            let src = GraphSource {
-                // `build` may run more than once per worker: the pieces are
-                // cloned, not taken.
-                src: sources.get(i, w, true),
-                error: error.clone(),
-            };
-            let windows = df
-                .source(src)
-                .flat_map(bid)
-                .event_time(|b: &Bid| b.date_time, delay)
-                .key_by(move |b: &Bid| b.date_time / size)
-                .window(Tumbling::ms(size), |b: &Bid| b.date_time)
-                .aggregate(MaxBids);
-            let counted = counted.clone();
-            let rows = move |r: Windowed<u64, Vec<Bid>>| {
-                let mut bids = r.value;
-                counted.fetch_add(bids.len() as u64, std::sync::atomic::Ordering::Relaxed);
-                bids.sort_unstable_by_key(|b| (b.auction, b.bidder, b.date_time));
-                bids.into_iter().map(move |b| Q7Csv {
-                    window_start_ms: r.start,
-                    window_end_ms: r.start.saturating_add(size),
-                    auction: b.auction,
-                    bidder: b.bidder,
-                    price: b.price,
-                    date_time_ms: b.date_time,
-                })
-            };
-            use air_operators::graph::{CollectByWindowExt, Csv};
-            match to {
-                RowsTo::One(path) => {
-                    windows
-                        .collect_by_window(|r| r.start)
-                        .flat_map(rows)
-                        .sink(Csv::to_path(path).header(&header));
-                }
-                RowsTo::Rank(file) => {
-                    windows.flat_map(rows).sink(file.sink());
-                }
-                RowsTo::Nowhere => {
-                    windows
-                        .collect_by_window(|r| r.start)
-                        .flat_map(rows)
-                        .for_each(|_| {});
-                }
-            }
-        };
-        let out = run_graph(&cfg, build).map_err(|e| CliError::Other(e.into()))?;
-        Ok(self.graph_part(dist, out, start, &error, &counted))
-    }
 }
