@@ -32,6 +32,10 @@
 
 pub use air_runtime::dataflow::{GraphOutput, Stats, WorkerReport};
 pub use air_runtime::{JobConfig, RuntimeError as Error};
+/// rkyv, for the derives of records that cross an exchange edge
+/// (`#[derive(Clone, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]`;
+/// the derives name `::rkyv`, so add `rkyv = "0.8"` to your dependencies).
+pub use rkyv;
 
 /// Everything a graph needs: `use air::prelude::*;`.
 pub mod prelude {

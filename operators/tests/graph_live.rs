@@ -141,3 +141,32 @@ fn a_quiet_source_goes_idle_and_its_windows_close_while_it_is_quiet() {
         "no window closed while the input was active: {rows:?}"
     );
 }
+
+#[test]
+fn workers_that_build_edges_of_other_types_are_refused_before_running() {
+    let cfg = JobConfig {
+        workers: 2,
+        pin: false,
+        ..JobConfig::default()
+    };
+    // The plan (worker 0's graph) sends u64 on its edge; worker 1 would
+    // send (u32, u8): read as u64 that would be garbage.
+    let r = run_graph(&cfg, |df| {
+        if df.index() == 1 {
+            df.source(air_runtime::dataflow::VecSource::new(vec![(1u32, 2u8)]))
+                .key_by(|r| r.0)
+                .exchange()
+                .for_each(|_| {});
+        } else {
+            df.source(air_runtime::dataflow::VecSource::new(vec![1u64, 2]))
+                .key_by(|r| *r)
+                .exchange()
+                .for_each(|_| {});
+        }
+    });
+    let e = r.err().expect("refused").to_string();
+    assert!(
+        e.contains("worker 1 built edge 0") && e.contains("u8") && e.contains("u64"),
+        "{e}"
+    );
+}

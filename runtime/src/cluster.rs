@@ -410,6 +410,7 @@ pub(crate) fn run<R, B>(
     cfg: &JobConfig,
     cluster: &ClusterConfig,
     edges: &[usize],
+    signature: u64,
     body: B,
 ) -> Result<Vec<R>, RuntimeError>
 where
@@ -423,6 +424,7 @@ where
         ("--workers", w as u64),
         ("--ring-bytes", cfg.ring_bytes as u64),
         ("the exchange edges of the graph", edges.len() as u64),
+        ("the graph's edges and their record types", signature),
         (
             "the graph's ring sizes",
             edges.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {

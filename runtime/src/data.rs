@@ -100,6 +100,12 @@ where
 /// comes out of them as an owned value again (`Clone` for broadcasts and
 /// fan-outs). Implemented for every type that derives rkyv's `Archive`,
 /// `Serialize` and `Deserialize` and is `Clone`.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot cross an exchange edge: it is not a `Record`",
+    note = "derive `Clone, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize` for `{Self}` \
+            (records that cross an edge, join inputs, window accumulators and rows before \
+            `collect` must; add `rkyv = \"0.8\"` to your dependencies)"
+)]
 pub trait Record: ExchangeData + Clone {
     /// The owned record of an archived one (rkyv `deserialize`; a copy for
     /// fixed-size records, allocations for strings and vectors).

@@ -397,9 +397,29 @@ where
     R: Send,
     B: for<'c> Fn(&WorkerInfo, Vec<EdgeChannels<'c>>) -> Result<R, RuntimeError> + Sync,
 {
+    run_workers_signed(cfg, edges, 0, body)
+}
+
+/// [`run_workers`] for a job whose every rank must agree on `signature`
+/// (e.g. a hash of the graph's edges and their record types): under MPI,
+/// ranks that disagree refuse to start.
+///
+/// # Errors
+/// As [`run_workers`]; [`RuntimeError::Setup`] when ranks disagree.
+pub fn run_workers_signed<R, B>(
+    cfg: &JobConfig,
+    edges: &[usize],
+    signature: u64,
+    body: B,
+) -> Result<Vec<R>, RuntimeError>
+where
+    R: Send,
+    B: for<'c> Fn(&WorkerInfo, Vec<EdgeChannels<'c>>) -> Result<R, RuntimeError> + Sync,
+{
+    let _ = signature;
     if let Some(cluster) = &cfg.cluster {
         #[cfg(feature = "mpi")]
-        return crate::cluster::run(cfg, cluster, edges, body);
+        return crate::cluster::run(cfg, cluster, edges, signature, body);
         #[cfg(not(feature = "mpi"))]
         match *cluster {}
     }

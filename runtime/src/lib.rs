@@ -36,7 +36,7 @@ pub use metrics::{ChannelMetrics, LatencySummary};
 pub use topology::WorkerPlacement;
 
 /// Why a job failed.
-#[derive(Debug, thiserror::Error)]
+#[derive(thiserror::Error)]
 pub enum RuntimeError {
     /// A channel failed (its peer vanished, closed early, or memory could not be had).
     #[error("channel from worker {from} to worker {to}: {source}")]
@@ -69,7 +69,7 @@ pub enum RuntimeError {
     },
     /// A single record archives larger than a channel's largest frame
     /// (batches of several records are split until they fit).
-    #[error("a record of {bytes} bytes (archived) exceeds the channel's largest frame of {max} bytes (raise --ring-bytes)")]
+    #[error("a record of {bytes} bytes (archived) exceeds the channel's largest frame of {max} bytes (raise the ring capacity: --ring-bytes, AIR_RING_BYTES)")]
     BatchTooLarge {
         /// Archived size in bytes.
         bytes: usize,
@@ -92,6 +92,13 @@ pub enum RuntimeError {
     /// The job could not be set up.
     #[error("job setup: {0}")]
     Setup(String),
+}
+
+/// The message (what `main` returning an error prints is then readable).
+impl std::fmt::Debug for RuntimeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{self}")
+    }
 }
 
 impl RuntimeError {

@@ -412,6 +412,24 @@ pub fn check_streamed_output(p: &Path) -> Result<(), CliError> {
     if !parent.is_dir() {
         return Err(bad(&"its directory does not exist"));
     }
+    // Writable? An existing file is opened for appending (not truncated:
+    // it keeps its content until the first rows come); a new one is
+    // probed with a temp file beside it.
+    if std::fs::metadata(p).is_ok() {
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(p)
+            .map_err(|e| bad(&e))?;
+    } else {
+        let name = p.file_name().map(|n| n.to_string_lossy().into_owned());
+        let probe = parent.join(format!(
+            ".{}.{}.probe",
+            name.unwrap_or_default(),
+            std::process::id()
+        ));
+        std::fs::File::create(&probe).map_err(|e| bad(&e))?;
+        let _ = std::fs::remove_file(&probe);
+    }
     Ok(())
 }
 

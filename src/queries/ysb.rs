@@ -961,7 +961,7 @@ pub fn run(args: &YsbArgs, dist: &Dist, print: bool) -> Result<Option<YsbReport>
                 to = RowsTo::Rank(Arc::new(std::sync::Mutex::new(w)));
             } else {
                 if root && p.as_os_str() != "-" {
-                    check_streamed_output(p)?;
+                    super::driver::check_streamed_output(p)?;
                 }
                 to = RowsTo::One(p.clone());
             }
@@ -1016,7 +1016,9 @@ pub fn run(args: &YsbArgs, dist: &Dist, print: bool) -> Result<Option<YsbReport>
                 f.write(|f| super::common::write_json(f, &o.report))?;
             }
             if print {
-                print_summary(&o.report)?;
+                // With the rows on stdout (`--out -`), the summary goes to stderr.
+                let rows_on_stdout = args.out.as_deref().is_some_and(|p| p.as_os_str() == "-");
+                print_summary(&o.report, rows_on_stdout)?;
             }
             if let Some(p) = &args.latency_plot {
                 super::plots::write_latency_cdf(&o.latency, p, "air run ysb latency")
@@ -1035,27 +1037,12 @@ pub fn run(args: &YsbArgs, dist: &Dist, print: bool) -> Result<Option<YsbReport>
     }
 }
 
-/// Refuses an output path the rows could not be streamed into (a
-/// directory, a missing directory), without creating it: the file is
-/// created when the first row comes (or at the end), so a job that fails
-/// to start leaves an earlier file alone.
-fn check_streamed_output(p: &std::path::Path) -> Result<(), CliError> {
-    let bad = |e: &dyn std::fmt::Display| CliError::BadInput(format!("{}: {e}", p.display()));
-    if std::fs::metadata(p).is_ok_and(|m| m.is_dir()) {
-        return Err(bad(&"is a directory"));
-    }
-    let parent = match p.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-        _ => PathBuf::from("."),
+fn print_summary(r: &YsbReport, to_stderr: bool) -> std::io::Result<()> {
+    let mut out: Box<dyn Write> = if to_stderr {
+        Box::new(std::io::stderr().lock())
+    } else {
+        Box::new(std::io::stdout().lock())
     };
-    if !parent.is_dir() {
-        return Err(bad(&"its directory does not exist"));
-    }
-    Ok(())
-}
-
-fn print_summary(r: &YsbReport) -> std::io::Result<()> {
-    let mut out = std::io::stdout().lock();
     let ranks = if r.ranks > 1 {
         format!(" on {} ranks", r.ranks)
     } else {

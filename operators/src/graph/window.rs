@@ -51,8 +51,9 @@ pub enum Windows {
         /// Length, ms (> 0).
         size: u64,
     },
-    /// `[k·slide, k·slide + size)` ms: every event in `size / slide` of
-    /// them (rounded up).
+    /// `[k·slide, k·slide + size)` ms for k >= 0: every event in `size /
+    /// slide` of them (rounded up), except events before `size − slide`,
+    /// which fall in fewer (no window starts before 0).
     Sliding {
         /// Length, ms (> 0).
         size: u64,
@@ -248,6 +249,22 @@ pub struct DenseMap<K, V> {
     _k: std::marker::PhantomData<fn() -> K>,
 }
 
+/// The largest key [`WindowedStream::dense_keys`] accepts (2^24 − 1): its
+/// arrays hold one slot per key up to the largest.
+pub const MAX_DENSE_KEY: usize = (1 << 24) - 1;
+
+impl<K, V> DenseMap<K, V> {
+    #[cold]
+    fn grow(&mut self, i: usize) {
+        assert!(
+            i <= MAX_DENSE_KEY,
+            "dense_keys(): key {i} exceeds {MAX_DENSE_KEY}; use hash tables (drop dense_keys) \
+             for large or sparse keys"
+        );
+        self.slots.resize_with(i + 1, || None);
+    }
+}
+
 impl<K: DenseKey, V: 'static> KeyMap<K, V> for DenseMap<K, V> {
     fn with_capacity(n: usize) -> Self {
         DenseMap {
@@ -260,7 +277,7 @@ impl<K: DenseKey, V: 'static> KeyMap<K, V> for DenseMap<K, V> {
     fn get_or_insert_with(&mut self, k: K, f: impl FnOnce() -> V) -> &mut V {
         let i = k.index();
         if i >= self.slots.len() {
-            self.slots.resize_with(i + 1, || None);
+            self.grow(i);
         }
         let s = &mut self.slots[i];
         if s.is_none() {
@@ -380,7 +397,8 @@ impl<H: Head, P: Pipe<H::Out>, KF> KeyedWindowExt<H, P, KF> for KeyedStream<H, P
 impl<H, P, KF, TF> WindowedStream<H, P, KF, TF, Hashed> {
     /// Keeps each window's keys in an array indexed by the key instead of a
     /// hash table: for small integer keys (e.g. dense ids below a few
-    /// thousand), no hashing per record. Same rows.
+    /// thousand), no hashing per record. Same rows. A key above
+    /// [`MAX_DENSE_KEY`] stops the job (worker panic naming it).
     pub fn dense_keys(self) -> WindowedStream<H, P, KF, TF, Dense> {
         WindowedStream {
             keyed: self.keyed,

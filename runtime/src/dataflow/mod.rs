@@ -54,7 +54,7 @@ pub use stream::{
     Operator2, Out, Pass, Route, Sink, Source, SourceHead, SourcePoll, Stream, Tail, VecSource,
 };
 
-use crate::job::{run_workers, EdgeChannels, JobConfig, Progress, WorkerInfo};
+use crate::job::{run_workers_signed, EdgeChannels, JobConfig, Progress, WorkerInfo};
 use crate::metrics::{latency_histogram, ChannelMetrics, Histogram, LatencySummary};
 use crate::topology::WorkerPlacement;
 use crate::RuntimeError;
@@ -196,6 +196,25 @@ pub fn plan<B>(workers: usize, build: &B) -> Result<Vec<(String, bool)>, Runtime
 where
     B: Fn(&Dataflow),
 {
+    plan_typed(workers, build).map(|v| v.into_iter().map(|(n, s, _)| (n, s)).collect())
+}
+
+/// The edges of a built graph as (name, small rings, record type).
+fn edge_list(b: &stream::Builder) -> Vec<(String, bool, &'static str)> {
+    b.edges
+        .iter()
+        .map(|e| (e.name.clone(), e.small, e.ty.unwrap_or("?")))
+        .collect()
+}
+
+/// [`plan`], with each edge's record type.
+fn plan_typed<B>(
+    workers: usize,
+    build: &B,
+) -> Result<Vec<(String, bool, &'static str)>, RuntimeError>
+where
+    B: Fn(&Dataflow),
+{
     let info = WorkerInfo {
         index: 0,
         workers,
@@ -206,7 +225,7 @@ where
     build(&df);
     let b = df.into_builder()?;
     check(&b)?;
-    Ok(b.edges.iter().map(|e| (e.name.clone(), e.small)).collect())
+    Ok(edge_list(&b))
 }
 
 fn check(b: &stream::Builder) -> Result<(), RuntimeError> {
@@ -247,10 +266,20 @@ where
     let ranks = job_ranks(cfg);
     let local = cfg.workers.max(1);
     let total = ranks * local;
-    let planned = plan(total, &build)?;
+    let planned = plan_typed(total, &build)?;
+    // Every rank must build the same edges carrying the same types.
+    let signature = planned
+        .iter()
+        .fold(0xcbf2_9ce4_8422_2325u64, |h, (n, s, t)| {
+            let mut h = h;
+            for b in n.bytes().chain([*s as u8, 0]).chain(t.bytes()).chain([0]) {
+                h = (h ^ b as u64).wrapping_mul(0x0100_0000_01b3);
+            }
+            h
+        });
     let edge_ring_bytes: Vec<usize> = planned
         .iter()
-        .map(|&(_, small)| {
+        .map(|&(_, small, _)| {
             if small {
                 small_ring_bytes(cfg.ring_bytes)
             } else {
@@ -258,11 +287,11 @@ where
             }
         })
         .collect();
-    let edges: Vec<String> = planned.into_iter().map(|(n, _)| n).collect();
     let start = Instant::now();
-    let workers = run_workers(cfg, &edge_ring_bytes, |info, channels| {
-        run_worker(cfg, info, channels, &build)
+    let workers = run_workers_signed(cfg, &edge_ring_bytes, signature, |info, channels| {
+        run_worker(cfg, info, channels, &build, &planned)
     })?;
+    let edges: Vec<String> = planned.into_iter().map(|(n, _, _)| n).collect();
     let mut stats = Stats::default();
     let mut channels = ChannelMetrics::default();
     let mut stopped = false;
@@ -302,6 +331,7 @@ fn run_worker<B>(
     info: &WorkerInfo,
     channels: Vec<EdgeChannels<'_>>,
     build: &B,
+    planned: &[(String, bool, &'static str)],
 ) -> Result<WorkerReport, RuntimeError>
 where
     B: Fn(&Dataflow),
@@ -312,12 +342,20 @@ where
     build(&df);
     let b = df.into_builder()?;
     check(&b)?;
-    if b.edges.len() != channels.len() {
+    let mine = edge_list(&b);
+    if mine.len() != planned.len() {
         return Err(RuntimeError::Setup(format!(
             "worker {me} built a graph of {} edges, the plan has {}: the build closure must \
              build the same graph every time",
-            b.edges.len(),
-            channels.len()
+            mine.len(),
+            planned.len()
+        )));
+    }
+    if let Some(k) = (0..mine.len()).find(|&k| mine[k] != planned[k]) {
+        return Err(RuntimeError::Setup(format!(
+            "worker {me} built edge {k} as {} carrying {}, the plan has {} carrying {}: the \
+             build closure must build the same graph every time",
+            mine[k].0, mine[k].2, planned[k].0, planned[k].2
         )));
     }
     let mut tx: Vec<EdgeTx<'_>> = Vec::with_capacity(channels.len());

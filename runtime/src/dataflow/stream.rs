@@ -193,6 +193,9 @@ pub(crate) trait SourceDriver {
 
 pub(crate) struct EdgePlan {
     pub(crate) name: String,
+    /// The record type it carries (`std::any::type_name`), once a feeder
+    /// or its consumer said.
+    pub(crate) ty: Option<&'static str>,
     /// Carries few records (results to one writer): smaller rings.
     pub(crate) small: bool,
     pub(crate) feeders: usize,
@@ -310,6 +313,7 @@ impl Dataflow {
         let mut b = self.b.borrow_mut();
         b.edges.push(EdgePlan {
             name,
+            ty: None,
             small,
             feeders: 0,
             consumer: None,
@@ -328,11 +332,30 @@ impl Dataflow {
 
     /// An outbox for a new feeder of `edge`.
     pub fn outbox<T: ExchangeData>(&self, edge: usize) -> Outbox<T> {
+        self.carries::<T>(edge);
         Outbox::new(edge, self.feed(edge))
+    }
+
+    /// Records that `edge` carries records of type `T` (its feeders and its
+    /// consumer must agree; a graph that mixes types fails to build).
+    pub fn carries<T: 'static>(&self, edge: usize) {
+        let ty = std::any::type_name::<T>();
+        let mut b = self.b.borrow_mut();
+        let e = &mut b.edges[edge];
+        match e.ty {
+            None => e.ty = Some(ty),
+            Some(t) if t == ty => {}
+            Some(t) => {
+                let msg = format!("edge {edge} ({}) carries both {t} and {ty}", e.name);
+                drop(b);
+                self.fail(msg);
+            }
+        }
     }
 
     /// A stream of what `op` emits, `op` being fed by `edge`.
     pub fn consume<O: Operator>(&self, edge: usize, op: O) -> Stream<OpHead<O>, Identity> {
+        self.carries::<O::In>(edge);
         Stream {
             df: self.clone(),
             head: OpHead { edge, op },
@@ -349,6 +372,8 @@ impl Dataflow {
         op: O,
     ) -> Stream<Op2Head<O>, Identity> {
         assert_ne!(edge1, edge2, "a two-input operator needs two edges");
+        self.carries::<O::In1>(edge1);
+        self.carries::<O::In2>(edge2);
         Stream {
             df: self.clone(),
             head: Op2Head { edge1, edge2, op },
@@ -870,7 +895,9 @@ impl<H: Head, P: Pipe<H::Out>> Stream<H, P> {
 
     /// Partitions by `key`: the records of one key meet at one worker, its
     /// owner (`key_hash(key) % workers`, a stable hash every rank agrees on).
-    /// A keyed operator (window, reduce, process, join) follows.
+    /// A keyed operator follows: a window (`air-operators`'
+    /// `KeyedWindowExt::window`), a join, `top_n` (keyed by window), or a
+    /// plain [`KeyedStream::exchange`].
     pub fn key_by<K, KF>(self, key: KF) -> KeyedStream<H, P, KF>
     where
         K: Hash + Eq + Clone + 'static,
