@@ -477,89 +477,27 @@ impl<'c> Inputs<'c> {
         down: &mut D,
         budget: usize,
     ) -> Result<usize, RuntimeError> {
-        let mut frames = 0;
-        let mut bad: Option<String> = None;
         let read: ReadBatch<T> = if self.validate {
             T::read_batch_validated
         } else {
             T::read_batch
         };
-        for from in 0..self.rx.len() {
-            if self.ended[from] {
-                continue;
+        let me = self.me;
+        self.poll_raw(budget, &mut |ev| match ev {
+            InputEvent::Data { from, bytes } => {
+                let items = read(bytes).map_err(|reason| RuntimeError::BadBatch {
+                    from,
+                    to: me,
+                    reason,
+                })?;
+                down.on_batch(from, items);
+                Ok(items.len())
             }
-            let mut got = 0;
-            while got < budget {
-                let wm = &mut self.wm[from];
-                let ended = &mut self.ended[from];
-                let m = &mut self.metrics;
-                let r = self.rx[from]
-                    .try_recv(&mut |kind, payload| match kind {
-                        FrameKind::Data => match read(payload) {
-                            Ok(items) => {
-                                m.records_in += items.len() as u64;
-                                m.bytes_in += payload.len() as u64;
-                                m.batches_in += 1;
-                                down.on_batch(from, items);
-                            }
-                            Err(e) => bad = Some(e),
-                        },
-                        FrameKind::Watermark => {
-                            let v = u64::from_le_bytes(payload[..8].try_into().unwrap_or([0; 8]));
-                            *wm = (*wm).max(v);
-                        }
-                        FrameKind::End => {
-                            // End carries the sender's final watermark:
-                            // u64::MAX normally, its watermark at a stop.
-                            let v =
-                                u64::from_le_bytes(payload[..8].try_into().unwrap_or([0xff; 8]));
-                            *wm = (*wm).max(v);
-                            *ended = true;
-                        }
-                    })
-                    .map_err(|e| RuntimeError::channel(from, self.me, e))?;
-                if let Some(e) = bad.take() {
-                    return Err(RuntimeError::BadBatch {
-                        from,
-                        to: self.me,
-                        reason: e,
-                    });
-                }
-                match r {
-                    Recv::Frame => {
-                        got += 1;
-                        if self.ended[from] {
-                            self.n_ended += 1;
-                            break;
-                        }
-                    }
-                    Recv::Empty => break,
-                    Recv::Closed => {
-                        return Err(RuntimeError::channel(
-                            from,
-                            self.me,
-                            air_shm::ShmError::PeerGone(
-                                "worker closed its channel before end-of-stream",
-                            ),
-                        ))
-                    }
-                }
+            InputEvent::Watermark(wm) => {
+                down.on_watermark(wm);
+                Ok(0)
             }
-            if got > 0 {
-                self.rx[from]
-                    .release()
-                    .map_err(|e| RuntimeError::channel(from, self.me, e))?;
-            }
-            frames += got;
-        }
-        if frames > 0 {
-            let min = self.wm.iter().copied().min().unwrap_or(u64::MAX);
-            if min > self.min_wm {
-                self.min_wm = min;
-                down.on_watermark(min);
-            }
-        }
-        Ok(frames)
+        })
     }
 }
 

@@ -660,21 +660,7 @@ where
         if up_done && inputs.all_ended() {
             break;
         }
-        if busy || got > 0 {
-            idle = 0;
-        } else {
-            // Nothing to do: spin briefly, then yield, then sleep in short
-            // naps (bounded well below the flush interval), so an idle or
-            // paced worker does not burn its core.
-            idle += 1;
-            if idle < 32 {
-                std::hint::spin_loop();
-            } else if idle < 40 {
-                std::thread::yield_now();
-            } else {
-                std::thread::sleep(cfg.flush.min(Duration::from_micros(100)));
-            }
-        }
+        backoff(&mut idle, busy || got > 0, cfg.flush);
     }
     let mut channels = ex.metrics.clone();
     channels.add(&inputs.metrics);
@@ -686,6 +672,26 @@ where
         elapsed: start.elapsed(),
         stopped,
     })
+}
+
+/// A worker's wait when a loop found nothing to do (`worked` false): spin
+/// briefly, then yield, then sleep in short naps (bounded well below the
+/// flush interval), so an idle or paced worker does not burn its core.
+/// `idle` counts the idle loops in a row (reset by work).
+#[inline]
+pub(crate) fn backoff(idle: &mut u32, worked: bool, flush: Duration) {
+    if worked {
+        *idle = 0;
+        return;
+    }
+    *idle += 1;
+    if *idle < 32 {
+        std::hint::spin_loop();
+    } else if *idle < 40 {
+        std::thread::yield_now();
+    } else {
+        std::thread::sleep(flush.min(Duration::from_micros(100)));
+    }
 }
 
 /// `MemAvailable` from `/proc/meminfo`, in bytes (Linux), if readable.

@@ -431,21 +431,7 @@ where
         if sources.iter().all(|s| s.1) && rx.iter().all(|r| r.done) {
             break;
         }
-        if busy || frames > 0 {
-            idle = 0;
-        } else {
-            // Nothing to do: spin briefly, then yield, then nap (bounded
-            // well below the flush interval), so an idle worker does not
-            // burn its core.
-            idle += 1;
-            if idle < 32 {
-                std::hint::spin_loop();
-            } else if idle < 40 {
-                std::thread::yield_now();
-            } else {
-                std::thread::sleep(cfg.flush.min(Duration::from_micros(100)));
-            }
-        }
+        crate::job::backoff(&mut idle, busy || frames > 0, cfg.flush);
     }
     for t in tx.iter_mut() {
         t.publish()?;
