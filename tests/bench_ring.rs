@@ -197,3 +197,31 @@ fn peer_options_are_hidden_and_bad_cores_are_refused() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("two different CPUs"));
 }
+
+/// `air bench exchange` checks that every record sent arrived (it fails
+/// otherwise): at 3 workers through 4 KiB rings (backpressure on every
+/// ring) it must succeed and report a positive rate for 3 workers.
+#[test]
+fn exchange_bench_moves_every_record_through_tiny_rings() {
+    let out = Command::new(env!("CARGO_BIN_EXE_air"))
+        .args(["bench", "exchange", "--records", "300000", "--repeats", "2"])
+        .args(["--workers", "3", "--ring-bytes", "4096", "--no-pin"])
+        .output()
+        .expect("run air");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "air bench exchange failed\nstdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with("exchange: 3 workers, "))
+        .unwrap_or_else(|| panic!("no result line:\n{stdout}"));
+    let rate: f64 = line["exchange: 3 workers, ".len()..]
+        .split('M')
+        .next()
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no M records/s in {line:?}"));
+    assert!(rate > 0.0, "{line}");
+}

@@ -944,3 +944,34 @@ fn a_rank_stuck_after_the_run_cannot_hang_the_teardown() {
     // The results were written before teardown began.
     assert_eq!(std::fs::read_to_string(&out).unwrap().lines().count(), 101);
 }
+
+/// `air bench exchange` across 2 ranks × 2 workers on the node tier and on
+/// the network tier: it fails unless every record sent arrived.
+#[test]
+fn exchange_bench_runs_across_ranks_on_both_tiers() {
+    for extra in [&[][..], &["--force-network"][..]] {
+        let mut args = vec![
+            "bench",
+            "exchange",
+            "--records",
+            "200000",
+            "--repeats",
+            "1",
+            "--workers",
+            "2",
+            "--ring-bytes",
+            "8192",
+            "--no-pin",
+        ];
+        args.extend_from_slice(extra);
+        let out = mpirun(2, &args, &[]);
+        assert!(out.status.success(), "{}", text(&out));
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(
+            stdout.matches("exchange: 4 workers, ").count(),
+            1,
+            "one result line, from rank 0, for the job's 4 workers: {}",
+            text(&out)
+        );
+    }
+}

@@ -11,8 +11,14 @@
 //! time, median of `--repeats` jobs.
 
 use crate::ring_bench::util::{human_rate, median};
-use air_runtime::{Downstream, Emitter, JobConfig, Progress, Upstream, WorkerInfo};
+use air_runtime::data::ExchangeData;
+use air_runtime::dataflow::{run_graph, Cx, Operator, Outbox, Source, SourcePoll, Tail};
+use air_runtime::JobConfig;
 use anyhow::{bail, Result};
+use std::cell::Cell;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 /// Arguments of `air bench exchange`.
 #[derive(clap::Args, Debug, Clone)]
@@ -26,7 +32,7 @@ pub struct ExchangeBenchArgs {
 }
 
 /// The 16-byte record of the benchmark.
-#[derive(Clone, Copy, Debug, rkyv::Archive, rkyv::Serialize)]
+#[derive(Clone, Copy, Debug, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
 #[repr(C)]
 pub struct Rec {
     /// Sequence number at its sender.
@@ -35,44 +41,67 @@ pub struct Rec {
     pub value: u64,
 }
 
-struct Sender {
+/// A worker's records `0..records`, 1024 a poll.
+struct Numbers {
     next: u64,
     records: u64,
 }
 
-impl Upstream<Rec> for Sender {
-    fn step(&mut self, out: &mut Emitter<'_, '_, Rec>) -> Progress {
-        let w = out.workers() as u64;
-        let end = (self.next + 1024).min(self.records);
-        for i in self.next..end {
-            out.emit_to((i % w) as usize, Rec { key: i, value: i });
-        }
+impl Source for Numbers {
+    type Item = Rec;
+    fn poll(&mut self, buf: &mut Vec<Rec>, max: usize) -> SourcePoll {
+        buf.clear();
+        let end = (self.next + max as u64).min(self.records);
+        buf.extend((self.next..end).map(|i| Rec { key: i, value: i }));
         self.next = end;
         if end == self.records {
-            Progress::Done
+            SourcePoll::Done
         } else {
-            Progress::Busy
+            SourcePoll::Ready
         }
-    }
-    fn watermark(&self) -> u64 {
-        0
     }
 }
 
-#[derive(Default)]
+/// Sends record `i` to worker `i mod W` (no hashing: the channel's cost
+/// alone).
+struct RoundRobin {
+    out: Outbox<Rec>,
+    workers: u64,
+}
+
+impl Tail<Rec> for RoundRobin {
+    #[inline(always)]
+    fn push(&mut self, r: Rec, cx: &mut Cx<'_, '_>) {
+        self.out.push((r.key % self.workers) as usize, r, cx)
+    }
+    fn watermark(&mut self, wm: u64, cx: &mut Cx<'_, '_>) {
+        self.out.watermark(wm, cx)
+    }
+    fn tick(&mut self, cx: &mut Cx<'_, '_>) {
+        self.out.flush(cx)
+    }
+    fn end(&mut self, final_wm: u64, cx: &mut Cx<'_, '_>) {
+        self.out.end(final_wm, cx)
+    }
+}
+
+/// Counts and sums the records it receives, read in place.
 struct Receiver {
-    records: u64,
+    records: Rc<Cell<u64>>,
     sum: u64,
 }
 
-impl Downstream<Rec> for Receiver {
-    fn on_batch(&mut self, _from: usize, items: &[ArchivedRec]) {
-        self.records += items.len() as u64;
+impl Operator for Receiver {
+    type In = Rec;
+    type Out = ();
+    #[inline]
+    fn on_batch<E: FnMut(())>(&mut self, items: &[<Rec as ExchangeData>::Item], _emit: &mut E) {
+        self.records.set(self.records.get() + items.len() as u64);
         for r in items {
             self.sum = self.sum.wrapping_add(r.value.to_native());
         }
     }
-    fn on_watermark(&mut self, _wm: u64) {}
+    fn on_watermark<E: FnMut(())>(&mut self, _wm: u64, _emit: &mut E) {}
 }
 
 /// Figures of one `air bench exchange` (the whole job, all ranks).
@@ -102,20 +131,32 @@ pub fn run(
     let mut rates = Vec::new();
     let mut workers = 0;
     for _ in 0..args.repeats {
-        let out = air_runtime::run::<Rec, _, _, _>(cfg, |_info: &WorkerInfo| {
-            (
-                Sender {
-                    next: 0,
-                    records: args.records,
-                },
-                Receiver::default(),
-            )
+        let received = Arc::new(AtomicU64::new(0));
+        let job_workers = AtomicU64::new(0);
+        let out = run_graph(cfg, |df| {
+            job_workers.store(df.workers() as u64, Ordering::Relaxed);
+            let edge = df.new_edge("exchange");
+            let out = df.outbox::<Rec>(edge);
+            let workers = df.workers() as u64;
+            df.source(Numbers {
+                next: 0,
+                records: args.records,
+            })
+            .end_in(RoundRobin { out, workers });
+            let records = Rc::new(Cell::new(0u64));
+            let (r, total) = (records.clone(), received.clone());
+            df.report_with(move |_| {
+                total.fetch_add(r.get(), Ordering::Relaxed);
+            });
+            df.consume(edge, Receiver { records, sum: 0 })
+                .for_each(|()| {});
         })?;
-        workers = out.first().map_or(0, |o| o.info.workers);
-        let got: u64 = out.iter().map(|o| o.downstream.records).sum();
+        workers = job_workers.load(Ordering::Relaxed) as usize;
+        let got = received.load(Ordering::Relaxed);
         let ns = out
+            .workers
             .iter()
-            .map(|o| o.elapsed.as_nanos() as u64)
+            .map(|w| w.elapsed.as_nanos() as u64)
             .max()
             .unwrap_or(1);
         let (got, ns) = (all_sum(got), all_max(ns));
