@@ -380,20 +380,32 @@ pub(crate) fn poll_edge<'c>(
     let tx_later = &mut tx[(edge + 1 - tx_base)..];
     let validate = r.inputs.validates();
     let consumer = &mut r.consumer;
+    // The watermark event comes last in a poll; it is held until the poll
+    // returns: when it is the final one (every input ended), `on_end`
+    // delivers it, so an operator never sees its final watermark twice.
+    let mut advanced = None;
     let frames = r.inputs.poll_raw(budget, &mut |ev| {
-        let mut cx = Cx::new(&mut *tx_later, &mut *later, edge + 1, &mut *error);
-        let n = match ev {
-            InputEvent::Data { from, bytes } => consumer.on_data(from, bytes, validate, &mut cx)?,
+        let (from, bytes) = match ev {
+            InputEvent::Data { from, bytes } => (from, bytes),
             InputEvent::Watermark(wm) => {
-                consumer.on_watermark(wm, &mut cx);
-                0
+                advanced = Some(wm);
+                return Ok(0);
             }
         };
+        let mut cx = Cx::new(&mut *tx_later, &mut *later, edge + 1, &mut *error);
+        let n = consumer.on_data(from, bytes, validate, &mut cx)?;
         match cx.error.take() {
             Some(e) => Err(e),
             None => Ok(n),
         }
     })?;
+    if let (Some(wm), false) = (advanced, r.inputs.all_ended()) {
+        let mut cx = Cx::new(&mut *tx_later, &mut *later, edge + 1, &mut *error);
+        r.consumer.on_watermark(wm, &mut cx);
+        if let Some(e) = cx.error.take() {
+            return Err(e);
+        }
+    }
     if r.inputs.all_ended() {
         r.done = true;
         let final_wm = r.inputs.watermark();
