@@ -51,7 +51,8 @@ pub use cx::{Cx, EdgeConsumer, Outbox};
 pub use pipe::{EventTime, Filter, FlatMap, Identity, Inspect, Map, Pipe, Then};
 pub use stream::{
     Chain, Continuation, Dataflow, ExchangeTail, Head, KeyedStream, Op2Head, OpHead, Operator,
-    Operator2, Out, Pass, Route, Sink, Source, SourceHead, SourcePoll, Stream, Tail, VecSource,
+    Operator2, Out, Pass, Route, Sink, Source, SourceHead, SourcePoll, Stream, Tail, TeeHead,
+    UnionHead, VecSource,
 };
 
 use crate::job::{run_workers_signed, EdgeChannels, JobConfig, Progress, WorkerInfo};
