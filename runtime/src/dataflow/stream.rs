@@ -1192,8 +1192,16 @@ impl<H: Head, P: Pipe<H::Out>> Stream<H, P> {
             })),
             branches: [None, None],
         }));
+        // Both branches are named after the caller (not this closure).
+        let at = Location::caller();
         let branch = |side| Stream {
-            pending: df.pending::<P::Out>(None),
+            pending: Pending {
+                b: Rc::downgrade(&df.b),
+                at,
+                ty: std::any::type_name::<P::Out>(),
+                edge: None,
+                armed: true,
+            },
             df: df.clone(),
             head: TeeHead {
                 shared: shared.clone(),
