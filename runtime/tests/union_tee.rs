@@ -103,7 +103,11 @@ fn a_tee_feeds_two_sinks_that_each_see_every_record_once() {
                 .for_each(move |x| r.lock().unwrap().push(x));
         })
         .unwrap();
-        assert_eq!(sorted(&left), (0..N).collect::<Vec<_>>(), "{workers} workers");
+        assert_eq!(
+            sorted(&left),
+            (0..N).collect::<Vec<_>>(),
+            "{workers} workers"
+        );
         assert_eq!(
             sorted(&right),
             (N..2 * N).collect::<Vec<_>>(),
@@ -128,7 +132,11 @@ fn a_tee_whose_branches_meet_again_in_a_union_holds_every_record_twice() {
                 .for_each(move |x| g.lock().unwrap().push(x));
         })
         .unwrap();
-        assert_eq!(sorted(&got), (0..3 * N).collect::<Vec<_>>(), "{workers} workers");
+        assert_eq!(
+            sorted(&got),
+            (0..3 * N).collect::<Vec<_>>(),
+            "{workers} workers"
+        );
     }
 }
 
