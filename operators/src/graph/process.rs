@@ -366,6 +366,43 @@ pub trait KeyedProcessExt<H: Head, P: Pipe<H::Out>, KF> {
     /// Counters: `process_records` (records sent to the operator),
     /// `timers_fired`, `unfired_timers` (left by a stopped job),
     /// `process_keys` (keys holding state or timers when the job ended).
+    ///
+    /// ```
+    /// use air_operators::graph::*;
+    /// use air_runtime::dataflow::{run_graph, VecSource};
+    /// use air_runtime::JobConfig;
+    /// use std::sync::{Arc, Mutex};
+    ///
+    /// let cfg = JobConfig { workers: 2, pin: false, ..JobConfig::default() };
+    /// let rows = Arc::new(Mutex::new(Vec::new()));
+    /// let out = rows.clone();
+    /// run_graph(&cfg, move |df| {
+    ///     // (sensor, reading, time ms): each worker reads its own sensor.
+    ///     let s = df.index() as u8;
+    ///     let readings = vec![(s, 5u32, 0u64), (s, 5, 10), (s, 7, 20), (s, 7, 30), (s, 5, 40)];
+    ///     let out = out.clone();
+    ///     df.source(VecSource::new(readings))
+    ///         .event_time(|r| r.2, 0)
+    ///         .key_by(|r| r.0)
+    ///         // Only changes of a sensor's reading go on.
+    ///         .process(
+    ///             |r| r.2,
+    ///             process_fn(|_k: &u8, r: (u8, u32, u64), _t, last: &mut Option<u32>,
+    ///                         cx: &mut ProcessCx<(u8, u32, u64)>| {
+    ///                 if *last != Some(r.1) {
+    ///                     *last = Some(r.1);
+    ///                     cx.emit(r);
+    ///                 }
+    ///             }),
+    ///         )
+    ///         .for_each(move |r| out.lock().unwrap().push(r));
+    /// })
+    /// .unwrap();
+    /// let mut rows = rows.lock().unwrap().clone();
+    /// rows.sort_by_key(|r| (r.0, r.2));
+    /// assert_eq!(rows.len(), 6);
+    /// assert_eq!(rows[..3], [(0, 5, 0), (0, 7, 20), (0, 5, 40)]);
+    /// ```
     #[allow(clippy::type_complexity)]
     fn process<K, TF, F>(
         self,
