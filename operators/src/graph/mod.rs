@@ -1,10 +1,12 @@
 //! The operators of the graph API (`air::prelude` re-exports them): windows
-//! and aggregates, top-N per window, joins, and sinks that stream. They
-//! extend the stream handles of [`air_runtime::dataflow`] through traits
-//! ([`KeyedWindowExt::window`], [`TopNExt::top_n`], [`JoinExt::join`]).
+//! and aggregates, top-N per window, joins, keyed process functions with
+//! timers, and sinks that stream. They extend the stream handles of
+//! [`air_runtime::dataflow`] through traits ([`KeyedWindowExt::window`],
+//! [`TopNExt::top_n`], [`JoinExt::join`], [`KeyedProcessExt::process`]).
 
 pub mod aggregate;
 pub mod join;
+pub mod process;
 pub mod sink;
 pub mod source;
 pub mod top;
@@ -12,6 +14,10 @@ pub mod window;
 
 pub use aggregate::{AggregateFunction, Count, DistinctCount, Max, Mean, Min, Number, Sum, TopN};
 pub use join::{IntervalJoin, JoinExt, Joined, JoinedStreams, WindowJoin};
+pub use process::{
+    process_fn, KeyedProcess, KeyedProcessExt, KeyedProcessFunction, NoTimer, ProcessCx, ProcessFn,
+    TimerFn,
+};
 pub use sink::{Csv, JsonLines};
 pub use source::CsvSource;
 pub use top::{ByKey, CollectByWindowExt, MaxByWindowExt, Score, TopNExt, WindowTopN};

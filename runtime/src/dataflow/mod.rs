@@ -6,8 +6,10 @@
 //! stateless operators fused into the worker's loop with static dispatch
 //! ([`Stream::map`], [`Stream::filter`], [`Stream::flat_map`],
 //! [`Stream::inspect`]), exchange edges ([`Stream::key_by`] followed by a
-//! keyed operator, [`Stream::broadcast`], [`Stream::collect`]) and sinks
-//! ([`Stream::sink`], [`Stream::for_each`]). Windows, aggregates, joins and
+//! keyed operator, [`Stream::broadcast`], [`Stream::collect`]), unions and
+//! fan-out within the worker ([`Stream::union`], [`Stream::tee`]) and sinks
+//! ([`Stream::sink`], [`Stream::for_each`]). A stream left unconsumed makes
+//! the graph fail to plan. Windows, aggregates, joins and
 //! file sinks are in `air-operators`, built on [`Operator`], [`Tail`] and
 //! [`Outbox`].
 //!
@@ -51,7 +53,8 @@ pub use cx::{Cx, EdgeConsumer, Outbox};
 pub use pipe::{EventTime, Filter, FlatMap, Identity, Inspect, Map, Pipe, Then};
 pub use stream::{
     Chain, Continuation, Dataflow, ExchangeTail, Head, KeyedStream, Op2Head, OpHead, Operator,
-    Operator2, Out, Pass, Route, Sink, Source, SourceHead, SourcePoll, Stream, Tail, VecSource,
+    Operator2, Out, Pass, Route, Sink, Source, SourceHead, SourcePoll, Stream, Tail, TeeHead,
+    UnionHead, VecSource,
 };
 
 use crate::job::{run_workers_signed, EdgeChannels, JobConfig, Progress, WorkerInfo};
@@ -190,7 +193,8 @@ pub struct GraphOutput {
 /// each carries few records ([`Dataflow::new_small_edge`]).
 ///
 /// # Errors
-/// [`RuntimeError::Setup`] naming an edge no operator consumes, or a stream
+/// [`RuntimeError::Setup`] naming an edge no operator consumes, a stream
+/// never consumed (its record type and where it was made), or a stream
 /// handle kept beyond the build.
 pub fn plan<B>(workers: usize, build: &B) -> Result<Vec<(String, bool)>, RuntimeError>
 where

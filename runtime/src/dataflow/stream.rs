@@ -10,7 +10,8 @@ use crate::RuntimeError;
 use std::cell::RefCell;
 use std::hash::Hash;
 use std::marker::PhantomData;
-use std::rc::Rc;
+use std::panic::Location;
+use std::rc::{Rc, Weak};
 
 /// What a source's poll produced.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -210,6 +211,79 @@ pub(crate) struct Leftover {
     pub(crate) reporters: Vec<Reporter>,
 }
 
+/// The build-time mark of a stream handle not yet consumed: dropping it
+/// armed records, in the graph's error, which stream was left unconsumed
+/// (a stream that ends nowhere would be silently dropped with its records).
+/// Lives in [`Stream`] only, never in a running segment: no cost per record.
+struct Pending {
+    b: Weak<RefCell<Builder>>,
+    /// Where the stream handle was made (the last stream method called).
+    at: &'static Location<'static>,
+    /// The stream's record type.
+    ty: &'static str,
+    /// The edge whose operator heads the stream, if any.
+    edge: Option<usize>,
+    armed: bool,
+}
+
+impl Pending {
+    /// Taken into another stream (a union's or a tee's), which answers for
+    /// it: dropping it says nothing.
+    fn settle(&mut self) {
+        self.armed = false;
+    }
+
+    /// Consumed: dropping it says nothing.
+    fn disarm(mut self) {
+        self.armed = false;
+    }
+
+    /// The mark of the stream a stream method made from this one (records
+    /// of type `T`, made at the caller).
+    #[track_caller]
+    fn renew<T>(mut self) -> Pending {
+        self.armed = false;
+        Pending {
+            b: self.b.clone(),
+            at: Location::caller(),
+            ty: std::any::type_name::<T>(),
+            edge: self.edge,
+            armed: true,
+        }
+    }
+}
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        if !self.armed || std::thread::panicking() {
+            return;
+        }
+        let Some(b) = self.b.upgrade() else { return };
+        let Ok(mut b) = b.try_borrow_mut() else {
+            return;
+        };
+        if b.error.is_some() {
+            return;
+        }
+        let at = self.at;
+        let what = format!(
+            "a stream of {} (made at {}:{}:{}) is never consumed",
+            self.ty,
+            at.file(),
+            at.line(),
+            at.column()
+        );
+        b.error = Some(match self.edge {
+            Some(k) => format!(
+                "edge {k} ({}) feeds no operator: its output, {what}; end it in a sink, an \
+                 exchange or a keyed operator",
+                b.edges[k].name
+            ),
+            None => format!("{what}: end it in a sink, an exchange or a keyed operator"),
+        });
+    }
+}
+
 pub(crate) struct Builder {
     pub(crate) info: WorkerInfo,
     /// Called once the job ended, to add the user's own counters.
@@ -252,6 +326,19 @@ impl Dataflow {
         Ok(b.into_inner())
     }
 
+    /// The mark of a new stream of `T` made at the caller, headed by the
+    /// operator of `edge` if any.
+    #[track_caller]
+    fn pending<T>(&self, edge: Option<usize>) -> Pending {
+        Pending {
+            b: Rc::downgrade(&self.b),
+            at: Location::caller(),
+            ty: std::any::type_name::<T>(),
+            edge,
+            armed: true,
+        }
+    }
+
     /// Who this worker is (index, workers in the job, placement).
     pub fn worker(&self) -> WorkerInfo {
         self.b.borrow().info.clone()
@@ -287,8 +374,10 @@ impl Dataflow {
     /// A stream of `source`'s records (this worker's shard of them), with
     /// no event time: its watermark stays at 0 until it ends (see
     /// [`Stream::event_time`]).
+    #[track_caller]
     pub fn source<S: Source>(&self, source: S) -> Stream<SourceHead<S>, Identity> {
         Stream {
+            pending: self.pending::<S::Item>(None),
             df: self.clone(),
             head: SourceHead { source },
             pipe: Identity,
@@ -354,9 +443,11 @@ impl Dataflow {
     }
 
     /// A stream of what `op` emits, `op` being fed by `edge`.
+    #[track_caller]
     pub fn consume<O: Operator>(&self, edge: usize, op: O) -> Stream<OpHead<O>, Identity> {
         self.carries::<O::In>(edge);
         Stream {
+            pending: self.pending::<O::Out>(Some(edge)),
             df: self.clone(),
             head: OpHead { edge, op },
             pipe: Identity,
@@ -365,6 +456,7 @@ impl Dataflow {
 
     /// A stream of what `op` emits, `op` being fed by `edge1` and `edge2`
     /// (two distinct edges).
+    #[track_caller]
     pub fn consume2<O: Operator2>(
         &self,
         edge1: usize,
@@ -375,6 +467,7 @@ impl Dataflow {
         self.carries::<O::In1>(edge1);
         self.carries::<O::In2>(edge2);
         Stream {
+            pending: self.pending::<O::Out>(Some(edge2)),
             df: self.clone(),
             head: Op2Head { edge1, edge2, op },
             pipe: Identity,
@@ -794,6 +887,9 @@ impl<T: Record> Operator for Pass<T> {
 /// the segment (`key_by` + a keyed operator, `broadcast`, `collect`,
 /// `sink`).
 pub struct Stream<H, P> {
+    // First: dropped first, so an unconsumed stream is named before the
+    // inputs its head holds (a union's).
+    pending: Pending,
     df: Dataflow,
     head: H,
     pipe: P,
@@ -811,12 +907,14 @@ impl<S: Source, P: Pipe<S::Item>> Stream<SourceHead<S>, P> {
     /// silently. Records dropped before this point (by a `filter`) do not
     /// move the watermark. Without it a source's watermark stays at 0 until
     /// it ends.
+    #[track_caller]
     pub fn event_time<F: Fn(&P::Out) -> u64 + 'static>(
         self,
         time: F,
         max_delay_ms: u64,
     ) -> Stream<SourceHead<S>, EventTime<P, F>> {
         Stream {
+            pending: self.pending.renew::<P::Out>(),
             df: self.df,
             head: self.head,
             pipe: EventTime {
@@ -854,8 +952,10 @@ impl<H: Head, P: Pipe<H::Out>> Stream<H, P> {
     }
 
     /// Applies `f` to every record (fused: no channel, no dynamic call).
+    #[track_caller]
     pub fn map<O: 'static, F: FnMut(P::Out) -> O + 'static>(self, f: F) -> Stream<H, Map<P, F, O>> {
         Stream {
+            pending: self.pending.renew::<O>(),
             df: self.df,
             head: self.head,
             pipe: Map(self.pipe, f, PhantomData),
@@ -863,8 +963,10 @@ impl<H: Head, P: Pipe<H::Out>> Stream<H, P> {
     }
 
     /// Keeps the records for which `f` holds (fused).
+    #[track_caller]
     pub fn filter<F: FnMut(&P::Out) -> bool + 'static>(self, f: F) -> Stream<H, Filter<P, F>> {
         Stream {
+            pending: self.pending.renew::<P::Out>(),
             df: self.df,
             head: self.head,
             pipe: Filter(self.pipe, f),
@@ -873,11 +975,13 @@ impl<H: Head, P: Pipe<H::Out>> Stream<H, P> {
 
     /// Replaces every record by zero or more (an `Option`, a `Vec`, any
     /// iterator; fused).
+    #[track_caller]
     pub fn flat_map<I: IntoIterator + 'static, F: FnMut(P::Out) -> I + 'static>(
         self,
         f: F,
     ) -> Stream<H, FlatMap<P, F, I>> {
         Stream {
+            pending: self.pending.renew::<I::Item>(),
             df: self.df,
             head: self.head,
             pipe: FlatMap(self.pipe, f, PhantomData),
@@ -885,8 +989,10 @@ impl<H: Head, P: Pipe<H::Out>> Stream<H, P> {
     }
 
     /// Calls `f` on every record by reference and passes it on (fused).
+    #[track_caller]
     pub fn inspect<F: FnMut(&P::Out) + 'static>(self, f: F) -> Stream<H, Inspect<P, F>> {
         Stream {
+            pending: self.pending.renew::<P::Out>(),
             df: self.df,
             head: self.head,
             pipe: Inspect(self.pipe, f),
@@ -898,23 +1004,43 @@ impl<H: Head, P: Pipe<H::Out>> Stream<H, P> {
     /// A keyed operator follows: a window (`air-operators`'
     /// `KeyedWindowExt::window`), a join, `top_n` (keyed by window), or a
     /// plain [`KeyedStream::exchange`].
+    #[track_caller]
     pub fn key_by<K, KF>(self, key: KF) -> KeyedStream<H, P, KF>
     where
         K: Hash + Eq + Clone + 'static,
         KF: Fn(&P::Out) -> K + 'static,
     {
-        KeyedStream { stream: self, key }
+        let Stream {
+            df,
+            head,
+            pipe,
+            pending,
+        } = self;
+        let stream = Stream {
+            pending: pending.renew::<P::Out>(),
+            df,
+            head,
+            pipe,
+        };
+        KeyedStream { stream, key }
     }
 
     /// Ends this segment in `tail` (for operator crates: a pre-aggregating
     /// window, an exchange of its own records). Returns the graph.
     pub fn end_in<T: Tail<P::Out>>(self, tail: T) -> Dataflow {
-        let Stream { df, head, pipe } = self;
+        let Stream {
+            df,
+            head,
+            pipe,
+            pending,
+        } = self;
+        pending.disarm();
         head.install(&df, Chain(pipe, tail));
         df
     }
 
     /// Every record to every worker (an exchange edge; records `Clone`).
+    #[track_caller]
     pub fn broadcast(self) -> Stream<OpHead<Pass<P::Out>>, Identity>
     where
         P::Out: Record,
@@ -931,6 +1057,7 @@ impl<H: Head, P: Pipe<H::Out>> Stream<H, P> {
 
     /// Every record to worker 0 (an exchange edge): one writer for a sink
     /// (under MPI, rank 0's first worker), rows in the order they arrive.
+    #[track_caller]
     pub fn collect(self) -> Stream<OpHead<Pass<P::Out>>, Identity>
     where
         P::Out: Record,
@@ -962,6 +1089,291 @@ impl<H: Head, P: Pipe<H::Out>> Stream<H, P> {
     pub fn for_each<F: FnMut(P::Out) + 'static>(self, f: F) -> Dataflow {
         self.sink(f)
     }
+
+    /// This stream's records and `other`'s (one record type) as one stream
+    /// at this worker, with no channel between them: each record goes on
+    /// from the segment that produced it, moved, not copied or archived.
+    /// The union's watermark is the minimum of its two inputs' (a window
+    /// after it fires only once both inputs read past the window's end); it
+    /// ends once both ended, at the minimum of their final watermarks.
+    /// Chain it for more inputs (`a.union(b).union(c)`). Records of one
+    /// input keep their order; the two inputs interleave as they arrive.
+    ///
+    /// ```
+    /// use air_runtime::dataflow::{run_graph, VecSource};
+    /// use air_runtime::JobConfig;
+    /// use std::sync::{Arc, Mutex};
+    ///
+    /// let cfg = JobConfig { workers: 2, pin: false, ..JobConfig::default() };
+    /// let seen = Arc::new(Mutex::new(Vec::new()));
+    /// let out = seen.clone();
+    /// run_graph(&cfg, move |df| {
+    ///     let w = df.index() as u64;
+    ///     let clicks = df.source(VecSource::new(vec![w, w + 2]));           // 0..4
+    ///     let views = df.source(VecSource::new(vec![100 + w])).map(|v| v * 10); // 1000, 1010
+    ///     let out = out.clone();
+    ///     clicks
+    ///         .union(views)
+    ///         .collect()
+    ///         .for_each(move |x| out.lock().unwrap().push(x));
+    /// })
+    /// .unwrap();
+    /// let mut got = seen.lock().unwrap().clone();
+    /// got.sort();
+    /// assert_eq!(got, [0, 1, 2, 3, 1000, 1010]);
+    /// ```
+    #[track_caller]
+    pub fn union<H2, P2>(
+        mut self,
+        mut other: Stream<H2, P2>,
+    ) -> Stream<UnionHead<H, P, H2, P2>, Identity>
+    where
+        H2: Head,
+        P2: Pipe<H2::Out, Out = P::Out>,
+    {
+        // The union answers for its inputs now.
+        self.pending.settle();
+        other.pending.settle();
+        let df = self.df.clone();
+        Stream {
+            pending: df.pending::<P::Out>(None),
+            df,
+            head: UnionHead { a: self, b: other },
+            pipe: Identity,
+        }
+    }
+
+    /// Fan-out: two streams that both see every record of this one (cloned
+    /// for the first, moved into the second), each continued by its own
+    /// chain (two sinks, a sink and a window, …). Both must be consumed.
+    /// Both get this stream's watermarks and its end. No channel: the
+    /// branches run in the segment that produced the record, one dynamic
+    /// call per record and branch. Tee a branch again for more.
+    ///
+    /// ```
+    /// use air_runtime::dataflow::{run_graph, VecSource};
+    /// use air_runtime::JobConfig;
+    /// use std::sync::{Arc, Mutex};
+    ///
+    /// let cfg = JobConfig { workers: 2, pin: false, ..JobConfig::default() };
+    /// let (evens, all) = (Arc::new(Mutex::new(Vec::new())), Arc::new(Mutex::new(0u64)));
+    /// let (e, a) = (evens.clone(), all.clone());
+    /// run_graph(&cfg, move |df| {
+    ///     let shard: Vec<u64> = (0..10).filter(|i| i % 2 == df.index() as u64).collect();
+    ///     let (left, right) = df.source(VecSource::new(shard)).tee();
+    ///     let (e, a) = (e.clone(), a.clone());
+    ///     left.filter(|x| x % 2 == 0).for_each(move |x| e.lock().unwrap().push(x));
+    ///     right.for_each(move |x| *a.lock().unwrap() += x);
+    /// })
+    /// .unwrap();
+    /// let mut got = evens.lock().unwrap().clone();
+    /// got.sort();
+    /// assert_eq!(got, [0, 2, 4, 6, 8]);
+    /// assert_eq!(*all.lock().unwrap(), 45);
+    /// ```
+    #[allow(clippy::type_complexity)]
+    #[track_caller]
+    pub fn tee(
+        mut self,
+    ) -> (
+        Stream<TeeHead<P::Out>, Identity>,
+        Stream<TeeHead<P::Out>, Identity>,
+    )
+    where
+        P::Out: Clone,
+    {
+        // The branches answer for this stream now.
+        self.pending.settle();
+        let df = self.df.clone();
+        let upstream = self;
+        let shared = Rc::new(RefCell::new(TeeShared {
+            install: Some(Box::new(move |tail: TeeTail<P::Out>| {
+                upstream.end_in(tail);
+            })),
+            branches: [None, None],
+        }));
+        // Both branches are named after the caller (not this closure).
+        let at = Location::caller();
+        let branch = |side| Stream {
+            pending: Pending {
+                b: Rc::downgrade(&df.b),
+                at,
+                ty: std::any::type_name::<P::Out>(),
+                edge: None,
+                armed: true,
+            },
+            df: df.clone(),
+            head: TeeHead {
+                shared: shared.clone(),
+                side,
+            },
+            pipe: Identity,
+        };
+        (branch(0), branch(1))
+    }
+}
+
+/// The head of a [`Stream::union`]: its two input streams, installed with
+/// tails that push into one shared continuation.
+pub struct UnionHead<H, P, H2, P2> {
+    a: Stream<H, P>,
+    b: Stream<H2, P2>,
+}
+
+impl<H, P, H2, P2> Head for UnionHead<H, P, H2, P2>
+where
+    H: Head,
+    P: Pipe<H::Out>,
+    H2: Head,
+    P2: Pipe<H2::Out, Out = P::Out>,
+{
+    type Out = P::Out;
+    fn install<C: Continuation<P::Out>>(self, _df: &Dataflow, next: C) {
+        let seg = Rc::new(RefCell::new(UnionSeg {
+            next,
+            wm: [0; 2],
+            ended: [None; 2],
+            sent: 0,
+        }));
+        self.a.end_in(UnionTail {
+            seg: seg.clone(),
+            side: 0,
+        });
+        self.b.end_in(UnionTail { seg, side: 1 });
+    }
+}
+
+/// What follows a union, shared by its two inputs' tails. One thread; never
+/// re-entered: an input's head is a source (never run from a drain) or the
+/// operator of an edge created before the union, while everything after
+/// the union sends only on edges created after it, and a send that waits
+/// drains only edges from its own on ([`super::cx`]).
+struct UnionSeg<C> {
+    next: C,
+    /// Per input: its watermark (ms).
+    wm: [u64; 2],
+    /// Per input: its final watermark, once ended.
+    ended: [Option<u64>; 2],
+    /// The watermark passed on (the minimum of `wm`).
+    sent: u64,
+}
+
+/// One input's end of a union.
+struct UnionTail<C> {
+    seg: Rc<RefCell<UnionSeg<C>>>,
+    side: usize,
+}
+
+impl<T, C: Continuation<T>> Tail<T> for UnionTail<C> {
+    #[inline(always)]
+    fn push(&mut self, item: T, cx: &mut Cx<'_, '_>) {
+        self.seg.borrow_mut().next.push(item, cx)
+    }
+
+    fn watermark(&mut self, wm: u64, cx: &mut Cx<'_, '_>) {
+        let mut g = self.seg.borrow_mut();
+        let s = &mut *g;
+        s.wm[self.side] = s.wm[self.side].max(wm);
+        let min = s.wm[0].min(s.wm[1]);
+        if min > s.sent {
+            s.sent = min;
+            s.next.watermark(min, cx);
+        }
+    }
+
+    fn tick(&mut self, cx: &mut Cx<'_, '_>) {
+        // Once per flush interval: from the first input still running.
+        let mut g = self.seg.borrow_mut();
+        if g.ended[..self.side].iter().all(Option::is_some) {
+            g.next.tick(cx);
+        }
+    }
+
+    fn end(&mut self, final_wm: u64, cx: &mut Cx<'_, '_>) {
+        let mut g = self.seg.borrow_mut();
+        let s = &mut *g;
+        s.ended[self.side] = Some(final_wm);
+        s.wm[self.side] = s.wm[self.side].max(final_wm);
+        if let [Some(a), Some(b)] = s.ended {
+            let fin = a.min(b);
+            s.sent = s.sent.max(fin);
+            s.next.watermark(fin, cx);
+            s.next.end(fin, cx);
+        } else {
+            let min = s.wm[0].min(s.wm[1]);
+            if min > s.sent {
+                s.sent = min;
+                s.next.watermark(min, cx);
+            }
+        }
+    }
+
+    fn report(&mut self, stats: &mut Stats) {
+        if self.side == 0 {
+            self.seg.borrow_mut().next.report(stats);
+        }
+    }
+}
+
+/// What a [`Stream::tee`] shares between its branches until both are
+/// consumed: how to install the upstream, and the branches installed so
+/// far.
+struct TeeShared<T> {
+    install: Option<Box<dyn FnOnce(TeeTail<T>)>>,
+    branches: [Option<Box<dyn Continuation<T>>>; 2],
+}
+
+/// The head of one branch of a [`Stream::tee`].
+pub struct TeeHead<T> {
+    shared: Rc<RefCell<TeeShared<T>>>,
+    side: usize,
+}
+
+impl<T: Clone + 'static> Head for TeeHead<T> {
+    type Out = T;
+    fn install<C: Continuation<T>>(self, _df: &Dataflow, next: C) {
+        let mut g = self.shared.borrow_mut();
+        g.branches[self.side] = Some(Box::new(next));
+        if let [Some(_), Some(_)] = &g.branches {
+            let [a, b] = std::mem::take(&mut g.branches);
+            let install = g.install.take().expect("a tee installs its upstream once");
+            drop(g);
+            install(TeeTail {
+                a: a.expect("installed"),
+                b: b.expect("installed"),
+            });
+        }
+    }
+}
+
+/// The end of a teed stream: both branches' chains.
+struct TeeTail<T> {
+    a: Box<dyn Continuation<T>>,
+    b: Box<dyn Continuation<T>>,
+}
+
+impl<T: Clone + 'static> Tail<T> for TeeTail<T> {
+    #[inline]
+    fn push(&mut self, item: T, cx: &mut Cx<'_, '_>) {
+        self.a.push(item.clone(), cx);
+        self.b.push(item, cx);
+    }
+    fn watermark(&mut self, wm: u64, cx: &mut Cx<'_, '_>) {
+        self.a.watermark(wm, cx);
+        self.b.watermark(wm, cx);
+    }
+    fn tick(&mut self, cx: &mut Cx<'_, '_>) {
+        self.a.tick(cx);
+        self.b.tick(cx);
+    }
+    fn end(&mut self, final_wm: u64, cx: &mut Cx<'_, '_>) {
+        self.a.end(final_wm, cx);
+        self.b.end(final_wm, cx);
+    }
+    fn report(&mut self, stats: &mut Stats) {
+        self.a.report(stats);
+        self.b.report(stats);
+    }
 }
 
 /// A stream partitioned by a key function.
@@ -983,6 +1395,7 @@ impl<H: Head, P: Pipe<H::Out>, KF> KeyedStream<H, P, KF> {
 
     /// Moves every record to its key's owner and continues there (an
     /// exchange edge).
+    #[track_caller]
     pub fn exchange<K>(self) -> Stream<OpHead<Pass<P::Out>>, Identity>
     where
         P::Out: Record,

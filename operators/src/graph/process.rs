@@ -1,0 +1,644 @@
+//! Keyed process functions (Flink's `KeyedProcessFunction`): user code
+//! that sees every record of a keyed stream at its key's owner, keeps state
+//! per key, and sets event-time timers per key. What windows do, open to
+//! users: deduplication, per-key timeouts, custom triggers.
+//!
+//! `stream.key_by(key).process(time, f)` sends every record to its key's
+//! owner (an exchange edge); there `f` gets each record with its key, its
+//! event time `time(record)` (ms), the key's state (`State::default()` for
+//! a new key) and a [`ProcessCx`] to emit rows, set or delete timers, read
+//! the watermark and clear the key's state.
+//!
+//! - **Timers** are event time: a timer at `t` fires once the operator's
+//!   watermark passes `t` (watermark `> t`: every record up to `t` has
+//!   arrived), before the watermark is passed on, so rows it emits are
+//!   never late downstream. Timers fire in time order (per key, and over
+//!   all keys of the worker); a key has at most one timer per time
+//!   (setting it twice fires once). A timer set for a time the watermark
+//!   already passed fires at the next watermark the operator receives (or,
+//!   if set while timers fire, in the same round: do not set the time
+//!   being fired again).
+//! - **State** lives until the function clears it ([`ProcessCx::clear_state`]);
+//!   a key with neither state nor timers holds no memory, so memory follows
+//!   the keys in use, not the keys ever seen.
+//! - **End of stream**: at the end (final watermark `u64::MAX`) every timer
+//!   left fires, in time order, including timers set while they fire. A
+//!   stopped job (SIGINT/SIGTERM) fires only the timers below the final
+//!   watermark (what every input read past, as windows do) and counts the
+//!   rest (`unfired_timers`).
+//!
+//! ```
+//! use air_operators::graph::*;
+//! use air_runtime::dataflow::{run_graph, VecSource};
+//! use air_runtime::JobConfig;
+//! use std::sync::{Arc, Mutex};
+//!
+//! /// Per user, clicks per 100 ms of event time (a tumbling window by hand):
+//! /// one timer per user and window, at the window's last millisecond.
+//! struct ClicksPer100ms;
+//! impl KeyedProcessFunction<u32, (u32, u64)> for ClicksPer100ms {
+//!     type State = Vec<(u64, u64)>; // (window start, clicks) of open windows
+//!     type Out = (u32, u64, u64);   // (user, window start, clicks)
+//!     fn process(&mut self, _user: &u32, _c: (u32, u64), time: u64,
+//!                open: &mut Self::State, cx: &mut ProcessCx<Self::Out>) {
+//!         let start = time - time % 100;
+//!         match open.iter_mut().find(|w| w.0 == start) {
+//!             Some(w) => w.1 += 1,
+//!             None => open.push((start, 1)),
+//!         }
+//!         cx.register_timer(start + 99); // once per (user, time)
+//!     }
+//!     fn on_timer(&mut self, user: &u32, t: u64, open: &mut Self::State,
+//!                 cx: &mut ProcessCx<Self::Out>) {
+//!         let start = t - 99;
+//!         open.retain(|w| w.0 != start || { cx.emit((*user, start, w.1)); false });
+//!         if open.is_empty() {
+//!             cx.clear_state(); // the user holds no memory until their next click
+//!         }
+//!     }
+//! }
+//!
+//! let cfg = JobConfig { workers: 2, pin: false, ..JobConfig::default() };
+//! let rows = Arc::new(Mutex::new(Vec::new()));
+//! let out = rows.clone();
+//! run_graph(&cfg, move |df| {
+//!     // (user, time ms); worker w reads every other click.
+//!     let clicks: Vec<(u32, u64)> = [(1, 0), (2, 10), (1, 50), (1, 100), (2, 300), (1, 400)]
+//!         .into_iter()
+//!         .enumerate()
+//!         .filter(|(i, _)| i % 2 == df.index())
+//!         .map(|(_, c)| c)
+//!         .collect();
+//!     let out = out.clone();
+//!     df.source(VecSource::new(clicks))
+//!         .event_time(|c| c.1, 1_000)
+//!         .key_by(|c| c.0)
+//!         .process(|c| c.1, ClicksPer100ms)
+//!         .for_each(move |r| out.lock().unwrap().push(r));
+//! })
+//! .unwrap();
+//! let mut rows = rows.lock().unwrap().clone();
+//! rows.sort();
+//! assert_eq!(rows, [(1, 0, 2), (1, 100, 1), (1, 400, 1), (2, 0, 1), (2, 300, 1)]);
+//! ```
+
+use air_runtime::dataflow::{
+    Cx, Head, Identity, KeyedStream, OpHead, Operator, Outbox, Pipe, Stats, Stream, Tail,
+};
+use air_runtime::{key_hash, ExchangeData, Record};
+use rustc_hash::FxHashMap;
+use std::collections::BTreeSet;
+use std::hash::Hash;
+use std::marker::PhantomData;
+
+/// A function of a keyed stream with state and event-time timers per key
+/// (Flink's `KeyedProcessFunction`), run at each key's owner:
+/// [`KeyedProcessExt::process`]. `K` is the key ([`KeyedStream`]'s key
+/// function's result), `T` the record.
+///
+/// ```
+/// use air_operators::graph::*;
+///
+/// /// Drops a key's repeated values; forgets a key 1 s (event time) after
+/// /// its last record.
+/// struct Dedup;
+/// impl KeyedProcessFunction<u64, (u64, u32, u64)> for Dedup {
+///     type State = (Vec<u32>, u64); // values seen, the key's timer
+///     type Out = (u64, u32);
+///     fn process(&mut self, key: &u64, r: (u64, u32, u64), time: u64,
+///                s: &mut Self::State, cx: &mut ProcessCx<(u64, u32)>) {
+///         if !s.0.contains(&r.1) {
+///             s.0.push(r.1);
+///             cx.emit((*key, r.1));
+///         }
+///         if time + 1_000 > s.1 {
+///             cx.delete_timer(s.1);
+///             s.1 = time + 1_000;
+///             cx.register_timer(s.1);
+///         }
+///     }
+///     fn on_timer(&mut self, _key: &u64, _t: u64, _s: &mut Self::State,
+///                 cx: &mut ProcessCx<(u64, u32)>) {
+///         cx.clear_state();
+///     }
+/// }
+/// ```
+pub trait KeyedProcessFunction<K, T>: 'static {
+    /// The state of one key: `Default::default()` when the key is new or
+    /// its state was cleared.
+    type State: Default + 'static;
+    /// The rows it emits.
+    type Out: 'static;
+    /// One record of key `key` with event time `time` (ms): update `state`,
+    /// emit rows, set timers through `cx`. A record is older than
+    /// [`ProcessCx::watermark`] only if an operator before the exchange
+    /// emitted it late; it is passed on anyway.
+    fn process(
+        &mut self,
+        key: &K,
+        record: T,
+        time: u64,
+        state: &mut Self::State,
+        cx: &mut ProcessCx<Self::Out>,
+    );
+    /// Key `key`'s timer at `timer` (ms) fired: the watermark passed it.
+    /// The timer is gone; set another through `cx` to fire again.
+    fn on_timer(
+        &mut self,
+        key: &K,
+        timer: u64,
+        state: &mut Self::State,
+        cx: &mut ProcessCx<Self::Out>,
+    ) {
+        let _ = (key, timer, state, cx);
+    }
+}
+
+/// A timer change a call asked for, applied when it returns.
+#[derive(Debug, Clone, Copy)]
+enum TimerOp {
+    Set(u64),
+    Delete(u64),
+}
+
+/// What a [`KeyedProcessFunction`] call can do besides changing its key's
+/// state: emit rows, set and delete the key's timers, read the watermark,
+/// clear the key's state. Rows go on in the order they were emitted, after
+/// the call returns; timer changes apply in order when it returns.
+///
+/// ```
+/// use air_operators::graph::*;
+///
+/// /// Emits a key's sum once no record came for 500 ms of event time.
+/// struct SumUntilQuiet;
+/// impl KeyedProcessFunction<u8, (u8, u64)> for SumUntilQuiet {
+///     type State = (u64, u64); // sum, pending timer
+///     type Out = (u8, u64);
+///     fn process(&mut self, _k: &u8, r: (u8, u64), time: u64, s: &mut (u64, u64),
+///                cx: &mut ProcessCx<(u8, u64)>) {
+///         cx.delete_timer(s.1);            // no-op if none is set there
+///         s.0 += r.1;
+///         s.1 = time.max(cx.watermark()) + 500;
+///         cx.register_timer(s.1);
+///     }
+///     fn on_timer(&mut self, k: &u8, _t: u64, s: &mut (u64, u64),
+///                 cx: &mut ProcessCx<(u8, u64)>) {
+///         cx.emit((*k, s.0));
+///         cx.clear_state();                 // the key holds no memory now
+///     }
+/// }
+/// ```
+#[derive(Debug)]
+pub struct ProcessCx<O> {
+    out: Vec<O>,
+    ops: Vec<TimerOp>,
+    wm: u64,
+    clear: bool,
+}
+
+impl<O> ProcessCx<O> {
+    fn new() -> Self {
+        ProcessCx {
+            out: Vec::new(),
+            ops: Vec::new(),
+            wm: 0,
+            clear: false,
+        }
+    }
+
+    /// Emits `row` downstream.
+    #[inline]
+    pub fn emit(&mut self, row: O) {
+        self.out.push(row);
+    }
+
+    /// Sets this key's timer at event time `time` (ms): it fires once the
+    /// watermark passes `time`. Setting a time the key already has a timer
+    /// at does nothing (one timer per key and time).
+    #[inline]
+    pub fn register_timer(&mut self, time: u64) {
+        self.ops.push(TimerOp::Set(time));
+    }
+
+    /// Deletes this key's timer at `time`, if there is one.
+    #[inline]
+    pub fn delete_timer(&mut self, time: u64) {
+        self.ops.push(TimerOp::Delete(time));
+    }
+
+    /// The operator's watermark (ms): no record below it will come. While
+    /// timers fire, the watermark that fires them (`u64::MAX` at the end).
+    #[inline]
+    pub fn watermark(&self) -> u64 {
+        self.wm
+    }
+
+    /// Drops this key's state when the call returns (its next call gets
+    /// `State::default()`). Its timers stay set; a key with neither state
+    /// nor timers is forgotten.
+    #[inline]
+    pub fn clear_state(&mut self) {
+        self.clear = true;
+    }
+}
+
+/// A [`KeyedProcessFunction`] made of closures: [`process_fn`].
+pub struct ProcessFn<S, O, F, G> {
+    on_record: F,
+    on_timer: G,
+    _t: PhantomData<fn() -> (S, O)>,
+}
+
+/// The closure form of a [`KeyedProcessFunction`]: `on_record(key, record,
+/// time, state, cx)` for every record; add `.on_timer(|key, timer, state,
+/// cx| …)` for timers (without it, timers fire and do nothing). The state
+/// type `S` is often worth naming in the closure's arguments.
+///
+/// ```
+/// use air_operators::graph::*;
+/// use air_runtime::dataflow::{run_graph, VecSource};
+/// use air_runtime::JobConfig;
+/// use std::sync::{Arc, Mutex};
+///
+/// let cfg = JobConfig { workers: 2, pin: false, ..JobConfig::default() };
+/// let rows = Arc::new(Mutex::new(Vec::new()));
+/// let out = rows.clone();
+/// run_graph(&cfg, move |df| {
+///     let shard: Vec<u64> = (0..20).filter(|i| i % 2 == df.index() as u64).collect();
+///     let out = out.clone();
+///     df.source(VecSource::new(shard))
+///         .event_time(|x| *x * 100, 0)
+///         .key_by(|x| x % 3)
+///         // A running count per key, and the key's total at the end.
+///         .process(
+///             |x| *x * 100,
+///             process_fn(|_k: &u64, _x: u64, _t, n: &mut u64, cx: &mut ProcessCx<(u64, u64)>| {
+///                 *n += 1;
+///                 cx.register_timer(u64::MAX); // fires at the end of the stream
+///             })
+///             .on_timer(|k: &u64, _t, n: &mut u64, cx: &mut ProcessCx<(u64, u64)>| {
+///                 cx.emit((*k, *n))
+///             }),
+///         )
+///         .for_each(move |r| out.lock().unwrap().push(r));
+/// })
+/// .unwrap();
+/// let mut rows = rows.lock().unwrap().clone();
+/// rows.sort();
+/// assert_eq!(rows, [(0, 7), (1, 7), (2, 6)]);
+/// ```
+pub fn process_fn<K, T, S, O, F>(on_record: F) -> ProcessFn<S, O, F, NoTimer>
+where
+    F: FnMut(&K, T, u64, &mut S, &mut ProcessCx<O>) + 'static,
+{
+    ProcessFn {
+        on_record,
+        on_timer: NoTimer,
+        _t: PhantomData,
+    }
+}
+
+/// The timer closure of a [`process_fn`] without one: does nothing.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoTimer;
+
+impl<S, O, F> ProcessFn<S, O, F, NoTimer> {
+    /// Calls `on_timer(key, timer, state, cx)` when one of a key's timers
+    /// fires.
+    pub fn on_timer<K, G>(self, on_timer: G) -> ProcessFn<S, O, F, G>
+    where
+        G: FnMut(&K, u64, &mut S, &mut ProcessCx<O>) + 'static,
+    {
+        ProcessFn {
+            on_record: self.on_record,
+            on_timer,
+            _t: PhantomData,
+        }
+    }
+}
+
+/// The timer closure of a [`ProcessFn`].
+pub trait TimerFn<K, S, O>: 'static {
+    /// Key `key`'s timer at `timer` fired.
+    fn call(&mut self, key: &K, timer: u64, state: &mut S, cx: &mut ProcessCx<O>);
+}
+
+impl<K, S, O> TimerFn<K, S, O> for NoTimer {
+    fn call(&mut self, _: &K, _: u64, _: &mut S, _: &mut ProcessCx<O>) {}
+}
+
+impl<K, S, O, G> TimerFn<K, S, O> for G
+where
+    G: FnMut(&K, u64, &mut S, &mut ProcessCx<O>) + 'static,
+{
+    fn call(&mut self, key: &K, timer: u64, state: &mut S, cx: &mut ProcessCx<O>) {
+        self(key, timer, state, cx)
+    }
+}
+
+impl<K, T, S, O, F, G> KeyedProcessFunction<K, T> for ProcessFn<S, O, F, G>
+where
+    S: Default + 'static,
+    O: 'static,
+    F: FnMut(&K, T, u64, &mut S, &mut ProcessCx<O>) + 'static,
+    G: TimerFn<K, S, O>,
+{
+    type State = S;
+    type Out = O;
+    #[inline]
+    fn process(&mut self, key: &K, record: T, time: u64, state: &mut S, cx: &mut ProcessCx<O>) {
+        (self.on_record)(key, record, time, state, cx)
+    }
+    fn on_timer(&mut self, key: &K, timer: u64, state: &mut S, cx: &mut ProcessCx<O>) {
+        self.on_timer.call(key, timer, state, cx)
+    }
+}
+
+/// `process` on a keyed stream.
+pub trait KeyedProcessExt<H: Head, P: Pipe<H::Out>, KF> {
+    /// Runs `f` on every record at its key's owner (an exchange edge
+    /// carries the records there), with `time(record)` as its event time
+    /// (ms, as the source's `event_time` gives it). The stream of `f`'s rows
+    /// follows, carrying the operator's watermark (timers fire before it
+    /// goes on). See the [module docs](self) for the rules of timers, state
+    /// and end of stream.
+    ///
+    /// Counters: `process_records` (records sent to the operator),
+    /// `timers_fired`, `unfired_timers` (left by a stopped job),
+    /// `process_keys` (keys holding state or timers when the job ended).
+    ///
+    /// ```
+    /// use air_operators::graph::*;
+    /// use air_runtime::dataflow::{run_graph, VecSource};
+    /// use air_runtime::JobConfig;
+    /// use std::sync::{Arc, Mutex};
+    ///
+    /// let cfg = JobConfig { workers: 2, pin: false, ..JobConfig::default() };
+    /// let rows = Arc::new(Mutex::new(Vec::new()));
+    /// let out = rows.clone();
+    /// run_graph(&cfg, move |df| {
+    ///     // (sensor, reading, time ms): each worker reads its own sensor.
+    ///     let s = df.index() as u8;
+    ///     let readings = vec![(s, 5u32, 0u64), (s, 5, 10), (s, 7, 20), (s, 7, 30), (s, 5, 40)];
+    ///     let out = out.clone();
+    ///     df.source(VecSource::new(readings))
+    ///         .event_time(|r| r.2, 0)
+    ///         .key_by(|r| r.0)
+    ///         // Only changes of a sensor's reading go on.
+    ///         .process(
+    ///             |r| r.2,
+    ///             process_fn(|_k: &u8, r: (u8, u32, u64), _t, last: &mut Option<u32>,
+    ///                         cx: &mut ProcessCx<(u8, u32, u64)>| {
+    ///                 if *last != Some(r.1) {
+    ///                     *last = Some(r.1);
+    ///                     cx.emit(r);
+    ///                 }
+    ///             }),
+    ///         )
+    ///         .for_each(move |r| out.lock().unwrap().push(r));
+    /// })
+    /// .unwrap();
+    /// let mut rows = rows.lock().unwrap().clone();
+    /// rows.sort_by_key(|r| (r.0, r.2));
+    /// assert_eq!(rows.len(), 6);
+    /// assert_eq!(rows[..3], [(0, 5, 0), (0, 7, 20), (0, 5, 40)]);
+    /// ```
+    #[allow(clippy::type_complexity)]
+    fn process<K, TF, F>(
+        self,
+        time: TF,
+        f: F,
+    ) -> Stream<OpHead<KeyedProcess<K, P::Out, F, KF, TF>>, Identity>
+    where
+        P::Out: Record,
+        K: Hash + Eq + Clone + 'static,
+        KF: Fn(&P::Out) -> K + Clone + 'static,
+        TF: Fn(&P::Out) -> u64 + 'static,
+        F: KeyedProcessFunction<K, P::Out>;
+}
+
+impl<H: Head, P: Pipe<H::Out>, KF> KeyedProcessExt<H, P, KF> for KeyedStream<H, P, KF> {
+    #[track_caller]
+    fn process<K, TF, F>(
+        self,
+        time: TF,
+        f: F,
+    ) -> Stream<OpHead<KeyedProcess<K, P::Out, F, KF, TF>>, Identity>
+    where
+        P::Out: Record,
+        K: Hash + Eq + Clone + 'static,
+        KF: Fn(&P::Out) -> K + Clone + 'static,
+        TF: Fn(&P::Out) -> u64 + 'static,
+        F: KeyedProcessFunction<K, P::Out>,
+    {
+        let (stream, key) = self.into_parts();
+        let df = stream.dataflow().clone();
+        let edge = df.new_edge("process records");
+        let out = df.outbox::<P::Out>(edge);
+        stream.end_in(ProcessTail {
+            out,
+            key: key.clone(),
+        });
+        df.consume(
+            edge,
+            KeyedProcess {
+                f,
+                key,
+                time,
+                keys: FxHashMap::default(),
+                slots: Vec::new(),
+                free: Vec::new(),
+                timers: BTreeSet::new(),
+                cx: ProcessCx::new(),
+                wm: 0,
+                fired: 0,
+                unfired: 0,
+                _t: PhantomData,
+            },
+        )
+    }
+}
+
+/// Routes records to their key's owner (the sending side of `process`).
+struct ProcessTail<T, KF> {
+    out: Outbox<T>,
+    key: KF,
+}
+
+impl<T: ExchangeData, K: Hash, KF: Fn(&T) -> K + 'static> Tail<T> for ProcessTail<T, KF> {
+    #[inline(always)]
+    fn push(&mut self, item: T, cx: &mut Cx<'_, '_>) {
+        let h = key_hash(&(self.key)(&item));
+        self.out.push_hashed(h, item, cx);
+    }
+    fn watermark(&mut self, wm: u64, cx: &mut Cx<'_, '_>) {
+        self.out.watermark(wm, cx)
+    }
+    fn tick(&mut self, cx: &mut Cx<'_, '_>) {
+        self.out.flush(cx)
+    }
+    fn end(&mut self, final_wm: u64, cx: &mut Cx<'_, '_>) {
+        self.out.end(final_wm, cx)
+    }
+    fn report(&mut self, stats: &mut Stats) {
+        stats.add("process_records", self.out.records);
+    }
+}
+
+/// One key's entry at its owner.
+struct Slot<K, S> {
+    key: K,
+    /// `None`: no state (never made, or cleared).
+    state: Option<S>,
+    /// Timers set for this key.
+    timers: u32,
+}
+
+/// The `process` operator at a key's owner: a key's state and timers, the
+/// user's function.
+pub struct KeyedProcess<K, T, F: KeyedProcessFunction<K, T>, KF, TF> {
+    f: F,
+    key: KF,
+    time: TF,
+    /// Key → its slot.
+    keys: FxHashMap<K, u32>,
+    /// Entries of keys holding state or timers (`None`: free, in `free`).
+    slots: Vec<Option<Slot<K, F::State>>>,
+    free: Vec<u32>,
+    /// Every timer as (time, slot), in firing order.
+    timers: BTreeSet<(u64, u32)>,
+    cx: ProcessCx<F::Out>,
+    wm: u64,
+    fired: u64,
+    unfired: u64,
+    _t: PhantomData<fn(T)>,
+}
+
+impl<K, T, F, KF, TF> KeyedProcess<K, T, F, KF, TF>
+where
+    K: Hash + Eq + Clone + 'static,
+    F: KeyedProcessFunction<K, T>,
+{
+    /// The slot of `key`, made if new.
+    #[inline]
+    fn slot_of(&mut self, key: K) -> u32 {
+        if let Some(&i) = self.keys.get(&key) {
+            return i;
+        }
+        let slot = Slot {
+            key: key.clone(),
+            state: None,
+            timers: 0,
+        };
+        let i = match self.free.pop() {
+            Some(i) => {
+                self.slots[i as usize] = Some(slot);
+                i
+            }
+            None => {
+                self.slots.push(Some(slot));
+                (self.slots.len() - 1) as u32
+            }
+        };
+        self.keys.insert(key, i);
+        i
+    }
+
+    /// Applies what the call on slot `i` asked for (timers, clear), forgets
+    /// the key if it holds nothing, and emits the call's rows.
+    #[inline]
+    fn settle<E: FnMut(F::Out)>(&mut self, i: u32, emit: &mut E) {
+        let slot = self.slots[i as usize].as_mut().expect("live slot");
+        for op in self.cx.ops.drain(..) {
+            match op {
+                TimerOp::Set(t) => {
+                    if self.timers.insert((t, i)) {
+                        slot.timers += 1;
+                    }
+                }
+                TimerOp::Delete(t) => {
+                    if self.timers.remove(&(t, i)) {
+                        slot.timers -= 1;
+                    }
+                }
+            }
+        }
+        if std::mem::take(&mut self.cx.clear) {
+            slot.state = None;
+        }
+        if slot.state.is_none() && slot.timers == 0 {
+            let slot = self.slots[i as usize].take().expect("live slot");
+            self.keys.remove(&slot.key);
+            self.free.push(i);
+        }
+        for row in self.cx.out.drain(..) {
+            emit(row);
+        }
+    }
+
+    /// Fires, in time order, every timer below `below` (every timer if
+    /// `all`), including those set meanwhile.
+    fn fire<E: FnMut(F::Out)>(&mut self, below: u64, all: bool, emit: &mut E) {
+        while let Some(&(t, i)) = self.timers.first() {
+            if t >= below && !all {
+                break;
+            }
+            self.timers.pop_first();
+            self.fired += 1;
+            let slot = self.slots[i as usize].as_mut().expect("a timer's slot");
+            slot.timers -= 1;
+            let state = slot.state.get_or_insert_with(Default::default);
+            self.cx.wm = self.wm;
+            self.f.on_timer(&slot.key, t, state, &mut self.cx);
+            self.settle(i, emit);
+        }
+    }
+}
+
+impl<K, T, F, KF, TF> Operator for KeyedProcess<K, T, F, KF, TF>
+where
+    K: Hash + Eq + Clone + 'static,
+    T: Record,
+    F: KeyedProcessFunction<K, T>,
+    KF: Fn(&T) -> K + 'static,
+    TF: Fn(&T) -> u64 + 'static,
+{
+    type In = T;
+    type Out = F::Out;
+
+    #[inline]
+    fn on_batch<E: FnMut(F::Out)>(&mut self, items: &[<T as ExchangeData>::Item], emit: &mut E) {
+        for a in items {
+            let x = T::from_archived(a);
+            let key = (self.key)(&x);
+            let time = (self.time)(&x);
+            let i = self.slot_of(key);
+            let slot = self.slots[i as usize].as_mut().expect("live slot");
+            let state = slot.state.get_or_insert_with(Default::default);
+            self.cx.wm = self.wm;
+            self.f.process(&slot.key, x, time, state, &mut self.cx);
+            self.settle(i, emit);
+        }
+    }
+
+    fn on_watermark<E: FnMut(F::Out)>(&mut self, wm: u64, emit: &mut E) {
+        if wm > self.wm {
+            self.wm = wm;
+            self.fire(wm, false, emit);
+        }
+    }
+
+    fn on_end<E: FnMut(F::Out)>(&mut self, final_wm: u64, emit: &mut E) {
+        self.wm = self.wm.max(final_wm);
+        // The end of the stream fires every timer; a stop only those below
+        // what every input read past.
+        self.fire(final_wm, final_wm == u64::MAX, emit);
+        self.unfired += self.timers.len() as u64;
+    }
+
+    fn report(&mut self, stats: &mut Stats) {
+        stats.add("timers_fired", self.fired);
+        stats.add("unfired_timers", self.unfired);
+        stats.add("process_keys", self.keys.len() as u64);
+    }
+}
