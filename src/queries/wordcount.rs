@@ -150,6 +150,7 @@ impl Query for WordCountArgs {
                 late_records: wr.stats.get("late_records"),
                 input_lag_max_ms: None,
                 channels: wr.channels.clone(),
+                extra: Default::default(),
             })
             .collect();
         let st = &out.stats;
@@ -176,6 +177,7 @@ impl Query for WordCountArgs {
             stopped: out.stopped,
             unfired_windows: st.get("unfired_windows") + st.get("unfired_collected_windows"),
             peak_rss_bytes: 0,
+            extra: Default::default(),
         })
     }
 
