@@ -7,14 +7,14 @@ use std::fmt;
 use std::hash::{Hash, Hasher};
 
 /// Bytes a [`Word`] holds inline (longer words go to the heap).
-pub const INLINE_WORD_BYTES: usize = 22;
+pub const INLINE_WORD_BYTES: usize = 23;
 
 /// A word (any UTF-8 string) as a record of the graph API: up to
 /// [`INLINE_WORD_BYTES`] bytes it is stored inline (copying or creating it
 /// allocates nothing), longer on the heap. Equality and ordering (byte
 /// order) are those of the string, so a `Word` keys a table or an exchange
 /// (`key_by`) as its `String` would (the hash differs: a short word hashes
-/// its fixed-size form), and crosses edges archived (rkyv).
+/// its three inline machine words), and crosses edges archived (rkyv).
 ///
 /// ```
 /// use air_operators::sources::text::Word;
@@ -33,11 +33,9 @@ pub struct Word(Repr);
 /// equal forms).
 #[derive(Clone, Archive, Serialize, Deserialize)]
 enum Repr {
-    /// `bytes[..len]`, the rest zero.
-    Inline {
-        len: u8,
-        bytes: [u8; INLINE_WORD_BYTES],
-    },
+    /// 24 bytes in memory order (`to_ne_bytes` of each word): the word's
+    /// bytes, zeros up to byte 23, and its length in byte 23.
+    Inline([u64; 3]),
     /// More than [`INLINE_WORD_BYTES`] bytes.
     Heap(Box<str>),
 }
@@ -47,43 +45,46 @@ impl Word {
     #[inline]
     pub fn new(s: &str) -> Word {
         let (src, n) = (s.as_bytes(), s.len());
-        if n <= INLINE_WORD_BYTES {
-            // Fixed-size copies (overlapping where the length is not a
-            // multiple), no call to `memcpy` for a few bytes.
-            let mut bytes = [0u8; INLINE_WORD_BYTES];
-            if n >= 8 {
-                bytes[..8].copy_from_slice(&src[..8]);
-                if n > 16 {
-                    bytes[8..16].copy_from_slice(&src[8..16]);
-                }
-                bytes[n - 8..n].copy_from_slice(&src[n - 8..]);
-            } else if n >= 4 {
-                bytes[..4].copy_from_slice(&src[..4]);
-                bytes[n - 4..n].copy_from_slice(&src[n - 4..]);
-            } else if n > 0 {
-                bytes[0] = src[0];
-                bytes[n / 2] = src[n / 2];
-                bytes[n - 1] = src[n - 1];
-            }
-            Word(Repr::Inline {
-                len: n as u8,
-                bytes,
-            })
-        } else {
-            Word(Repr::Heap(s.into()))
+        if n > INLINE_WORD_BYTES {
+            return Word(Repr::Heap(s.into()));
         }
+        // Fixed-size copies (overlapping where the length is not a
+        // multiple), no call to `memcpy` for a few bytes.
+        let mut b = [0u8; 24];
+        if n >= 8 {
+            b[..8].copy_from_slice(&src[..8]);
+            if n > 16 {
+                b[8..16].copy_from_slice(&src[8..16]);
+            }
+            b[n - 8..n].copy_from_slice(&src[n - 8..]);
+        } else if n >= 4 {
+            b[..4].copy_from_slice(&src[..4]);
+            b[n - 4..n].copy_from_slice(&src[n - 4..]);
+        } else if n > 0 {
+            b[0] = src[0];
+            b[n / 2] = src[n / 2];
+            b[n - 1] = src[n - 1];
+        }
+        b[23] = n as u8;
+        let w = |i: usize| u64::from_ne_bytes(b[i..i + 8].try_into().expect("8 bytes"));
+        Word(Repr::Inline([w(0), w(8), w(16)]))
     }
 
     /// The word as a string.
     #[inline]
     pub fn as_str(&self) -> &str {
         match &self.0 {
-            Repr::Inline { len, bytes } => {
-                // SAFETY: `bytes[..len]` is a copy of a whole `&str` (see
+            Repr::Inline(words) => {
+                // SAFETY: `[u64; 3]` is 24 initialized bytes, and `u8` has
+                // no alignment requirement: viewing them as bytes is valid
+                // for the borrow's lifetime.
+                let b: &[u8; 24] = unsafe { &*(words as *const [u64; 3] as *const [u8; 24]) };
+                let n = b[23] as usize;
+                // SAFETY: `b[..n]` is a copy of a whole `&str` (see
                 // `Word::new`, the only place an `Inline` is made; archived
                 // words come back through rkyv's `Deserialize` of the same
-                // bytes), so it is valid UTF-8.
-                unsafe { std::str::from_utf8_unchecked(&bytes[..*len as usize]) }
+                // values), so it is valid UTF-8.
+                unsafe { std::str::from_utf8_unchecked(&b[..n]) }
             }
             Repr::Heap(s) => s,
         }
@@ -94,11 +95,11 @@ impl PartialEq for Word {
     #[inline]
     fn eq(&self, o: &Word) -> bool {
         match (&self.0, &o.0) {
-            // Fixed-size compare: the bytes after `len` are zero in both.
-            (Repr::Inline { len: a, bytes: x }, Repr::Inline { len: b, bytes: y }) => {
-                a == b && x == y
-            }
-            _ => self.as_str() == o.as_str(),
+            // Equal words have equal inline forms (zeros after the bytes,
+            // the length in the last byte).
+            (Repr::Inline(x), Repr::Inline(y)) => x == y,
+            (Repr::Heap(x), Repr::Heap(y)) => x == y,
+            _ => false,
         }
     }
 }
@@ -106,21 +107,15 @@ impl PartialEq for Word {
 impl Eq for Word {}
 
 impl Hash for Word {
-    /// An inline word hashes its fixed-size form (equal words have equal
-    /// forms), a longer one its string.
+    /// An inline word hashes its three machine words (equal words have
+    /// equal forms), a longer one its string.
     #[inline]
     fn hash<H: Hasher>(&self, h: &mut H) {
         match &self.0 {
-            Repr::Inline { len, bytes } => {
-                let word = |i: usize| {
-                    let mut b = [0u8; 8];
-                    let end = (i + 8).min(INLINE_WORD_BYTES);
-                    b[..end - i].copy_from_slice(&bytes[i..end]);
-                    u64::from_le_bytes(b)
-                };
-                h.write_u64(word(0));
-                h.write_u64(word(8));
-                h.write_u64(word(16) ^ (*len as u64) << 56);
+            Repr::Inline([a, b, c]) => {
+                h.write_u64(*a);
+                h.write_u64(*b);
+                h.write_u64(*c);
             }
             Repr::Heap(s) => s.hash(h),
         }
