@@ -168,7 +168,8 @@ mod tests {
         {
             let w = Word::new(s);
             assert_eq!(w.as_str(), s);
-            assert_eq!(key_hash(&w), key_hash(&Word::new(&s.to_string())));
+            let owned = String::from(s);
+            assert_eq!(key_hash(&w), key_hash(&Word::new(&owned)));
             let back = Word::from_archived(
                 &<Word as air_runtime::ExchangeData>::read_batch_validated(
                     &<Word as air_runtime::ExchangeData>::to_bytes(&vec![w.clone()]),
