@@ -777,6 +777,10 @@ where
             },
         );
         let other = self.left_state.watermark(delay);
+        // The live timeline counts the right side's reads (NEXMark q8 reads
+        // one stream on both sides and counts each event once, the auction
+        // side's).
+        let read = self.counters.right.source_records;
         let busy_right = step_side(
             &mut self.right,
             &mut self.right_state,
@@ -792,6 +796,7 @@ where
                 )
             },
         );
+        air_runtime::timeline::add_events(self.counters.right.source_records - read);
         let new_wm = self
             .left_state
             .watermark(delay)

@@ -160,6 +160,7 @@ where
         let poll = self.source.poll(&mut self.buf, self.batch);
         let n = self.buf.len();
         self.counters.source_records += n as u64;
+        air_runtime::timeline::add_events(n as u64);
         {
             let TopUpstream {
                 pipe,
@@ -398,6 +399,7 @@ where
         let poll = self.source.poll(&mut self.buf, 1024);
         let n = self.buf.len();
         self.source_records += n as u64;
+        air_runtime::timeline::add_events(n as u64);
         let StatelessUpstream {
             pipe,
             buf,

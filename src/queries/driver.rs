@@ -1,4 +1,4 @@
-//! The part every `air run` query (other than YSB, which predates it) shares:
+//! The part every `air run` query shares:
 //! check options and open outputs before running (every rank agrees), run
 //! this rank's share, gather the rank parts at rank 0, merge, write the CSV
 //! and the JSON report, print a summary, end with the right exit code.
@@ -8,7 +8,8 @@
 //! writes them whole at the end (a temp file renamed over `--out`). A query
 //! that [`Query::streams`] (WA, on the graph API) writes them as its windows
 //! fire, where [`RowsTo`] says ([`sink_window_rows`]): worker 0 of the job
-//! writes `--out` window by window (each window's rows sorted), or, with
+//! writes `--out` window by window (each window's rows sorted; `--out -`:
+//! standard output, and the summary goes to standard error), or, with
 //! `--out-per-rank`, every worker of a rank appends to the rank's file
 //! through a shared [`RankFile`]. Either way the JSON report is written at
 //! the end.
@@ -26,8 +27,9 @@ use std::sync::{Arc, Mutex};
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct OutputArgs {
     /// Result rows as CSV (columns per query, see `air run QUERY --help`);
-    /// `air run wa` writes each window's rows when the window closes, the
-    /// other queries write theirs at the end.
+    /// `air run ysb`, `wa` and `wordcount` write each window's rows when
+    /// the window closes (`-`: to standard output), NEXMark writes its rows
+    /// at the end.
     #[arg(long)]
     pub out: Option<PathBuf>,
     /// The JSON report (throughput, latency, per-worker counters, placement).
@@ -65,6 +67,10 @@ pub struct WorkerFigures {
     pub input_lag_max_ms: Option<f64>,
     /// Channel counters.
     pub channels: air_runtime::ChannelMetrics,
+    /// Query-specific figures of the worker (e.g. YSB's `filtered`),
+    /// fields of the worker's object in the report.
+    #[serde(flatten, default)]
+    pub extra: serde_json::Map<String, serde_json::Value>,
 }
 
 /// What one rank produced: its rows (before [`Query::finish`]) and figures.
@@ -103,6 +109,10 @@ pub struct RankPart<R> {
     /// Windows still open at a stop: not fired, not in the rows.
     #[serde(default)]
     pub unfired_windows: u64,
+    /// Query-specific figures of the rank that are not sums (e.g. the
+    /// windows that had rows), for [`Query::report_extra`].
+    #[serde(default)]
+    pub extra: serde_json::Value,
 }
 
 /// The JSON report of a query run.
@@ -155,6 +165,10 @@ pub struct Report {
     pub mpi: Option<MpiReport>,
     /// Per-worker figures, every rank's workers in global order.
     pub per_worker: Vec<WorkerFigures>,
+    /// Query-specific fields of the report ([`Query::report_extra`]), at
+    /// its top level.
+    #[serde(flatten)]
+    pub extra: serde_json::Map<String, serde_json::Value>,
 }
 
 /// A query the driver can run.
@@ -214,6 +228,28 @@ pub trait Query: Sync {
     fn wallclock(&self) -> bool;
     /// Settings for the report.
     fn params(&self) -> serde_json::Value;
+    /// Query-specific fields of the report's top level, from every rank's
+    /// [`RankPart::extra`] (rank order) and the report merged so far.
+    fn report_extra(
+        &self,
+        extras: &[serde_json::Value],
+        report: &Report,
+    ) -> serde_json::Map<String, serde_json::Value> {
+        let _ = (extras, report);
+        serde_json::Map::new()
+    }
+    /// Writes the summary of a run to `out` (the terminal).
+    ///
+    /// # Errors
+    /// Writing fails.
+    fn summary(&self, r: &Report, out: &mut dyn Write) -> std::io::Result<()> {
+        print_summary(r, out)
+    }
+}
+
+/// Whether `--out` names standard output (`-`).
+pub fn is_stdout(p: &Path) -> bool {
+    p.as_os_str() == "-"
 }
 
 /// Writes `rows` of `q` as CSV to `file`.
@@ -255,7 +291,7 @@ pub enum RowsTo {
 /// goes where `to` says. [`RowsTo::One`]: every row to worker 0 of the job
 /// ([`CollectByWindowExt::collect_by_window`]), which writes each window's
 /// rows sorted by `sort` when the watermark passes its end, under a header
-/// of `header`. [`RowsTo::Rank`]: each worker hands its rows to the rank's
+/// of `header` (to standard output for `-`). [`RowsTo::Rank`]: each worker hands its rows to the rank's
 /// shared file at every flush (in the order it emitted them). Without an
 /// output, the rows still go to worker 0 (the same graph as with `--out`,
 /// so runs with and without it cost the same) and are dropped there.
@@ -276,10 +312,15 @@ pub fn sink_window_rows<H, P, S, SF, R, RF>(
 {
     match to {
         RowsTo::One(path) => {
+            let csv = if is_stdout(path) {
+                Csv::stdout()
+            } else {
+                Csv::to_path(path)
+            };
             windows
                 .collect_by_window(sort)
                 .map(row)
-                .sink(Csv::to_path(path).header(header));
+                .sink(csv.header(header));
         }
         RowsTo::Rank(file) => {
             windows.map(row).sink(file.sink());
@@ -448,6 +489,7 @@ pub fn worker_figures<S, P>(
             late_records: out.upstream[i].late_records,
             input_lag_max_ms: None,
             channels: out.channels[i].clone(),
+            extra: Default::default(),
         })
         .collect()
 }
@@ -526,7 +568,7 @@ pub fn run<Q: Query>(q: &Q, dist: &Dist, print: bool) -> Result<Option<Report>, 
             }
             (Some(p), true, false) => files.2 = Some(open(&per_rank_path(p, dist.rank()))?),
             (Some(p), false, true) => {
-                if root {
+                if root && !is_stdout(p) {
                     check_streamed_output(p)?;
                 }
                 to = RowsTo::One(p.clone());
@@ -600,7 +642,12 @@ pub fn run<Q: Query>(q: &Q, dist: &Dist, print: bool) -> Result<Option<Report>, 
         f.write(|f| super::common::write_json(f, &report))?;
     }
     if print {
-        print_summary(&report)?;
+        // With the rows on standard output, the summary goes to stderr.
+        if out.out.as_deref().is_some_and(is_stdout) {
+            q.summary(&report, &mut std::io::stderr().lock())?;
+        } else {
+            q.summary(&report, &mut std::io::stdout().lock())?;
+        }
     }
     if let Some(p) = &out.latency_plot {
         let title = format!("air run {} latency", q.name());
@@ -633,7 +680,9 @@ fn merge<Q: Query>(
     let mut counters = std::collections::BTreeMap::new();
     let (mut stopped, mut unfired) = (air_runtime::stop::requested(), 0);
     let mut peak_rss = 0;
+    let mut extras = Vec::new();
     for p in parts {
+        extras.push(p.extra);
         peak_rss = p.peak_rss_bytes.max(peak_rss);
         stopped |= p.stopped;
         unfired += p.unfired_windows;
@@ -666,7 +715,7 @@ fn merge<Q: Query>(
         ));
     }
     let rt = q.runtime();
-    let report = Report {
+    let mut report = Report {
         query: q.name(),
         workers: w,
         ranks: mpi.as_ref().map_or(1, |m| m.ranks),
@@ -698,12 +747,18 @@ fn merge<Q: Query>(
         },
         mpi,
         per_worker,
+        extra: serde_json::Map::new(),
     };
+    report.extra = q.report_extra(&extras, &report);
     Ok((rows, report, input_error, hist))
 }
 
-fn print_summary(r: &Report) -> std::io::Result<()> {
-    let mut out = std::io::stdout().lock();
+/// The first line of a summary: the query, workers, ranks, events and
+/// throughput, then `suffix`.
+///
+/// # Errors
+/// Writing fails.
+pub fn summary_head(r: &Report, suffix: &str, out: &mut dyn Write) -> std::io::Result<()> {
     let ranks = if r.ranks > 1 {
         format!(" on {} ranks", r.ranks)
     } else {
@@ -711,7 +766,7 @@ fn print_summary(r: &Report) -> std::io::Result<()> {
     };
     writeln!(
         out,
-        "{}: {} worker{}{ranks}, {} events in {:.3} s = {:.1} M events/s ({:.1} M/s per worker)",
+        "{}: {} worker{}{ranks}, {} events in {:.3} s = {:.1} M events/s ({:.1} M/s per worker){suffix}",
         r.query,
         r.workers,
         if r.workers == 1 { "" } else { "s" },
@@ -719,7 +774,13 @@ fn print_summary(r: &Report) -> std::io::Result<()> {
         r.elapsed_s,
         r.events_per_s / 1e6,
         r.events_per_s_per_worker / 1e6,
-    )?;
+    )
+}
+
+/// The summary every query prints unless it has its own
+/// ([`Query::summary`]).
+fn print_summary(r: &Report, out: &mut dyn Write) -> std::io::Result<()> {
+    summary_head(r, "", out)?;
     writeln!(
         out,
         "  rows {}, late {}, skipped {}",

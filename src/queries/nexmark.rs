@@ -539,6 +539,7 @@ fn figures(
             late_records: late[i],
             input_lag_max_ms: lags[i],
             channels: channels[i].clone(),
+            extra: Default::default(),
         })
         .collect()
 }
@@ -753,6 +754,7 @@ impl Query for NexmarkArgs {
                     stopped: false,
                     unfired_windows: 0,
                     peak_rss_bytes: 0,
+                    extra: Default::default(),
                 }
             }
             NexQuery::Q5 => {
@@ -796,6 +798,7 @@ impl Query for NexmarkArgs {
                     stopped: false,
                     unfired_windows: out.unfired_windows,
                     peak_rss_bytes: 0,
+                    extra: Default::default(),
                 }
             }
             NexQuery::Q7 => {
@@ -846,6 +849,7 @@ impl Query for NexmarkArgs {
                     stopped: false,
                     unfired_windows: out.unfired_windows,
                     peak_rss_bytes: 0,
+                    extra: Default::default(),
                 }
             }
             NexQuery::Q8 => {
@@ -935,6 +939,7 @@ impl Query for NexmarkArgs {
                     stopped: false,
                     unfired_windows: out.unfired_windows,
                     peak_rss_bytes: 0,
+                    extra: Default::default(),
                 }
             }
         };

@@ -398,8 +398,8 @@ fn probe_job(a: &BenchYsbArgs, rate: u64, secs: f64) -> ProbeJob {
             ysb.rate = Some(rate);
             ysb.duration = Some(secs);
             ysb.events = None;
-            ysb.out = None;
-            ysb.report = None;
+            ysb.output.out = None;
+            ysb.output.report = None;
             ysb.runtime = runtime;
             ProbeJob::Ysb(Box::new(ysb))
         }
@@ -488,14 +488,7 @@ fn probe(
     let watch =
         super::lagwatch::Watch::start(Duration::from_secs_f64((secs / 60.0).clamp(0.005, 0.25)));
     let outcome = match &job {
-        ProbeJob::Ysb(ysb) => super::ysb::run(ysb, dist, false)?.map(|r| Outcome {
-            events: r.events,
-            events_per_s: r.events_per_s,
-            latency: r.latency_ms,
-            input_lag_max_ms: r.input_lag_max_ms,
-            peak_rss_bytes: r.peak_rss_bytes,
-            workers: r.workers / r.ranks.max(1),
-        }),
+        ProbeJob::Ysb(ysb) => super::ysb::run(ysb, dist, false)?.map(Outcome::of),
         ProbeJob::Wa(q) => super::driver::run(q.as_ref(), dist, false)?.map(Outcome::of),
         ProbeJob::Nexmark(q) => super::driver::run(q.as_ref(), dist, false)?.map(Outcome::of),
     };
@@ -541,8 +534,8 @@ fn check_query_options(a: &BenchYsbArgs, ranks: usize) -> Result<(), CliError> {
     }
     for (flag, set) in [
         ("--campaigns", a.ysb.campaigns.is_some()),
-        ("--latency-plot", a.ysb.latency_plot.is_some()),
-        ("--out-per-rank", a.ysb.out_per_rank),
+        ("--latency-plot", a.ysb.output.latency_plot.is_some()),
+        ("--out-per-rank", a.ysb.output.out_per_rank),
     ] {
         if set {
             return Err(CliError::BadInput(format!(
@@ -576,7 +569,7 @@ pub fn main(a: &BenchYsbArgs, dist: &Dist) -> Result<(), CliError> {
     if a.ysb.event_time != super::ysb::EventTimeArg::Wallclock {
         return bad("air bench ysb --sustainable needs wall-clock event times (latency)");
     }
-    if a.ysb.out.is_some() {
+    if a.ysb.output.out.is_some() {
         return bad("air bench ysb --sustainable writes no rows: --out does not apply");
     }
     if a.ysb.events.is_some() {
@@ -621,7 +614,7 @@ pub fn main(a: &BenchYsbArgs, dist: &Dist) -> Result<(), CliError> {
     let outs: Vec<(&str, &std::path::Path)> = [
         ("--csv", a.csv.as_deref()),
         ("--plot", a.plot.as_deref()),
-        ("--report", a.ysb.report.as_deref()),
+        ("--report", a.ysb.output.report.as_deref()),
     ]
     .into_iter()
     .filter_map(|(f, p)| p.map(|p| (f, p)))
@@ -844,7 +837,7 @@ pub fn main(a: &BenchYsbArgs, dist: &Dist) -> Result<(), CliError> {
         write_plot(&probes, best, a, path, &title)
             .map_err(|e| CliError::Other(anyhow::anyhow!("{}: {e}", path.display())))?;
     }
-    if let Some(path) = &a.ysb.report {
+    if let Some(path) = &a.ysb.output.report {
         let rep = SustainableReport {
             query: query.name(),
             sustainable_rate: at.map_or(0, |p| p.rate),

@@ -274,6 +274,7 @@ impl Query for WaArgs {
                     .get_max("input_lag_max_us")
                     .map(|us| us as f64 / 1000.0),
                 channels: wr.channels.clone(),
+                extra: Default::default(),
             })
             .collect();
         let st = &out.stats;
@@ -297,6 +298,7 @@ impl Query for WaArgs {
             // expected, fired windows still held by the collector).
             unfired_windows: st.get("unfired_windows") + st.get("unfired_collected_windows"),
             peak_rss_bytes: 0,
+            extra: Default::default(),
         })
     }
     fn finish(&self, mut rows: Vec<WaRow>) -> Vec<WaRow> {

@@ -6,14 +6,26 @@
 //! time is its arrival (when a worker read it), counts per tumbling window,
 //! CSV `window_start_ms,word,count` sorted by window, then count
 //! (descending), then word.
+//!
+//! The job is a graph ([`air_runtime::dataflow`]): each worker's lines
+//! ([`TextSource`], event time: arrival) → words → `key_by` word → a
+//! tumbling window (batch mode: one window holding all time) with `Count`,
+//! pre-aggregated per worker → rows, streamed to `--out` as each window
+//! closes (see [`super::driver::RowsTo`]; batch mode's one window closes
+//! when every input has ended).
 
 use super::common::{CliError, RuntimeArgs};
 use super::dist::Dist;
-use super::driver::{OutputArgs, Query, RankPart, WorkerFigures};
-use air_operators::sources::text::{split_files, TextReaderOptions};
-use air_operators::wordcount::{run_wordcount_job, sort_rows, WordCount};
+use super::driver::{sink_window_rows, OutputArgs, Query, RankPart, RowsTo, WorkerFigures};
+use air_operators::graph::{Count, KeyedWindowExt, Tumbling, Windowed};
+use air_operators::sources::text::{
+    split_files, TextLine, TextReaderOptions, TextSource, Word, Words,
+};
+use air_runtime::dataflow::{run_graph, Dataflow};
 use serde::{Deserialize, Serialize};
+use std::cmp::Reverse;
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 /// `air run wordcount`.
@@ -79,6 +91,16 @@ impl Query for WordCountArgs {
     }
 
     fn run_rank(&self, dist: &Dist) -> Result<RankPart<WordRow>, CliError> {
+        // Rows counted, not kept: the driver streams them
+        // (`run_rank_streaming`).
+        self.run_rank_streaming(dist, &RowsTo::Nowhere)
+    }
+
+    fn streams(&self) -> bool {
+        true
+    }
+
+    fn run_rank_streaming(&self, dist: &Dist, to: &RowsTo) -> Result<RankPart<WordRow>, CliError> {
         let mut cfg = self.runtime.job_config();
         dist.configure(&mut cfg, self.runtime.force_network);
         let total = cfg.workers * dist.ranks();
@@ -88,79 +110,87 @@ impl Query for WordCountArgs {
             lossy: self.lossy,
             ..TextReaderOptions::default()
         };
+        // Batch mode is one window holding all time: it closes when every
+        // input ended.
+        let windows = Tumbling::ms(self.window_ms.unwrap_or(u64::MAX));
+        let windowed = self.window_ms.is_some();
+        let header = self.header();
+        let failed = Arc::new(Mutex::new(None));
         let start = Instant::now();
-        let out = run_wordcount_job(&cfg, opts, self.window_ms, |info| {
-            shares.get(info.index).cloned().unwrap_or_default()
-        })
-        .map_err(|e| CliError::Other(e.into()))?;
-        let w = out.counters.len();
-        let per_worker = (0..w)
-            .map(|i| WorkerFigures {
-                worker: dist.rank() * w + i,
+        // The graph every worker runs: its lines (event time: arrival) →
+        // words → per word (per window) count → rows.
+        let build = |df: &Dataflow| {
+            let lines = TextSource::new(shares[df.index()].clone(), opts).errors_to(failed.clone());
+            let counts = df
+                .source(lines)
+                .event_time(|l: &TextLine| l.arrival_ms, 0)
+                .flat_map(|l: TextLine| Words::of(l.text).map(move |w| (l.arrival_ms, w)))
+                .key_by(|w: &(u64, Word)| w.1.clone())
+                .window(windows, |w: &(u64, Word)| w.0)
+                .aggregate(Count);
+            // Within a window: count descending, then word (byte order).
+            let sort = |r: &Windowed<Word, u64>| (Reverse(r.value), r.key.clone());
+            if windowed {
+                let row = |r: Windowed<Word, u64>| (r.start, r.key, r.value);
+                sink_window_rows(counts, sort, row, &header, to);
+            } else {
+                let row = |r: Windowed<Word, u64>| (r.key, r.value);
+                sink_window_rows(counts, sort, row, &header, to);
+            }
+        };
+        let out = run_graph(&cfg, build).map_err(|e| CliError::Other(e.into()))?;
+        let per_worker = out
+            .workers
+            .iter()
+            .map(|wr| WorkerFigures {
+                worker: wr.index,
                 rank: dist.rank(),
-                placement: out.placement[i].clone(),
-                events: out.counters[i].lines,
-                late_records: 0,
+                placement: wr.placement.clone(),
+                events: wr.stats.get("source_records"),
+                late_records: wr.stats.get("late_records"),
                 input_lag_max_ms: None,
-                channels: out.channels[i].clone(),
+                channels: wr.channels.clone(),
+                extra: Default::default(),
             })
             .collect();
+        let st = &out.stats;
+        let input_error = failed.lock().unwrap_or_else(|e| e.into_inner()).take();
         Ok(RankPart {
-            rows: out
-                .results
-                .into_iter()
-                .map(|r| WordRow {
-                    window_start_ms: r.window_start,
-                    word: r.word,
-                    count: r.count,
-                })
-                .collect(),
+            rows: Vec::new(),
             per_worker,
             latency: Vec::new(),
-            elapsed_s: start.elapsed().as_secs_f64(),
-            late_partials: out.late_partials,
-            input_error: out.error.map(|e| e.to_string()),
+            elapsed_s: start.elapsed().max(out.elapsed).as_secs_f64(),
+            late_partials: st.get("late_partials"),
+            input_error,
             skipped: 0,
-            uncollected_rows: 0,
+            // Written as their windows closed (or only counted).
+            uncollected_rows: st.get("window_rows"),
             counters: [
-                (
-                    "replaced_lines".to_string(),
-                    out.counters.iter().map(|c| c.replaced_lines).sum(),
-                ),
-                (
-                    "words".to_string(),
-                    out.counters.iter().map(|c| c.words).sum(),
-                ),
-                (
-                    "bytes".to_string(),
-                    out.counters.iter().map(|c| c.bytes).sum(),
-                ),
+                ("replaced_lines", st.get("replaced_lines")),
+                // Every word reaches the window.
+                ("words", st.get("window_records")),
+                ("bytes", st.get("text_bytes")),
             ]
             .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
             .collect(),
-            stopped: false,
-            unfired_windows: out.unfired_windows,
+            stopped: out.stopped,
+            unfired_windows: st.get("unfired_windows") + st.get("unfired_collected_windows"),
             peak_rss_bytes: 0,
+            extra: Default::default(),
         })
     }
 
-    fn finish(&self, rows: Vec<WordRow>) -> Vec<WordRow> {
-        let mut rows: Vec<WordCount> = rows
-            .into_iter()
-            .map(|r| WordCount {
-                window_start: r.window_start_ms,
-                word: r.word,
-                count: r.count,
-            })
-            .collect();
-        sort_rows(&mut rows);
-        rows.into_iter()
-            .map(|r| WordRow {
-                window_start_ms: r.window_start,
-                word: r.word,
-                count: r.count,
-            })
-            .collect()
+    fn finish(&self, mut rows: Vec<WordRow>) -> Vec<WordRow> {
+        // By window, then count descending, then word (byte order).
+        rows.sort_unstable_by(|a, b| {
+            (a.window_start_ms, Reverse(a.count), &a.word).cmp(&(
+                b.window_start_ms,
+                Reverse(b.count),
+                &b.word,
+            ))
+        });
+        rows
     }
 
     fn header(&self) -> Vec<&'static str> {

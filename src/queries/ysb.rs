@@ -3,18 +3,26 @@
 //! per campaign per 10-second tumbling event-time window. (AIR's C++ code
 //! counts clicks instead; we follow the original benchmark.) View events with
 //! an unknown `ad_id` are counted as `unmatched` and dropped.
+//!
+//! The job is a graph ([`air_runtime::dataflow`]) run by the shared query
+//! driver ([`super::driver`]): each worker's source (generator or its share
+//! of the input files) → views of known ads → `key_by` campaign → tumbling
+//! event-time window with `Count` (pre-aggregated unless `--shuffle`) →
+//! rows streamed to `--out` as windows close.
 
 use super::common::{thousands, CliError, RuntimeArgs};
-use super::dist::{Dist, MpiReport};
+use super::dist::Dist;
+use super::driver::{OutputArgs, Query, RankPart, Report, RowsTo, WorkerFigures};
 use super::lagwatch::Watched;
-use air_operators::graph::{CollectByWindowExt, Count, Csv, KeyedWindowExt, Tumbling, Windowed};
+use air_operators::graph::{Count, KeyedWindowExt, Tumbling, Windowed};
 use air_operators::sources::ysb::{
     split_ranges, uuid_to_string, Campaigns, EventTimeMode, EventType, OnBadRecord, Pacer,
     ParseMode, ReaderOptions, SourceError, YsbEvent, YsbFileReader, YsbGenConfig, YsbGenerator,
 };
 use air_runtime::dataflow::{run_graph, Dataflow, Head, Pipe, Source, SourcePoll, Stats, Stream};
 use crossbeam_utils::CachePadded;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
+use serde_json::{json, Value};
 use std::io::Write;
 use std::ops::Range;
 use std::path::PathBuf;
@@ -95,21 +103,11 @@ pub struct YsbArgs {
     /// What to do with a bad input record.
     #[arg(long, value_enum, default_value_t = BadRecordArg::Fail)]
     pub on_bad_record: BadRecordArg,
-    /// Write result rows here (CSV `window_start_ms,campaign_id,count`),
-    /// each window's rows when it closes; `-` for standard output.
-    #[arg(long)]
-    pub out: Option<PathBuf>,
-    /// Write the JSON report here.
-    #[arg(long)]
-    pub report: Option<PathBuf>,
-    /// Plot the latency distribution (HdrHistogram percentile plot) as a
-    /// PNG here (wall-clock event times only).
-    #[arg(long, value_name = "FILE.png")]
-    pub latency_plot: Option<PathBuf>,
-    /// Under MPI: every rank writes its own workers' result rows to
-    /// `<out stem>.rank<R>.<ext>` instead of rank 0 writing one merged file.
-    #[arg(long)]
-    pub out_per_rank: bool,
+    /// Outputs: `--out` (CSV `window_start_ms,campaign_id,count`, each
+    /// window's rows when it closes; `-` for standard output), `--report`,
+    /// `--out-per-rank`, `--latency-plot` (wall-clock event times only).
+    #[command(flatten)]
+    pub output: OutputArgs,
     /// Runtime options.
     #[command(flatten)]
     pub runtime: RuntimeArgs,
@@ -281,94 +279,6 @@ impl YsbSource {
     }
 }
 
-/// Per-worker figures of the report.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct WorkerReport {
-    /// Global worker index (`rank * workers per rank + local index`).
-    pub worker: usize,
-    /// The rank it ran on (0 when alone).
-    pub rank: usize,
-    /// Where it ran: pinned CPU (`pu`), core, package and NUMA node by the
-    /// placement plan, and the NUMA nodes its input rings' memory is on.
-    pub placement: air_runtime::WorkerPlacement,
-    /// Events read from its source.
-    pub events: u64,
-    /// Events dropped by the filter (not views).
-    pub filtered: u64,
-    /// Views with an unknown ad.
-    pub unmatched: u64,
-    /// Late events (older than the watermark), dropped.
-    pub late_records: u64,
-    /// Largest watermark lag at this worker's final aggregate, ms (wall
-    /// clock − input watermark; `null` unless event times are wall-clock).
-    pub watermark_lag_max_ms: Option<u64>,
-    /// Largest input lag of its paced generator, ms: how far behind its
-    /// schedule (`--rate`) it fell, measured after each batch as now − the
-    /// due time of its next event (`null` unless paced). A job that keeps up
-    /// stays near 0; one that cannot grows it without bound.
-    pub input_lag_max_ms: Option<f64>,
-    /// Channel counters.
-    pub channels: air_runtime::ChannelMetrics,
-}
-
-/// The JSON report of `air run ysb`.
-#[derive(Debug, Clone, Serialize)]
-pub struct YsbReport {
-    /// "ysb".
-    pub query: &'static str,
-    /// Workers in the job (all ranks).
-    pub workers: usize,
-    /// Ranks (processes) in the job: 1 when alone.
-    pub ranks: usize,
-    /// "generator" or "files".
-    pub source: &'static str,
-    /// Events read (generated or parsed).
-    pub events: u64,
-    /// Wall time of the job, s (processing time for file input).
-    pub elapsed_s: f64,
-    /// Events per second, whole job.
-    pub events_per_s: f64,
-    /// Events per second per worker.
-    pub events_per_s_per_worker: f64,
-    /// Events dropped by the filter (not views).
-    pub filtered: u64,
-    /// Views with an unknown ad.
-    pub unmatched: u64,
-    /// Late events (older than the watermark), dropped and counted.
-    pub late_records: u64,
-    /// Bad input records skipped (`--on-bad-record skip`).
-    pub skipped_records: u64,
-    /// Distinct windows with at least one row.
-    pub windows_emitted: u64,
-    /// Result rows.
-    pub rows: u64,
-    /// Latency, ms: emit time − newest event time in the window (YSB
-    /// definition); `null` for file input or synthetic event time, where
-    /// event times are not wall-clock times.
-    pub latency_ms: Option<air_runtime::LatencySummary>,
-    /// Largest input lag of any worker's paced generator, ms (see
-    /// [`WorkerReport::input_lag_max_ms`]; `null` unless `--rate`).
-    pub input_lag_max_ms: Option<f64>,
-    /// Window size, ms.
-    pub window_ms: u64,
-    /// Whether partial aggregates were computed before the exchange.
-    pub pre_aggregate: bool,
-    /// The MPI run (library, ranks, nodes, tiers); `null` when alone.
-    pub mpi: Option<MpiReport>,
-    /// How workers were placed (rank 0's view; each worker's own placement
-    /// is in `per_worker`).
-    pub placement: PlacementReport,
-    /// Stopped by SIGINT/SIGTERM: the rows hold the windows every worker
-    /// had read past (`air_runtime::stop`).
-    pub stopped: bool,
-    /// Windows (per owner) still open at the stop, not reported.
-    pub unfired_windows: u64,
-    /// The largest peak resident set size of any rank, bytes.
-    pub peak_rss_bytes: u64,
-    /// Per-worker figures, every rank's workers in global order.
-    pub per_worker: Vec<WorkerReport>,
-}
-
 /// The placement section of a report.
 #[derive(Debug, Clone, Serialize)]
 pub struct PlacementReport {
@@ -382,16 +292,6 @@ pub struct PlacementReport {
     /// Some rank's plan is oversubscribed: workers share PUs (more workers
     /// than its share of cores, or no core of its own).
     pub oversubscribed: bool,
-}
-
-/// What a run produced (its rows were written as windows fired).
-pub struct YsbOutcome {
-    /// The report.
-    pub report: YsbReport,
-    /// The input error that stopped a source (exit code 2), if any.
-    pub input_error: Option<String>,
-    /// Latency of every row, all ranks (ms).
-    pub latency: air_runtime::metrics::Histogram<u64>,
 }
 
 /// Refuses runtime options that cannot work (every query checks these;
@@ -437,7 +337,8 @@ impl YsbArgs {
 pub const DEFAULT_WINDOW_MS: u64 = 10_000;
 
 /// Refuses options that make no sense together, before anything runs
-/// (`ranks`: ranks of the job, each with the same options).
+/// (`ranks`: ranks of the job, each with the same options); the driver
+/// checks the outputs.
 fn validate(args: &YsbArgs, ranks: usize) -> Result<(), CliError> {
     let bad = |m: String| Err(CliError::BadInput(m));
     let rt = &args.runtime;
@@ -471,41 +372,12 @@ fn validate(args: &YsbArgs, ranks: usize) -> Result<(), CliError> {
             ));
         }
     }
-    if args.out_per_rank && args.out.is_none() {
-        return bad("--out-per-rank needs --out".into());
-    }
-    {
-        let mut outs: Vec<(&str, &std::path::Path)> = Vec::new();
-        if let Some(o) = &args.out {
-            outs.push(("--out", o));
-        }
-        if let Some(r) = &args.report {
-            outs.push(("--report", r));
-        }
-        let timeline = args.runtime.timeline_path(0, ranks);
-        if let Some(t) = &timeline {
-            outs.push(("--timeline", t));
-        }
-        // Per-rank files share the suffix rule: the given names must differ
-        // too (`--out X --out-per-rank --timeline X` would share X.rank0).
-        if ranks > 1 {
-            if let Some(t) = &args.runtime.timeline {
-                outs.push(("--timeline", t));
-            }
-        }
-        if let Some(p) = &args.latency_plot {
-            if !args.input.is_empty() || args.event_time != EventTimeArg::Wallclock {
-                return bad(
-                    "--latency-plot needs generated events with wall-clock event times \
-                     (no --input, no --event-time synthetic)"
-                        .into(),
-                );
-            }
-            outs.push(("--latency-plot", p));
-        }
-        let mut inputs = args.input.clone();
-        inputs.extend(args.campaigns.iter().cloned());
-        super::common::check_outputs(&outs, &inputs)?;
+    if args.output.latency_plot.is_some() && !args.wallclock() {
+        return bad(
+            "--latency-plot needs generated events with wall-clock event times \
+             (no --input, no --event-time synthetic)"
+                .into(),
+        );
     }
     if !args.input.is_empty() {
         let conflicting = [
@@ -523,52 +395,38 @@ fn validate(args: &YsbArgs, ranks: usize) -> Result<(), CliError> {
         }
         super::common::check_input_files(&args.input)?;
     }
-    Ok(())
+    args.load_campaigns().map(|_| ())
 }
 
-/// One rank's share of a run: its workers' figures (all of them when
-/// alone), shipped to rank 0 to be merged. (Rows are not in it: they were
-/// written as their windows fired.)
-#[derive(Debug, Clone, Serialize, Deserialize)]
-struct RankPart {
-    /// Result rows this rank's workers emitted.
-    rows: u64,
-    /// Starts of the windows that had rows (distinct) among those.
-    windows: Vec<u64>,
-    per_worker: Vec<WorkerReport>,
-    /// Latency histogram as (value ms, count) pairs.
-    latency: Vec<(u64, u64)>,
-    skipped: u64,
-    input_error: Option<String>,
-    elapsed_s: f64,
-    late_partials: u64,
-    #[serde(default)]
-    unfired_windows: u64,
-    #[serde(default)]
-    peak_rss_bytes: u64,
-    /// This rank was stopped by a signal (one sent to it alone too).
-    #[serde(default)]
-    stopped: bool,
-    /// Ring memory of this rank, bytes.
-    #[serde(default)]
-    ring_bytes: u64,
+impl YsbArgs {
+    /// The ad → campaign map: `--campaigns`, or the benchmark's generated
+    /// one.
+    fn load_campaigns(&self) -> Result<Campaigns, CliError> {
+        match &self.campaigns {
+            Some(p) => Campaigns::load(p).map_err(|e| CliError::BadInput(e.to_string())),
+            None => Ok(Campaigns::ysb(self.seed)),
+        }
+    }
 }
 
-/// Where a rank's result rows go.
-enum RowsTo {
-    /// Worker 0 of the job writes the one `--out` file, window by window.
-    One(PathBuf),
-    /// Every worker of this rank writes into the rank's file.
-    Rank(Arc<std::sync::Mutex<csv::Writer<std::fs::File>>>),
-    /// Nowhere (rows are only counted).
-    Nowhere,
+/// The rows' CSV header.
+const HEADER: [&str; 3] = ["window_start_ms", "campaign_id", "count"];
+
+/// One result row: a campaign's views in a window.
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
+pub struct YsbRow {
+    /// Window start, ms of event time.
+    pub window_start_ms: u64,
+    /// The campaign (UUID text).
+    pub campaign_id: String,
+    /// Views of the campaign's ads in the window.
+    pub count: u64,
 }
 
-/// Ends the graph: the rows of `windows` go where `to` says, every window
-/// start goes into `seen`.
-#[allow(clippy::too_many_arguments)]
+/// Ends the graph: the rows of `windows` go where `to` says (sorted by
+/// campaign id within a window when collected), every window start goes
+/// into `seen`.
 fn sink_rows<H, P>(
-    df: &Dataflow,
     windows: Stream<H, P>,
     campaigns: &Arc<Campaigns>,
     to: &RowsTo,
@@ -577,56 +435,163 @@ fn sink_rows<H, P>(
     H: Head,
     P: Pipe<H::Out, Out = Windowed<u32, u64>>,
 {
-    let c = campaigns.clone();
+    let (c, by) = (campaigns.clone(), campaigns.clone());
     let seen = seen.clone();
-    let row = move |r: Windowed<u32, u64>| {
-        seen.lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(r.start);
-        (r.start, uuid_to_string(c.campaign_id(r.key)), r.value)
-    };
-    match to {
-        RowsTo::Rank(w) => {
-            let w = w.clone();
-            let me = df.index();
-            windows.map(row).sink(move |r: (u64, String, u64)| {
-                let mut w = w.lock().unwrap_or_else(|e| e.into_inner());
-                if let Err(e) = w.serialize(&r) {
-                    tracing::error!("worker {me}: writing a row: {e}");
-                }
-            });
+    super::driver::sink_window_rows(
+        windows,
+        move |r: &Windowed<u32, u64>| by.campaign_id(r.key),
+        move |r: Windowed<u32, u64>| {
+            seen.lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(r.start);
+            (r.start, uuid_to_string(c.campaign_id(r.key)), r.value)
+        },
+        &HEADER,
+        to,
+    );
+}
+
+impl Query for YsbArgs {
+    type Row = YsbRow;
+
+    fn name(&self) -> String {
+        "ysb".into()
+    }
+    fn runtime(&self) -> &RuntimeArgs {
+        &self.runtime
+    }
+    fn output(&self) -> &OutputArgs {
+        &self.output
+    }
+    fn validate(&self, ranks: usize) -> Result<(), CliError> {
+        validate(self, ranks)
+    }
+    fn run_rank(&self, dist: &Dist) -> Result<RankPart<YsbRow>, CliError> {
+        // Rows counted, not kept: the driver streams them
+        // (`run_rank_streaming`).
+        self.run_rank_streaming(dist, &RowsTo::Nowhere)
+    }
+    fn streams(&self) -> bool {
+        true
+    }
+    fn run_rank_streaming(&self, dist: &Dist, to: &RowsTo) -> Result<RankPart<YsbRow>, CliError> {
+        run_rank(self, dist, to)
+    }
+    fn finish(&self, mut rows: Vec<YsbRow>) -> Vec<YsbRow> {
+        rows.sort_unstable_by(|a, b| {
+            (a.window_start_ms, &a.campaign_id).cmp(&(b.window_start_ms, &b.campaign_id))
+        });
+        rows
+    }
+    fn header(&self) -> Vec<&'static str> {
+        HEADER.to_vec()
+    }
+    fn record(&self, r: &YsbRow) -> Vec<String> {
+        vec![
+            r.window_start_ms.to_string(),
+            r.campaign_id.clone(),
+            r.count.to_string(),
+        ]
+    }
+    fn source(&self) -> &'static str {
+        if self.input.is_empty() {
+            "generator"
+        } else {
+            "files"
         }
-        RowsTo::One(path) => {
-            let c = campaigns.clone();
-            let header = ["window_start_ms", "campaign_id", "count"];
-            let csv = if path.as_os_str() == "-" {
-                Csv::stdout()
-            } else {
-                Csv::to_path(path)
-            };
-            windows
-                .collect_by_window(move |r| c.campaign_id(r.key))
-                .map(row)
-                .sink(csv.header(&header));
+    }
+    fn inputs(&self) -> Vec<PathBuf> {
+        let mut inputs = self.input.clone();
+        inputs.extend(self.campaigns.iter().cloned());
+        inputs
+    }
+    fn wallclock(&self) -> bool {
+        self.input.is_empty() && self.event_time == EventTimeArg::Wallclock
+    }
+    fn params(&self) -> Value {
+        json!({
+            "window_ms": self.window(),
+            "max_delay_ms": self.max_delay(),
+            "pre_aggregate": !self.shuffle,
+            "rate": self.rate,
+            "duration_s": self.duration,
+            "seed": self.seed,
+        })
+    }
+    fn report_extra(&self, extras: &[Value], r: &Report) -> serde_json::Map<String, Value> {
+        // Windows that had rows, over every rank's writers.
+        let mut windows = std::collections::BTreeSet::new();
+        for e in extras {
+            if let Some(w) = e["windows"].as_array() {
+                windows.extend(w.iter().filter_map(Value::as_u64));
+            }
         }
-        RowsTo::Nowhere => {
-            let c = campaigns.clone();
-            windows
-                .collect_by_window(move |r| c.campaign_id(r.key))
-                .map(row)
-                .for_each(|_| {});
+        let sum = |k: &str| -> u64 {
+            r.per_worker
+                .iter()
+                .filter_map(|w| w.extra[k].as_u64())
+                .sum()
+        };
+        let mut m = serde_json::Map::new();
+        m.insert("filtered".into(), sum("filtered").into());
+        m.insert("unmatched".into(), sum("unmatched").into());
+        m.insert("windows_emitted".into(), (windows.len() as u64).into());
+        m.insert("window_ms".into(), self.window().into());
+        m.insert("pre_aggregate".into(), (!self.shuffle).into());
+        m
+    }
+    fn summary(&self, r: &Report, out: &mut dyn Write) -> std::io::Result<()> {
+        let field = |k: &str| r.extra.get(k).and_then(Value::as_u64).unwrap_or(0);
+        let shuffle = if self.shuffle {
+            ", shuffle (no pre-aggregation)"
+        } else {
+            ""
+        };
+        super::driver::summary_head(r, shuffle, out)?;
+        writeln!(
+            out,
+            "  filtered {} (not view), unmatched {}, late {}, skipped {}; windows {}, rows {}",
+            thousands(field("filtered")),
+            thousands(field("unmatched")),
+            thousands(r.late_records),
+            thousands(r.skipped_records),
+            field("windows_emitted"),
+            r.rows
+        )?;
+        match &r.latency_ms {
+            Some(l) => writeln!(
+                out,
+                "  latency (emit - newest event in window): {} ({} samples)",
+                l.describe(),
+                thousands(l.samples)
+            )?,
+            None => writeln!(
+                out,
+                "  processing time {:.3} s (event times are not wall-clock: no latency)",
+                r.elapsed_s
+            )?,
         }
+        if r.stopped {
+            writeln!(
+                out,
+                "  STOPPED by a signal: {} window(s) still open were not reported",
+                thousands(r.unfired_windows)
+            )?;
+        }
+        if let Some(lag) = r.input_lag_max_ms {
+            writeln!(
+                out,
+                "  input lag (generator behind its --rate schedule): max {lag:.1} ms"
+            )?;
+        }
+        Ok(())
     }
 }
 
 /// Runs this process's share of YSB as `args` say (every rank's workers
-/// when distributed); its rows go where `to` says as windows fire.
-fn run_rank(
-    args: &YsbArgs,
-    campaigns: Arc<Campaigns>,
-    dist: &Dist,
-    to: RowsTo,
-) -> Result<RankPart, CliError> {
+/// when distributed); its rows go where `to` says as windows close.
+fn run_rank(args: &YsbArgs, dist: &Dist, to: &RowsTo) -> Result<RankPart<YsbRow>, CliError> {
+    let campaigns = Arc::new(args.load_campaigns()?);
     let mut cfg = args.runtime.job_config();
     dist.configure(&mut cfg, args.runtime.force_network);
     // Global worker g = rank * w + local; the input and the generator are
@@ -726,170 +691,73 @@ fn run_rank(
             .window(Tumbling::ms(window_ms), |v| v.1)
             .dense_keys();
         if args.shuffle {
-            sink_rows(
-                df,
-                views.aggregate_every_event(Count),
-                &campaigns,
-                &to,
-                &seen,
-            );
+            sink_rows(views.aggregate_every_event(Count), &campaigns, to, &seen);
         } else {
-            sink_rows(df, views.aggregate(Count), &campaigns, &to, &seen);
+            sink_rows(views.aggregate(Count), &campaigns, to, &seen);
         }
     };
     let out = run_graph(&cfg, build).map_err(|e| CliError::Other(e.into()))?;
-    if let RowsTo::Rank(w) = &to {
-        w.lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .flush()
-            .map_err(|e| CliError::Other(e.into()))?;
-    }
     let elapsed = start.elapsed().max(out.elapsed);
-    let wallclock = !files && args.event_time == EventTimeArg::Wallclock;
-    let mut per_worker = Vec::new();
-    for wr in &out.workers {
-        let st = &wr.stats;
-        let events = st.get("source_records");
-        let late = st.get("late_records");
-        let unmatched = st.get("unmatched");
-        per_worker.push(WorkerReport {
-            worker: wr.index,
-            rank: dist.rank(),
-            placement: wr.placement.clone(),
-            events,
-            filtered: events
+    let wallclock = args.wallclock();
+    let per_worker = out
+        .workers
+        .iter()
+        .map(|wr| {
+            let st = &wr.stats;
+            let events = st.get("source_records");
+            let late = st.get("late_records");
+            let unmatched = st.get("unmatched");
+            let filtered = events
                 .saturating_sub(late)
                 .saturating_sub(st.get("window_records"))
-                .saturating_sub(unmatched),
-            unmatched,
-            late_records: late,
-            watermark_lag_max_ms: wallclock
-                .then(|| st.get_max("watermark_lag_max_ms").unwrap_or(0)),
-            input_lag_max_ms: st.get_max("input_lag_max_us").map(|us| us as f64 / 1000.0),
-            channels: wr.channels.clone(),
-        });
-    }
+                .saturating_sub(unmatched);
+            let lag = wallclock.then(|| st.get_max("watermark_lag_max_ms").unwrap_or(0));
+            let extra = json!({
+                "filtered": filtered,
+                "unmatched": unmatched,
+                // Largest wall clock − input watermark at this worker's
+                // final aggregate, ms (`null` unless wall-clock event times).
+                "watermark_lag_max_ms": lag,
+            });
+            WorkerFigures {
+                worker: wr.index,
+                rank: dist.rank(),
+                placement: wr.placement.clone(),
+                events,
+                late_records: late,
+                input_lag_max_ms: st.get_max("input_lag_max_us").map(|us| us as f64 / 1000.0),
+                channels: wr.channels.clone(),
+                extra: match extra {
+                    Value::Object(m) => m,
+                    _ => unreachable!("a JSON object"),
+                },
+            }
+        })
+        .collect();
     let input_error = failed.lock().unwrap_or_else(|e| e.into_inner()).take();
-    let windows = seen
+    let windows: Vec<u64> = seen
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .iter()
         .copied()
         .collect();
+    let st = &out.stats;
     Ok(RankPart {
-        rows: out.stats.get("window_rows"),
-        windows,
+        rows: Vec::new(),
         per_worker,
-        latency: air_runtime::metrics::histogram_pairs(&out.stats.latency),
-        skipped: out.stats.get("skipped_records"),
-        input_error,
+        latency: air_runtime::metrics::histogram_pairs(&st.latency),
         elapsed_s: elapsed.as_secs_f64(),
-        late_partials: out.stats.get("late_partials"),
-        unfired_windows: out.stats.get("unfired_windows"),
-        peak_rss_bytes: super::common::peak_rss_bytes(),
-        stopped: out.stopped || air_runtime::stop::requested(),
-        ring_bytes: out.ring_bytes,
-    })
-}
-
-/// Merges every rank's part (rank order) into the job's rows and report.
-fn merge(
-    args: &YsbArgs,
-    parts: Vec<RankPart>,
-    mpi: Option<MpiReport>,
-) -> Result<YsbOutcome, CliError> {
-    let files = !args.input.is_empty();
-    let mut rows = 0u64;
-    let mut windows = std::collections::BTreeSet::new();
-    let mut per_worker = Vec::new();
-    let mut hist = air_runtime::metrics::latency_histogram();
-    let mut skipped = 0;
-    let mut input_error = None;
-    let mut secs: f64 = 1e-9;
-    let mut late_partials = 0;
-    let mut unfired_windows = 0;
-    let mut peak_rss_bytes = 0;
-    let mut parts_stopped = false;
-    for p in parts {
-        parts_stopped |= p.stopped;
-        unfired_windows += p.unfired_windows;
-        peak_rss_bytes = peak_rss_bytes.max(p.peak_rss_bytes);
-        rows += p.rows;
-        windows.extend(p.windows);
-        per_worker.extend(p.per_worker);
-        air_runtime::metrics::record_pairs(&mut hist, &p.latency);
-        skipped += p.skipped;
-        if input_error.is_none() {
-            input_error = p.input_error;
-        }
-        secs = secs.max(p.elapsed_s);
-        late_partials += p.late_partials;
-    }
-    let w = per_worker.len().max(1);
-    let events: u64 = per_worker.iter().map(|p| p.events).sum();
-    if let Some(e) = &input_error {
-        input_error = Some(format!(
-            "{e} (reading stopped; the {events} events read before every worker stopped \
-             were processed and their results written)"
-        ));
-    }
-    let wallclock = !files && args.event_time == EventTimeArg::Wallclock;
-    let report = YsbReport {
-        query: "ysb",
-        workers: w,
-        ranks: mpi.as_ref().map_or(1, |m| m.ranks),
-        source: if files { "files" } else { "generator" },
-        events,
-        elapsed_s: secs,
-        events_per_s: events as f64 / secs,
-        events_per_s_per_worker: events as f64 / secs / w as f64,
-        filtered: per_worker.iter().map(|p| p.filtered).sum(),
-        unmatched: per_worker.iter().map(|p| p.unmatched).sum(),
-        late_records: per_worker.iter().map(|p| p.late_records).sum(),
-        skipped_records: skipped,
-        windows_emitted: windows.len() as u64,
-        rows,
-        latency_ms: wallclock.then(|| air_runtime::LatencySummary::of(&hist)),
-        input_lag_max_ms: per_worker
-            .iter()
-            .filter_map(|p| p.input_lag_max_ms)
-            .reduce(f64::max),
-        window_ms: args.window(),
-        pre_aggregate: !args.shuffle,
-        placement: PlacementReport {
-            pinned: !args.runtime.no_pin,
-            smt: args.runtime.smt,
-            topology: air_runtime::placement::topology().map(|t| t.source),
-            oversubscribed: per_worker.iter().any(|p| p.placement.oversubscribed),
-        },
-        stopped: air_runtime::stop::requested() || parts_stopped,
-        unfired_windows,
-        peak_rss_bytes,
-        mpi,
-        per_worker,
-    };
-    if late_partials != 0 {
-        return Err(CliError::Other(anyhow::anyhow!(
-            "internal error: {late_partials} partial aggregates arrived after their window fired"
-        )));
-    }
-    Ok(YsbOutcome {
-        report,
+        late_partials: st.get("late_partials"),
         input_error,
-        latency: hist,
+        skipped: st.get("skipped_records"),
+        // Written as their windows closed (or only counted).
+        uncollected_rows: st.get("window_rows"),
+        counters: Default::default(),
+        stopped: out.stopped,
+        unfired_windows: st.get("unfired_windows"),
+        peak_rss_bytes: 0,
+        extra: json!({ "windows": windows }),
     })
-}
-
-/// `<stem>.rank<R>.<ext>` beside `path`.
-fn per_rank_path(path: &std::path::Path, rank: usize) -> PathBuf {
-    let stem = path
-        .file_stem()
-        .map_or_else(Default::default, |s| s.to_string_lossy().into_owned());
-    let name = match path.extension() {
-        Some(ext) => format!("{stem}.rank{rank}.{}", ext.to_string_lossy()),
-        None => format!("{stem}.rank{rank}"),
-    };
-    path.with_file_name(name)
 }
 
 /// `air run ysb`: runs, writes the outputs, prints a summary. Under MPI
@@ -898,20 +766,19 @@ pub fn main(args: &YsbArgs, dist: &Dist) -> Result<(), CliError> {
     run(args, dist, true).map(|_| ())
 }
 
-/// Runs `air run ysb` as [`main`] does; `print`: the progress line and the
-/// summary on the terminal. Returns the merged report at rank 0 (`None` on
-/// the other ranks).
+/// Runs `air run ysb` as [`main`] does ([`super::driver::run`]); `print`:
+/// the progress line and the summary on the terminal. Returns the merged
+/// report at rank 0 (`None` on the other ranks).
 ///
 /// # Errors
 /// As [`main`]: bad options or input, a failed job (every rank agrees).
-pub fn run(args: &YsbArgs, dist: &Dist, print: bool) -> Result<Option<YsbReport>, CliError> {
-    let root = dist.is_root();
+pub fn run(args: &YsbArgs, dist: &Dist, print: bool) -> Result<Option<Report>, CliError> {
     // A progress line on a terminal, for long runs.
     let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let progress = {
         use std::io::IsTerminal;
         let done = done.clone();
-        (print && root && std::io::stderr().is_terminal()).then(|| {
+        (print && dist.is_root() && std::io::stderr().is_terminal()).then(|| {
             std::thread::spawn(move || {
                 let start = Instant::now();
                 let mut shown = false;
@@ -935,171 +802,15 @@ pub fn run(args: &YsbArgs, dist: &Dist, print: bool) -> Result<Option<YsbReport>
             })
         })
     };
-    // Check the options and the outputs before the run, so a bad path
-    // fails now, not after it; every rank agrees before any goes on. The
-    // rows stream into `--out` as windows fire (created at the first row,
-    // or at the end); the report is written whole at the end.
-    let open = |p: &std::path::Path| super::common::Output::create(p);
-    let per_rank = args.out_per_rank;
-    let mut report_file = None;
-    let mut to = RowsTo::Nowhere;
-    let mut campaigns = None;
-    let checked = validate(args, dist.ranks()).and_then(|()| {
-        campaigns = Some(Arc::new(match &args.campaigns {
-            Some(p) => Campaigns::load(p).map_err(|e| CliError::BadInput(e.to_string()))?,
-            None => Campaigns::ysb(args.seed),
-        }));
-        args.runtime.check_timeline(dist.rank(), dist.ranks())?;
-        if let Some(p) = &args.out {
-            if per_rank {
-                let path = per_rank_path(p, dist.rank());
-                let f = std::fs::File::create(&path)
-                    .map_err(|e| CliError::BadInput(format!("{}: {e}", path.display())))?;
-                let mut w = csv::Writer::from_writer(f);
-                w.write_record(["window_start_ms", "campaign_id", "count"])
-                    .map_err(|e| CliError::BadInput(format!("{}: {e}", path.display())))?;
-                to = RowsTo::Rank(Arc::new(std::sync::Mutex::new(w)));
-            } else {
-                if root && p.as_os_str() != "-" {
-                    super::driver::check_streamed_output(p)?;
-                }
-                to = RowsTo::One(p.clone());
-            }
-        }
-        if root {
-            report_file = args.report.as_deref().map(open).transpose()?;
-        }
-        Ok(())
-    });
-    dist.agree(checked)?;
-    let campaigns = campaigns.expect("loaded when the checks passed");
-    let timeline = match args.runtime.start_timeline(dist.rank(), dist.ranks()) {
-        Ok(t) => t,
-        Err(e) => {
-            dist.abort_if_distributed(&e.to_string(), e.exit_code());
-            return Err(e);
-        }
+    let stop_progress = || {
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
     };
-    let part = run_rank(args, campaigns, dist, to);
-    drop(timeline);
-    done.store(true, std::sync::atomic::Ordering::Relaxed);
+    let r = super::driver::run(args, dist, print);
+    stop_progress();
     if let Some(p) = progress {
         let _ = p.join();
     }
-    let part = match part {
-        Ok(p) => p,
-        Err(e) => {
-            dist.abort_if_distributed(&e.to_string(), e.exit_code());
-            return Err(e);
-        }
-    };
-    let bytes = serde_json::to_vec(&part)?;
-    let code = match dist.gather(bytes)? {
-        Some(parts) => {
-            let parts = parts
-                .iter()
-                .map(|b| serde_json::from_slice::<RankPart>(b))
-                .collect::<Result<Vec<_>, _>>()?;
-            let mpi = dist.describe(
-                args.runtime.job_config().workers,
-                args.runtime.force_network,
-            );
-            let o = merge(args, parts, mpi);
-            let code = match &o {
-                Ok(o) if o.input_error.is_some() => 2,
-                Ok(_) => 0,
-                Err(e) => e.exit_code(),
-            };
-            dist.agree_exit_code(code);
-            let o = o?;
-            if let Some(f) = report_file {
-                f.write(|f| super::common::write_json(f, &o.report))?;
-            }
-            if print {
-                // With the rows on stdout (`--out -`), the summary goes to stderr.
-                let rows_on_stdout = args.out.as_deref().is_some_and(|p| p.as_os_str() == "-");
-                print_summary(&o.report, rows_on_stdout)?;
-            }
-            if let Some(p) = &args.latency_plot {
-                super::plots::write_latency_cdf(&o.latency, p, "air run ysb latency")
-                    .map_err(CliError::BadInput)?;
-            }
-            if let Some(e) = o.input_error {
-                return Err(CliError::BadInput(e));
-            }
-            return Ok(Some(o.report));
-        }
-        None => dist.agree_exit_code(0),
-    };
-    match code {
-        0 => Ok(None),
-        c => Err(CliError::Quiet(c)),
-    }
-}
-
-fn print_summary(r: &YsbReport, to_stderr: bool) -> std::io::Result<()> {
-    let mut out: Box<dyn Write> = if to_stderr {
-        Box::new(std::io::stderr().lock())
-    } else {
-        Box::new(std::io::stdout().lock())
-    };
-    let ranks = if r.ranks > 1 {
-        format!(" on {} ranks", r.ranks)
-    } else {
-        String::new()
-    };
-    writeln!(
-        out,
-        "ysb: {} worker{}{ranks}, {} events in {:.3} s = {:.1} M events/s ({:.1} M/s per worker){}",
-        r.workers,
-        if r.workers == 1 { "" } else { "s" },
-        thousands(r.events),
-        r.elapsed_s,
-        r.events_per_s / 1e6,
-        r.events_per_s_per_worker / 1e6,
-        if r.pre_aggregate {
-            ""
-        } else {
-            ", shuffle (no pre-aggregation)"
-        }
-    )?;
-    writeln!(
-        out,
-        "  filtered {} (not view), unmatched {}, late {}, skipped {}; windows {}, rows {}",
-        thousands(r.filtered),
-        thousands(r.unmatched),
-        thousands(r.late_records),
-        thousands(r.skipped_records),
-        r.windows_emitted,
-        r.rows
-    )?;
-    match &r.latency_ms {
-        Some(l) => writeln!(
-            out,
-            "  latency (emit - newest event in window): {} ({} samples)",
-            l.describe(),
-            thousands(l.samples)
-        )?,
-        None => writeln!(
-            out,
-            "  processing time {:.3} s (event times are not wall-clock: no latency)",
-            r.elapsed_s
-        )?,
-    }
-    if r.stopped {
-        writeln!(
-            out,
-            "  STOPPED by a signal: {} window(s) still open were not reported",
-            thousands(r.unfired_windows)
-        )?;
-    }
-    if let Some(lag) = r.input_lag_max_ms {
-        writeln!(
-            out,
-            "  input lag (generator behind its --rate schedule): max {lag:.1} ms"
-        )?;
-    }
-    Ok(())
+    r
 }
 
 /// `air gen ysb`.

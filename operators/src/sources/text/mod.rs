@@ -53,6 +53,14 @@
 //! reference; [`sort_counts`] puts rows in output order (count descending,
 //! then word ascending by byte order) and [`write_csv`] writes `word,count`.
 //!
+//! # In a graph
+//!
+//! [`TextSource`] gives a worker's lines ([`TextLine`]: the text and its
+//! arrival time) to a graph of the graph API, [`Words`] the words of an
+//! owned line, and [`Word`] is a word as a record and a key (short words
+//! inline, no allocation): `air run wordcount` is `TextSource` →
+//! `flat_map` to words → `key_by` word → window → `Count`.
+//!
 //! ```
 //! use air_operators::sources::text::*;
 //! let dir = std::env::temp_dir().join(format!("air-text-doc-{}", std::process::id()));
@@ -69,6 +77,8 @@
 
 mod count;
 mod reader;
+mod source;
+mod word;
 mod words;
 
 pub use super::ysb::split_ranges;
@@ -80,4 +90,6 @@ pub use reader::{
     Line, LineNumbers, TextError, TextErrorKind, TextReader, TextReaderOptions,
     DEFAULT_BUFFER_SIZE, DEFAULT_MAX_LINE_LEN,
 };
-pub use words::{for_each_word, WordSplitter};
+pub use source::{TextLine, TextSource};
+pub use word::{Word, INLINE_WORD_BYTES};
+pub use words::{for_each_word, WordSplitter, Words};

@@ -1,7 +1,9 @@
 //! Splitting a line into lower-cased words (see the module docs of
 //! [`super`] for the definition of a word).
 
-use unicode_segmentation::UnicodeSegmentation;
+use super::word::Word;
+use std::sync::Arc;
+use unicode_segmentation::{UnicodeSegmentation, UnicodeWords};
 
 /// Splits lines into lower-cased words, reusing one buffer for the words
 /// that need lower-casing, so a long run allocates only when a word is longer
@@ -43,6 +45,75 @@ impl WordSplitter {
                 f(lower(word, &mut self.buf));
             }
         }
+    }
+}
+
+/// The lower-cased words of an owned line, as [`Word`]s, in line order: an
+/// iterator that owns its line (a share of it: e.g. a
+/// [`super::TextLine`]'s text, to return from a `flat_map` of the graph
+/// API), splitting it as it goes (no list of words is built).
+///
+/// ```
+/// use air_operators::sources::text::Words;
+/// let w: Vec<String> = Words::of("Don't panic: 42 ΟΔΟΣ!")
+///     .map(|w| w.as_str().to_owned())
+///     .collect();
+/// assert_eq!(w, ["don't", "panic", "42", "οδος"]);
+/// ```
+pub struct Words {
+    /// The words of `line`'s text, borrowing its heap buffer (see
+    /// [`Words::of`]). Declared before `line`: dropped before it.
+    words: UnicodeWords<'static>,
+    /// The lowered copy of the current word, when it needs one.
+    buf: String,
+    ascii: bool,
+    /// Never moved out of while `words` lives.
+    line: Arc<str>,
+}
+
+impl Words {
+    /// The words of `line`.
+    pub fn of(line: impl Into<Arc<str>>) -> Words {
+        let line: Arc<str> = line.into();
+        // SAFETY: `text` points into the shared allocation of `line`, which
+        // keeps its address and bytes (a `str` behind an `Arc` is
+        // immutable) for as long as this `Words` holds `line`: moving an
+        // `Arc` moves its pointer, not the allocation; `line` is private;
+        // and `words`, the only holder of `text`, is dropped before `line`
+        // (field order). The `'static` never escapes: `next` hands out
+        // `Word`s, which own copies of the bytes.
+        let text: &'static str = unsafe { &*(&*line as *const str) };
+        Words {
+            words: text.unicode_words(),
+            buf: String::new(),
+            ascii: text.is_ascii(),
+            line,
+        }
+    }
+
+    /// The line the words come from.
+    pub fn line(&self) -> &str {
+        &self.line
+    }
+}
+
+impl Iterator for Words {
+    type Item = Word;
+
+    #[inline]
+    fn next(&mut self) -> Option<Word> {
+        let w = self.words.next()?;
+        Some(Word::new(if self.ascii {
+            lower_ascii(w, &mut self.buf)
+        } else {
+            lower(w, &mut self.buf)
+        }))
+    }
+}
+
+impl std::fmt::Debug for Words {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Words").field("line", &self.line).finish()
     }
 }
 
@@ -112,6 +183,21 @@ mod tests {
         ] {
             let expect: Vec<String> = line.unicode_words().map(str::to_lowercase).collect();
             assert_eq!(words(line), expect, "{line}");
+        }
+    }
+
+    #[test]
+    fn words_of_an_owned_line_are_the_splitters_words() {
+        for line in [
+            "ΣΟΦΟΣ ΟΔΟΣ Σ ΑΣ",
+            "İstanbul ǅemal ﬁne Straße STRASSE",
+            "MiXeD ascii WORDS, don't 3.14 x86_64",
+            "ÀÉÎÕÜ àéîõü 東京タワー",
+            "",
+            "-- ... --",
+        ] {
+            let got: Vec<String> = Words::of(line).map(|w| w.as_str().to_owned()).collect();
+            assert_eq!(got, words(line), "{line}");
         }
     }
 
