@@ -164,7 +164,7 @@ fn workers_that_build_edges_of_other_types_are_refused_before_running() {
                 .for_each(|_| {});
         }
     });
-    let e = r.err().expect("refused").to_string();
+    let e = r.expect_err("refused").to_string();
     assert!(
         e.contains("worker 1 built edge 0") && e.contains("u8") && e.contains("u64"),
         "{e}"

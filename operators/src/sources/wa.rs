@@ -412,7 +412,7 @@ mod tests {
                 base_time_ms: 17,
                 ..WaConfig::default()
             };
-            let exact = |n: u64| 17 + ((n as u128 * 1000 << j) / a as u128) as u64;
+            let exact = |n: u64| 17 + (((n as u128 * 1000) << j) / a as u128) as u64;
             for n in (0..5_000).chain([1 << 40, 1 << 41]) {
                 assert_eq!(cfg.time_of(n), exact(n), "rate {rate}, event {n}");
             }
