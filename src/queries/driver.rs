@@ -26,8 +26,10 @@ use std::sync::{Arc, Mutex};
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct OutputArgs {
     /// Result rows as CSV (columns per query, see `air run QUERY --help`);
-    /// `air run wa` writes each window's rows when the window closes, the
-    /// other queries write theirs at the end.
+    /// `air run wa` and `air run nexmark` write each window's rows when the
+    /// window closes (nexmark q1 from the generator: each millisecond's;
+    /// q1 from files and q2: all at the end), the other queries write
+    /// theirs at the end.
     #[arg(long)]
     pub out: Option<PathBuf>,
     /// The JSON report (throughput, latency, per-worker counters, placement).
@@ -431,25 +433,6 @@ pub fn check_streamed_output(p: &Path) -> Result<(), CliError> {
         let _ = std::fs::remove_file(&probe);
     }
     Ok(())
-}
-
-/// The figures of every worker of a windowed job run on this rank.
-pub fn worker_figures<S, P>(
-    out: &air_operators::stream::WindowJobOutput<S, P>,
-    dist: &Dist,
-) -> Vec<WorkerFigures> {
-    let w = out.upstream.len();
-    (0..w)
-        .map(|i| WorkerFigures {
-            worker: dist.rank() * w + i,
-            rank: dist.rank(),
-            placement: out.placement[i].clone(),
-            events: out.upstream[i].source_records,
-            late_records: out.upstream[i].late_records,
-            input_lag_max_ms: None,
-            channels: out.channels[i].clone(),
-        })
-        .collect()
 }
 
 /// Runs `q`: every rank runs its share; rank 0 merges and writes.
