@@ -273,8 +273,11 @@ pub struct LocalTop<T, KF, SF: Score<T>> {
     n: usize,
     ties: bool,
     score: SF,
-    /// By window end: the best score so far (`ties`) and the rows kept.
-    open: BTreeMap<u64, Kept<T, SF::Key>>,
+    /// Open windows by end, ascending (few: those not yet closed), each
+    /// with the best score so far (`ties`) and the rows kept.
+    open: Vec<(u64, Kept<T, SF::Key>)>,
+    /// Index in `open` of the window rows last went to.
+    hot: usize,
     /// The watermark, ms: windows ending at or before it were sent.
     wm: u64,
 }
@@ -296,9 +299,31 @@ impl<T, KF, SF: Score<T>> LocalTop<T, KF, SF> {
             n,
             ties,
             score,
-            open: BTreeMap::new(),
+            open: Vec::new(),
+            hot: 0,
             wm: 0,
         }
+    }
+
+    /// The index in `open` of the window ending at `end` (added if new).
+    #[inline]
+    fn slot(&mut self, end: u64) -> usize {
+        if self.open.get(self.hot).is_some_and(|w| w.0 == end) {
+            return self.hot;
+        }
+        let i = match self.open.binary_search_by_key(&end, |w| w.0) {
+            Ok(i) => i,
+            Err(i) => {
+                let kept = Kept {
+                    best: None,
+                    rows: Vec::new(),
+                };
+                self.open.insert(i, (end, kept));
+                i
+            }
+        };
+        self.hot = i;
+        i
     }
 
     /// Keeps the `n` best of `rows` (stable: ties in arrival order).
@@ -325,11 +350,13 @@ where
 
     /// Sends the rows kept of every window ending at or before `wm`.
     fn send_closed(&mut self, wm: u64, cx: &mut Cx<'_, '_>) {
-        while let Some(entry) = self.open.first_entry() {
-            if *entry.key() > wm {
-                break;
-            }
-            let mut kept = entry.remove();
+        let closed = self.open.iter().take_while(|w| w.0 <= wm).count();
+        if closed == 0 {
+            return;
+        }
+        self.hot = 0;
+        let windows: Vec<_> = self.open.drain(..closed).collect();
+        for (_, mut kept) in windows {
             if !self.ties {
                 Self::keep_n(&self.score, self.n, &mut kept.rows);
             }
@@ -354,10 +381,8 @@ where
             self.send(row, cx);
             return;
         }
-        let kept = self.open.entry(end).or_insert_with(|| Kept {
-            best: None,
-            rows: Vec::new(),
-        });
+        let i = self.slot(end);
+        let kept = &mut self.open[i].1;
         if self.ties {
             let s = self.score.score(&row);
             match &kept.best {
