@@ -476,11 +476,13 @@ impl NexmarkArgs {
     }
 }
 
-/// The sources of every worker of this rank, built on demand by worker
-/// index (each taken once).
+/// The sources of every worker of the job, built on demand by worker
+/// index (as often as asked: the graph is built more than once per
+/// worker, and q8 reads each shard twice).
 struct Sources<'a> {
     gen: NexmarkConfig,
-    pieces: std::sync::Mutex<Vec<Vec<Piece>>>,
+    /// Each worker's pieces of the input files.
+    pieces: Vec<Vec<Piece>>,
     files: bool,
     opts: ReaderOptions,
     /// Pacing and the paced job's start (`--rate`).
@@ -488,19 +490,13 @@ struct Sources<'a> {
 }
 
 impl Sources<'_> {
-    /// Worker `index` of `workers`' source; `copy` (0 or 1) asks for a
-    /// second, independent source over the same shard (the join's two
-    /// sides read the stream twice).
-    fn get(&self, index: usize, workers: usize, copy: bool) -> NexSource {
+    /// A new source over worker `index` of `workers`' shard (every call
+    /// reads the shard from its start: the same events, at the same times
+    /// when paced).
+    fn get(&self, index: usize, workers: usize) -> NexSource {
         if self.files {
-            let mut all = self.pieces.lock().unwrap_or_else(|e| e.into_inner());
-            let mine = if copy {
-                all[index].clone()
-            } else {
-                std::mem::take(&mut all[index])
-            };
             NexSource::Files {
-                pieces: mine.into_iter(),
+                pieces: self.pieces[index].clone().into_iter(),
                 current: None,
                 opts: self.opts,
                 error: None,
@@ -1095,9 +1091,7 @@ impl Shard<'_> {
 
     fn source(&self, counted: bool) -> GraphSource {
         GraphSource {
-            // The graph is built more than once per worker (planned
-            // first): the file pieces are copied, not taken.
-            src: self.sources.get(self.index, self.workers, true),
+            src: self.sources.get(self.index, self.workers),
             error: self.error.clone(),
             counted,
             events: 0,
@@ -1120,7 +1114,7 @@ impl NexmarkArgs {
         gen.events = self.pace.events(self.gen.events, DEFAULT_EVENTS);
         let sources = Sources {
             gen,
-            pieces: Mutex::new(self.pieces(total)?),
+            pieces: self.pieces(total)?,
             files: self.files(),
             opts: self.reader_options(),
             paced: self.pace.start().map(|at| (&self.pace, at)),
