@@ -2,7 +2,8 @@
 //! `air_operators::graph`) in one process, against sequential references
 //! computed here: a three-stage graph with Zipf-skewed keys through 4 KiB
 //! rings (every edge backpressured), sliding windows (pre-aggregated and
-//! every event), interval and sliding-window joins, String keys with a
+//! every event), interval and sliding-window joins (pairs at the window's
+//! end and eager), String keys with a
 //! tuple aggregate, and graphs refused before any worker starts.
 
 use air_operators::graph::*;
@@ -267,11 +268,17 @@ fn three_stages_with_skewed_keys_through_4k_rings_equal_a_sequential_top_n() {
         assert_eq!(o.stats.get("late_records"), 0, "{workers} workers");
         assert_eq!(o.stats.get("late_partials"), 0, "{workers} workers");
         assert_eq!(o.stats.get("unfired_windows"), 0, "{workers} workers");
-        assert!(
-            o.channels.ring_full_waits > 0,
-            "{workers} workers: no send ever found a 4 KiB ring full: {:?}",
-            o.channels
-        );
+        // One worker: its records and partials leave a batch at a time
+        // (a flush every loop) into its own rings, which it drains between
+        // batches, and the top-n edge carries only the 5 best rows of
+        // each window (`LocalTop`), so no ring need fill.
+        if workers > 1 {
+            assert!(
+                o.channels.ring_full_waits > 0,
+                "{workers} workers: no send ever found a 4 KiB ring full: {:?}",
+                o.channels
+            );
+        }
         // Rows leave as windows close, not at the end of the input.
         let first = read_at_first_row.load(Ordering::Relaxed);
         assert!(
@@ -631,18 +638,25 @@ fn sliding_window_joins_equal_a_sequential_join() {
     }
     want.sort_unstable();
     assert!(want.len() > 100, "{} pairs", want.len());
-    for workers in [1, 3] {
+    // At the window's end, and as each pair's second record comes
+    // (`window_eager`): the same pairs.
+    for (workers, eager) in [(1, false), (3, false), (1, true), (3, true)] {
         let got = join_run(workers, &l, &r, move |df, l, r, sink| {
             let left = df.source(VecSource::new(l)).event_time(|x| x.1, 300);
             let right = df.source(VecSource::new(r)).event_time(|x| x.1, 300);
-            left.key_by(|x| x.0)
-                .join(right.key_by(|x| x.0))
-                .window(Sliding::ms(size, slide), |x| x.1, |x| x.1)
-                .for_each(sink);
+            let joined = left.key_by(|x| x.0).join(right.key_by(|x| x.0));
+            let windows = Sliding::ms(size, slide);
+            if eager {
+                joined
+                    .window_eager(windows, |x| x.1, |x| x.1)
+                    .for_each(sink);
+            } else {
+                joined.window(windows, |x| x.1, |x| x.1).for_each(sink);
+            }
         });
         assert!(
             got == want,
-            "{workers} workers: {} pairs, want {}",
+            "{workers} workers, eager {eager}: {} pairs, want {}",
             got.len(),
             want.len()
         );

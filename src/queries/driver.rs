@@ -27,9 +27,10 @@ use std::sync::{Arc, Mutex};
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct OutputArgs {
     /// Result rows as CSV (columns per query, see `air run QUERY --help`);
-    /// `air run ysb`, `wa` and `wordcount` write each window's rows when
-    /// the window closes (`-`: to standard output), NEXMark writes its rows
-    /// at the end.
+    /// every query writes its rows as its windows close (`-`: to standard
+    /// output, the summary then on standard error); NEXMark q1 from the
+    /// generator writes each millisecond's rows, q1 from files and q2 all
+    /// rows at the end.
     #[arg(long)]
     pub out: Option<PathBuf>,
     /// The JSON report (throughput, latency, per-worker counters, placement).
@@ -472,26 +473,6 @@ pub fn check_streamed_output(p: &Path) -> Result<(), CliError> {
         let _ = std::fs::remove_file(&probe);
     }
     Ok(())
-}
-
-/// The figures of every worker of a windowed job run on this rank.
-pub fn worker_figures<S, P>(
-    out: &air_operators::stream::WindowJobOutput<S, P>,
-    dist: &Dist,
-) -> Vec<WorkerFigures> {
-    let w = out.upstream.len();
-    (0..w)
-        .map(|i| WorkerFigures {
-            worker: dist.rank() * w + i,
-            rank: dist.rank(),
-            placement: out.placement[i].clone(),
-            events: out.upstream[i].source_records,
-            late_records: out.upstream[i].late_records,
-            input_lag_max_ms: None,
-            channels: out.channels[i].clone(),
-            extra: Default::default(),
-        })
-        .collect()
 }
 
 /// Runs `q`: every rank runs its share; rank 0 merges and writes.

@@ -12,35 +12,55 @@
 //!
 //! Windows hold `[start, start + size)`; an event at exactly `start` belongs
 //! to the window starting there. Event times are the generator's (or the
-//! file's) `dateTime`, ms. Q5's last step (the top auction per window) runs
-//! at rank 0 over every rank's per-auction counts; the counts themselves
-//! are computed where the auctions are owned.
+//! file's) `dateTime`, ms.
+//!
+//! Every query is a graph ([`air_runtime::dataflow`]) that every worker
+//! builds over its shard of the input, and writes its rows to `--out` as
+//! they become final ([`super::driver::sink_window_rows`]: worker 0 writes,
+//! each window's rows sorted):
+//!
+//! - q1: bids → price in euros; with `--out` each bid is a row of its
+//!   millisecond, released in time order as the watermark passes it (from
+//!   files: at the end, since a file may be out of order); without, rows
+//!   are counted where they are made (no exchange).
+//! - q2: bids → filter; with `--out` the rows are sorted by auction at the
+//!   end (the order is known only then).
+//! - q5: bids → keyed by auction → sliding windows, bids counted
+//!   (pre-aggregated per pane and worker) → keyed by window → the hottest
+//!   auctions ([`air_operators::graph::MaxByWindowExt::max_by_window`]:
+//!   each worker sends only its own hottest to the window's owner).
+//! - q7: bids → keyed by their tumbling window → the bids at the highest
+//!   price ([`air_operators::graph::MaxBy`], pre-aggregated per worker).
+//! - q8: persons and auctions (each worker reads its shard twice, once per
+//!   side) → a window join on person id = seller whose pairs leave as soon
+//!   as both records are in ([`air_operators::graph::JoinedStreams::window_eager`]).
 //!
 //! With `--rate R [--duration S]` the generator is paced by the wall clock
 //! ([`air_operators::sources::pace`]) and every event is stamped with its
 //! wall-clock due time: the report has the generators' input lag and, for
-//! the windowed queries (q5, q7, q8), latency percentiles (q7's latency is
-//! measured from the window's last millisecond, see
-//! [`air_operators::top::TopDownstream::latency`]).
+//! the windowed queries (q5, q7, q8), latency percentiles: q5's once per
+//! window at each owner of its counts, from the newest bid of any auction
+//! of the window there
+//! ([`air_operators::graph::WindowedStream::latency_per_window`]); q7's
+//! once per window, from the window's newest bid; q8's once per pair, from
+//! the newer of its two records.
 
 use super::common::{CliError, PaceArgs, PaceStart, RuntimeArgs};
 use super::dist::Dist;
-use super::driver::{OutputArgs, Query, RankPart, WorkerFigures};
+use super::driver::{sink_window_rows, OutputArgs, Query, RankPart, RowsTo, WorkerFigures};
 use super::lagwatch::Watched;
-use air_operators::join::{run_join_job, JoinOptions, JoinSide};
+use air_operators::graph::{
+    Count, JoinExt, KeyedWindowExt, MaxBy, MaxByWindowExt, Sliding, Tumbling, Windowed,
+};
 use air_operators::sources::nexmark::{
     Auction, Bid, NexEvent, NexmarkConfig, NexmarkFileReader, NexmarkGenerator, OnBadRecord,
     Person, ReaderOptions,
 };
-use air_operators::stream::{
-    run_window_job_firing, Fire, Pipe, Source, SourcePoll, Stream, WindowOptions,
-};
-use air_operators::top::{run_stateless_job, run_top_job, StatelessUpstream, TopUpstream};
-use air_operators::window::{Aggregate, WindowSpec};
+use air_runtime::dataflow::{run_graph, Dataflow, Head, Pipe, Source, SourcePoll, Stats, Stream};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
 use std::ops::Range;
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 /// The NEXMark queries `air` runs.
@@ -352,20 +372,6 @@ impl NexSource {
     }
 }
 
-/// A fused stateless operator over NEXMark events: `f` maps an event to
-/// at most one record (a filter and a map in one).
-struct Only<F>(F);
-
-impl<T, F: FnMut(NexEvent) -> Option<T> + Send> Pipe<NexEvent> for Only<F> {
-    type Out = T;
-    #[inline(always)]
-    fn run<E: FnMut(T)>(&mut self, e: NexEvent, emit: &mut E) {
-        if let Some(x) = (self.0)(e) {
-            emit(x)
-        }
-    }
-}
-
 fn bid(e: NexEvent) -> Option<Bid> {
     match e {
         NexEvent::Bid(b) => Some(b),
@@ -470,11 +476,13 @@ impl NexmarkArgs {
     }
 }
 
-/// The sources of every worker of this rank, built on demand by worker
-/// index (each taken once).
+/// The sources of every worker of the job, built on demand by worker
+/// index (as often as asked: the graph is built more than once per
+/// worker, and q8 reads each shard twice).
 struct Sources<'a> {
     gen: NexmarkConfig,
-    pieces: std::sync::Mutex<Vec<Vec<Piece>>>,
+    /// Each worker's pieces of the input files.
+    pieces: Vec<Vec<Piece>>,
     files: bool,
     opts: ReaderOptions,
     /// Pacing and the paced job's start (`--rate`).
@@ -482,19 +490,13 @@ struct Sources<'a> {
 }
 
 impl Sources<'_> {
-    /// Worker `index` of `workers`' source; `copy` (0 or 1) asks for a
-    /// second, independent source over the same shard (the join's two
-    /// sides read the stream twice).
-    fn get(&self, index: usize, workers: usize, copy: bool) -> NexSource {
+    /// A new source over worker `index` of `workers`' shard (every call
+    /// reads the shard from its start: the same events, at the same times
+    /// when paced).
+    fn get(&self, index: usize, workers: usize) -> NexSource {
         if self.files {
-            let mut all = self.pieces.lock().unwrap_or_else(|e| e.into_inner());
-            let mine = if copy {
-                all[index].clone()
-            } else {
-                std::mem::take(&mut all[index])
-            };
             NexSource::Files {
-                pieces: mine.into_iter(),
+                pieces: self.pieces[index].clone().into_iter(),
                 current: None,
                 opts: self.opts,
                 error: None,
@@ -518,42 +520,6 @@ impl Sources<'_> {
             NexSource::Gen(NexmarkGenerator::new(&self.gen, index, workers))
         }
     }
-}
-
-/// Figures common to the per-worker report of every query shape.
-fn figures(
-    dist: &Dist,
-    placement: &[air_runtime::WorkerPlacement],
-    channels: &[air_runtime::ChannelMetrics],
-    events: &[u64],
-    late: &[u64],
-    lags: &[Option<f64>],
-) -> Vec<WorkerFigures> {
-    let w = placement.len();
-    (0..w)
-        .map(|i| WorkerFigures {
-            worker: dist.rank() * w + i,
-            rank: dist.rank(),
-            placement: placement[i].clone(),
-            events: events[i],
-            late_records: late[i],
-            input_lag_max_ms: lags[i],
-            channels: channels[i].clone(),
-            extra: Default::default(),
-        })
-        .collect()
-}
-
-fn input_outcome<'a>(sources: impl Iterator<Item = &'a NexSource>) -> (Option<String>, u64) {
-    let mut err = None;
-    let mut skipped = 0;
-    for s in sources {
-        skipped += s.skipped();
-        if err.is_none() {
-            err = s.error().map(str::to_string);
-        }
-    }
-    (err, skipped)
 }
 
 impl Query for NexmarkArgs {
@@ -609,9 +575,18 @@ impl Query for NexmarkArgs {
                  {MAX_WINDOWS_PER_EVENT} windows; use a larger slide"
             ));
         }
-        if matches!(self.query, NexQuery::Q1 | NexQuery::Q2) && self.output.out.is_some() {
-            // The rows are kept to be sorted and written: ~100 bytes per row
-            // at the peak. Refuse what cannot fit rather than abort later.
+        let held = match self.query {
+            // Q2's order (by auction) is known only at the end, and so is
+            // Q1's for a file (it may be out of order); Q1 from the
+            // generator streams its rows in time order.
+            NexQuery::Q2 => true,
+            NexQuery::Q1 => self.files(),
+            _ => false,
+        };
+        if held && self.output.out.is_some() && !self.output.out_per_rank {
+            // The rows are kept by the writer to be sorted: ~100 bytes per
+            // row at the peak. Refuse what cannot fit rather than abort
+            // later.
             let events = if self.files() {
                 let bytes: u64 = self
                     .input
@@ -660,298 +635,152 @@ impl Query for NexmarkArgs {
         Ok(())
     }
 
+    fn streams(&self) -> bool {
+        true
+    }
+
     fn run_rank(&self, dist: &Dist) -> Result<RankPart<NexRow>, CliError> {
-        let mut cfg = self.runtime.job_config();
-        dist.configure(&mut cfg, self.runtime.force_network);
-        let total = cfg.workers * dist.ranks();
-        let mut gen = self.gen.config(DEFAULT_EVENTS);
-        gen.events = self.pace.events(self.gen.events, DEFAULT_EVENTS);
-        let sources = Sources {
-            gen,
-            pieces: std::sync::Mutex::new(self.pieces(total)?),
-            files: self.files(),
-            opts: self.reader_options(),
-            paced: self.pace.start().map(|at| (&self.pace, at)),
-        };
-        let lags = |s: &mut dyn Iterator<Item = &NexSource>| -> Vec<Option<f64>> {
-            s.map(NexSource::input_lag_max_ms).collect()
-        };
-        let latency = |h: &air_runtime::metrics::Histogram<u64>| {
-            if self.pace.paced() {
-                air_runtime::metrics::histogram_pairs(h)
-            } else {
-                Vec::new()
-            }
-        };
-        let start = Instant::now();
-        let rt = |e: air_runtime::RuntimeError| CliError::Other(e.into());
-        let wopts = WindowOptions {
-            max_delay_ms: self.max_delay(),
-            ..WindowOptions::default()
-        };
-        let mut part = match self.query {
-            NexQuery::Q1 | NexQuery::Q2 => {
-                let keep = self.output.out.is_some();
-                let q1 = self.query == NexQuery::Q1;
-                let out = if q1 {
-                    run_stateless_job(&cfg, |i| {
-                        StatelessUpstream::new(
-                            sources.get(i.index, i.workers, false),
-                            Only(q1_map),
-                            keep,
-                        )
-                    })
-                } else {
-                    run_stateless_job(&cfg, |i| {
-                        StatelessUpstream::new(
-                            sources.get(i.index, i.workers, false),
-                            Only(q2_filter),
-                            keep,
-                        )
-                    })
-                }
-                .map_err(rt)?;
-                let rows = out
-                    .kept
-                    .iter()
-                    .flatten()
-                    .map(|b| {
-                        if q1 {
-                            NexRow::Q1 {
-                                date_time_ms: b.date_time,
-                                auction: b.auction,
-                                bidder: b.bidder,
-                                price: b.price,
-                            }
-                        } else {
-                            NexRow::Q2 {
-                                auction: b.auction,
-                                price: b.price,
-                            }
-                        }
-                    })
-                    .collect();
-                let events: Vec<u64> = out.counts.iter().map(|c| c.0).collect();
-                let produced: u64 = out.counts.iter().map(|c| c.1).sum();
-                let (input_error, skipped) = input_outcome(out.sources.iter());
-                RankPart {
-                    rows,
-                    per_worker: figures(
-                        dist,
-                        &out.placement,
-                        &out.channels,
-                        &events,
-                        &vec![0; events.len()],
-                        &lags(&mut out.sources.iter()),
-                    ),
-                    latency: Vec::new(),
-                    elapsed_s: out.elapsed.as_secs_f64(),
-                    late_partials: 0,
-                    input_error,
-                    skipped,
-                    uncollected_rows: if keep { 0 } else { produced },
-                    counters: Default::default(),
-                    stopped: false,
-                    unfired_windows: 0,
-                    peak_rss_bytes: 0,
-                    extra: Default::default(),
-                }
-            }
-            NexQuery::Q5 => {
-                let out = run_window_job_firing(
-                    &cfg,
-                    WindowSpec::sliding(self.window(), self.slide()),
-                    Aggregate::Count,
-                    Fire::TopCountPerWindow,
-                    |i| {
-                        Stream::source(sources.get(i.index, i.workers, false))
-                            .pipe(Only(bid))
-                            .key_by(|b: &Bid| b.auction)
-                            .window(|b| b.date_time, |_| 1, wopts)
+        // Rows counted, not kept: the driver streams them
+        // (`run_rank_streaming`).
+        self.run_rank_streaming(dist, &RowsTo::Nowhere)
+    }
+
+    fn run_rank_streaming(&self, dist: &Dist, to: &RowsTo) -> Result<RankPart<NexRow>, CliError> {
+        let (size, slide, delay) = (self.window(), self.slide(), self.max_delay());
+        let header = self.header();
+        let h = &header;
+        match self.query {
+            // Every bid, price in euros; with --out in the order of the
+            // time (sorted per millisecond as the watermark passes it).
+            NexQuery::Q1 if self.files() => self.run_graph(dist, |df, shard| {
+                // A file may be out of order: no watermark before its end
+                // (rows sorted at the end, none dropped as late).
+                let bids = df.source(shard.read()).flat_map(q1_map);
+                q1_rows(bids, h, to);
+            }),
+            NexQuery::Q1 => self.run_graph(dist, |df, shard| {
+                // Each worker's generated times never decrease.
+                let bids = df
+                    .source(shard.read())
+                    .flat_map(q1_map)
+                    .event_time(|b: &Bid| b.date_time, 0);
+                q1_rows(bids, h, to);
+            }),
+            // Bids on every 123rd auction, sorted by auction: written at
+            // the end.
+            NexQuery::Q2 => self.run_graph(dist, |df, shard| {
+                let bids = df.source(shard.read()).flat_map(q2_filter);
+                bid_rows(
+                    bids,
+                    |_| u64::MAX,
+                    |r| (r.value.auction, r.value.price),
+                    |r| Q2Csv {
+                        auction: r.value.auction,
+                        price: r.value.price,
                     },
-                )
-                .map_err(rt)?;
-                let (input_error, skipped) = input_outcome(out.sources.iter());
-                let counts: Vec<NexRow> = out
-                    .results
-                    .iter()
-                    .map(|r| NexRow::Q5 {
-                        window_start_ms: r.window_start,
+                    h,
+                    to,
+                );
+            }),
+            // Hot items: bids per auction and sliding window, the hottest
+            // auctions of each window (ties all kept).
+            NexQuery::Q5 => self.run_graph(dist, |df, shard| {
+                let hottest = df
+                    .source(shard.read())
+                    .flat_map(bid)
+                    .event_time(|b: &Bid| b.date_time, delay)
+                    .key_by(|b: &Bid| b.auction)
+                    .window(Sliding::ms(size, slide), |b: &Bid| b.date_time)
+                    .latency_per_window()
+                    .aggregate(Count)
+                    .key_by(|r: &Windowed<u64, u64>| r.start)
+                    .max_by_window(|r: &Windowed<u64, u64>| r.value);
+                sink_window_rows(
+                    hottest,
+                    |r| r.key,
+                    |r| Q5Csv {
+                        window_start_ms: r.start,
+                        window_end_ms: r.end,
                         auction: r.key,
-                        bids: r.state.count,
-                    })
-                    .collect();
-                let mut per_worker = super::driver::worker_figures(&out, dist);
-                for (f, lag) in per_worker.iter_mut().zip(lags(&mut out.sources.iter())) {
-                    f.input_lag_max_ms = lag;
-                }
-                RankPart {
-                    rows: q5_top(&counts),
-                    per_worker,
-                    latency: latency(&out.latency_hist),
-                    elapsed_s: out.elapsed.as_secs_f64(),
-                    late_partials: out.late_partials,
-                    input_error,
-                    skipped,
-                    uncollected_rows: 0,
-                    counters: Default::default(),
-                    stopped: false,
-                    unfired_windows: out.unfired_windows,
-                    peak_rss_bytes: 0,
-                    extra: Default::default(),
-                }
-            }
-            NexQuery::Q7 => {
-                let size = self.window();
-                let out = run_top_job(&cfg, size, |i| {
-                    TopUpstream::new(
-                        sources.get(i.index, i.workers, false),
-                        Only(bid),
-                        |b: &Bid| b.date_time,
-                        |b: &Bid| b.price,
-                        size,
-                        self.max_delay(),
-                    )
-                })
-                .map_err(rt)?;
-                let mut rows = Vec::new();
-                for r in &out.results {
-                    for b in &r.items {
-                        rows.push(NexRow::Q7 {
-                            window_start_ms: r.window_start,
-                            auction: b.auction,
-                            bidder: b.bidder,
-                            date_time_ms: b.date_time,
-                            price: b.price,
-                        });
-                    }
-                }
-                let events: Vec<u64> = out.upstream.iter().map(|c| c.source_records).collect();
-                let late: Vec<u64> = out.upstream.iter().map(|c| c.late_records).collect();
-                let (input_error, skipped) = input_outcome(out.sources.iter());
-                RankPart {
-                    rows,
-                    per_worker: figures(
-                        dist,
-                        &out.placement,
-                        &out.channels,
-                        &events,
-                        &late,
-                        &lags(&mut out.sources.iter()),
-                    ),
-                    latency: latency(&out.latency_hist),
-                    elapsed_s: out.elapsed.as_secs_f64(),
-                    late_partials: out.late_partials,
-                    input_error,
-                    skipped,
-                    uncollected_rows: 0,
-                    counters: Default::default(),
-                    stopped: false,
-                    unfired_windows: out.unfired_windows,
-                    peak_rss_bytes: 0,
-                    extra: Default::default(),
-                }
-            }
-            NexQuery::Q8 => {
-                let opts = JoinOptions {
-                    max_delay_ms: self.max_delay(),
-                    ..JoinOptions::default()
-                };
-                let out = run_join_job(&cfg, WindowSpec::tumbling(self.window()), |i| {
-                    JoinSide::with_pipe(
-                        sources.get(i.index, i.workers, true),
-                        Only(person),
-                        |p: &Person| p.id,
+                        bids: r.value,
+                    },
+                    h,
+                    to,
+                );
+            }),
+            // Highest bid: per tumbling window, the bids at its highest
+            // price (each worker keeps its own before the exchange).
+            NexQuery::Q7 => self.run_graph(dist, |df, shard| {
+                let highest = df
+                    .source(shard.read())
+                    .flat_map(bid)
+                    .event_time(|b: &Bid| b.date_time, delay)
+                    .key_by(move |b: &Bid| b.date_time / size)
+                    .window(Tumbling::ms(size), |b: &Bid| b.date_time)
+                    .aggregate(MaxBy::of(|b: &Bid| b.price))
+                    .flat_map(|r| {
+                        let (start, end) = (r.start, r.end);
+                        r.value.into_iter().map(move |b| Windowed {
+                            start,
+                            end,
+                            key: (),
+                            value: b,
+                        })
+                    });
+                sink_window_rows(
+                    highest,
+                    |r: &Windowed<(), Bid>| (r.value.auction, r.value.bidder, r.value.date_time),
+                    |r| Q7Csv {
+                        window_start_ms: r.start,
+                        window_end_ms: r.end,
+                        auction: r.value.auction,
+                        bidder: r.value.bidder,
+                        price: r.value.price,
+                        date_time_ms: r.value.date_time,
+                    },
+                    h,
+                    to,
+                );
+            }),
+            // New users: persons who opened an auction in the window they
+            // joined (each worker reads its shard twice, once per side;
+            // every event moves each side's watermark).
+            NexQuery::Q8 => self.run_graph(dist, |df, shard| {
+                let persons = df
+                    .source(shard.read())
+                    .event_time(NexEvent::date_time, delay)
+                    .flat_map(person);
+                let auctions = df
+                    .source(shard.read_again())
+                    .event_time(NexEvent::date_time, delay)
+                    .flat_map(auction);
+                let pairs = persons
+                    .key_by(|p: &Person| p.id)
+                    .join(auctions.key_by(|a: &Auction| a.seller))
+                    .window_eager(
+                        Tumbling::ms(size),
                         |p: &Person| p.date_time,
-                    )
-                    .with_source_time(NexEvent::date_time)
-                    .join(
-                        JoinSide::with_pipe(
-                            sources.get(i.index, i.workers, false),
-                            Only(auction),
-                            |a: &Auction| a.seller,
-                            |a: &Auction| a.date_time,
-                        )
-                        .with_source_time(NexEvent::date_time),
-                        opts,
-                    )
-                })
-                .map_err(rt)?;
-                if out.join.late_left + out.join.late_right != 0 {
-                    return Err(CliError::Other(anyhow::anyhow!(
-                        "internal error: join records arrived after their window closed"
-                    )));
-                }
-                let rows = out
-                    .results
-                    .iter()
-                    .map(|m| NexRow::Q8 {
-                        window_start_ms: m.window_start,
-                        person_id: m.left.id,
-                        auction_id: m.right.id,
-                        name: m.left.name.as_str().to_string(),
-                        reserve: m.right.reserve,
-                    })
-                    .collect();
-                // The join reads the stream twice (once per side): count
-                // each event once (the auction side's reads).
-                let events: Vec<u64> = out
-                    .upstream
-                    .iter()
-                    .map(|c| c.right.source_records)
-                    .collect();
-                let late: Vec<u64> = out
-                    .upstream
-                    .iter()
-                    .map(|c| c.left.late_records + c.right.late_records)
-                    .collect();
-                let (input_error, skipped) =
-                    input_outcome(out.sources.iter().flat_map(|(l, r)| [l, r]));
-                // Both sides read the same paced events: the worker's lag is
-                // the larger of the two.
-                let side_lags: Vec<Option<f64>> = out
-                    .sources
-                    .iter()
-                    .map(|(l, r)| {
-                        l.input_lag_max_ms()
-                            .into_iter()
-                            .chain(r.input_lag_max_ms())
-                            .reduce(f64::max)
-                    })
-                    .collect();
-                RankPart {
-                    rows,
-                    per_worker: figures(
-                        dist,
-                        &out.placement,
-                        &out.channels,
-                        &events,
-                        &late,
-                        &side_lags,
-                    ),
-                    latency: latency(&out.latency_hist),
-                    elapsed_s: out.elapsed.as_secs_f64(),
-                    late_partials: 0,
-                    input_error,
-                    skipped: skipped / 2,
-                    uncollected_rows: 0,
-                    counters: Default::default(),
-                    stopped: false,
-                    unfired_windows: out.unfired_windows,
-                    peak_rss_bytes: 0,
-                    extra: Default::default(),
-                }
-            }
-        };
-        // Wall time of this rank's job, setup included (as YSB reports it).
-        part.elapsed_s = part.elapsed_s.max(start.elapsed().as_secs_f64());
-        Ok(part)
+                        |a: &Auction| a.date_time,
+                    );
+                sink_window_rows(
+                    pairs,
+                    |j| (j.key, j.right.id),
+                    |j| Q8Csv {
+                        window_start_ms: j.start,
+                        person_id: j.key,
+                        name: j.left.name.as_str().to_string(),
+                        auction_id: j.right.id,
+                        reserve: j.right.reserve,
+                    },
+                    h,
+                    to,
+                );
+            }),
+        }
     }
 
     fn finish(&self, mut rows: Vec<NexRow>) -> Vec<NexRow> {
-        if self.query == NexQuery::Q5 {
-            rows = q5_top(&rows);
-        }
+        // Rows are streamed (none come back); kept for the trait's sake.
         rows.sort_unstable();
         rows
     }
@@ -1066,39 +895,6 @@ impl Query for NexmarkArgs {
     }
 }
 
-/// Q5's last step: per window, the auction(s) with the most bids (ties all
-/// kept). Each (window, auction) count is final at exactly one worker, so
-/// the top of the workers' (or ranks') local tops is the global top: each
-/// rank reduces its rows with this, and rank 0 reduces the reductions.
-fn q5_top(rows: &[NexRow]) -> Vec<NexRow> {
-    let mut best: BTreeMap<u64, (u64, Vec<u64>)> = BTreeMap::new();
-    for r in rows {
-        if let NexRow::Q5 {
-            window_start_ms,
-            auction,
-            bids,
-        } = *r
-        {
-            let e = best.entry(window_start_ms).or_insert((bids, Vec::new()));
-            if bids > e.0 {
-                *e = (bids, Vec::new());
-            }
-            if bids == e.0 {
-                e.1.push(auction);
-            }
-        }
-    }
-    best.into_iter()
-        .flat_map(|(w, (bids, auctions))| {
-            auctions.into_iter().map(move |auction| NexRow::Q5 {
-                window_start_ms: w,
-                auction,
-                bids,
-            })
-        })
-        .collect()
-}
-
 /// `air gen nexmark`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct GenNexmarkArgs {
@@ -1124,4 +920,261 @@ pub fn gen(args: &GenNexmarkArgs) -> Result<(), CliError> {
     })?;
     eprintln!("wrote {n} events to {}", args.out.display());
     Ok(())
+}
+
+/// A q1 CSV row (the columns of [`COLUMNS_HELP`]).
+#[derive(Serialize)]
+struct Q1Csv {
+    auction: u64,
+    bidder: u64,
+    price: u64,
+    date_time_ms: u64,
+}
+
+/// A q2 CSV row.
+#[derive(Serialize)]
+struct Q2Csv {
+    auction: u64,
+    price: u64,
+}
+
+/// A q5 CSV row.
+#[derive(Serialize)]
+struct Q5Csv {
+    window_start_ms: u64,
+    window_end_ms: u64,
+    auction: u64,
+    bids: u64,
+}
+
+/// A q7 CSV row.
+#[derive(Serialize)]
+struct Q7Csv {
+    window_start_ms: u64,
+    window_end_ms: u64,
+    auction: u64,
+    bidder: u64,
+    price: u64,
+    date_time_ms: u64,
+}
+
+/// A q8 CSV row.
+#[derive(Serialize)]
+struct Q8Csv {
+    window_start_ms: u64,
+    person_id: u64,
+    name: String,
+    auction_id: u64,
+    reserve: u64,
+}
+
+/// Q1's rows: with an output, each bid as a row of the millisecond it
+/// happened in, so the writer releases them in time order (sorted within a
+/// millisecond) as the watermark passes; without, counted where they are
+/// made.
+fn q1_rows<H, P>(bids: Stream<H, P>, header: &[&str], to: &RowsTo)
+where
+    H: Head,
+    P: Pipe<H::Out, Out = Bid>,
+{
+    bid_rows(
+        bids,
+        |b| b.date_time.saturating_add(1),
+        |r| {
+            let b = &r.value;
+            (b.date_time, b.auction, b.bidder, b.price)
+        },
+        |r| Q1Csv {
+            auction: r.value.auction,
+            bidder: r.value.bidder,
+            price: r.value.price,
+            date_time_ms: r.value.date_time,
+        },
+        header,
+        to,
+    );
+}
+
+/// Ends a graph of bids (q1, q2): with an output, each bid becomes a row
+/// of a "window" ending at `end(bid)` (ms; `u64::MAX`: at the end of the
+/// stream), released sorted by `sort` once the watermark passes that end
+/// ([`sink_window_rows`]); without, the rows are only counted, at the
+/// worker that made them (a stateless query crosses no exchange).
+fn bid_rows<H, P, EF, S, SF, R, RF>(
+    bids: Stream<H, P>,
+    end: EF,
+    sort: SF,
+    row: RF,
+    header: &[&str],
+    to: &RowsTo,
+) where
+    H: Head,
+    P: Pipe<H::Out, Out = Bid>,
+    EF: Fn(&Bid) -> u64 + 'static,
+    S: Ord + 'static,
+    SF: Fn(&Windowed<(), Bid>) -> S + 'static,
+    R: Serialize + 'static,
+    RF: FnMut(Windowed<(), Bid>) -> R + 'static,
+{
+    match to {
+        RowsTo::Nowhere => {
+            bids.for_each(|_| {});
+        }
+        _ => {
+            let rows = bids.map(move |b| Windowed {
+                start: 0,
+                end: end(&b),
+                key: (),
+                value: b,
+            });
+            sink_window_rows(rows, sort, row, header, to);
+        }
+    }
+}
+
+/// A worker's source on the graph API: its input error, skipped records
+/// and input lag are reported at the end (the error into `error`, shared
+/// with the driver, so the rows read before it are still written).
+struct GraphSource {
+    src: NexSource,
+    error: Arc<Mutex<Option<String>>>,
+    /// Counts its events and skipped records (q8's second read of the
+    /// shard does not).
+    counted: bool,
+    events: u64,
+}
+
+impl Source for GraphSource {
+    type Item = NexEvent;
+    #[inline]
+    fn poll(&mut self, buf: &mut Vec<NexEvent>, max: usize) -> SourcePoll {
+        let p = self.src.poll(buf, max);
+        self.events += buf.len() as u64;
+        p
+    }
+    fn report(&mut self, stats: &mut Stats) {
+        if self.counted {
+            stats.add("nexmark_events", self.events);
+            stats.add("skipped_records", self.src.skipped());
+        }
+        if let Some(lag) = self.src.input_lag_max_ms() {
+            // µs: maxima are integers.
+            stats.max("input_lag_max_us", (lag * 1000.0).round() as u64);
+        }
+        if let Some(e) = self.src.error() {
+            let mut g = self.error.lock().unwrap_or_else(|e| e.into_inner());
+            if g.is_none() {
+                *g = Some(e.to_string());
+            }
+        }
+    }
+}
+
+/// One worker's shard of the input, as graph sources.
+struct Shard<'a> {
+    sources: &'a Sources<'a>,
+    error: &'a Arc<Mutex<Option<String>>>,
+    index: usize,
+    workers: usize,
+}
+
+impl Shard<'_> {
+    /// The shard's events.
+    fn read(&self) -> GraphSource {
+        self.source(true)
+    }
+
+    /// The same events again, not counted (the second side of a join).
+    fn read_again(&self) -> GraphSource {
+        self.source(false)
+    }
+
+    fn source(&self, counted: bool) -> GraphSource {
+        GraphSource {
+            src: self.sources.get(self.index, self.workers),
+            error: self.error.clone(),
+            counted,
+            events: 0,
+        }
+    }
+}
+
+impl NexmarkArgs {
+    /// Runs the graph `build` makes on every worker of this rank (`build`
+    /// gets the worker's shard of the input) and reports this rank's part:
+    /// rows written where the graph's sink put them and counted.
+    fn run_graph<B>(&self, dist: &Dist, build: B) -> Result<RankPart<NexRow>, CliError>
+    where
+        B: Fn(&Dataflow, &Shard<'_>) + Sync,
+    {
+        let mut cfg = self.runtime.job_config();
+        dist.configure(&mut cfg, self.runtime.force_network);
+        let total = cfg.workers * dist.ranks();
+        let mut gen = self.gen.config(DEFAULT_EVENTS);
+        gen.events = self.pace.events(self.gen.events, DEFAULT_EVENTS);
+        let sources = Sources {
+            gen,
+            pieces: self.pieces(total)?,
+            files: self.files(),
+            opts: self.reader_options(),
+            paced: self.pace.start().map(|at| (&self.pace, at)),
+        };
+        let error = Arc::new(Mutex::new(None::<String>));
+        let start = Instant::now();
+        let out = run_graph(&cfg, |df| {
+            let shard = Shard {
+                sources: &sources,
+                error: &error,
+                index: df.index(),
+                workers: df.workers(),
+            };
+            build(df, &shard)
+        })
+        .map_err(|e| CliError::Other(e.into()))?;
+        let elapsed = start.elapsed().max(out.elapsed);
+        // q8 reads each shard twice, and both reads judge the same events
+        // late (one watermark rule over one sequence): count them once.
+        let reads = if self.query == NexQuery::Q8 { 2 } else { 1 };
+        let per_worker = out
+            .workers
+            .iter()
+            .map(|wr| WorkerFigures {
+                worker: wr.index,
+                rank: dist.rank(),
+                placement: wr.placement.clone(),
+                events: wr.stats.get("nexmark_events"),
+                late_records: wr.stats.get("late_records") / reads,
+                input_lag_max_ms: wr
+                    .stats
+                    .get_max("input_lag_max_us")
+                    .map(|us| us as f64 / 1000.0),
+                channels: wr.channels.clone(),
+                extra: Default::default(),
+            })
+            .collect();
+        let st = &out.stats;
+        let input_error = error.lock().unwrap_or_else(|e| e.into_inner()).take();
+        Ok(RankPart {
+            rows: Vec::new(),
+            per_worker,
+            latency: if self.wallclock() {
+                air_runtime::metrics::histogram_pairs(&st.latency)
+            } else {
+                Vec::new()
+            },
+            elapsed_s: elapsed.as_secs_f64(),
+            late_partials: st.get("late_partials"),
+            input_error,
+            skipped: st.get("skipped_records"),
+            // Written (or counted) by the sinks as they came.
+            uncollected_rows: st.get("sink_rows"),
+            counters: Default::default(),
+            stopped: out.stopped,
+            // Windows still open at a stop, at their owners (and fired
+            // windows the writer had not released yet).
+            unfired_windows: st.get("unfired_windows") + st.get("unfired_collected_windows"),
+            peak_rss_bytes: 0,
+            extra: Default::default(),
+        })
+    }
 }

@@ -1,7 +1,7 @@
 //! Aggregate functions in the shape of Flink's `AggregateFunction`
 //! (create an accumulator, add a record, merge two accumulators, get the
 //! result), and the built-ins: [`Count`], [`Sum`], [`Min`], [`Max`],
-//! [`Mean`], [`DistinctCount`], [`TopN`]. A tuple of aggregates is an
+//! [`Mean`], [`DistinctCount`], [`TopN`], [`MaxBy`]. A tuple of aggregates is an
 //! aggregate whose result is the tuple of results.
 //!
 //! ```
@@ -406,6 +406,84 @@ where
         let mut v = acc.clone();
         self.keep(&mut v);
         v
+    }
+}
+
+/// Every record with the largest `score` (ties all kept, in the order they
+/// were added and merged): e.g. NEXMark's highest bid of a window, every
+/// bid at that price. The accumulator holds only the current best records.
+///
+/// ```
+/// use air_operators::graph::{AggregateFunction, MaxBy};
+/// let agg = MaxBy::of(|x: &(u32, char)| x.0);
+/// let mut a = agg.create();
+/// for x in [(3, 'a'), (5, 'b'), (1, 'c')] {
+///     agg.add(&mut a, &x);
+/// }
+/// let mut b = agg.create();
+/// agg.add(&mut b, &(5, 'd'));
+/// agg.merge(&mut a, b);
+/// assert_eq!(agg.result(&a), [(5, 'b'), (5, 'd')]);
+/// ```
+pub struct MaxBy<In, S, F> {
+    score: F,
+    _t: PhantomData<fn(&In) -> S>,
+}
+
+impl<In, S, F: Clone> Clone for MaxBy<In, S, F> {
+    fn clone(&self) -> Self {
+        MaxBy {
+            score: self.score.clone(),
+            _t: PhantomData,
+        }
+    }
+}
+
+impl<In, S: Ord, F: Fn(&In) -> S + Clone + 'static> MaxBy<In, S, F> {
+    /// The records with the largest `score`.
+    pub fn of(score: F) -> Self {
+        MaxBy {
+            score,
+            _t: PhantomData,
+        }
+    }
+}
+
+impl<In, S, F> AggregateFunction<In> for MaxBy<In, S, F>
+where
+    In: Record,
+    Vec<In>: Record,
+    S: Ord + 'static,
+    F: Fn(&In) -> S + Clone + 'static,
+{
+    type Acc = Vec<In>;
+    type Out = Vec<In>;
+    fn create(&self) -> Vec<In> {
+        Vec::new()
+    }
+    #[inline]
+    fn add(&self, acc: &mut Vec<In>, x: &In) {
+        match acc.first().map(|m| (self.score)(m).cmp(&(self.score)(x))) {
+            Some(std::cmp::Ordering::Greater) => {}
+            Some(std::cmp::Ordering::Equal) => acc.push(x.clone()),
+            _ => {
+                acc.clear();
+                acc.push(x.clone());
+            }
+        }
+    }
+    fn merge(&self, acc: &mut Vec<In>, other: Vec<In>) {
+        let Some(o) = other.first() else {
+            return;
+        };
+        match acc.first().map(|m| (self.score)(m).cmp(&(self.score)(o))) {
+            Some(std::cmp::Ordering::Greater) => {}
+            Some(std::cmp::Ordering::Equal) => acc.extend(other),
+            _ => *acc = other,
+        }
+    }
+    fn result(&self, acc: &Vec<In>) -> Vec<In> {
+        acc.clone()
     }
 }
 

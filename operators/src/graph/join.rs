@@ -132,13 +132,51 @@ where
     /// Every pair (left, right) with one key in one window of `windows`
     /// (event times `time_left`, `time_right`, ms), emitted at the key's
     /// owner when the watermark (the minimum of both sides') passes the
-    /// window's end.
+    /// window's end. Latency (the report's): emit time − the newer of the
+    /// pair's two event times, one sample per pair.
     #[allow(clippy::type_complexity)]
     pub fn window<TL, TR>(
         self,
         windows: Windows,
         time_left: TL,
         time_right: TR,
+    ) -> JoinOut<WindowJoin<K, P1::Out, P2::Out, KF1, KF2, TL, TR>>
+    where
+        TL: Fn(&P1::Out) -> u64 + 'static,
+        TR: Fn(&P2::Out) -> u64 + 'static,
+    {
+        self.window_join(windows, time_left, time_right, false)
+    }
+
+    /// The pairs of [`JoinedStreams::window`], each emitted as soon as its
+    /// second record arrives at the key's owner instead of when the window
+    /// closes (a symmetric hash join: each record is stored in its side's
+    /// table of its window and key and probed against the other side's).
+    /// The same pairs, earlier: a pair's latency is the time its second
+    /// record took to arrive. Records are kept until the watermark passes
+    /// their window's end; a record for a window that closed is late
+    /// (dropped, counted).
+    #[allow(clippy::type_complexity)]
+    pub fn window_eager<TL, TR>(
+        self,
+        windows: Windows,
+        time_left: TL,
+        time_right: TR,
+    ) -> JoinOut<WindowJoin<K, P1::Out, P2::Out, KF1, KF2, TL, TR>>
+    where
+        TL: Fn(&P1::Out) -> u64 + 'static,
+        TR: Fn(&P2::Out) -> u64 + 'static,
+    {
+        self.window_join(windows, time_left, time_right, true)
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn window_join<TL, TR>(
+        self,
+        windows: Windows,
+        time_left: TL,
+        time_right: TR,
+        eager: bool,
     ) -> JoinOut<WindowJoin<K, P1::Out, P2::Out, KF1, KF2, TL, TR>>
     where
         TL: Fn(&P1::Out) -> u64 + 'static,
@@ -160,6 +198,8 @@ where
                 late: 0,
                 pairs: 0,
                 unfired: 0,
+                eager,
+                latency: air_runtime::metrics::latency_histogram(),
             },
         )
     }
@@ -214,6 +254,29 @@ pub struct WindowJoin<K, A, B, KF1, KF2, TL, TR> {
     late: u64,
     pairs: u64,
     unfired: u64,
+    /// Pairs emitted as their second record arrives, not at the window's end.
+    eager: bool,
+    /// Emit time − the newer event time of each pair, ms.
+    latency: air_runtime::metrics::Histogram<u64>,
+}
+
+impl<K, A, B, KF1, KF2, TL, TR> WindowJoin<K, A, B, KF1, KF2, TL, TR> {
+    /// Records the latency of pairs whose newer event times are `newest`.
+    fn record_latency(&mut self, newest: &[u64]) {
+        if newest.is_empty() {
+            return;
+        }
+        let now = crate::stream::now_ms();
+        let lat = &mut self.latency;
+        for &t in newest {
+            let _ = lat.record(now.saturating_sub(t));
+        }
+        air_runtime::timeline::record_latency(|h| {
+            for &t in newest {
+                let _ = h.record(now.saturating_sub(t));
+            }
+        });
+    }
 }
 
 impl<K, A, B, KF1, KF2, TL, TR> Operator2 for WindowJoin<K, A, B, KF1, KF2, TL, TR>
@@ -230,52 +293,99 @@ where
     type In2 = B;
     type Out = Joined<K, A, B>;
 
-    fn on_batch1<E: FnMut(Self::Out)>(&mut self, items: &[<A as ExchangeData>::Item], _: &mut E) {
+    fn on_batch1<E: FnMut(Self::Out)>(
+        &mut self,
+        items: &[<A as ExchangeData>::Item],
+        emit: &mut E,
+    ) {
         let size = self.windows.size();
+        let mut newest = Vec::new();
         for x in items {
             let a = A::from_archived(x);
             let (k, t) = ((self.key.0)(&a), (self.time.0)(&a));
             let (open, fired, late) = (&mut self.open, self.fired, &mut self.late);
+            let (eager, time_r, pairs) = (self.eager, &self.time.1, &mut self.pairs);
             self.windows.assign(t, |s| {
                 if s.saturating_add(size) <= fired {
                     *late += 1;
                 } else {
                     let e = open.entry(s).or_default().entry(k.clone()).or_default();
+                    if eager {
+                        for b in &e.1 {
+                            *pairs += 1;
+                            newest.push(t.max(time_r(b)));
+                            emit(Joined {
+                                start: s,
+                                end: s.saturating_add(size),
+                                key: k.clone(),
+                                left: a.clone(),
+                                right: b.clone(),
+                            });
+                        }
+                    }
                     e.0.push(a.clone());
                 }
             });
         }
+        self.record_latency(&newest);
     }
 
-    fn on_batch2<E: FnMut(Self::Out)>(&mut self, items: &[<B as ExchangeData>::Item], _: &mut E) {
+    fn on_batch2<E: FnMut(Self::Out)>(
+        &mut self,
+        items: &[<B as ExchangeData>::Item],
+        emit: &mut E,
+    ) {
         let size = self.windows.size();
+        let mut newest = Vec::new();
         for x in items {
             let b = B::from_archived(x);
             let (k, t) = ((self.key.1)(&b), (self.time.1)(&b));
             let (open, fired, late) = (&mut self.open, self.fired, &mut self.late);
+            let (eager, time_l, pairs) = (self.eager, &self.time.0, &mut self.pairs);
             self.windows.assign(t, |s| {
                 if s.saturating_add(size) <= fired {
                     *late += 1;
                 } else {
                     let e = open.entry(s).or_default().entry(k.clone()).or_default();
+                    if eager {
+                        for a in &e.0 {
+                            *pairs += 1;
+                            newest.push(t.max(time_l(a)));
+                            emit(Joined {
+                                start: s,
+                                end: s.saturating_add(size),
+                                key: k.clone(),
+                                left: a.clone(),
+                                right: b.clone(),
+                            });
+                        }
+                    }
                     e.1.push(b.clone());
                 }
             });
         }
+        self.record_latency(&newest);
     }
 
     fn on_watermark<E: FnMut(Self::Out)>(&mut self, wm: u64, emit: &mut E) {
         self.fired = self.fired.max(wm);
         let size = self.windows.size();
+        let mut newest = Vec::new();
         while let Some(entry) = self.open.first_entry() {
             let start = *entry.key();
             if start.saturating_add(size) > wm {
                 break;
             }
-            for (key, (ls, rs)) in entry.remove() {
+            let closed = entry.remove();
+            if self.eager {
+                // Every pair went out when its second record came.
+                continue;
+            }
+            for (key, (ls, rs)) in closed {
                 for l in &ls {
                     for r in &rs {
                         self.pairs += 1;
+                        newest.push((self.time.0)(l).max((self.time.1)(r)));
                         emit(Joined {
                             start,
                             end: start.saturating_add(size),
@@ -287,6 +397,7 @@ where
                 }
             }
         }
+        self.record_latency(&newest);
     }
 
     fn on_end<E: FnMut(Self::Out)>(&mut self, final_wm: u64, emit: &mut E) {
@@ -298,6 +409,7 @@ where
         stats.add("join_pairs", self.pairs);
         stats.add("late_records", self.late);
         stats.add("unfired_windows", self.unfired);
+        let _ = stats.latency.add(&self.latency);
     }
 }
 

@@ -12,7 +12,9 @@ pub mod source;
 pub mod top;
 pub mod window;
 
-pub use aggregate::{AggregateFunction, Count, DistinctCount, Max, Mean, Min, Number, Sum, TopN};
+pub use aggregate::{
+    AggregateFunction, Count, DistinctCount, Max, MaxBy, Mean, Min, Number, Sum, TopN,
+};
 pub use join::{IntervalJoin, JoinExt, Joined, JoinedStreams, WindowJoin};
 pub use process::{
     process_fn, KeyedProcess, KeyedProcessExt, KeyedProcessFunction, NoTimer, ProcessCx, ProcessFn,
@@ -20,7 +22,7 @@ pub use process::{
 };
 pub use sink::{Csv, JsonLines};
 pub use source::CsvSource;
-pub use top::{ByKey, CollectByWindowExt, MaxByWindowExt, Score, TopNExt, WindowTopN};
+pub use top::{ByKey, CollectByWindowExt, LocalTop, MaxByWindowExt, Score, TopNExt, WindowTopN};
 pub use window::{
     Dense, DenseKey, DenseMap, Hashed, KeyMap, KeyedWindowExt, MapKind, Partial, Sliding, Tumbling,
     WindowEveryEvent, WindowFinal, WindowRow, Windowed, WindowedStream, Windows,

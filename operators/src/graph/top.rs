@@ -3,6 +3,13 @@
 //! with the largest score (best first) when the watermark passes the
 //! window's end.
 //!
+//! [`TopNExt::top_n`] and [`MaxByWindowExt::max_by_window`] combine before
+//! their exchange: each worker keeps only its own best rows of every window
+//! ([`LocalTop`], a partial top — the best of the workers' bests is the
+//! best) and sends them to the window's owner when its watermark passes the
+//! window's end, so a window of many rows (one per key) costs its owner a
+//! few rows per worker, not one per key.
+//!
 //! ```
 //! use air_operators::graph::*;
 //! use air_runtime::dataflow::{run_graph, VecSource};
@@ -33,9 +40,11 @@
 //! assert_eq!(*top.lock().unwrap(), [(5, 5), (4, 4), (3, 3)]);
 //! ```
 
-use super::window::{KeyedTail, WindowRow};
-use air_runtime::dataflow::{Head, Identity, KeyedStream, OpHead, Operator, Pipe, Stats, Stream};
-use air_runtime::Record;
+use super::window::WindowRow;
+use air_runtime::dataflow::{
+    Cx, Head, Identity, KeyedStream, OpHead, Operator, Outbox, Pipe, Stats, Stream, Tail,
+};
+use air_runtime::{key_hash, Record};
 use std::collections::BTreeMap;
 use std::hash::Hash;
 
@@ -44,11 +53,12 @@ pub trait TopNExt<H: Head, P: Pipe<H::Out>> {
     /// Each window's `n` rows with the largest `score` (best first; ties in
     /// arrival order: put a tie-breaker in the score, e.g. `(count,
     /// Reverse(key))`, for a deterministic order), emitted when the
-    /// watermark passes the window's end.
+    /// watermark passes the window's end. Each worker sends only its own
+    /// `n` best rows of a window ([`LocalTop`]).
     fn top_n<S, SF>(self, n: usize, score: SF) -> Stream<OpHead<WindowTopN<P::Out, SF>>, Identity>
     where
         S: Ord + 'static,
-        SF: Fn(&P::Out) -> S + 'static;
+        SF: Fn(&P::Out) -> S + Clone + 'static;
 }
 
 impl<H, P, KF, K> TopNExt<H, P> for KeyedStream<H, P, KF>
@@ -62,7 +72,7 @@ where
     fn top_n<S, SF>(self, n: usize, score: SF) -> Stream<OpHead<WindowTopN<P::Out, SF>>, Identity>
     where
         S: Ord + 'static,
-        SF: Fn(&P::Out) -> S + 'static,
+        SF: Fn(&P::Out) -> S + Clone + 'static,
     {
         let (stream, key) = self.into_parts();
         let df = stream.dataflow().clone();
@@ -71,7 +81,7 @@ where
         }
         let edge = df.new_edge("top-n");
         let out = df.outbox::<P::Out>(edge);
-        stream.end_in(KeyedTail { out, key });
+        stream.end_in(LocalTop::new(out, key, n, false, score.clone()));
         df.consume(
             edge,
             WindowTopN {
@@ -123,10 +133,12 @@ pub trait MaxByWindowExt<H: Head, P: Pipe<H::Out>> {
     /// Each window's rows with the largest `score`, every row tied for it
     /// kept (in arrival order), emitted when the watermark passes the
     /// window's end (e.g. NEXMark's hottest auctions, ties all listed).
+    /// Each worker sends only its own best rows of a window (its ties
+    /// included; [`LocalTop`]).
     fn max_by_window<S, SF>(self, score: SF) -> Stream<OpHead<WindowTopN<P::Out, SF>>, Identity>
     where
         S: Ord + 'static,
-        SF: Fn(&P::Out) -> S + 'static;
+        SF: Fn(&P::Out) -> S + Clone + 'static;
 }
 
 impl<H, P, KF, K> MaxByWindowExt<H, P> for KeyedStream<H, P, KF>
@@ -140,13 +152,13 @@ where
     fn max_by_window<S, SF>(self, score: SF) -> Stream<OpHead<WindowTopN<P::Out, SF>>, Identity>
     where
         S: Ord + 'static,
-        SF: Fn(&P::Out) -> S + 'static,
+        SF: Fn(&P::Out) -> S + Clone + 'static,
     {
         let (stream, key) = self.into_parts();
         let df = stream.dataflow().clone();
         let edge = df.new_edge("max-by-window");
         let out = df.outbox::<P::Out>(edge);
-        stream.end_in(KeyedTail { out, key });
+        stream.end_in(LocalTop::new(out, key, usize::MAX, true, score.clone()));
         df.consume(
             edge,
             WindowTopN {
@@ -239,6 +251,174 @@ where
         if self.counter != "unfired_windows" {
             stats.add("collected_windows", self.windows);
         }
+    }
+}
+
+/// A partial top of every window at one worker (a combiner): the end of
+/// the segment before the exchange of [`TopNExt::top_n`] and
+/// [`MaxByWindowExt::max_by_window`], which use it. Of the rows of each
+/// window (told apart by [`WindowRow::window_end`]) it keeps only this
+/// worker's `n` best by `score` (ties in arrival order) or, with `ties`,
+/// every row tied for the best score; it sends them to their key's owner
+/// when its watermark passes the window's end (every row still kept at the
+/// end of the stream). The best of the workers' bests is the best, so the
+/// owner emits the rows it would emit without it, but receives at most `n`
+/// rows (or the ties) per worker and window instead of every row.
+///
+/// A row of a window whose end the watermark already passed goes on at
+/// once. Memory: the rows kept of the windows still open.
+pub struct LocalTop<T, KF, SF: Score<T>> {
+    out: Outbox<T>,
+    key: KF,
+    n: usize,
+    ties: bool,
+    score: SF,
+    /// Open windows by end, ascending (few: those not yet closed), each
+    /// with the best score so far (`ties`) and the rows kept.
+    open: Vec<(u64, Kept<T, SF::Key>)>,
+    /// Index in `open` of the window rows last went to.
+    hot: usize,
+    /// The watermark, ms: windows ending at or before it were sent.
+    wm: u64,
+}
+
+/// The rows a [`LocalTop`] keeps of one window.
+struct Kept<T, S> {
+    best: Option<S>,
+    rows: Vec<T>,
+}
+
+impl<T, KF, SF: Score<T>> LocalTop<T, KF, SF> {
+    /// Keeps the `n` best rows by `score` of every window (with `ties`:
+    /// every row tied for the best, whatever `n`) and sends them on `out`
+    /// to the owner of `key(row)`.
+    pub fn new(out: Outbox<T>, key: KF, n: usize, ties: bool, score: SF) -> Self {
+        LocalTop {
+            out,
+            key,
+            n,
+            ties,
+            score,
+            open: Vec::new(),
+            hot: 0,
+            wm: 0,
+        }
+    }
+
+    /// The index in `open` of the window ending at `end` (added if new).
+    #[inline]
+    fn slot(&mut self, end: u64) -> usize {
+        if self.open.get(self.hot).is_some_and(|w| w.0 == end) {
+            return self.hot;
+        }
+        let i = match self.open.binary_search_by_key(&end, |w| w.0) {
+            Ok(i) => i,
+            Err(i) => {
+                let kept = Kept {
+                    best: None,
+                    rows: Vec::new(),
+                };
+                self.open.insert(i, (end, kept));
+                i
+            }
+        };
+        self.hot = i;
+        i
+    }
+
+    /// Keeps the `n` best of `rows` (stable: ties in arrival order).
+    fn keep_n(score: &SF, n: usize, rows: &mut Vec<T>) {
+        if rows.len() > n {
+            rows.sort_by_cached_key(|r| std::cmp::Reverse(score.score(r)));
+            rows.truncate(n);
+        }
+    }
+}
+
+impl<T, K, KF, SF> LocalTop<T, KF, SF>
+where
+    T: Record + WindowRow,
+    K: Hash,
+    KF: Fn(&T) -> K + 'static,
+    SF: Score<T>,
+{
+    #[inline]
+    fn send(&mut self, row: T, cx: &mut Cx<'_, '_>) {
+        let h = key_hash(&(self.key)(&row));
+        self.out.push_hashed(h, row, cx);
+    }
+
+    /// Sends the rows kept of every window ending at or before `wm`.
+    fn send_closed(&mut self, wm: u64, cx: &mut Cx<'_, '_>) {
+        let closed = self.open.iter().take_while(|w| w.0 <= wm).count();
+        if closed == 0 {
+            return;
+        }
+        self.hot = 0;
+        let windows: Vec<_> = self.open.drain(..closed).collect();
+        for (_, mut kept) in windows {
+            if !self.ties {
+                Self::keep_n(&self.score, self.n, &mut kept.rows);
+            }
+            for r in kept.rows {
+                self.send(r, cx);
+            }
+        }
+    }
+}
+
+impl<T, K, KF, SF> Tail<T> for LocalTop<T, KF, SF>
+where
+    T: Record + WindowRow,
+    K: Hash,
+    KF: Fn(&T) -> K + 'static,
+    SF: Score<T>,
+{
+    #[inline]
+    fn push(&mut self, row: T, cx: &mut Cx<'_, '_>) {
+        let end = row.window_end();
+        if end <= self.wm {
+            self.send(row, cx);
+            return;
+        }
+        let i = self.slot(end);
+        let kept = &mut self.open[i].1;
+        if self.ties {
+            let s = self.score.score(&row);
+            match &kept.best {
+                Some(b) if s < *b => {}
+                Some(b) if s == *b => kept.rows.push(row),
+                _ => {
+                    kept.best = Some(s);
+                    kept.rows.clear();
+                    kept.rows.push(row);
+                }
+            }
+        } else {
+            kept.rows.push(row);
+            if kept.rows.len() >= self.n.saturating_mul(2).max(16) {
+                Self::keep_n(&self.score, self.n, &mut kept.rows);
+            }
+        }
+    }
+
+    fn watermark(&mut self, wm: u64, cx: &mut Cx<'_, '_>) {
+        if wm > self.wm {
+            self.wm = wm;
+            self.send_closed(wm, cx);
+        }
+        self.out.watermark(wm, cx);
+    }
+
+    fn tick(&mut self, cx: &mut Cx<'_, '_>) {
+        self.out.flush(cx)
+    }
+
+    fn end(&mut self, final_wm: u64, cx: &mut Cx<'_, '_>) {
+        // Everything kept goes: the owner fires only what every input read
+        // past (`final_wm`) and counts the rest.
+        self.send_closed(u64::MAX, cx);
+        self.out.end(final_wm, cx);
     }
 }
 
