@@ -5,6 +5,8 @@
 
 pub mod aggregate;
 pub mod join;
+pub mod late;
+pub mod session;
 pub mod sink;
 pub mod source;
 pub mod top;
@@ -12,10 +14,12 @@ pub mod window;
 
 pub use aggregate::{AggregateFunction, Count, DistinctCount, Max, Mean, Min, Number, Sum, TopN};
 pub use join::{IntervalJoin, JoinExt, Joined, JoinedStreams, WindowJoin};
+pub use late::{LateRecord, LateStream, Lateness, OnTime};
+pub use session::{SessionWindow, Sessions};
 pub use sink::{Csv, JsonLines};
 pub use source::CsvSource;
 pub use top::{ByKey, CollectByWindowExt, MaxByWindowExt, Score, TopNExt, WindowTopN};
 pub use window::{
     Dense, DenseKey, DenseMap, Hashed, KeyMap, KeyedWindowExt, MapKind, Partial, Sliding, Tumbling,
-    WindowEveryEvent, WindowFinal, WindowRow, Windowed, WindowedStream, Windows,
+    WindowEveryEvent, WindowFinal, WindowRow, WindowSpec, Windowed, WindowedStream, Windows,
 };

@@ -829,6 +829,7 @@ impl<S: Source, P: Pipe<S::Item>> Stream<SourceHead<S>, P> {
                 idle_ms: None,
                 seen: false,
                 last_seen: std::time::Instant::now(),
+                gate: None,
             },
         }
     }
@@ -851,6 +852,12 @@ impl<H: Head, P: Pipe<H::Out>> Stream<H, P> {
     /// The graph this stream belongs to.
     pub fn dataflow(&self) -> &Dataflow {
         &self.df
+    }
+
+    /// The fused chain of stateless operators after the head (for operator
+    /// crates, e.g. to call [`Pipe::pass_late`]).
+    pub fn pipe_mut(&mut self) -> &mut P {
+        &mut self.pipe
     }
 
     /// Applies `f` to every record (fused: no channel, no dynamic call).
