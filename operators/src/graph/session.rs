@@ -161,6 +161,9 @@ where
                     rows: 0,
                     refired: 0,
                     unfired: 0,
+                    open: 0,
+                    open_max: 0,
+                    merged: 0,
                     wm_lag: 0,
                     latency: air_runtime::metrics::latency_histogram(),
                     samples: Vec::new(),
@@ -293,6 +296,11 @@ struct SessionCore<K, A: AggregateFunction<T>, T> {
     rows: u64,
     refired: u64,
     unfired: u64,
+    /// Sessions held now, and the most held at once.
+    open: u64,
+    open_max: u64,
+    /// Sessions joined to another by a record that bridged them.
+    merged: u64,
     wm_lag: u64,
     latency: air_runtime::metrics::Histogram<u64>,
     samples: Vec<u64>,
@@ -355,7 +363,11 @@ impl<K: Clone, A: AggregateFunction<T>, T> SessionCore<K, A, T> {
                     fired: false,
                 },
             );
+            self.open += 1;
+            self.open_max = self.open_max.max(self.open);
         } else {
+            self.open -= (j - i - 1) as u64;
+            self.merged += (j - i - 1) as u64;
             for s in v.drain(i + 1..j).collect::<Vec<_>>() {
                 let first = &mut v[i];
                 self.agg.merge(&mut first.acc, s.acc);
@@ -407,8 +419,10 @@ impl<K: Clone, A: AggregateFunction<T>, T> SessionCore<K, A, T> {
             }
         }
         let keep = self.keep;
+        let held = ks.sessions.len();
         ks.sessions
             .retain(|s| !(s.fired && s.end.saturating_add(keep) <= wm));
+        self.open -= (held - ks.sessions.len()) as u64;
         let next = ks
             .sessions
             .iter()
@@ -532,6 +546,8 @@ where
         stats.add("refired_rows", c.refired);
         stats.add("late_records", c.late);
         stats.add("unfired_windows", c.unfired);
+        stats.add("session_merges", c.merged);
+        stats.max("sessions_open_max", c.open_max);
         stats.max("watermark_lag_max_ms", c.wm_lag);
         let _ = stats.latency.add(&c.latency);
     }
