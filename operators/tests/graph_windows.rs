@@ -348,7 +348,14 @@ fn a_zero_gap_is_refused() {
 /// Worker shards with late records: times grow by `0..step`; one record in
 /// six lags the newest by up to `max_lag` ms (some within the delay, some
 /// within lateness, some beyond).
-fn late_shards(seed: u64, workers: usize, n: usize, keys: u32, step: u64, max_lag: u64) -> Vec<Vec<Ev>> {
+fn late_shards(
+    seed: u64,
+    workers: usize,
+    n: usize,
+    keys: u32,
+    step: u64,
+    max_lag: u64,
+) -> Vec<Vec<Ev>> {
     let mut rng = Rng(seed);
     (0..workers)
         .map(|_| {
@@ -361,7 +368,11 @@ fn late_shards(seed: u64, workers: usize, n: usize, keys: u32, step: u64, max_la
                     } else {
                         t
                     };
-                    (rng.below(keys as u64) as u32, time, rng.below(201) as i64 - 100)
+                    (
+                        rng.below(keys as u64) as u32,
+                        time,
+                        rng.below(201) as i64 - 100,
+                    )
                 })
                 .collect()
         })
@@ -370,7 +381,12 @@ fn late_shards(seed: u64, workers: usize, n: usize, keys: u32, step: u64, max_la
 
 /// Runs `kind` windows with `lateness` and a side stream over `shards`;
 /// returns (rows in emission order, late records sorted, stats).
-fn run_late(shards: Vec<Vec<Ev>>, kind: Kind, delay: u64, lateness: u64) -> (Vec<Row>, Vec<Ev>, GraphOutput) {
+fn run_late(
+    shards: Vec<Vec<Ev>>,
+    kind: Kind,
+    delay: u64,
+    lateness: u64,
+) -> (Vec<Row>, Vec<Ev>, GraphOutput) {
     let workers = shards.len();
     let got = shared::<Row>();
     let side = shared::<Ev>();
@@ -430,9 +446,17 @@ fn check_late(kind: Kind, lateness: u64, seed: u64) -> u64 {
         let (want, want_late) = late_ref(&shards, kind, delay, lateness);
         let (rows, late, res) = run_late(shards, kind, delay, lateness);
         let what = format!("{kind:?}, lateness {lateness}, {workers} workers");
-        assert!(!want_late.is_empty() && want_late.len() < total / 4, "{what}: {} late", want_late.len());
+        assert!(
+            !want_late.is_empty() && want_late.len() < total / 4,
+            "{what}: {} late",
+            want_late.len()
+        );
         assert_eq!(late, want_late, "{what}: side stream");
-        assert_eq!(res.stats.get("late_records"), want_late.len() as u64, "{what}");
+        assert_eq!(
+            res.stats.get("late_records"),
+            want_late.len() as u64,
+            "{what}"
+        );
         assert_eq!(res.stats.get("late_partials"), 0, "{what}");
         assert_eq!(res.stats.get("unfired_windows"), 0, "{what}");
         let fin = superseded(&rows, matches!(kind, Kind::Session(_)));

@@ -54,7 +54,9 @@
 use super::aggregate::AggregateFunction;
 use super::late::{Gate, LatePolicy};
 use super::window::{WindowSpec, Windowed, WindowedStream};
-use air_runtime::dataflow::{Cx, Head, Identity, OpHead, Operator, Outbox, Pipe, Stats, Stream, Tail};
+use air_runtime::dataflow::{
+    Cx, Head, Identity, OpHead, Operator, Outbox, Pipe, Stats, Stream, Tail,
+};
 use air_runtime::{key_hash, ExchangeData, Record};
 use rustc_hash::FxHashMap;
 use std::cell::Cell;

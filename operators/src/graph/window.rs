@@ -409,7 +409,10 @@ impl<H: Head, P: Pipe<H::Out>, KF, TF, M, W, L> WindowedStream<H, P, KF, TF, M, 
     }
 
     /// The same stream with its lateness setting replaced.
-    pub(crate) fn map_late<L2>(self, f: impl FnOnce(L) -> L2) -> WindowedStream<H, P, KF, TF, M, W, L2> {
+    pub(crate) fn map_late<L2>(
+        self,
+        f: impl FnOnce(L) -> L2,
+    ) -> WindowedStream<H, P, KF, TF, M, W, L2> {
         WindowedStream {
             keyed: self.keyed,
             windows: self.windows,
