@@ -25,8 +25,10 @@
 //! - a window's state is kept until the watermark passes end + lateness
 //!   (sessions: end + gap + lateness, see [`super::session`]), then freed.
 //!
-//! The check costs a few instructions per record on windows that use it;
-//! [`OnTime`] windows (the default) compile to the code without it.
+//! Lateness applies to [`WindowedStream::aggregate`] (tumbling and sliding
+//! windows pre-aggregated, and sessions); `aggregate_every_event` stays on
+//! time. The check costs a few instructions per record on windows that use
+//! it; [`OnTime`] windows (the default) compile to the code without it.
 //!
 //! ```
 //! use air_operators::graph::*;
@@ -261,7 +263,7 @@ impl<H: Head, P: Pipe<H::Out>, KF, TF, M, W, L> WindowedStream<H, P, KF, TF, M, 
     /// after the window fired but before then updates it and fires it
     /// again (the new row supersedes the earlier one); later records are
     /// counted in `late_records` (and go to [`Self::side_output_late`]'s
-    /// stream if asked). See [`super::late`] for the rules.
+    /// stream if asked). See [`super::late`] for the rules and an example.
     pub fn allowed_lateness<K>(
         self,
         ms: u64,
@@ -284,7 +286,8 @@ impl<H: Head, P: Pipe<H::Out>, KF, TF, M, W, L> WindowedStream<H, P, KF, TF, M, 
     /// stream (Flink's `sideOutputLateData`): one [`LateRecord`] (key, event
     /// time, record) each, at its key's owner, over an exchange edge created
     /// here. Returns the windowed stream (for `aggregate`) and that stream,
-    /// which must end in a sink or an operator like any other.
+    /// which must end in a sink or an operator like any other (example:
+    /// [`super::late`]).
     #[allow(clippy::type_complexity)]
     pub fn side_output_late<K>(
         self,
