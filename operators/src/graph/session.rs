@@ -393,11 +393,11 @@ impl<K: Clone, A: AggregateFunction<T>, T> SessionCore<K, A, T> {
             emit(r);
             self.ensure(ks, key, due);
         } else {
+            // Open (again, if it merged fired sessions kept for lateness,
+            // whose timers may be later than its end).
             s.fired = false;
-            if new {
-                let due = s.end;
-                self.ensure(ks, key, due);
-            }
+            let due = s.end;
+            self.ensure(ks, key, due);
         }
     }
 
