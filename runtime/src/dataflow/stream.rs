@@ -810,9 +810,9 @@ impl<S: Source, P: Pipe<S::Item>> Stream<SourceHead<S>, P> {
     /// watermark is late: dropped and counted (`late_records`), never
     /// silently — unless the chain ends in a window with allowed lateness
     /// or a side stream of late records, which judges such records itself
-    /// ([`Pipe::pass_late`]). Records dropped before this point (by a `filter`) do not
-    /// move the watermark. Without it a source's watermark stays at 0 until
-    /// it ends.
+    /// ([`Pipe::pass_late`]). Records dropped before this point (by a
+    /// `filter`) do not move the watermark. Without it a source's watermark
+    /// stays at 0 until it ends.
     pub fn event_time<F: Fn(&P::Out) -> u64 + 'static>(
         self,
         time: F,
