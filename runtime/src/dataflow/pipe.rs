@@ -210,14 +210,15 @@ impl<In, P: Pipe<In>, F: Fn(&P::Out) -> u64 + 'static> Pipe<In> for EventTime<P,
         inner.run(x, &mut |y| {
             let t = time(&y);
             if t < *wm {
-                if let Some(g) = gate {
-                    g.set(*wm);
-                    *seen = true;
-                    emit(y);
-                } else {
-                    *late += 1;
+                // Late: dropped, unless a window downstream judges it
+                // (one call site of `emit`, so the tail stays inlined).
+                match gate {
+                    Some(g) => g.set(*wm),
+                    None => {
+                        *late += 1;
+                        return;
+                    }
                 }
-                return;
             }
             if t > *newest {
                 *newest = t;
