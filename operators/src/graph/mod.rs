@@ -6,7 +6,9 @@
 
 pub mod aggregate;
 pub mod join;
+pub mod late;
 pub mod process;
+pub mod session;
 pub mod sink;
 pub mod source;
 pub mod top;
@@ -16,14 +18,16 @@ pub use aggregate::{
     AggregateFunction, Count, DistinctCount, Max, MaxBy, Mean, Min, Number, Sum, TopN,
 };
 pub use join::{IntervalJoin, JoinExt, Joined, JoinedStreams, WindowJoin};
+pub use late::{LateRecord, LateStream, Lateness, OnTime};
 pub use process::{
     process_fn, KeyedProcess, KeyedProcessExt, KeyedProcessFunction, NoTimer, ProcessCx, ProcessFn,
     TimerFn,
 };
+pub use session::{SessionWindow, Sessions};
 pub use sink::{Csv, JsonLines};
 pub use source::CsvSource;
 pub use top::{ByKey, CollectByWindowExt, LocalTop, MaxByWindowExt, Score, TopNExt, WindowTopN};
 pub use window::{
     Dense, DenseKey, DenseMap, Hashed, KeyMap, KeyedWindowExt, MapKind, Partial, Sliding, Tumbling,
-    WindowEveryEvent, WindowFinal, WindowRow, Windowed, WindowedStream, Windows,
+    WindowEveryEvent, WindowFinal, WindowRow, WindowSpec, Windowed, WindowedStream, Windows,
 };

@@ -35,13 +35,29 @@
 //! ```
 
 use super::aggregate::AggregateFunction;
+use super::late::{Gate, LatePolicy, OnTime};
 use air_runtime::dataflow::{
-    Cx, Head, KeyedStream, OpHead, Operator, Outbox, Pipe, Stats, Stream, Tail,
+    Cx, Dataflow, Head, KeyedStream, OpHead, Operator, Outbox, Pipe, Stats, Stream, Tail,
 };
 use air_runtime::{key_hash, ExchangeData, Record};
 use rkyv::{Archive, Deserialize, Serialize};
 use rustc_hash::FxHashMap;
+use std::cell::Cell;
 use std::hash::Hash;
+use std::rc::Rc;
+
+/// What [`KeyedWindowExt::window`] accepts: [`Windows`] (tumbling and
+/// sliding) or [`super::Sessions`].
+pub trait WindowSpec: Copy + 'static {
+    /// What is wrong with these windows, if anything.
+    fn check(&self) -> Result<(), String>;
+}
+
+impl WindowSpec for Windows {
+    fn check(&self) -> Result<(), String> {
+        Windows::check(self)
+    }
+}
 
 /// Which windows an event time belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -200,6 +216,8 @@ pub trait KeyMap<K, V>: 'static {
     }
     /// Every (key, value), in no particular order.
     fn into_entries(self) -> impl Iterator<Item = (K, V)>;
+    /// Calls `f` on every (key, value), in no particular order.
+    fn for_each_entry(&self, f: impl FnMut(&K, &V));
 }
 
 impl<K: Hash + Eq + 'static, V: 'static> KeyMap<K, V> for FxHashMap<K, V> {
@@ -217,6 +235,11 @@ impl<K: Hash + Eq + 'static, V: 'static> KeyMap<K, V> for FxHashMap<K, V> {
     }
     fn into_entries(self) -> impl Iterator<Item = (K, V)> {
         self.into_iter()
+    }
+    fn for_each_entry(&self, mut f: impl FnMut(&K, &V)) {
+        for (k, v) in self {
+            f(k, v)
+        }
     }
 }
 
@@ -294,6 +317,13 @@ impl<K: DenseKey, V: 'static> KeyMap<K, V> for DenseMap<K, V> {
             .enumerate()
             .filter_map(|(i, v)| v.map(|v| (K::from_index(i), v)))
     }
+    fn for_each_entry(&self, mut f: impl FnMut(&K, &V)) {
+        for (i, v) in self.slots.iter().enumerate() {
+            if let Some(v) = v {
+                f(&K::from_index(i), v)
+            }
+        }
+    }
 }
 
 /// Which table a window keeps its keys in.
@@ -362,26 +392,54 @@ impl<K, A: 'static, M: MapKind<K>> Table<K, A, M> {
 }
 
 /// A keyed stream cut into event-time windows: `aggregate` follows.
-pub struct WindowedStream<H, P, KF, TF, M = Hashed> {
-    keyed: KeyedStream<H, P, KF>,
-    windows: Windows,
-    time: TF,
+/// `W` is the kind of windows ([`Windows`] or [`super::Sessions`]), `L`
+/// what happens to late records ([`OnTime`] or [`super::Lateness`]).
+pub struct WindowedStream<H, P, KF, TF, M = Hashed, W = Windows, L = OnTime> {
+    pub(crate) keyed: KeyedStream<H, P, KF>,
+    pub(crate) windows: W,
+    pub(crate) time: TF,
+    pub(crate) late: L,
     /// One latency sample per window and owner instead of one per row.
-    latency_per_window: bool,
-    _m: std::marker::PhantomData<M>,
+    pub(crate) latency_per_window: bool,
+    pub(crate) _m: std::marker::PhantomData<M>,
+}
+
+impl<H: Head, P: Pipe<H::Out>, KF, TF, M, W, L> WindowedStream<H, P, KF, TF, M, W, L> {
+    /// The graph of the stream.
+    pub(crate) fn keyed_dataflow(&self) -> &Dataflow {
+        self.keyed.dataflow()
+    }
+
+    /// The same stream with its lateness setting replaced.
+    pub(crate) fn map_late<L2>(
+        self,
+        f: impl FnOnce(L) -> L2,
+    ) -> WindowedStream<H, P, KF, TF, M, W, L2> {
+        WindowedStream {
+            keyed: self.keyed,
+            windows: self.windows,
+            time: self.time,
+            late: f(self.late),
+            latency_per_window: self.latency_per_window,
+            _m: std::marker::PhantomData,
+        }
+    }
 }
 
 /// Windows on a keyed stream.
 pub trait KeyedWindowExt<H: Head, P: Pipe<H::Out>, KF> {
-    /// Cuts the stream into `windows` by event time `time(record)` (ms).
-    fn window<TF>(self, windows: Windows, time: TF) -> WindowedStream<H, P, KF, TF>
+    /// Cuts the stream into `windows` ([`Tumbling`], [`Sliding`] or
+    /// [`super::Sessions`]) by event time `time(record)` (ms).
+    fn window<W, TF>(self, windows: W, time: TF) -> WindowedStream<H, P, KF, TF, Hashed, W>
     where
+        W: WindowSpec,
         TF: Fn(&P::Out) -> u64 + Clone + 'static;
 }
 
 impl<H: Head, P: Pipe<H::Out>, KF> KeyedWindowExt<H, P, KF> for KeyedStream<H, P, KF> {
-    fn window<TF>(self, windows: Windows, time: TF) -> WindowedStream<H, P, KF, TF>
+    fn window<W, TF>(self, windows: W, time: TF) -> WindowedStream<H, P, KF, TF, Hashed, W>
     where
+        W: WindowSpec,
         TF: Fn(&P::Out) -> u64 + Clone + 'static,
     {
         if let Err(e) = windows.check() {
@@ -392,28 +450,30 @@ impl<H: Head, P: Pipe<H::Out>, KF> KeyedWindowExt<H, P, KF> for KeyedStream<H, P
             windows,
             time,
             latency_per_window: false,
+            late: OnTime,
             _m: std::marker::PhantomData,
         }
     }
 }
 
-impl<H, P, KF, TF> WindowedStream<H, P, KF, TF, Hashed> {
+impl<H, P, KF, TF, L> WindowedStream<H, P, KF, TF, Hashed, Windows, L> {
     /// Keeps each window's keys in an array indexed by the key instead of a
     /// hash table: for small integer keys (e.g. dense ids below a few
     /// thousand), no hashing per record. Same rows. A key above
     /// [`MAX_DENSE_KEY`] stops the job (worker panic naming it).
-    pub fn dense_keys(self) -> WindowedStream<H, P, KF, TF, Dense> {
+    pub fn dense_keys(self) -> WindowedStream<H, P, KF, TF, Dense, Windows, L> {
         WindowedStream {
             keyed: self.keyed,
             windows: self.windows,
             time: self.time,
             latency_per_window: self.latency_per_window,
+            late: self.late,
             _m: std::marker::PhantomData,
         }
     }
 }
 
-impl<H, P, KF, TF, M> WindowedStream<H, P, KF, TF, M> {
+impl<H, P, KF, TF, M, W, L> WindowedStream<H, P, KF, TF, M, W, L> {
     /// Measures latency once per window at each key's owner instead of once
     /// per row: emit time − the newest event time of any key of the window
     /// there (the YSB definition for the window as a whole). For rows that
@@ -426,7 +486,7 @@ impl<H, P, KF, TF, M> WindowedStream<H, P, KF, TF, M> {
     }
 }
 
-impl<H, P, KF, TF, K, M> WindowedStream<H, P, KF, TF, M>
+impl<H, P, KF, TF, K, M, L> WindowedStream<H, P, KF, TF, M, Windows, L>
 where
     H: Head,
     P: Pipe<H::Out>,
@@ -435,12 +495,18 @@ where
     KF: Fn(&P::Out) -> K + Clone + 'static,
     TF: Fn(&P::Out) -> u64 + Clone + 'static,
     M: MapKind<K>,
+    L: LatePolicy<K, P::Out>,
 {
     /// Aggregates each window and key with `agg`: one [`Windowed`] row per
     /// window and key, emitted at the key's owner when the watermark passes
     /// the window's end. Each worker pre-aggregates its records (one
     /// accumulator per window and key) and sends the accumulators when its
-    /// watermark passes the window's end; the owner merges them.
+    /// watermark passes the window's end; the owner merges them. With
+    /// allowed lateness ([`WindowedStream::allowed_lateness`]) a worker
+    /// sends a window's partial again (of the records that came after it
+    /// sent it) and the owner fires the window again (see
+    /// [`super::late`]); sliding windows are then kept per window, not per
+    /// pane.
     #[allow(clippy::type_complexity)]
     pub fn aggregate<A>(
         self,
@@ -454,13 +520,27 @@ where
             keyed,
             windows,
             time,
+            late,
             latency_per_window,
             ..
         } = self;
-        let (stream, key) = keyed.into_parts();
+        let (mut stream, key) = keyed.into_parts();
+        let gate = Rc::new(Cell::new(0));
+        if <L::Gate as Gate<K, P::Out>>::ON {
+            stream.pipe_mut().pass_late(&gate);
+        }
+        let gate = late.into_gate(gate);
+        let lateness = gate.lateness();
         let df = stream.dataflow().clone();
         let edge = df.new_edge("window partials");
         let out = df.outbox::<Partial<K, A::Acc>>(edge);
+        // With lateness, a record may be too late for some of its sliding
+        // windows and not for others: keep windows, not panes.
+        let pane = if <L::Gate as Gate<K, P::Out>>::ON {
+            None
+        } else {
+            windows.pane()
+        };
         stream.end_in(PartialTail {
             out,
             key,
@@ -474,17 +554,28 @@ where
             records: 0,
             step: match windows {
                 Windows::Tumbling { size } => size,
-                _ => windows.pane().unwrap_or(0),
+                _ => pane.unwrap_or(0),
             },
+            pane,
+            gate,
+            pending: false,
         });
-        df.consume(
-            edge,
-            WindowFinal {
-                core: Core::new(windows, agg, latency_per_window),
-            },
-        )
+        let mut core = Core::new(windows, agg, latency_per_window);
+        core.lateness = lateness;
+        df.consume(edge, WindowFinal { core })
     }
+}
 
+impl<H, P, KF, TF, K, M> WindowedStream<H, P, KF, TF, M, Windows, OnTime>
+where
+    H: Head,
+    P: Pipe<H::Out>,
+    P::Out: 'static,
+    K: Record + Hash + Eq,
+    KF: Fn(&P::Out) -> K + Clone + 'static,
+    TF: Fn(&P::Out) -> u64 + Clone + 'static,
+    M: MapKind<K>,
+{
     /// [`WindowedStream::aggregate`] without pre-aggregation: every record
     /// goes to its key's owner, which assigns its windows (what Flink does
     /// without a combiner; the exchange carries every record). Same rows.
@@ -552,7 +643,7 @@ impl<T: ExchangeData, K: Hash, KF: Fn(&T) -> K + 'static> Tail<T> for KeyedTail<
 /// The pre-aggregating end of a windowed segment: one accumulator per
 /// (window or pane, key); a window's partials go to their keys' owners when
 /// the watermark passes its end.
-struct PartialTail<T, K, A: AggregateFunction<T>, KF, TF, M: MapKind<K>> {
+struct PartialTail<T, K, A: AggregateFunction<T>, KF, TF, M: MapKind<K>, G> {
     out: Outbox<Partial<K, A::Acc>>,
     key: KF,
     time: TF,
@@ -568,20 +659,29 @@ struct PartialTail<T, K, A: AggregateFunction<T>, KF, TF, M: MapKind<K>> {
     /// The tumbling window's size or the sliding windows' pane, ms (0:
     /// sliding windows assigned one by one).
     step: u64,
+    /// The pane of sliding windows kept per pane.
+    pane: Option<u64>,
+    /// The lateness check ([`OnTime`]: none).
+    gate: G,
+    /// A window whose partial went out got records again (lateness): send
+    /// it at the next watermark even if the watermark did not move.
+    pending: bool,
 }
 
-impl<T, K, A, KF, TF, M> PartialTail<T, K, A, KF, TF, M>
+impl<T, K, A, KF, TF, M, G> PartialTail<T, K, A, KF, TF, M, G>
 where
     K: Record + Hash + Eq,
     A: AggregateFunction<T>,
+    KF: Fn(&T) -> K + 'static,
     Partial<K, A::Acc>: Record,
     M: MapKind<K>,
+    G: Gate<K, T>,
 {
     /// Sends every window (pane) closed under `wm`.
     fn emit_closed(&mut self, wm: u64, cx: &mut Cx<'_, '_>) {
         self.hot = (u64::MAX, 0, 0);
         let out = &mut self.out;
-        match self.windows.pane() {
+        match self.pane {
             None => {
                 self.table
                     .drain_closed(self.windows.size(), wm, |start, m| {
@@ -631,9 +731,77 @@ where
             }
         }
     }
+
+    /// [`Tail::push`] with allowed lateness: `t` is judged against the
+    /// watermark at the record (the event-time stage's, or this tail's for
+    /// a stream fed by an edge).
+    #[inline(always)]
+    fn push_gated(&mut self, item: T, t: u64, cx: &mut Cx<'_, '_>) {
+        let behind = self.gate.behind();
+        let lateness = self.gate.lateness();
+        let step = self.step;
+        if step != 0 {
+            // Tumbling windows.
+            if t < behind || !(self.hot.0 <= t && t < self.hot.1) {
+                let wm = behind.max(self.wm);
+                let start = t - t % step;
+                let end = start.saturating_add(step);
+                if end.saturating_add(lateness) <= wm {
+                    let k = (self.key)(&item);
+                    self.gate.reject(k, t, item, cx);
+                    return;
+                }
+                if end <= self.wm {
+                    self.pending = true;
+                }
+                let i = self.table.index(start);
+                self.hot = (start, end, i);
+            }
+            let k = (self.key)(&item);
+            let agg = &self.agg;
+            let s = self.table.windows[self.hot.2]
+                .1
+                .get_or_insert_with(k, || Slot {
+                    acc: agg.create(),
+                    newest: 0,
+                });
+            agg.add(&mut s.acc, &item);
+            s.newest = s.newest.max(t);
+        } else {
+            // Sliding windows, one by one: the record goes to those of its
+            // windows still within lateness; too late if none is.
+            let wm = behind.max(self.wm);
+            let k = (self.key)(&item);
+            let size = self.windows.size();
+            let (table, agg, own, pending) =
+                (&mut self.table, &self.agg, self.wm, &mut self.pending);
+            let mut taken = false;
+            self.windows.assign(t, |start| {
+                let end = start.saturating_add(size);
+                if end.saturating_add(lateness) <= wm {
+                    return;
+                }
+                taken = true;
+                if end <= own {
+                    *pending = true;
+                }
+                let i = table.index(start);
+                let s = table.windows[i].1.get_or_insert_with(k.clone(), || Slot {
+                    acc: agg.create(),
+                    newest: 0,
+                });
+                agg.add(&mut s.acc, &item);
+                s.newest = s.newest.max(t);
+            });
+            self.hot = (u64::MAX, 0, 0);
+            if !taken {
+                self.gate.reject(k, t, item, cx);
+            }
+        }
+    }
 }
 
-impl<T, K, A, KF, TF, M> Tail<T> for PartialTail<T, K, A, KF, TF, M>
+impl<T, K, A, KF, TF, M, G> Tail<T> for PartialTail<T, K, A, KF, TF, M, G>
 where
     T: 'static,
     K: Record + Hash + Eq,
@@ -642,11 +810,16 @@ where
     TF: Fn(&T) -> u64 + 'static,
     Partial<K, A::Acc>: Record,
     M: MapKind<K>,
+    G: Gate<K, T>,
 {
     #[inline(always)]
-    fn push(&mut self, item: T, _cx: &mut Cx<'_, '_>) {
+    fn push(&mut self, item: T, cx: &mut Cx<'_, '_>) {
         self.records += 1;
         let t = (self.time)(&item);
+        if G::ON {
+            return self.push_gated(item, t, cx);
+        }
+        let _ = cx;
         // Tumbling windows, or the panes of sliding ones (0: neither).
         let step = self.step;
         if step != 0 {
@@ -693,12 +866,23 @@ where
     fn watermark(&mut self, wm: u64, cx: &mut Cx<'_, '_>) {
         if wm > self.wm {
             self.wm = wm;
+            self.pending = false;
             self.emit_closed(wm, cx);
+        } else if G::ON && self.pending {
+            // Late records updated windows whose partials went out.
+            self.pending = false;
+            self.emit_closed(self.wm, cx);
+        }
+        if G::ON {
+            self.gate.watermark(wm, cx);
         }
         self.out.watermark(wm, cx);
     }
 
     fn tick(&mut self, cx: &mut Cx<'_, '_>) {
+        if G::ON {
+            self.gate.tick(cx);
+        }
         self.out.flush(cx)
     }
 
@@ -706,11 +890,14 @@ where
         // Every partial goes: the owners fire only what every input read
         // past (`final_wm`), and count the rest.
         self.emit_closed(u64::MAX, cx);
+        if G::ON {
+            self.gate.end(final_wm, cx);
+        }
         self.out.end(final_wm, cx);
     }
 
     fn report(&mut self, stats: &mut Stats) {
-        stats.add("late_records", self.late);
+        stats.add("late_records", self.late + self.gate.late());
         stats.add("window_records", self.records);
     }
 }
@@ -722,8 +909,13 @@ struct Core<K, A: AggregateFunction<T>, T, M: MapKind<K>> {
     agg: A,
     table: Table<K, A::Acc, M>,
     fired: u64,
+    /// Allowed lateness, ms: fired windows are kept until the watermark
+    /// passes end + lateness (0: dropped when they fire).
+    lateness: u64,
     late: u64,
     rows: u64,
+    /// Rows fired again for windows updated within their lateness.
+    refired: u64,
     unfired: u64,
     /// Largest wall clock − input watermark seen, ms.
     wm_lag: u64,
@@ -740,8 +932,10 @@ impl<K: Hash + Eq, A: AggregateFunction<T>, T, M: MapKind<K>> Core<K, A, T, M> {
             agg,
             table: Table::new(),
             fired: 0,
+            lateness: 0,
             late: 0,
             rows: 0,
+            refired: 0,
             unfired: 0,
             wm_lag: 0,
             latency: air_runtime::metrics::latency_histogram(),
@@ -764,9 +958,51 @@ impl<K: Hash + Eq, A: AggregateFunction<T>, T, M: MapKind<K>> Core<K, A, T, M> {
         }))
     }
 
-    fn fire<E: FnMut(Windowed<K, A::Out>)>(&mut self, wm: u64, emit: &mut E) {
+    /// Updates (`start`, `key`) with `f` in a window that already fired:
+    /// fires it again if within lateness, else counts it late.
+    #[cold]
+    fn refine<E: FnMut(Windowed<K, A::Out>)>(
+        &mut self,
+        start: u64,
+        key: K,
+        f: impl FnOnce(&mut Slot<A::Acc>),
+        emit: &mut E,
+    ) where
+        K: Clone,
+    {
+        let end = start.saturating_add(self.windows.size());
+        if end.saturating_add(self.lateness) <= self.fired {
+            self.late += 1;
+            return;
+        }
+        let i = self.table.index(start);
+        let agg = &self.agg;
+        let s = self.table.windows[i]
+            .1
+            .get_or_insert_with(key.clone(), || Slot {
+                acc: agg.create(),
+                newest: 0,
+            });
+        f(s);
+        self.rows += 1;
+        self.refired += 1;
+        emit(Windowed {
+            start,
+            end,
+            key,
+            value: agg.result(&s.acc),
+        });
+    }
+
+    fn fire<E: FnMut(Windowed<K, A::Out>)>(&mut self, wm: u64, emit: &mut E)
+    where
+        K: Clone,
+    {
         if wm <= self.fired {
             return;
+        }
+        if self.lateness > 0 {
+            return self.fire_keeping(wm, emit);
         }
         self.fired = wm;
         if wm != u64::MAX {
@@ -817,13 +1053,72 @@ impl<K: Hash + Eq, A: AggregateFunction<T>, T, M: MapKind<K>> Core<K, A, T, M> {
         });
     }
 
-    fn end<E: FnMut(Windowed<K, A::Out>)>(&mut self, final_wm: u64, emit: &mut E) {
+    /// [`Core::fire`] with lateness: fires the windows ending in
+    /// (previous watermark, `wm`], keeps them until `wm` passes end +
+    /// lateness.
+    fn fire_keeping<E: FnMut(Windowed<K, A::Out>)>(&mut self, wm: u64, emit: &mut E)
+    where
+        K: Clone,
+    {
+        let before = self.fired;
+        self.fired = wm;
+        if wm != u64::MAX {
+            let lag = crate::stream::now_ms().saturating_sub(wm);
+            self.wm_lag = self.wm_lag.max(lag);
+        }
+        let size = self.windows.size();
+        let now = crate::stream::now_ms();
+        let agg = &self.agg;
+        let (lat, rows) = (&mut self.latency, &mut self.rows);
+        let mut samples = Vec::new();
+        for (start, m) in &self.table.windows {
+            let end = start.saturating_add(size);
+            if end > wm {
+                break;
+            }
+            if end <= before {
+                continue;
+            }
+            m.for_each_entry(|key, s| {
+                let l = now.saturating_sub(s.newest);
+                let _ = lat.record(l);
+                samples.push(l);
+                *rows += 1;
+                emit(Windowed {
+                    start: *start,
+                    end,
+                    key: key.clone(),
+                    value: agg.result(&s.acc),
+                });
+            });
+        }
+        let lateness = self.lateness;
+        self.table
+            .drain_closed(size.saturating_add(lateness), wm, |_, _| {});
+        air_runtime::timeline::record_latency(|h| {
+            for &l in &samples {
+                let _ = h.record(l);
+            }
+        });
+    }
+
+    fn end<E: FnMut(Windowed<K, A::Out>)>(&mut self, final_wm: u64, emit: &mut E)
+    where
+        K: Clone,
+    {
         self.fire(final_wm, emit);
-        self.unfired += self.table.windows.len() as u64;
+        let size = self.windows.size();
+        self.unfired += self
+            .table
+            .windows
+            .iter()
+            .filter(|w| w.0.saturating_add(size) > final_wm)
+            .count() as u64;
     }
 
     fn report(&mut self, stats: &mut Stats, late_name: &str) {
         stats.add("window_rows", self.rows);
+        stats.add("refired_rows", self.refired);
         stats.add(late_name, self.late);
         stats.add("unfired_windows", self.unfired);
         stats.max("watermark_lag_max_ms", self.wm_lag);
@@ -851,11 +1146,26 @@ where
     fn on_batch<E: FnMut(Self::Out)>(
         &mut self,
         items: &[<Self::In as ExchangeData>::Item],
-        _emit: &mut E,
+        emit: &mut E,
     ) {
         for a in items {
             let p = Partial::<K, A::Acc>::from_archived(a);
             let agg = self.core.agg.clone();
+            if p.start.saturating_add(self.core.windows.size()) <= self.core.fired {
+                // The window fired: within lateness, again with this
+                // partial merged (else counted).
+                let (newest, acc) = (p.newest, p.acc);
+                self.core.refine(
+                    p.start,
+                    p.key,
+                    |s| {
+                        agg.merge(&mut s.acc, acc);
+                        s.newest = s.newest.max(newest);
+                    },
+                    emit,
+                );
+                continue;
+            }
             if let Some(s) = self.core.slot(p.start, p.key) {
                 agg.merge(&mut s.acc, p.acc);
                 s.newest = s.newest.max(p.newest);

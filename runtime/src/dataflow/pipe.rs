@@ -3,7 +3,9 @@
 //! consumer of its outputs given at the call.
 
 use super::Stats;
+use std::cell::Cell;
 use std::marker::PhantomData;
+use std::rc::Rc;
 
 /// A chain of fused stateless operators from `In` to `Self::Out`.
 pub trait Pipe<In>: 'static {
@@ -22,6 +24,17 @@ pub trait Pipe<In>: 'static {
     fn report(&self, stats: &mut Stats) {
         let _ = stats;
     }
+    /// Asks the chain's event-time stage ([`EventTime`]) to pass records
+    /// behind its watermark on instead of dropping them, for an operator
+    /// at the chain's end that judges lateness itself (a window with
+    /// allowed lateness): before emitting such a record the stage stores
+    /// its watermark (ms) in `gate`, so a record `t < gate.get()` read
+    /// right after it arrived is behind the watermark `gate.get()`.
+    /// Returns whether the chain has an event-time stage.
+    fn pass_late(&mut self, gate: &Rc<Cell<u64>>) -> bool {
+        let _ = gate;
+        false
+    }
 }
 
 /// Delegates the watermark, tick and report of a chain to its inner chain.
@@ -35,6 +48,9 @@ macro_rules! inner_stage {
         }
         fn report(&self, stats: &mut Stats) {
             self.0.report(stats)
+        }
+        fn pass_late(&mut self, gate: &Rc<Cell<u64>>) -> bool {
+            self.0.pass_late(gate)
         }
     };
 }
@@ -145,13 +161,19 @@ impl<In, P: Pipe<In>, Q: Pipe<P::Out>> Pipe<In> for Then<P, Q> {
         self.0.report(stats);
         self.1.report(stats);
     }
+    fn pass_late(&mut self, gate: &Rc<Cell<u64>>) -> bool {
+        // The stage whose watermark the chain reports (the later one).
+        self.1.pass_late(gate) || self.0.pass_late(gate)
+    }
 }
 
 /// The event-time stage of a source's chain ([`super::Stream::event_time`]):
 /// the watermark is the newest event time seen minus the allowed delay; an
 /// older record is late (dropped, counted in `late_records`). With
 /// idleness, a stage that saw no record for a while lets its watermark
-/// follow the wall clock.
+/// follow the wall clock. Once [`Pipe::pass_late`] gave it a gate, records
+/// behind the watermark go on (the operator at the chain's end judges and
+/// counts them).
 pub struct EventTime<P, F> {
     pub(crate) inner: P,
     pub(crate) time: F,
@@ -165,6 +187,9 @@ pub struct EventTime<P, F> {
     pub(crate) seen: bool,
     /// When the last record was seen (idleness).
     pub(crate) last_seen: std::time::Instant,
+    /// Set by [`Pipe::pass_late`]: late records go on, after their
+    /// watermark is stored here.
+    pub(crate) gate: Option<Rc<Cell<u64>>>,
 }
 
 impl<In, P: Pipe<In>, F: Fn(&P::Out) -> u64 + 'static> Pipe<In> for EventTime<P, F> {
@@ -179,13 +204,21 @@ impl<In, P: Pipe<In>, F: Fn(&P::Out) -> u64 + 'static> Pipe<In> for EventTime<P,
             wm,
             late,
             seen,
+            gate,
             ..
         } = self;
         inner.run(x, &mut |y| {
             let t = time(&y);
             if t < *wm {
-                *late += 1;
-                return;
+                // Late: dropped, unless a window downstream judges it
+                // (one call site of `emit`, so the tail stays inlined).
+                match gate {
+                    Some(g) => g.set(*wm),
+                    None => {
+                        *late += 1;
+                        return;
+                    }
+                }
             }
             if t > *newest {
                 *newest = t;
@@ -216,5 +249,9 @@ impl<In, P: Pipe<In>, F: Fn(&P::Out) -> u64 + 'static> Pipe<In> for EventTime<P,
     fn report(&self, stats: &mut Stats) {
         self.inner.report(stats);
         stats.add("late_records", self.late);
+    }
+    fn pass_late(&mut self, gate: &Rc<Cell<u64>>) -> bool {
+        self.gate = Some(gate.clone());
+        true
     }
 }

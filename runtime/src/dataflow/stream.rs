@@ -904,9 +904,11 @@ impl<S: Source, P: Pipe<S::Item>> Stream<SourceHead<S>, P> {
     /// (ms); the watermark is the newest event time seen minus
     /// `max_delay_ms` (bounded out-of-orderness). A record older than the
     /// watermark is late: dropped and counted (`late_records`), never
-    /// silently. Records dropped before this point (by a `filter`) do not
-    /// move the watermark. Without it a source's watermark stays at 0 until
-    /// it ends.
+    /// silently — unless the chain ends in a window with allowed lateness
+    /// or a side stream of late records, which judges such records itself
+    /// ([`Pipe::pass_late`]). Records dropped before this point (by a
+    /// `filter`) do not move the watermark. Without it a source's watermark
+    /// stays at 0 until it ends.
     #[track_caller]
     pub fn event_time<F: Fn(&P::Out) -> u64 + 'static>(
         self,
@@ -927,6 +929,7 @@ impl<S: Source, P: Pipe<S::Item>> Stream<SourceHead<S>, P> {
                 idle_ms: None,
                 seen: false,
                 last_seen: std::time::Instant::now(),
+                gate: None,
             },
         }
     }
@@ -949,6 +952,12 @@ impl<H: Head, P: Pipe<H::Out>> Stream<H, P> {
     /// The graph this stream belongs to.
     pub fn dataflow(&self) -> &Dataflow {
         &self.df
+    }
+
+    /// The fused chain of stateless operators after the head (for operator
+    /// crates, e.g. to call [`Pipe::pass_late`]).
+    pub fn pipe_mut(&mut self) -> &mut P {
+        &mut self.pipe
     }
 
     /// Applies `f` to every record (fused: no channel, no dynamic call).

@@ -1,0 +1,315 @@
+//! Allowed lateness of event-time windows (Flink's `allowedLateness`) and
+//! the side stream of the records that came too late for it (Flink's
+//! `sideOutputLateData`).
+//!
+//! Without either, a window is on time only ([`OnTime`]): the source's
+//! event-time stage drops every record behind its watermark and counts it
+//! (`late_records`), and a window fires once, when the watermark passes its
+//! end. [`WindowedStream::allowed_lateness`] and
+//! [`WindowedStream::side_output_late`] switch the window to judging
+//! lateness itself, per window as Flink does:
+//!
+//! - the event-time stage passes records behind its watermark on
+//!   ([`air_runtime::dataflow::Pipe::pass_late`]) and the window judges each
+//!   against that watermark `wm` (the exact one at the record, not the one
+//!   last sent downstream, so the outcome does not depend on timing);
+//! - a record whose window has not fired yet joins it as any other (even if
+//!   it is behind the watermark);
+//! - a record whose window fired but whose end + lateness is still after
+//!   `wm` updates the window, which fires again: its new row
+//!   (same key, start and end; for sessions, a session overlapping the
+//!   earlier rows) **supersedes** the rows fired before for it;
+//! - a record whose windows all have end + lateness `<= wm` is too late:
+//!   counted in `late_records` and, if asked, sent as a [`LateRecord`] on the
+//!   side stream (to its key's owner), never silently dropped;
+//! - a window's state is kept until the watermark passes end + lateness
+//!   (sessions: end + gap + lateness, see [`super::session`]), then freed.
+//!
+//! Lateness applies to [`WindowedStream::aggregate`] (tumbling and sliding
+//! windows pre-aggregated, and sessions); `aggregate_every_event` stays on
+//! time. The check costs a few instructions per record on windows that use
+//! it; [`OnTime`] windows (the default) compile to the code without it.
+//!
+//! ```
+//! use air_operators::graph::*;
+//! use air_runtime::dataflow::{run_graph, VecSource};
+//! use air_runtime::JobConfig;
+//! use std::sync::{Arc, Mutex};
+//!
+//! let cfg = JobConfig { workers: 1, pin: false, ..JobConfig::default() };
+//! let rows = Arc::new(Mutex::new(Vec::new()));
+//! let late = Arc::new(Mutex::new(Vec::new()));
+//! let (out, side) = (rows.clone(), late.clone());
+//! run_graph(&cfg, move |df| {
+//!     // (key, time ms) in arrival order: 1 200 moves the watermark to 1 200,
+//!     // past window [0, 1000)'s end; 900 is within its lateness of 500 ms;
+//!     // 2 600 moves the watermark to 2 600 >= 1000 + 500, so 100 is too late.
+//!     let input = vec![(7u32, 100u64), (7, 1_200), (7, 900), (7, 2_600), (7, 100)];
+//!     let (out, side) = (out.clone(), side.clone());
+//!     let (windows, late) = df
+//!         .source(VecSource::new(input))
+//!         .event_time(|r| r.1, 0)
+//!         .key_by(|r| r.0)
+//!         .window(Tumbling::ms(1_000), |r| r.1)
+//!         .allowed_lateness(500)
+//!         .side_output_late();
+//!     windows
+//!         .aggregate(Count)
+//!         .for_each(move |r| out.lock().unwrap().push((r.start, r.value)));
+//!     late.for_each(move |l| side.lock().unwrap().push((l.key, l.time)));
+//! })
+//! .unwrap();
+//! // [0, 1000) counts 900 (within lateness): if it fired before 900 came
+//! // (with 1), it fired again with 2, and the later row supersedes the
+//! // earlier one. The second 100 is on the side stream.
+//! let rows = rows.lock().unwrap().clone();
+//! assert_eq!(rows.iter().filter(|r| r.0 == 0).last(), Some(&(0, 2)));
+//! assert_eq!(*late.lock().unwrap(), [(7, 100)]);
+//! ```
+
+use super::window::WindowedStream;
+use air_runtime::dataflow::{Cx, Dataflow, Head, Identity, OpHead, Outbox, Pass, Pipe, Stream};
+use air_runtime::{key_hash, Record};
+use rkyv::{Archive, Deserialize, Serialize};
+use std::cell::Cell;
+use std::hash::Hash;
+use std::rc::Rc;
+
+/// A record too late for every window it belongs to, on the side stream of
+/// [`WindowedStream::side_output_late`].
+#[derive(
+    Debug, Clone, PartialEq, Archive, Serialize, Deserialize, serde::Serialize, serde::Deserialize,
+)]
+pub struct LateRecord<K, T> {
+    /// Its key.
+    pub key: K,
+    /// Its event time, ms.
+    pub time: u64,
+    /// The record as the window received it.
+    pub record: T,
+}
+
+/// Windows without lateness (the default): records behind the watermark
+/// are dropped and counted before they reach the window.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct OnTime;
+
+/// Windows with allowed lateness (and maybe a side stream of too-late
+/// records), as [`WindowedStream::allowed_lateness`] and
+/// [`WindowedStream::side_output_late`] set them.
+pub struct Lateness<K, T> {
+    ms: u64,
+    side: Option<Box<dyn SideOut<K, T>>>,
+}
+
+/// Where too-late records go (type-erased outbox of the side stream's edge).
+pub(crate) trait SideOut<K, T> {
+    fn push(&mut self, r: LateRecord<K, T>, cx: &mut Cx<'_, '_>);
+    fn watermark(&mut self, wm: u64, cx: &mut Cx<'_, '_>);
+    fn tick(&mut self, cx: &mut Cx<'_, '_>);
+    fn end(&mut self, final_wm: u64, cx: &mut Cx<'_, '_>);
+}
+
+impl<K: Hash + 'static, T: 'static> SideOut<K, T> for Outbox<LateRecord<K, T>>
+where
+    LateRecord<K, T>: Record,
+{
+    fn push(&mut self, r: LateRecord<K, T>, cx: &mut Cx<'_, '_>) {
+        let h = key_hash(&r.key);
+        self.push_hashed(h, r, cx)
+    }
+    fn watermark(&mut self, wm: u64, cx: &mut Cx<'_, '_>) {
+        Outbox::watermark(self, wm, cx)
+    }
+    fn tick(&mut self, cx: &mut Cx<'_, '_>) {
+        self.flush(cx)
+    }
+    fn end(&mut self, final_wm: u64, cx: &mut Cx<'_, '_>) {
+        Outbox::end(self, final_wm, cx)
+    }
+}
+
+/// What a windowed stream does with late records: [`OnTime`] or
+/// [`Lateness`] (for operator code; users call
+/// [`WindowedStream::allowed_lateness`]).
+pub trait LatePolicy<K, T>: 'static {
+    /// The check the window's input tail runs per record.
+    type Gate: Gate<K, T>;
+    /// The same setting as a [`Lateness`] (0 ms, no side stream, for
+    /// [`OnTime`]).
+    fn into_lateness(self) -> Lateness<K, T>;
+    /// The tail's check, reading the event-time stage's watermark from
+    /// `gate` (see [`air_runtime::dataflow::Pipe::pass_late`]).
+    fn into_gate(self, gate: Rc<Cell<u64>>) -> Self::Gate;
+}
+
+impl<K: 'static, T: 'static> LatePolicy<K, T> for OnTime {
+    type Gate = OnTime;
+    fn into_lateness(self) -> Lateness<K, T> {
+        Lateness { ms: 0, side: None }
+    }
+    fn into_gate(self, _gate: Rc<Cell<u64>>) -> OnTime {
+        OnTime
+    }
+}
+
+impl<K: 'static, T: 'static> LatePolicy<K, T> for Lateness<K, T> {
+    type Gate = LateGate<K, T>;
+    fn into_lateness(self) -> Lateness<K, T> {
+        self
+    }
+    fn into_gate(self, gate: Rc<Cell<u64>>) -> LateGate<K, T> {
+        LateGate {
+            gate,
+            ms: self.ms,
+            side: self.side,
+            late: 0,
+        }
+    }
+}
+
+/// The lateness check of a window's input tail, per record.
+pub trait Gate<K, T>: 'static {
+    /// Whether it judges lateness (false: [`OnTime`], no code on the hot
+    /// path).
+    const ON: bool;
+    /// The event-time stage's watermark when the last record behind it
+    /// went through, ms (0 if none did).
+    fn behind(&self) -> u64;
+    /// Allowed lateness, ms.
+    fn lateness(&self) -> u64;
+    /// A record too late for all its windows: count it, side-output it.
+    fn reject(&mut self, key: K, time: u64, record: T, cx: &mut Cx<'_, '_>);
+    /// Forwards the watermark to the side stream.
+    fn watermark(&mut self, wm: u64, cx: &mut Cx<'_, '_>);
+    /// Flushes the side stream.
+    fn tick(&mut self, cx: &mut Cx<'_, '_>);
+    /// Ends the side stream.
+    fn end(&mut self, final_wm: u64, cx: &mut Cx<'_, '_>);
+    /// Records rejected.
+    fn late(&self) -> u64;
+}
+
+impl<K: 'static, T: 'static> Gate<K, T> for OnTime {
+    const ON: bool = false;
+    #[inline(always)]
+    fn behind(&self) -> u64 {
+        0
+    }
+    #[inline(always)]
+    fn lateness(&self) -> u64 {
+        0
+    }
+    fn reject(&mut self, _key: K, _time: u64, _record: T, _cx: &mut Cx<'_, '_>) {}
+    fn watermark(&mut self, _wm: u64, _cx: &mut Cx<'_, '_>) {}
+    fn tick(&mut self, _cx: &mut Cx<'_, '_>) {}
+    fn end(&mut self, _final_wm: u64, _cx: &mut Cx<'_, '_>) {}
+    fn late(&self) -> u64 {
+        0
+    }
+}
+
+/// The check of a window with allowed lateness.
+pub struct LateGate<K, T> {
+    gate: Rc<Cell<u64>>,
+    ms: u64,
+    side: Option<Box<dyn SideOut<K, T>>>,
+    late: u64,
+}
+
+impl<K: 'static, T: 'static> Gate<K, T> for LateGate<K, T> {
+    const ON: bool = true;
+    #[inline(always)]
+    fn behind(&self) -> u64 {
+        self.gate.get()
+    }
+    #[inline(always)]
+    fn lateness(&self) -> u64 {
+        self.ms
+    }
+    #[cold]
+    fn reject(&mut self, key: K, time: u64, record: T, cx: &mut Cx<'_, '_>) {
+        self.late += 1;
+        if let Some(s) = &mut self.side {
+            s.push(LateRecord { key, time, record }, cx);
+        }
+    }
+    fn watermark(&mut self, wm: u64, cx: &mut Cx<'_, '_>) {
+        if let Some(s) = &mut self.side {
+            s.watermark(wm, cx);
+        }
+    }
+    fn tick(&mut self, cx: &mut Cx<'_, '_>) {
+        if let Some(s) = &mut self.side {
+            s.tick(cx);
+        }
+    }
+    fn end(&mut self, final_wm: u64, cx: &mut Cx<'_, '_>) {
+        if let Some(s) = &mut self.side {
+            s.end(final_wm, cx);
+        }
+    }
+    fn late(&self) -> u64 {
+        self.late
+    }
+}
+
+/// The side stream of too-late records of a windowed stream.
+pub type LateStream<K, T> = Stream<OpHead<Pass<LateRecord<K, T>>>, Identity>;
+
+impl<H: Head, P: Pipe<H::Out>, KF, TF, M, W, L> WindowedStream<H, P, KF, TF, M, W, L> {
+    /// Allowed lateness (Flink's `allowedLateness`), ms: a window's state is
+    /// kept until the watermark passes its end + `ms`; a record that comes
+    /// after the window fired but before then updates it and fires it
+    /// again (the new row supersedes the earlier one); later records are
+    /// counted in `late_records` (and go to [`Self::side_output_late`]'s
+    /// stream if asked). See [`super::late`] for the rules and an example.
+    pub fn allowed_lateness<K>(
+        self,
+        ms: u64,
+    ) -> WindowedStream<H, P, KF, TF, M, W, Lateness<K, P::Out>>
+    where
+        KF: Fn(&P::Out) -> K,
+        L: LatePolicy<K, P::Out>,
+        K: 'static,
+        P::Out: 'static,
+    {
+        self.map_late(|l| {
+            let mut l = l.into_lateness();
+            l.ms = ms;
+            l
+        })
+    }
+
+    /// The records too late for their windows (beyond the allowed
+    /// lateness, 0 unless [`Self::allowed_lateness`] set it) as a second
+    /// stream (Flink's `sideOutputLateData`): one [`LateRecord`] (key, event
+    /// time, record) each, at its key's owner, over an exchange edge created
+    /// here. Returns the windowed stream (for `aggregate`) and that stream,
+    /// which must end in a sink or an operator like any other (example:
+    /// [`super::late`]).
+    #[allow(clippy::type_complexity)]
+    pub fn side_output_late<K>(
+        self,
+    ) -> (
+        WindowedStream<H, P, KF, TF, M, W, Lateness<K, P::Out>>,
+        LateStream<K, P::Out>,
+    )
+    where
+        KF: Fn(&P::Out) -> K,
+        L: LatePolicy<K, P::Out>,
+        K: Hash + 'static,
+        P::Out: 'static,
+        LateRecord<K, P::Out>: Record,
+    {
+        let df: Dataflow = self.keyed_dataflow().clone();
+        let edge = df.new_edge("late records");
+        let out = df.outbox::<LateRecord<K, P::Out>>(edge);
+        let w = self.map_late(|l| {
+            let mut l = l.into_lateness();
+            l.side = Some(Box::new(out));
+            l
+        });
+        (w, df.consume(edge, Pass::default()))
+    }
+}

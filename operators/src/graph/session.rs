@@ -1,0 +1,556 @@
+//! Event-time session windows (Flink's `EventTimeSessionWindows.withGap`):
+//! per key, records closer than the gap to each other fall in one session;
+//! a session is `[first, last + gap)` ms and fires (one [`Windowed`] row per
+//! session and key) when the watermark passes its end.
+//!
+//! A record at `t` opens the window `[t, t + gap)`; windows of one key that
+//! overlap merge (their accumulators by [`AggregateFunction::merge`]), so a
+//! record that bridges two sessions joins them into one. Records exactly
+//! `gap` apart do not overlap and stay in two sessions (Flink merges windows
+//! that touch, i.e. it joins records up to `gap` apart inclusive).
+//!
+//! Sessions are not pre-aggregated (as in Flink, whose merging windows have
+//! no combiner): every record goes to its key's owner, which keeps the open
+//! sessions of its keys and frees a session's state when it fires (or, with
+//! allowed lateness, when the watermark passes end + gap + lateness: a
+//! record within lateness of its own window `[t, t + gap)` may bridge into
+//! a session that ended up to `gap` before, and keeping that session makes
+//! the result the same whatever the timing). See [`super::late`] for
+//! lateness; a session fired again supersedes the rows fired before for
+//! every session it merged (same key, overlapping).
+//!
+//! ```
+//! use air_operators::graph::*;
+//! use air_runtime::dataflow::{run_graph, VecSource};
+//! use air_runtime::JobConfig;
+//! use std::sync::{Arc, Mutex};
+//!
+//! let cfg = JobConfig { workers: 2, pin: false, ..JobConfig::default() };
+//! let rows = Arc::new(Mutex::new(Vec::new()));
+//! let out = rows.clone();
+//! run_graph(&cfg, move |df| {
+//!     // (user, time ms); worker 0 reads them all, worker 1 nothing.
+//!     let clicks: Vec<(u32, u64)> = if df.index() == 0 {
+//!         vec![(1, 0), (1, 400), (2, 450), (1, 1_300), (1, 850), (1, 3_000)]
+//!     } else {
+//!         Vec::new()
+//!     };
+//!     let out = out.clone();
+//!     df.source(VecSource::new(clicks))
+//!         .event_time(|c| c.1, 600)
+//!         .key_by(|c| c.0)
+//!         .window(Sessions::with_gap(500), |c| c.1)
+//!         .aggregate(Count)
+//!         .for_each(move |r| out.lock().unwrap().push((r.key, r.start, r.end, r.value)));
+//! })
+//! .unwrap();
+//! let mut rows = rows.lock().unwrap().clone();
+//! rows.sort();
+//! // User 1: [0, 900) and [1 300, 1 800), then 850 (out of order, within
+//! // the delay) bridges them: one session [0, 1 800) of 4; 3 000 alone.
+//! assert_eq!(rows, [(1, 0, 1_800, 4), (1, 3_000, 3_500, 1), (2, 450, 950, 1)]);
+//! ```
+
+use super::aggregate::AggregateFunction;
+use super::late::{Gate, LatePolicy};
+use super::window::{WindowSpec, Windowed, WindowedStream};
+use air_runtime::dataflow::{
+    Cx, Head, Identity, OpHead, Operator, Outbox, Pipe, Stats, Stream, Tail,
+};
+use air_runtime::{key_hash, ExchangeData, Record};
+use rustc_hash::FxHashMap;
+use std::cell::Cell;
+use std::cmp::{Ordering, Reverse};
+use std::collections::BinaryHeap;
+use std::hash::Hash;
+use std::rc::Rc;
+
+/// Session windows of a gap, ms (> 0).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sessions {
+    gap: u64,
+}
+
+impl Sessions {
+    /// Sessions that close after `gap` ms of event time without a record
+    /// of their key.
+    pub fn with_gap(gap: u64) -> Sessions {
+        Sessions { gap }
+    }
+
+    /// The gap, ms.
+    pub fn gap(&self) -> u64 {
+        self.gap
+    }
+}
+
+impl WindowSpec for Sessions {
+    fn check(&self) -> Result<(), String> {
+        if self.gap == 0 {
+            Err("a session window's gap must be at least 1 ms".into())
+        } else {
+            Ok(())
+        }
+    }
+}
+
+impl<H, P, KF, TF, K, M, L> WindowedStream<H, P, KF, TF, M, Sessions, L>
+where
+    H: Head,
+    P: Pipe<H::Out>,
+    P::Out: Record,
+    K: Record + Hash + Eq,
+    KF: Fn(&P::Out) -> K + Clone + 'static,
+    TF: Fn(&P::Out) -> u64 + Clone + 'static,
+    L: LatePolicy<K, P::Out>,
+{
+    /// Aggregates each session of each key with `agg`: one [`Windowed`] row
+    /// per session (start = its first record's time, end = its last
+    /// record's time + gap), at the key's owner, when the watermark passes
+    /// the session's end. Every record goes to its key's owner (no
+    /// pre-aggregation).
+    #[allow(clippy::type_complexity)]
+    pub fn aggregate<A>(
+        self,
+        agg: A,
+    ) -> Stream<OpHead<SessionWindow<K, A, P::Out, KF, TF>>, Identity>
+    where
+        A: AggregateFunction<P::Out>,
+    {
+        let WindowedStream {
+            keyed,
+            windows,
+            time,
+            late,
+            ..
+        } = self;
+        let (mut stream, key) = keyed.into_parts();
+        let gate = Rc::new(Cell::new(0));
+        if <L::Gate as Gate<K, P::Out>>::ON {
+            stream.pipe_mut().pass_late(&gate);
+        }
+        let gate = late.into_gate(gate);
+        let lateness = gate.lateness();
+        let gap = windows.gap;
+        let df = stream.dataflow().clone();
+        let edge = df.new_edge("session records");
+        let out = df.outbox::<P::Out>(edge);
+        stream.end_in(SessionTail {
+            out,
+            key: key.clone(),
+            time: time.clone(),
+            horizon: gap.saturating_add(lateness),
+            wm: 0,
+            gate,
+        });
+        let keep = if <L::Gate as Gate<K, P::Out>>::ON {
+            gap.saturating_add(lateness)
+        } else {
+            0
+        };
+        df.consume(
+            edge,
+            SessionWindow {
+                keys: FxHashMap::default(),
+                core: SessionCore {
+                    gap,
+                    lateness,
+                    keep,
+                    agg,
+                    timers: BinaryHeap::new(),
+                    fired: 0,
+                    late: 0,
+                    rows: 0,
+                    refired: 0,
+                    unfired: 0,
+                    open: 0,
+                    open_max: 0,
+                    merged: 0,
+                    wm_lag: 0,
+                    latency: air_runtime::metrics::latency_histogram(),
+                    samples: Vec::new(),
+                    _t: std::marker::PhantomData,
+                },
+                key,
+                time,
+            },
+        )
+    }
+}
+
+/// Sends every record to its key's owner; with lateness, sends records too
+/// late for their own session window `[t, t + gap)` to the side stream.
+struct SessionTail<T, KF, TF, G> {
+    out: Outbox<T>,
+    key: KF,
+    time: TF,
+    /// gap + lateness, ms.
+    horizon: u64,
+    /// The last watermark this tail passed on, ms.
+    wm: u64,
+    gate: G,
+}
+
+impl<T, K, KF, TF, G> Tail<T> for SessionTail<T, KF, TF, G>
+where
+    T: ExchangeData,
+    K: Hash + 'static,
+    KF: Fn(&T) -> K + 'static,
+    TF: Fn(&T) -> u64 + 'static,
+    G: Gate<K, T>,
+{
+    #[inline(always)]
+    fn push(&mut self, item: T, cx: &mut Cx<'_, '_>) {
+        if G::ON {
+            let t = (self.time)(&item);
+            let wm = self.gate.behind().max(self.wm);
+            if t.saturating_add(self.horizon) <= wm {
+                let k = (self.key)(&item);
+                self.gate.reject(k, t, item, cx);
+                return;
+            }
+        }
+        let h = key_hash(&(self.key)(&item));
+        self.out.push_hashed(h, item, cx);
+    }
+    fn watermark(&mut self, wm: u64, cx: &mut Cx<'_, '_>) {
+        self.wm = self.wm.max(wm);
+        if G::ON {
+            self.gate.watermark(wm, cx);
+        }
+        self.out.watermark(wm, cx)
+    }
+    fn tick(&mut self, cx: &mut Cx<'_, '_>) {
+        if G::ON {
+            self.gate.tick(cx);
+        }
+        self.out.flush(cx)
+    }
+    fn end(&mut self, final_wm: u64, cx: &mut Cx<'_, '_>) {
+        if G::ON {
+            self.gate.end(final_wm, cx);
+        }
+        self.out.end(final_wm, cx)
+    }
+    fn report(&mut self, stats: &mut Stats) {
+        stats.add("window_records", self.out.records);
+        stats.add("late_records", self.gate.late());
+    }
+}
+
+/// One session of one key.
+struct Session<A> {
+    start: u64,
+    /// Exclusive: the last record's time + gap.
+    end: u64,
+    acc: A,
+    /// Newest event time in it (latency).
+    newest: u64,
+    /// Its row went out with the current accumulator.
+    fired: bool,
+}
+
+/// The sessions of one key, by start (disjoint), and the time of the
+/// timer that will look at them next (`u64::MAX`: none).
+struct KeyState<A> {
+    sessions: Vec<Session<A>>,
+    timer: u64,
+}
+
+/// A key to look at once the watermark reaches `at` (ordered by `at`
+/// only).
+struct Timer<K> {
+    at: u64,
+    key: K,
+}
+
+impl<K> PartialEq for Timer<K> {
+    fn eq(&self, o: &Self) -> bool {
+        self.at == o.at
+    }
+}
+impl<K> Eq for Timer<K> {}
+impl<K> PartialOrd for Timer<K> {
+    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl<K> Ord for Timer<K> {
+    fn cmp(&self, o: &Self) -> Ordering {
+        self.at.cmp(&o.at)
+    }
+}
+
+/// The session operator's state beside its table of keys.
+struct SessionCore<K, A: AggregateFunction<T>, T> {
+    gap: u64,
+    lateness: u64,
+    /// How long after its end a fired session is kept, ms (0 without
+    /// lateness; gap + lateness with it).
+    keep: u64,
+    agg: A,
+    /// Min-heap of timers; a key's valid one is at its `KeyState::timer`,
+    /// others are stale and skipped.
+    timers: BinaryHeap<Reverse<Timer<K>>>,
+    /// The watermark fired up to, ms.
+    fired: u64,
+    late: u64,
+    rows: u64,
+    refired: u64,
+    unfired: u64,
+    /// Sessions held now, and the most held at once.
+    open: u64,
+    open_max: u64,
+    /// Sessions joined to another by a record that bridged them.
+    merged: u64,
+    wm_lag: u64,
+    latency: air_runtime::metrics::Histogram<u64>,
+    samples: Vec<u64>,
+    _t: std::marker::PhantomData<fn(&T)>,
+}
+
+impl<K: Clone, A: AggregateFunction<T>, T> SessionCore<K, A, T> {
+    /// Makes sure `ks` has a timer at or before `at`.
+    fn ensure(&mut self, ks: &mut KeyState<A::Acc>, key: &K, at: u64) {
+        if at < ks.timer {
+            ks.timer = at;
+            self.timers.push(Reverse(Timer {
+                at,
+                key: key.clone(),
+            }));
+        }
+    }
+
+    fn row(&mut self, key: &K, s: &Session<A::Acc>, now: u64) -> Windowed<K, A::Out> {
+        let l = now.saturating_sub(s.newest);
+        let _ = self.latency.record(l);
+        self.samples.push(l);
+        self.rows += 1;
+        Windowed {
+            start: s.start,
+            end: s.end,
+            key: key.clone(),
+            value: self.agg.result(&s.acc),
+        }
+    }
+
+    /// Adds record `x` at `t` to the sessions of `key`, merging the ones
+    /// its window overlaps; fires the session at once if it already ended.
+    fn add<E: FnMut(Windowed<K, A::Out>)>(
+        &mut self,
+        ks: &mut KeyState<A::Acc>,
+        key: &K,
+        t: u64,
+        x: &T,
+        emit: &mut E,
+    ) {
+        let end = t.saturating_add(self.gap);
+        let v = &mut ks.sessions;
+        // Sessions are disjoint and sorted by start: the ones [t, end)
+        // overlaps are consecutive.
+        let i = v.iter().position(|s| s.end > t).unwrap_or(v.len());
+        let mut j = i;
+        while j < v.len() && v[j].start < end {
+            j += 1;
+        }
+        let new = i == j;
+        if new {
+            v.insert(
+                i,
+                Session {
+                    start: t,
+                    end,
+                    acc: self.agg.create(),
+                    newest: t,
+                    fired: false,
+                },
+            );
+            self.open += 1;
+            self.open_max = self.open_max.max(self.open);
+        } else {
+            self.open -= (j - i - 1) as u64;
+            self.merged += (j - i - 1) as u64;
+            for s in v.drain(i + 1..j).collect::<Vec<_>>() {
+                let first = &mut v[i];
+                self.agg.merge(&mut first.acc, s.acc);
+                first.end = first.end.max(s.end);
+                first.newest = first.newest.max(s.newest);
+            }
+            let first = &mut v[i];
+            first.start = first.start.min(t);
+            first.end = first.end.max(end);
+        }
+        let s = &mut ks.sessions[i];
+        self.agg.add(&mut s.acc, x);
+        s.newest = s.newest.max(t);
+        if s.end <= self.fired {
+            // Ended already (a late record within lateness): fire now.
+            s.fired = true;
+            let due = s.end.saturating_add(self.keep);
+            let now = crate::stream::now_ms();
+            let r = self.row(key, &ks.sessions[i], now);
+            self.refired += 1;
+            emit(r);
+            self.ensure(ks, key, due);
+        } else {
+            // Open (again, if it merged fired sessions kept for lateness,
+            // whose timers may be later than its end).
+            s.fired = false;
+            let due = s.end;
+            self.ensure(ks, key, due);
+        }
+    }
+
+    /// Fires the sessions of `ks` that ended by `wm`, frees the ones kept
+    /// long enough, and sets its next timer. Returns whether `ks` is empty.
+    fn visit<E: FnMut(Windowed<K, A::Out>)>(
+        &mut self,
+        ks: &mut KeyState<A::Acc>,
+        key: &K,
+        wm: u64,
+        now: u64,
+        emit: &mut E,
+    ) -> bool {
+        ks.timer = u64::MAX;
+        for i in 0..ks.sessions.len() {
+            let s = &ks.sessions[i];
+            if !s.fired && s.end <= wm {
+                let r = self.row(key, s, now);
+                ks.sessions[i].fired = true;
+                emit(r);
+            }
+        }
+        let keep = self.keep;
+        let held = ks.sessions.len();
+        ks.sessions
+            .retain(|s| !(s.fired && s.end.saturating_add(keep) <= wm));
+        self.open -= (held - ks.sessions.len()) as u64;
+        let next = ks
+            .sessions
+            .iter()
+            .map(|s| {
+                if s.fired {
+                    s.end.saturating_add(keep)
+                } else {
+                    s.end
+                }
+            })
+            .min();
+        match next {
+            Some(at) => {
+                self.ensure(ks, key, at);
+                false
+            }
+            None => true,
+        }
+    }
+}
+
+/// The session window operator at a key's owner, fed by every record.
+pub struct SessionWindow<K, A: AggregateFunction<T>, T, KF, TF> {
+    keys: FxHashMap<K, KeyState<A::Acc>>,
+    core: SessionCore<K, A, T>,
+    key: KF,
+    time: TF,
+}
+
+impl<K, A, T, KF, TF> Operator for SessionWindow<K, A, T, KF, TF>
+where
+    K: Record + Hash + Eq,
+    A: AggregateFunction<T>,
+    T: Record,
+    KF: Fn(&T) -> K + 'static,
+    TF: Fn(&T) -> u64 + 'static,
+{
+    type In = T;
+    type Out = Windowed<K, A::Out>;
+
+    fn on_batch<E: FnMut(Self::Out)>(&mut self, items: &[T::Item], emit: &mut E) {
+        for a in items {
+            let x = T::from_archived(a);
+            let t = (self.time)(&x);
+            let c = &mut self.core;
+            // Its own window ended more than lateness ago: late (the
+            // sender judged it against a watermark at least this one, so
+            // only a stream fed by an edge gets here).
+            if t.saturating_add(c.gap).saturating_add(c.lateness) <= c.fired {
+                c.late += 1;
+                continue;
+            }
+            let k = (self.key)(&x);
+            match self.keys.get_mut(&k) {
+                Some(ks) => c.add(ks, &k, t, &x, emit),
+                None => {
+                    let mut ks = KeyState {
+                        sessions: Vec::with_capacity(1),
+                        timer: u64::MAX,
+                    };
+                    c.add(&mut ks, &k, t, &x, emit);
+                    self.keys.insert(k, ks);
+                }
+            }
+        }
+        if !self.core.samples.is_empty() {
+            let samples = std::mem::take(&mut self.core.samples);
+            air_runtime::timeline::record_latency(|h| {
+                for &l in &samples {
+                    let _ = h.record(l);
+                }
+            });
+        }
+    }
+
+    fn on_watermark<E: FnMut(Self::Out)>(&mut self, wm: u64, emit: &mut E) {
+        let c = &mut self.core;
+        if wm <= c.fired {
+            return;
+        }
+        c.fired = wm;
+        let now = crate::stream::now_ms();
+        if wm != u64::MAX {
+            c.wm_lag = c.wm_lag.max(now.saturating_sub(wm));
+        }
+        while c.timers.peek().is_some_and(|r| r.0.at <= wm) {
+            let Reverse(Timer { at, key }) = c.timers.pop().expect("peeked");
+            let Some(ks) = self.keys.get_mut(&key) else {
+                continue;
+            };
+            if ks.timer != at {
+                continue;
+            }
+            if c.visit(ks, &key, wm, now, emit) {
+                self.keys.remove(&key);
+            }
+        }
+        if !c.samples.is_empty() {
+            let samples = std::mem::take(&mut c.samples);
+            air_runtime::timeline::record_latency(|h| {
+                for &l in &samples {
+                    let _ = h.record(l);
+                }
+            });
+        }
+    }
+
+    fn on_end<E: FnMut(Self::Out)>(&mut self, final_wm: u64, emit: &mut E) {
+        self.on_watermark(final_wm, emit);
+        self.core.unfired += self
+            .keys
+            .values()
+            .flat_map(|ks| ks.sessions.iter())
+            .filter(|s| !s.fired)
+            .count() as u64;
+    }
+
+    fn report(&mut self, stats: &mut Stats) {
+        let c = &mut self.core;
+        stats.add("window_rows", c.rows);
+        stats.add("refired_rows", c.refired);
+        stats.add("late_records", c.late);
+        stats.add("unfired_windows", c.unfired);
+        stats.add("session_merges", c.merged);
+        stats.max("sessions_open_max", c.open_max);
+        stats.max("watermark_lag_max_ms", c.wm_lag);
+        let _ = stats.latency.add(&c.latency);
+    }
+}
