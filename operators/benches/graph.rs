@@ -22,6 +22,12 @@ use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 
 const EVENTS: u64 = 2_000_000;
 
+/// `AIR_GRAPH_BENCH_ONCE=<shape>:<events>` runs one job of that shape
+/// (`builtin-pre`, `user-pre`, `builtin-every`, `user-every`) over that many
+/// events and exits, for instruction counts under callgrind (`valgrind
+/// --tool=callgrind target/release/deps/graph-… --bench`).
+const ONCE_ENV: &str = "AIR_GRAPH_BENCH_ONCE";
+
 /// This worker's YSB generator as a graph source.
 struct Gen(YsbGenerator);
 
@@ -74,15 +80,15 @@ struct Shape {
     every_event: bool,
 }
 
-/// Runs YSB over `EVENTS` events; returns the views counted in windows.
-fn run(camps: &Campaigns, shape: Shape) -> u64 {
+/// Runs YSB over `events` events; returns the views counted in windows.
+fn run(camps: &Campaigns, shape: Shape, events: u64) -> u64 {
     let cfg = JobConfig {
         workers: 1,
         pin: false,
         ..JobConfig::default()
     };
     let gen_cfg = YsbGenConfig::new(1, camps)
-        .with_events(Some(EVENTS))
+        .with_events(Some(events))
         .with_event_time(EventTimeMode::Deterministic {
             start_ms: 0,
             events_per_s: 1_000_000,
@@ -186,7 +192,7 @@ fn bench_aggregates(c: &mut Criterion) {
     ] {
         g.bench_function(name, |b| {
             b.iter(|| {
-                let got = run(&camps, shape);
+                let got = run(&camps, shape, EVENTS);
                 assert_eq!(got, expected, "{name}: views counted");
                 got
             })
@@ -196,4 +202,23 @@ fn bench_aggregates(c: &mut Criterion) {
 }
 
 criterion_group!(benches, bench_aggregates);
-criterion_main!(benches);
+
+fn main() {
+    if let Ok(spec) = std::env::var(ONCE_ENV) {
+        let (shape, events) = spec.split_once(':').expect("<shape>:<events>");
+        let (user, every_event) = match shape {
+            "builtin-pre" => (false, false),
+            "user-pre" => (true, false),
+            "builtin-every" => (false, true),
+            "user-every" => (true, true),
+            _ => panic!("{ONCE_ENV}: unknown shape {shape:?}"),
+        };
+        let events = events.parse().expect("events");
+        let camps = Campaigns::generate(100, 10, 42);
+        let views = run(&camps, Shape { user, every_event }, events);
+        println!("{shape}: {views} views counted");
+        return;
+    }
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+}
