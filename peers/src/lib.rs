@@ -116,7 +116,7 @@ impl Mode {
 /// (`mix64(key) % workers`), so every engine balances the keys alike.
 #[inline(always)]
 pub fn owner_hash(campaign: u32) -> u64 {
-    air_operators::window::mix64(campaign as u64)
+    air_runtime::mix64(campaign as u64)
 }
 
 /// One result row, as `air run ysb --out` writes it.
