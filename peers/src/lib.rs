@@ -30,8 +30,7 @@ pub mod air_run;
 pub mod channel_ysb;
 pub mod timely_ysb;
 
-/// Records taken from the generator per step: `air`'s default `--batch`
-/// (and `WindowOptions::source_batch`).
+/// Records taken from the generator per step: `air`'s default `--batch`.
 pub const BATCH: usize = 1024;
 
 /// What a YSB run computes: the job every engine runs.
