@@ -7,7 +7,6 @@
 
 use air_operators::graph::Partial;
 use air_operators::sources::nexmark::Bid;
-use air_operators::sources::text::Word;
 use air_runtime::ExchangeData;
 use air_shm::{FrameKind, KIND_PADDING};
 use std::fs;
@@ -89,33 +88,9 @@ fn main() {
             })
             .collect(),
     );
-    let words = [
-        "the",
-        "quick",
-        "brown",
-        "fox",
-        "jumps",
-        "über",
-        "ein-sehr-langes-wort-über-zwanzig",
-    ];
-    batch("word", 2, words.iter().map(|w| Word::new(w)).collect());
-    batch(
-        "word-partial",
-        3,
-        words
-            .iter()
-            .enumerate()
-            .map(|(i, w)| Partial {
-                start: 0,
-                newest: i as u64,
-                key: Word::new(w),
-                acc: i as u64 + 1,
-            })
-            .collect(),
-    );
     batch(
         "bid",
-        4,
+        2,
         (0..4u64)
             .map(|i| Bid {
                 auction: 1000 + i,
