@@ -5,11 +5,8 @@
 //!
 //! `cargo run --example seeds` (in `fuzz/`).
 
-use air_operators::join::{JoinItem, JoinRecord};
-use air_operators::sources::nexmark::{Auction, Bid, Name, Person};
-use air_operators::top::TopPartial;
-use air_operators::window::{AggState, WindowPartial};
-use air_operators::wordcount::WordPartial;
+use air_operators::graph::Partial;
+use air_operators::sources::nexmark::Bid;
 use air_runtime::ExchangeData;
 use air_shm::{FrameKind, KIND_PADDING};
 use std::fs;
@@ -79,84 +76,28 @@ fn main() {
 
     batch("u64", 0, (0..20u64).map(|i| i * 1_000_003).collect());
     batch("u64-empty", 0, Vec::<u64>::new());
-    let state = AggState::one(1, 1_700_000_000_123);
     batch(
         "window-partial",
         1,
         (0..8u64)
-            .map(|k| WindowPartial {
+            .map(|k| Partial {
+                start: 1_700_000_000_000,
+                newest: 1_700_000_000_123,
                 key: k,
-                window_start: 1_700_000_000_000,
-                state,
+                acc: k + 1,
             })
             .collect(),
     );
     batch(
-        "word-partial",
+        "bid",
         2,
-        [
-            "the",
-            "quick",
-            "brown",
-            "fox",
-            "jumps",
-            "über",
-            "ein-sehr-langes-wort-über-zwanzig",
-        ]
-        .iter()
-        .enumerate()
-        .map(|(i, w)| WordPartial {
-            window_start: 0,
-            word: w.to_string(),
-            count: i as u64 + 1,
-        })
-        .collect(),
-    );
-    let bid = |i: u64| Bid {
-        auction: 1000 + i,
-        bidder: 2000 + i,
-        price: 100 * i,
-        date_time: 1_700_000_000_000 + i,
-    };
-    batch(
-        "top-partial-bid",
-        3,
         (0..4u64)
-            .map(|i| TopPartial {
-                window_start: 0,
-                score: i,
-                item: bid(i),
+            .map(|i| Bid {
+                auction: 1000 + i,
+                bidder: 2000 + i,
+                price: 100 * i,
+                date_time: 1_700_000_000_000 + i,
             })
             .collect(),
-    );
-    let person = Person {
-        id: 1000,
-        date_time: 1_700_000_000_000,
-        name: Name::new("Peter Shultz").expect("short"),
-    };
-    let auction = Auction {
-        id: 1000,
-        seller: 1000,
-        category: 10,
-        initial_bid: 5,
-        reserve: 9,
-        date_time: 1_700_000_000_001,
-        expires: 1_700_000_010_000,
-    };
-    batch(
-        "join-record",
-        4,
-        vec![
-            JoinRecord::Left(JoinItem {
-                key: 1000,
-                time: 1_700_000_000_000,
-                payload: person,
-            }),
-            JoinRecord::Right(JoinItem {
-                key: 1000,
-                time: 1_700_000_000_001,
-                payload: auction,
-            }),
-        ],
     );
 }

@@ -8,15 +8,12 @@
 //! promises (an error answer to bad input is fine); a panic, an overflow
 //! (fuzz builds keep debug assertions) or a sanitizer report is a bug.
 
-use air_operators::join::{JoinItem, JoinPayload, JoinRecord};
-use air_operators::sources::nexmark::{Auction, Bid, Person};
+use air_operators::graph::Partial;
+use air_operators::sources::nexmark::Bid;
 use air_operators::sources::ysb::{
     format_uuid, parse_json_line, parse_json_line_with, write_json_line, AdType, Campaigns,
     ParseMode, YsbEvent, UUID_LEN,
 };
-use air_operators::top::TopPartial;
-use air_operators::window::{AggState, WindowPartial};
-use air_operators::wordcount::WordPartial;
 use air_runtime::ExchangeData;
 use air_shm::frame::{check_frame, FrameCheck};
 use air_shm::{frame_size, FRAME_ALIGN, FRAME_HEADER};
@@ -140,56 +137,22 @@ fn ascii(b: &[u8]) -> &str {
 
 /// `batch`: [`ExchangeData::read_batch_validated`] (rkyv's checked access,
 /// `--validate`) on one batch, 16-byte aligned as in a ring frame. Byte 0
-/// picks the record type (modulo 5): `u64` (stateless jobs),
-/// [`WindowPartial`] (YSB, WA, NEXMark q5), [`WordPartial`] (word count),
-/// `TopPartial<Bid>` (q7), `JoinRecord<Person, Auction>` (q8); the rest is
-/// the archive. An accepted batch has every record readable, and the
-/// records archived again read back equal.
+/// picks the record type (modulo 3) among those the graph queries send
+/// over exchange edges: `u64` (stateless jobs), `Partial<u64, u64>` (the
+/// windowed count partials of YSB), [`Bid`] (NEXMark q5, q7); the rest is
+/// the archive. (Not yet word count's `Word`: its archived inline form is
+/// not checked by validation, see `operators/src/sources/text/word.rs`.) An accepted batch has every record readable,
+/// and the records archived again read back equal.
 pub fn batch(data: &[u8]) {
     let Some((&which, archive)) = data.split_first() else {
         return;
     };
     let mut buf = Vec::new();
     let bytes = aligned(archive, &mut buf);
-    match which % 5 {
-        0 => records::<u64>(bytes, |x| x.to_native()),
-        1 => records::<WindowPartial>(bytes, |p| WindowPartial {
-            key: p.key.to_native(),
-            window_start: p.window_start.to_native(),
-            state: AggState {
-                count: p.state.count.to_native(),
-                sum: p.state.sum.to_native(),
-                min: p.state.min.to_native(),
-                max: p.state.max.to_native(),
-                reduced: p.state.reduced.to_native(),
-                max_event_time: p.state.max_event_time.to_native(),
-            },
-        }),
-        2 => records::<WordPartial>(bytes, |w| WordPartial {
-            window_start: w.window_start.to_native(),
-            word: w.word.as_str().to_owned(),
-            count: w.count.to_native(),
-        }),
-        3 => records::<TopPartial<Bid>>(bytes, |t| TopPartial {
-            window_start: t.window_start.to_native(),
-            score: t.score.to_native(),
-            item: t.item.to_native(),
-        }),
-        _ => records::<JoinRecord<Person, Auction>>(bytes, |r| {
-            use air_operators::join::ArchivedJoinRecord as A;
-            match r {
-                A::Left(i) => JoinRecord::Left(JoinItem {
-                    key: i.key.to_native(),
-                    time: i.time.to_native(),
-                    payload: Person::from_archived(&i.payload),
-                }),
-                A::Right(i) => JoinRecord::Right(JoinItem {
-                    key: i.key.to_native(),
-                    time: i.time.to_native(),
-                    payload: Auction::from_archived(&i.payload),
-                }),
-            }
-        }),
+    match which % 3 {
+        0 => records::<u64>(bytes),
+        1 => records::<Partial<u64, u64>>(bytes),
+        _ => records::<Bid>(bytes),
     }
 }
 
@@ -201,18 +164,29 @@ fn aligned<'b>(data: &[u8], buf: &'b mut Vec<u8>) -> &'b [u8] {
     &buf[start..start + data.len()]
 }
 
-/// Reads every record of a validated batch with `native`, archives them
-/// again and checks they read back equal.
-fn records<T>(bytes: &[u8], native: impl Fn(&T::Item) -> T)
+/// Reads every record of a validated batch (deserialized by rkyv),
+/// archives them again and checks they read back equal (compared by their
+/// `Debug` form: not every exchanged record type has `PartialEq`).
+fn records<T>(bytes: &[u8])
 where
-    T: ExchangeData + PartialEq + Debug,
+    T: ExchangeData + Debug,
+    T::Item: rkyv::Deserialize<T, rkyv::rancor::Strategy<rkyv::de::Pool, rkyv::rancor::Error>>,
 {
+    let native = |items: &[T::Item]| -> Vec<T> {
+        items
+            .iter()
+            .map(|x| {
+                rkyv::deserialize::<T, rkyv::rancor::Error>(x)
+                    .expect("a validated record deserializes")
+            })
+            .collect()
+    };
     let Ok(items) = T::read_batch_validated(bytes) else {
         return;
     };
-    let first: Vec<T> = items.iter().map(&native).collect();
+    let first = native(items);
     let again = T::to_bytes(&first);
     let items = T::read_batch_validated(&again).expect("a batch archived by to_bytes validates");
-    let second: Vec<T> = items.iter().map(&native).collect();
-    assert_eq!(first, second);
+    let second = native(items);
+    assert_eq!(format!("{first:?}"), format!("{second:?}"));
 }

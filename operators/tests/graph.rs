@@ -881,3 +881,55 @@ fn bad_graphs_are_refused_before_any_worker_starts() {
         &["lower bound (10 ms)", "upper bound (-10 ms)"],
     );
 }
+
+/// A record behind its event-time stage's watermark (newest time − delay)
+/// is counted in `late_records` and never joined; one behind the newest
+/// time but within the delay is joined. Tumbling 1-s window join, key 1,
+/// delay 300 ms, 1 and 2 workers (every record on worker 0).
+#[test]
+fn a_window_join_counts_records_beyond_the_delay_and_does_not_join_them() {
+    // (key, time, id): times 0, 100, ..., 2000 on both sides; then on the
+    // left id 900 at 1750 (newest 2000 − delay 300 = 1700: on time) and
+    // id 901 at 50 (late: dropped, counted).
+    let mut left: Vec<Side> = (0..=20).map(|i| (1, i * 100, i)).collect();
+    left.push((1, 1_750, 900));
+    left.push((1, 50, 901));
+    let right: Vec<Side> = (0..=20).map(|i| (1, i * 100, 1_000 + i)).collect();
+    let size = 1_000;
+    let mut want: Vec<Pair> = Vec::new();
+    for a in left.iter().filter(|a| a.2 != 901) {
+        for b in &right {
+            let s = a.1 / size * size;
+            if b.1 / size * size == s {
+                want.push((1, a.2, b.2, s, s + size));
+            }
+        }
+    }
+    want.sort_unstable();
+    assert!(want.iter().any(|p| p.1 == 900));
+    let (left, right) = (Arc::new(left), Arc::new(right));
+    for workers in [1, 2] {
+        let got = rows::<Pair>();
+        let (out, l, r) = (got.clone(), left.clone(), right.clone());
+        let o = run_limited(config(workers, 16 << 10, 32), move |df| {
+            let out = out.clone();
+            let me = df.index();
+            let mine = |v: &Vec<Side>| if me == 0 { v.clone() } else { Vec::new() };
+            let l = df.source(VecSource::new(mine(&l))).event_time(|x| x.1, 300);
+            let r = df.source(VecSource::new(mine(&r))).event_time(|x| x.1, 300);
+            l.key_by(|x| x.0)
+                .join(r.key_by(|x| x.0))
+                .window(Tumbling::ms(size), |x| x.1, |x| x.1)
+                .for_each(move |j: Joined<u64, Side, Side>| {
+                    out.lock()
+                        .unwrap()
+                        .push((j.key, j.left.2, j.right.2, j.start, j.end))
+                });
+        })
+        .unwrap_or_else(|e| panic!("{workers} workers: {e}"));
+        assert_eq!(o.stats.get("late_records"), 1, "{workers} workers");
+        let mut v = take(&got);
+        v.sort_unstable();
+        assert_eq!(v, want, "{workers} workers");
+    }
+}

@@ -30,8 +30,7 @@ pub mod air_run;
 pub mod channel_ysb;
 pub mod timely_ysb;
 
-/// Records taken from the generator per step: `air`'s default `--batch`
-/// (and `WindowOptions::source_batch`).
+/// Records taken from the generator per step: `air`'s default `--batch`.
 pub const BATCH: usize = 1024;
 
 /// What a YSB run computes: the job every engine runs.
@@ -116,7 +115,7 @@ impl Mode {
 /// (`mix64(key) % workers`), so every engine balances the keys alike.
 #[inline(always)]
 pub fn owner_hash(campaign: u32) -> u64 {
-    air_operators::window::mix64(campaign as u64)
+    air_runtime::mix64(campaign as u64)
 }
 
 /// One result row, as `air run ysb --out` writes it.

@@ -1,20 +1,16 @@
 //! A job: W worker threads, each running the whole dataflow for its shard,
-//! connected all-to-all by channels. No coordinator, no scheduler thread, no
-//! shared queue: each worker drives its own upstream (source and fused
-//! stateless operators), pushes records into the exchange, and reads its
-//! inputs into its downstream (the final stage), until every input has ended.
+//! connected all-to-all by channels, one independent set per exchange edge
+//! ([`run_workers`]; the graph API's [`crate::dataflow::run_graph`] runs on
+//! it). No coordinator, no scheduler thread, no shared queue.
 
 use crate::channel::thread_channel;
 use crate::channel::{ChannelRx, ChannelTx};
-use crate::data::ExchangeData;
-use crate::exchange::{Downstream, Drain, Exchange, Inputs};
-use crate::metrics::ChannelMetrics;
 use crate::placement;
 use crate::topology::{Slot, WorkerPlacement};
 use crate::RuntimeError;
-use air_shm::{FrameKind, Producer};
+use air_shm::Producer;
 use std::sync::{Barrier, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Shape of a job on one process.
 #[derive(Debug, Clone)]
@@ -76,80 +72,15 @@ pub struct WorkerInfo {
     pub placement: WorkerPlacement,
 }
 
-/// What one step of an upstream did.
+/// What one step of a source (or a worker's graph) did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Progress {
     /// It did work; call again.
     Busy,
     /// Nothing to do right now (e.g. a paced source ahead of its schedule).
     Idle,
-    /// The source is exhausted; `finish` follows.
+    /// The source is exhausted.
     Done,
-}
-
-/// The first stage of a worker's dataflow: a source and the stateless (and
-/// pre-aggregating) operators fused after it, ending in the exchange.
-pub trait Upstream<T: ExchangeData>: Send {
-    /// Does a bounded amount of work, pushing records through `out`.
-    fn step(&mut self, out: &mut Emitter<'_, '_, T>) -> Progress;
-    /// This worker's output watermark in ms of event time: it will emit no
-    /// record with an event time below it any more.
-    fn watermark(&self) -> u64;
-    /// Called once after `step` returned `Done`: emit what is left (e.g. the
-    /// partial aggregates of windows still open).
-    fn finish(&mut self, out: &mut Emitter<'_, '_, T>) {
-        let _ = out;
-    }
-}
-
-/// The handle an upstream pushes records through (`'c`: the channels' lifetime).
-pub struct Emitter<'a, 'c, T: ExchangeData> {
-    ex: &'a mut Exchange<'c, T>,
-    drain: &'a mut Drain<'a>,
-    error: &'a mut Option<RuntimeError>,
-}
-
-impl<T: ExchangeData> Emitter<'_, '_, T> {
-    /// Sends `item` to the owner of `key_hash` (`key_hash % workers`).
-    #[inline(always)]
-    pub fn emit(&mut self, key_hash: u64, item: T) {
-        let dest = self.ex.owner(key_hash);
-        self.emit_to(dest, item);
-    }
-
-    /// Sends `item` to worker `dest`.
-    #[inline(always)]
-    pub fn emit_to(&mut self, dest: usize, item: T) {
-        if self.error.is_some() {
-            return;
-        }
-        if let Err(e) = self.ex.push(dest, item, self.drain) {
-            *self.error = Some(e);
-        }
-    }
-
-    /// Number of workers.
-    #[inline]
-    pub fn workers(&self) -> usize {
-        self.ex.workers()
-    }
-}
-
-/// What a worker hands back when the job ends.
-pub struct WorkerOutcome<U, D> {
-    /// Who it was.
-    pub info: WorkerInfo,
-    /// Its upstream (source counters, etc.).
-    pub upstream: U,
-    /// Its downstream (results, latency histograms).
-    pub downstream: D,
-    /// Its channel counters.
-    pub channels: ChannelMetrics,
-    /// Wall time from the start barrier to its end.
-    pub elapsed: Duration,
-    /// Its source was stopped early ([`crate::stop`]): windows beyond its
-    /// final watermark did not fire.
-    pub stopped: bool,
 }
 
 /// How a job's workers get their channels: which of the job's workers run
@@ -357,26 +288,6 @@ pub struct EdgeChannels<'c> {
     pub tx: Vec<Box<dyn ChannelTx + 'c>>,
 }
 
-/// Runs a job of `cfg.workers` workers per process (and, with
-/// `cfg.cluster`, across every rank of the MPI job). `make` builds each
-/// worker's upstream and downstream on the worker's own thread (after
-/// pinning, so their memory is first touched there). Returns this process's
-/// workers' outcomes in worker order, or the first error (a worker that
-/// panicked, a channel whose peer vanished).
-pub fn run<T, U, D, F>(cfg: &JobConfig, make: F) -> Result<Vec<WorkerOutcome<U, D>>, RuntimeError>
-where
-    T: ExchangeData,
-    U: Upstream<T>,
-    D: Downstream<T>,
-    F: Fn(&WorkerInfo) -> (U, D) + Sync,
-{
-    run_workers(cfg, &[cfg.ring_bytes], |info, mut edges| {
-        let ch = edges.pop().expect("one edge");
-        let (up, down) = make(info);
-        single_edge_worker::<T, U, D>(cfg, info.clone(), ch, up, down)
-    })
-}
-
 /// Runs `cfg.workers` worker threads per process (across every rank of the
 /// MPI job with `cfg.cluster`), joined all-to-all by one independent set
 /// of channels per exchange edge, `edges[e]` being edge `e`'s ring
@@ -582,96 +493,6 @@ where
         },
     };
     body(&info, channels)
-}
-
-/// The worker loop of [`run`]: one upstream, one exchange, one downstream.
-fn single_edge_worker<T, U, D>(
-    cfg: &JobConfig,
-    info: WorkerInfo,
-    ch: EdgeChannels<'_>,
-    mut up: U,
-    mut down: D,
-) -> Result<WorkerOutcome<U, D>, RuntimeError>
-where
-    T: ExchangeData,
-    U: Upstream<T>,
-    D: Downstream<T>,
-{
-    let me = info.index;
-    let (rx, tx) = (ch.rx, ch.tx);
-    let mut ex: Exchange<'_, T> = Exchange::new(me, tx, cfg.batch_records);
-    let mut inputs = Inputs::new(me, rx).with_validation(cfg.validate);
-    let start = Instant::now();
-    let mut last_flush = start;
-    let mut sent_wm = 0u64;
-    let mut up_done = false;
-    let mut stopped = false;
-    let mut idle = 0u32;
-    let mut error: Option<RuntimeError> = None;
-    loop {
-        let mut busy = false;
-        if !up_done {
-            let mut drain = || inputs.poll::<T, D>(&mut down, 16).map(|_| ());
-            let drain: &mut Drain<'_> = &mut drain;
-            let mut em = Emitter {
-                ex: &mut ex,
-                drain,
-                error: &mut error,
-            };
-            // End-of-stream carries this worker's final watermark: "all"
-            // normally; after a stop, the watermark it had reached, so only
-            // windows every worker read past fire (see `crate::stop`).
-            let mut final_wm = u64::MAX;
-            if crate::stop::requested() {
-                final_wm = up.watermark();
-                up.finish(&mut em);
-                up_done = true;
-                stopped = true;
-            } else {
-                match up.step(&mut em) {
-                    Progress::Busy => busy = true,
-                    Progress::Idle => {}
-                    Progress::Done => {
-                        up.finish(&mut em);
-                        up_done = true;
-                    }
-                }
-            }
-            if let Some(e) = error.take() {
-                return Err(e);
-            }
-            if up_done {
-                ex.flush_all(drain)?;
-                ex.broadcast(FrameKind::End, final_wm, drain)?;
-            } else {
-                let now = Instant::now();
-                if now.duration_since(last_flush) >= cfg.flush {
-                    last_flush = now;
-                    ex.flush_all(drain)?;
-                    let wm = up.watermark();
-                    if wm > sent_wm {
-                        sent_wm = wm;
-                        ex.broadcast(FrameKind::Watermark, wm, drain)?;
-                    }
-                }
-            }
-        }
-        let got = inputs.poll::<T, D>(&mut down, 64)?;
-        if up_done && inputs.all_ended() {
-            break;
-        }
-        backoff(&mut idle, busy || got > 0, cfg.flush);
-    }
-    let mut channels = ex.metrics.clone();
-    channels.add(&inputs.metrics);
-    Ok(WorkerOutcome {
-        info,
-        upstream: up,
-        downstream: down,
-        channels,
-        elapsed: start.elapsed(),
-        stopped,
-    })
 }
 
 /// A worker's wait when a loop found nothing to do (`worked` false): spin

@@ -1,12 +1,12 @@
 //! # air-runtime: workers, channels, exchange, watermarks, metrics
 //!
 //! A job is W worker threads per process; every worker runs the whole
-//! dataflow for its shard (AIR's asynchronous iterative routing): its
-//! [`Upstream`] (a source with the stateless operators fused after it, and
-//! local pre-aggregation) pushes records into an [`Exchange`] that routes each
-//! to the worker owning its key (`hash(key) % workers`); its [`Downstream`]
-//! reads the batches addressed to it in place and combines them. Watermarks
-//! and end-of-stream travel in-band on every channel; a downstream sees the
+//! dataflow graph for its shard (AIR's asynchronous iterative routing,
+//! [`dataflow::run_graph`]): sources and the stateless operators fused
+//! after them push records into exchange edges that route each to the
+//! worker owning its key (`key_hash(key) % workers`); the operators after
+//! an edge read the batches addressed to them in place. Watermarks and
+//! end-of-stream travel in-band on every channel; an operator sees the
 //! minimum watermark over its inputs. There is no coordinator.
 #![deny(missing_docs)]
 
@@ -27,11 +27,8 @@ pub mod topology;
 
 pub use channel::{ChannelError, ChannelRx, ChannelTx, Recv};
 pub use data::{ExchangeData, Record};
-pub use exchange::{key_hash, mix64, Downstream, Exchange, Inputs};
-pub use job::{
-    run, run_workers, EdgeChannels, Emitter, JobConfig, Progress, Upstream, WorkerInfo,
-    WorkerOutcome,
-};
+pub use exchange::{key_hash, mix64, Inputs};
+pub use job::{run_workers, EdgeChannels, JobConfig, Progress, WorkerInfo};
 pub use metrics::{ChannelMetrics, LatencySummary};
 pub use topology::WorkerPlacement;
 

@@ -198,7 +198,7 @@ impl PaceArgs {
     pub fn start(&self) -> Option<PaceStart> {
         self.paced().then(|| PaceStart {
             at: std::time::Instant::now(),
-            wall_ms: air_operators::stream::now_ms(),
+            wall_ms: air_operators::now_ms(),
         })
     }
 

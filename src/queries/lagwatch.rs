@@ -13,7 +13,7 @@
 //! probe's read rate is measured.
 
 use air_operators::sources::pace::{Generator, PacedSource, Pacer};
-use air_operators::stream::{Source, SourcePoll};
+use air_runtime::dataflow::{Source, SourcePoll};
 use crossbeam_utils::CachePadded;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};

@@ -266,7 +266,7 @@ impl<K, A, B, KF1, KF2, TL, TR> WindowJoin<K, A, B, KF1, KF2, TL, TR> {
         if newest.is_empty() {
             return;
         }
-        let now = crate::stream::now_ms();
+        let now = crate::now_ms();
         let lat = &mut self.latency;
         for &t in newest {
             let _ = lat.record(now.saturating_sub(t));

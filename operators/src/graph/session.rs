@@ -387,7 +387,7 @@ impl<K: Clone, A: AggregateFunction<T>, T> SessionCore<K, A, T> {
             // Ended already (a late record within lateness): fire now.
             s.fired = true;
             let due = s.end.saturating_add(self.keep);
-            let now = crate::stream::now_ms();
+            let now = crate::now_ms();
             let r = self.row(key, &ks.sessions[i], now);
             self.refired += 1;
             emit(r);
@@ -506,7 +506,7 @@ where
             return;
         }
         c.fired = wm;
-        let now = crate::stream::now_ms();
+        let now = crate::now_ms();
         if wm != u64::MAX {
             c.wm_lag = c.wm_lag.max(now.saturating_sub(wm));
         }

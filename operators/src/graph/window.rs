@@ -1006,7 +1006,7 @@ impl<K: Hash + Eq, A: AggregateFunction<T>, T, M: MapKind<K>> Core<K, A, T, M> {
         }
         self.fired = wm;
         if wm != u64::MAX {
-            let lag = crate::stream::now_ms().saturating_sub(wm);
+            let lag = crate::now_ms().saturating_sub(wm);
             self.wm_lag = self.wm_lag.max(lag);
         }
         let size = self.windows.size();
@@ -1018,7 +1018,7 @@ impl<K: Hash + Eq, A: AggregateFunction<T>, T, M: MapKind<K>> Core<K, A, T, M> {
         {
             return;
         }
-        let now = crate::stream::now_ms();
+        let now = crate::now_ms();
         let agg = &self.agg;
         let (lat, rows, per_window) = (&mut self.latency, &mut self.rows, self.latency_per_window);
         let mut samples = Vec::new();
@@ -1063,11 +1063,11 @@ impl<K: Hash + Eq, A: AggregateFunction<T>, T, M: MapKind<K>> Core<K, A, T, M> {
         let before = self.fired;
         self.fired = wm;
         if wm != u64::MAX {
-            let lag = crate::stream::now_ms().saturating_sub(wm);
+            let lag = crate::now_ms().saturating_sub(wm);
             self.wm_lag = self.wm_lag.max(lag);
         }
         let size = self.windows.size();
-        let now = crate::stream::now_ms();
+        let now = crate::now_ms();
         let agg = &self.agg;
         let (lat, rows) = (&mut self.latency, &mut self.rows);
         let mut samples = Vec::new();

@@ -6,7 +6,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::stream::{Source, SourcePoll};
+use air_runtime::dataflow::{Source, SourcePoll};
 
 /// Worker `w`'s share of `total` split over `workers`: `total / workers`,
 /// plus one for the first `total % workers` workers (the shares add up to

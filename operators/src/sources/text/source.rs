@@ -89,7 +89,7 @@ impl Source for TextSource {
     type Item = TextLine;
 
     fn poll(&mut self, buf: &mut Vec<TextLine>, max: usize) -> SourcePoll {
-        let now = crate::stream::now_ms().max(self.last_ms);
+        let now = crate::now_ms().max(self.last_ms);
         self.last_ms = now;
         buf.clear();
         let mut n = 0;

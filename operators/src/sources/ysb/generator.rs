@@ -240,7 +240,7 @@ impl YsbGenerator {
     }
 }
 
-use crate::stream::now_ms as wall_clock_ms;
+use crate::now_ms as wall_clock_ms;
 
 /// The hot loop: six 64-bit draws per event.
 #[inline(always)]
