@@ -10,6 +10,7 @@
 
 use air_operators::graph::Partial;
 use air_operators::sources::nexmark::Bid;
+use air_operators::sources::text::Word;
 use air_operators::sources::ysb::{
     format_uuid, parse_json_line, parse_json_line_with, write_json_line, AdType, Campaigns,
     ParseMode, YsbEvent, UUID_LEN,
@@ -137,22 +138,26 @@ fn ascii(b: &[u8]) -> &str {
 
 /// `batch`: [`ExchangeData::read_batch_validated`] (rkyv's checked access,
 /// `--validate`) on one batch, 16-byte aligned as in a ring frame. Byte 0
-/// picks the record type (modulo 3) among those the graph queries send
+/// picks the record type (modulo 5) among those the graph queries send
 /// over exchange edges: `u64` (stateless jobs), `Partial<u64, u64>` (the
-/// windowed count partials of YSB), [`Bid`] (NEXMark q5, q7); the rest is
-/// the archive. (Not yet word count's `Word`: its archived inline form is
-/// not checked by validation, see `operators/src/sources/text/word.rs`.) An accepted batch has every record readable,
-/// and the records archived again read back equal.
+/// windowed count partials of YSB), [`Bid`] (NEXMark q5, q7), word count's
+/// [`Word`] and `Partial<Word, u64>` (a `Word`'s inline form is three
+/// integers to rkyv: a corrupted length or non-UTF-8 bytes must read as
+/// U+FFFD, never panic or be undefined); the rest is the archive. An
+/// accepted batch has every record readable, and the records archived
+/// again read back equal.
 pub fn batch(data: &[u8]) {
     let Some((&which, archive)) = data.split_first() else {
         return;
     };
     let mut buf = Vec::new();
     let bytes = aligned(archive, &mut buf);
-    match which % 3 {
+    match which % 5 {
         0 => records::<u64>(bytes),
         1 => records::<Partial<u64, u64>>(bytes),
-        _ => records::<Bid>(bytes),
+        2 => records::<Bid>(bytes),
+        3 => records::<Word>(bytes),
+        _ => records::<Partial<Word, u64>>(bytes),
     }
 }
 

@@ -79,12 +79,17 @@ impl Word {
                 // no alignment requirement: viewing them as bytes is valid
                 // for the borrow's lifetime.
                 let b: &[u8; 24] = unsafe { &*(words as *const [u64; 3] as *const [u8; 24]) };
+                // A word made here has its length (at most 23) in byte 23
+                // and UTF-8 before it; an archived one read from a ring is
+                // checked by rkyv only as three integers, so both are
+                // checked here (a corrupted word reads as U+FFFD, never out
+                // of bounds or as invalid UTF-8). Only output and ordering
+                // call this, never the per-record hash and equality.
                 let n = b[23] as usize;
-                // SAFETY: `b[..n]` is a copy of a whole `&str` (see
-                // `Word::new`, the only place an `Inline` is made; archived
-                // words come back through rkyv's `Deserialize` of the same
-                // values), so it is valid UTF-8.
-                unsafe { std::str::from_utf8_unchecked(&b[..n]) }
+                match b[..INLINE_WORD_BYTES].get(..n).map(std::str::from_utf8) {
+                    Some(Ok(s)) => s,
+                    _ => "\u{FFFD}",
+                }
             }
             Repr::Heap(s) => s,
         }
@@ -185,5 +190,27 @@ mod tests {
         v.sort();
         let s: Vec<&str> = v.iter().map(Word::as_str).collect();
         assert_eq!(s, ["a", &"a".repeat(30), "ab", "b"]);
+    }
+
+    /// A batch that passes rkyv's validation but holds a corrupted inline
+    /// word (a length byte above 23, bytes that are not UTF-8) reads as
+    /// U+FFFD: never a panic, never invalid UTF-8.
+    #[test]
+    fn corrupted_inline_words_read_as_the_replacement_character() {
+        let forged = |b: [u8; 24]| {
+            let w = |i: usize| u64::from_ne_bytes(b[i..i + 8].try_into().unwrap());
+            Word(Repr::Inline([w(0), w(8), w(16)]))
+        };
+        let mut long = [b'a'; 24];
+        long[23] = 104;
+        let mut bad = [0u8; 24];
+        bad[..3].copy_from_slice(&[0xff, 0xfe, b'x']);
+        bad[23] = 3;
+        for w in [forged(long), forged(bad)] {
+            let bytes = <Word as air_runtime::ExchangeData>::to_bytes(&vec![w]);
+            let items = <Word as air_runtime::ExchangeData>::read_batch_validated(&bytes)
+                .expect("three integers validate");
+            assert_eq!(Word::from_archived(&items[0]).as_str(), "\u{FFFD}");
+        }
     }
 }
