@@ -18,7 +18,7 @@ use air_operators::graph::{AggregateFunction, Count, KeyedWindowExt, Tumbling};
 use air_operators::sources::ysb::*;
 use air_runtime::dataflow::{run_graph, Source, SourcePoll};
 use air_runtime::JobConfig;
-use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use criterion::{criterion_group, Criterion, Throughput};
 
 const EVENTS: u64 = 2_000_000;
 
