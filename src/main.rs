@@ -55,7 +55,7 @@ enum RunCommand {
     Wa(Box<queries::wa::WaArgs>),
     /// NEXMark queries q1, q2, q5, q7, q8 over the NEXMark generator or
     /// JSON-lines files (see `air gen nexmark`).
-    #[command(after_help = queries::nexmark::COLUMNS_HELP)]
+    #[command(after_help = queries::nexmark::columns_help())]
     Nexmark(Box<queries::nexmark::NexmarkArgs>),
     /// Word count over text files (map-reduce; batch, or windowed by arrival
     /// time with --window-ms); CSV `word,count` by count then word.

@@ -6,48 +6,9 @@
 
 mod common;
 
+use common::nexmark::{air, load, run, Events};
 use serde_json::Value;
 use std::collections::BTreeMap;
-use std::path::Path;
-use std::process::{Command, Output};
-
-const AIR: &str = env!("CARGO_BIN_EXE_air");
-
-fn air(args: &[&str]) -> Output {
-    Command::new(AIR).args(args).output().expect("run air")
-}
-
-#[derive(Default)]
-struct Events {
-    /// (id, name, dateTime)
-    persons: Vec<(u64, String, u64)>,
-    /// (id, seller, reserve, dateTime)
-    auctions: Vec<(u64, u64, u64, u64)>,
-    /// (auction, bidder, price, dateTime)
-    bids: Vec<(u64, u64, u64, u64)>,
-}
-
-fn load(path: &Path) -> Events {
-    let mut e = Events::default();
-    for line in std::fs::read_to_string(path).unwrap().lines() {
-        let v: Value = serde_json::from_str(line).unwrap();
-        let u = |k: &str| v[k].as_u64().unwrap();
-        match v["type"].as_str().unwrap() {
-            "person" => {
-                e.persons
-                    .push((u("id"), v["name"].as_str().unwrap().into(), u("dateTime")))
-            }
-            "auction" => e
-                .auctions
-                .push((u("id"), u("seller"), u("reserve"), u("dateTime"))),
-            "bid" => e
-                .bids
-                .push((u("auction"), u("bidder"), u("price"), u("dateTime"))),
-            t => panic!("type {t}"),
-        }
-    }
-    e
-}
 
 /// The expected CSV body (no header) of `query`, computed sequentially.
 fn reference(e: &Events, query: &str, size: u64, slide: u64) -> Vec<String> {
@@ -56,7 +17,7 @@ fn reference(e: &Events, query: &str, size: u64, slide: u64) -> Vec<String> {
             let mut rows: Vec<(u64, u64, u64, u64)> = e
                 .bids
                 .iter()
-                .map(|&(a, b, p, t)| (t, a, b, p * 89 / 100))
+                .map(|b| (b.date_time, b.auction, b.bidder, b.price * 89 / 100))
                 .collect();
             rows.sort();
             rows.iter()
@@ -67,8 +28,8 @@ fn reference(e: &Events, query: &str, size: u64, slide: u64) -> Vec<String> {
             let mut rows: Vec<(u64, u64)> = e
                 .bids
                 .iter()
-                .filter(|b| b.0 % 123 == 0)
-                .map(|b| (b.0, b.2))
+                .filter(|b| b.auction % 123 == 0)
+                .map(|b| (b.auction, b.price))
                 .collect();
             rows.sort();
             rows.iter().map(|(a, p)| format!("{a},{p}")).collect()
@@ -77,7 +38,8 @@ fn reference(e: &Events, query: &str, size: u64, slide: u64) -> Vec<String> {
             // Count per (window, auction) over sliding windows, then the
             // auctions with the highest count per window.
             let mut counts: BTreeMap<(u64, u64), u64> = BTreeMap::new();
-            for &(a, _, _, t) in &e.bids {
+            for b in &e.bids {
+                let (a, t) = (b.auction, b.date_time);
                 // Windows [k·slide, k·slide + size) holding t.
                 let first = (t + 1).saturating_sub(size).div_ceil(slide);
                 for k in first..=t / slide {
@@ -97,15 +59,19 @@ fn reference(e: &Events, query: &str, size: u64, slide: u64) -> Vec<String> {
         }
         "q7" => {
             let mut best: BTreeMap<u64, u64> = BTreeMap::new();
-            for &(_, _, p, t) in &e.bids {
+            for b in &e.bids {
+                let (p, t) = (b.price, b.date_time);
                 let b = best.entry(t - t % size).or_default();
                 *b = (*b).max(p);
             }
             let mut rows: Vec<(u64, u64, u64, u64, u64)> = e
                 .bids
                 .iter()
-                .filter(|&&(_, _, p, t)| best[&(t - t % size)] == p)
-                .map(|&(a, b, p, t)| (t - t % size, a, b, t, p))
+                .filter(|b| best[&(b.date_time - b.date_time % size)] == b.price)
+                .map(|b| {
+                    let t = b.date_time;
+                    (t - t % size, b.auction, b.bidder, t, b.price)
+                })
                 .collect();
             rows.sort();
             rows.iter()
@@ -114,10 +80,12 @@ fn reference(e: &Events, query: &str, size: u64, slide: u64) -> Vec<String> {
         }
         "q8" => {
             let mut rows = Vec::new();
-            for (pid, name, pt) in &e.persons {
-                for &(aid, seller, reserve, at) in &e.auctions {
-                    if seller == *pid && pt - pt % size == at - at % size {
-                        rows.push((pt - pt % size, *pid, aid, name.clone(), reserve));
+            for p in &e.persons {
+                let pt = p.date_time;
+                for a in &e.auctions {
+                    let at = a.date_time;
+                    if a.seller == p.id && pt - pt % size == at - at % size {
+                        rows.push((pt - pt % size, p.id, a.id, p.name.clone(), a.reserve));
                     }
                 }
             }
@@ -128,23 +96,6 @@ fn reference(e: &Events, query: &str, size: u64, slide: u64) -> Vec<String> {
         }
         q => panic!("{q}"),
     }
-}
-
-fn run(args: &[&str], out: &Path) -> Vec<String> {
-    let mut a = args.to_vec();
-    a.extend_from_slice(&["--out", out.to_str().unwrap()]);
-    let o = air(&a);
-    assert!(
-        o.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    std::fs::read_to_string(out)
-        .unwrap()
-        .lines()
-        .skip(1)
-        .map(str::to_string)
-        .collect()
 }
 
 /// The window options of `query`: none for q1 and q2 (no windows: they

@@ -424,7 +424,7 @@ pub mod parse {
     }
 }
 
-/// An option that only some queries honour (see [`HONOURED`]).
+/// An option that only some queries honour (see [`honours`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum QueryOption {
     /// `--window-ms`.
@@ -455,7 +455,7 @@ impl QueryOption {
     }
 }
 
-/// A query, as the option table [`HONOURED`] knows it (`air run QUERY`,
+/// A query, as the option rule [`honours`] knows it (`air run QUERY`,
 /// `air bench ysb --sustainable --query QUERY`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum QueryKind {
@@ -463,74 +463,52 @@ pub enum QueryKind {
     Ysb,
     /// `wa`.
     Wa,
-    /// `nexmark --query q1`.
-    NexQ1,
-    /// `nexmark --query q2`.
-    NexQ2,
-    /// `nexmark --query q5`.
-    NexQ5,
-    /// `nexmark --query q7`.
-    NexQ7,
-    /// `nexmark --query q8`.
-    NexQ8,
+    /// `nexmark --query QUERY` (its options: [`super::nexmark::Spec::honoured`]).
+    Nexmark(super::nexmark::NexQuery),
     /// `wordcount`.
     Wordcount,
 }
 
 impl QueryKind {
     /// The query's name in messages.
-    pub fn name(self) -> &'static str {
+    pub fn name(self) -> String {
         match self {
-            QueryKind::Ysb => "ysb",
-            QueryKind::Wa => "wa",
-            QueryKind::NexQ1 => "nexmark q1",
-            QueryKind::NexQ2 => "nexmark q2",
-            QueryKind::NexQ5 => "nexmark q5",
-            QueryKind::NexQ7 => "nexmark q7",
-            QueryKind::NexQ8 => "nexmark q8",
-            QueryKind::Wordcount => "wordcount",
+            QueryKind::Ysb => "ysb".into(),
+            QueryKind::Wa => "wa".into(),
+            QueryKind::Nexmark(q) => format!("nexmark {}", q.name()),
+            QueryKind::Wordcount => "wordcount".into(),
         }
     }
 
-    /// Why it ignores the options it does not honour (for the message).
+    /// What the query is, in an option's error message.
     fn nature(self) -> &'static str {
         match self {
             QueryKind::Ysb => "tumbling windows over generated or read events",
             QueryKind::Wa => "tumbling windows over an in-order generator",
-            QueryKind::NexQ1 => "a map: no windows",
-            QueryKind::NexQ2 => "a filter: no windows",
-            QueryKind::NexQ5 => "sliding windows, then the top auction per window",
-            QueryKind::NexQ7 => "the top bid per tumbling window",
-            QueryKind::NexQ8 => "a tumbling-window join",
+            QueryKind::Nexmark(q) => q.spec().nature,
             QueryKind::Wordcount => "batch, or tumbling windows of arrival time",
+        }
+    }
+
+    /// The options it honours.
+    fn honoured(self) -> &'static [QueryOption] {
+        use QueryOption::*;
+        match self {
+            QueryKind::Ysb => &[WindowMs, MaxDelayMs, Shuffle],
+            QueryKind::Wa => &[WindowMs, Shuffle, Keys, Zipf],
+            QueryKind::Nexmark(q) => q.spec().honoured,
+            QueryKind::Wordcount => &[WindowMs],
         }
     }
 }
 
-/// Which query honours which [`QueryOption`]: the one rule every query
-/// (and the sustainable search's `--query`) checks its options by. An
-/// option the user gave to a query that does not honour it is refused
-/// (exit code 2) rather than silently ignored; options left at their
-/// defaults are never refused.
-pub const HONOURED: [(QueryKind, &[QueryOption]); 8] = {
-    use QueryOption::*;
-    [
-        (QueryKind::Ysb, &[WindowMs, MaxDelayMs, Shuffle]),
-        (QueryKind::Wa, &[WindowMs, Shuffle, Keys, Zipf]),
-        (QueryKind::NexQ1, &[]),
-        (QueryKind::NexQ2, &[]),
-        (QueryKind::NexQ5, &[WindowMs, SlideMs, MaxDelayMs]),
-        (QueryKind::NexQ7, &[WindowMs, MaxDelayMs]),
-        (QueryKind::NexQ8, &[WindowMs, MaxDelayMs]),
-        (QueryKind::Wordcount, &[WindowMs]),
-    ]
-};
-
-/// Whether `query` honours `option` (by [`HONOURED`]).
+/// Whether `query` honours `option`: the one rule every query (and the
+/// sustainable search's `--query`) checks its options by. An option the
+/// user gave to a query that does not honour it is refused (exit code 2)
+/// rather than silently ignored; options left at their defaults are never
+/// refused.
 pub fn honours(query: QueryKind, option: QueryOption) -> bool {
-    HONOURED
-        .iter()
-        .any(|(q, opts)| *q == query && opts.contains(&option))
+    query.honoured().contains(&option)
 }
 
 /// Refuses the first option of `given` (option, whether the user gave it)
@@ -542,11 +520,7 @@ pub fn check_honoured(query: QueryKind, given: &[(QueryOption, bool)]) -> Result
     let Some((option, _)) = given.iter().find(|(o, g)| *g && !honours(query, *o)) else {
         return Ok(());
     };
-    let takes: Vec<&str> = HONOURED
-        .iter()
-        .find(|(q, _)| *q == query)
-        .map(|(_, opts)| opts.iter().map(|o| o.flag()).collect())
-        .unwrap_or_default();
+    let takes: Vec<&str> = query.honoured().iter().map(|o| o.flag()).collect();
     let takes = if takes.is_empty() {
         "none of the window, shuffle or key options".to_string()
     } else {

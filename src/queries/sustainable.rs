@@ -226,11 +226,11 @@ impl SustainableQuery {
         match self {
             SustainableQuery::Ysb => QueryKind::Ysb,
             SustainableQuery::Wa => QueryKind::Wa,
-            SustainableQuery::Q1 => QueryKind::NexQ1,
-            SustainableQuery::Q2 => QueryKind::NexQ2,
-            SustainableQuery::Q5 => QueryKind::NexQ5,
-            SustainableQuery::Q7 => QueryKind::NexQ7,
-            SustainableQuery::Q8 => QueryKind::NexQ8,
+            SustainableQuery::Q1 => QueryKind::Nexmark(NexQuery::Q1),
+            SustainableQuery::Q2 => QueryKind::Nexmark(NexQuery::Q2),
+            SustainableQuery::Q5 => QueryKind::Nexmark(NexQuery::Q5),
+            SustainableQuery::Q7 => QueryKind::Nexmark(NexQuery::Q7),
+            SustainableQuery::Q8 => QueryKind::Nexmark(NexQuery::Q8),
         }
     }
 
@@ -514,7 +514,7 @@ impl Outcome {
 
 /// Refuses options that do not apply to the query probed: the query/option
 /// table every `air run` query checks by
-/// ([`super::common::HONOURED`]), then the YSB-only options.
+/// ([`super::common::honours`]), then the YSB-only options.
 fn check_query_options(a: &BenchYsbArgs, ranks: usize) -> Result<(), CliError> {
     use super::common::QueryOption::*;
     let q = a.query;

@@ -1,5 +1,8 @@
 //! Helpers shared by the end-to-end tests.
 
+#[allow(dead_code)] // not every test crate reads NEXMark events
+pub mod nexmark;
+
 use air_operators::sources::wa::{event, zipf_of, KeyDist, WaConfig};
 use std::collections::BTreeMap;
 use std::path::Path;

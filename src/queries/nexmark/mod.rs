@@ -1,14 +1,14 @@
-//! `air run nexmark --query q1|q2|q5|q7|q8` and `air gen nexmark`: the
-//! NEXMark benchmark queries (semantics of the Apache Beam NEXMark suite) over
-//! the NEXMark generator or JSON-lines files of its events.
+//! `air run nexmark --query QUERY` and `air gen nexmark`: the NEXMark
+//! benchmark queries (semantics of the Apache Beam NEXMark suite) over the
+//! NEXMark generator or JSON-lines files of its events.
 //!
-//! | query | what | output CSV columns (sorted by) |
-//! |---|---|---|
-//! | q1 | currency conversion: every bid, price × 89 / 100 (dollars → euros, integer cents, rounded down) | `auction,bidder,price,date_time_ms` (date_time, auction, bidder, price) |
-//! | q2 | selection: bids whose `auction % 123 == 0` | `auction,price` (auction, price) |
-//! | q5 | hot items: per sliding window (size `--window-ms`, slide `--slide-ms`), the auction(s) with the most bids; ties all listed | `window_start_ms,window_end_ms,auction,bids` (window, auction) |
-//! | q7 | highest bid: per tumbling window of `--window-ms`, the bid(s) with the highest price; ties all listed | `window_start_ms,window_end_ms,auction,bidder,price,date_time_ms` (window, auction, bidder, date_time) |
-//! | q8 | monitor new users: persons who opened an auction in the same tumbling window of `--window-ms` (join person.id = auction.seller) | `window_start_ms,person_id,name,auction_id,reserve` (window, person, auction) |
+//! Each query is a module of this one (`q1`, `q2`, ...) holding its
+//! [`Spec`]: what it computes, its CSV columns and row order, the options
+//! it honours, and the graph ([`air_runtime::dataflow`]) every worker
+//! builds over its shard of the input with the public API alone. Rows go to
+//! `--out` as they become final ([`super::driver::sink_window_rows`]:
+//! worker 0 writes, each window's rows sorted); `air run nexmark --help`
+//! lists every query's columns ([`columns_help`]).
 //!
 //! Windows hold `[start, start + size)`; an event at exactly `start` belongs
 //! to the window starting there. Event times are the generator's (or the
@@ -49,21 +49,26 @@ use super::common::{CliError, PaceArgs, PaceStart, RuntimeArgs};
 use super::dist::Dist;
 use super::driver::{sink_window_rows, OutputArgs, Query, RankPart, RowsTo, WorkerFigures};
 use super::lagwatch::Watched;
-use air_operators::graph::{
-    Count, JoinExt, KeyedWindowExt, MaxBy, MaxByWindowExt, Sliding, Tumbling, Windowed,
-};
+use air_operators::graph::Windowed;
 use air_operators::sources::nexmark::{
     Auction, Bid, NexEvent, NexmarkConfig, NexmarkFileReader, NexmarkGenerator, OnBadRecord,
     Person, ReaderOptions,
 };
 use air_runtime::dataflow::{run_graph, Dataflow, Head, Pipe, Source, SourcePoll, Stats, Stream};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use std::ops::Range;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-/// The NEXMark queries `air` runs.
+mod q1;
+mod q2;
+mod q5;
+mod q7;
+mod q8;
+
+/// The NEXMark queries `air` runs (each in its own module of this one,
+/// described by its [`Spec`]).
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum NexQuery {
     /// Currency conversion (map).
@@ -76,6 +81,84 @@ pub enum NexQuery {
     Q7,
     /// New users: persons who opened an auction in the same window (join).
     Q8,
+}
+
+impl NexQuery {
+    /// The query's definition.
+    pub fn spec(self) -> &'static Spec {
+        match self {
+            NexQuery::Q1 => &q1::SPEC,
+            NexQuery::Q2 => &q2::SPEC,
+            NexQuery::Q5 => &q5::SPEC,
+            NexQuery::Q7 => &q7::SPEC,
+            NexQuery::Q8 => &q8::SPEC,
+        }
+    }
+
+    /// Its name as typed (`q5`).
+    pub fn name(self) -> String {
+        format!("{self:?}").to_lowercase()
+    }
+}
+
+/// One NEXMark query as `air run nexmark` runs it: what it computes, its
+/// output, the options it honours, and the graph every worker builds.
+/// Adding a query is a module with its `SPEC` and one arm in
+/// [`NexQuery::spec`].
+pub struct Spec {
+    /// What it computes, one line (`--help`, the module docs).
+    pub what: &'static str,
+    /// What it is, in an option's error message ("a map: no windows").
+    pub nature: &'static str,
+    /// The output CSV's columns.
+    pub columns: &'static [&'static str],
+    /// The order of the output rows (by these columns).
+    pub order: &'static str,
+    /// The window and delay options it honours (any other is refused).
+    pub honoured: &'static [super::common::QueryOption],
+    /// Rows the writer keeps to sort them at the end, per input event,
+    /// given whether the input is files; `None`: rows stream out as the
+    /// watermark passes them. (`--out` is refused when the kept rows would
+    /// not fit in memory.)
+    pub held_rows_per_event: fn(bool) -> Option<f64>,
+    /// Whether its rows are windowed (a paced run then reports latency).
+    pub windowed: bool,
+    /// How many times each worker reads its shard (late records are
+    /// counted once).
+    pub reads: u64,
+    /// Whether its result needs every rank's rows (`--out-per-rank` is
+    /// refused).
+    pub global: bool,
+    /// Builds the query's graph on one worker over its shard.
+    pub build: fn(&Cx<'_>, &Dataflow, &Shard<'_>),
+}
+
+/// What a query's graph is built from: the command line and where its
+/// rows go.
+pub struct Cx<'a> {
+    /// The command line.
+    pub args: &'a NexmarkArgs,
+    /// The output's CSV header ([`Spec::columns`]).
+    pub header: &'a [&'static str],
+    /// Where the rows go.
+    pub to: &'a RowsTo,
+}
+
+/// The output columns of every query, for `air run nexmark --help`.
+pub fn columns_help() -> String {
+    use clap::ValueEnum;
+    let mut s = String::from("Output CSV (--out) per query, rows sorted as listed:\n");
+    for q in NexQuery::value_variants() {
+        let spec = q.spec();
+        s += &format!(
+            "  {:<4}{}\n      {}\n      sorted by {}\n",
+            q.name(),
+            spec.columns.join(","),
+            spec.what,
+            spec.order
+        );
+    }
+    s + "Limits: input lines up to 1 MiB; person names up to 64 bytes."
 }
 
 /// What to do with a bad input record.
@@ -185,81 +268,11 @@ pub struct NexmarkArgs {
     pub runtime: RuntimeArgs,
 }
 
-/// The output columns, for `air run nexmark --help`.
-pub const COLUMNS_HELP: &str = "\
-Output CSV (--out) per query, rows sorted as listed:
-  q1  auction,bidder,price,date_time_ms            every bid, price*89/100 (euro cents)
-  q2  auction,price                                bids with auction % 123 == 0
-  q5  window_start_ms,window_end_ms,auction,bids   top auction(s) by bids per sliding window
-  q7  window_start_ms,window_end_ms,auction,bidder,price,date_time_ms
-                                                   highest bid(s) per tumbling window
-  q8  window_start_ms,person_id,name,auction_id,reserve
-                                                   persons who opened an auction in the window
-Limits: input lines up to 1 MiB; person names up to 64 bytes.";
-
 /// Events of `air run nexmark` when `--events` is not given.
 pub const DEFAULT_EVENTS: u64 = 100_000_000;
 
 /// The most sliding windows one event may count in (`size / slide`).
 pub const MAX_WINDOWS_PER_EVENT: u64 = 1000;
-
-/// One result row (the columns of each query; see the module docs).
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-pub enum NexRow {
-    /// q1.
-    Q1 {
-        /// Sort key first.
-        date_time_ms: u64,
-        /// Auction id.
-        auction: u64,
-        /// Bidder (person) id.
-        bidder: u64,
-        /// Price in euro cents.
-        price: u64,
-    },
-    /// q2.
-    Q2 {
-        /// Auction id.
-        auction: u64,
-        /// Price, cents.
-        price: u64,
-    },
-    /// q5 (before `finish`: one row per auction and window, its bid count).
-    Q5 {
-        /// Window start, ms.
-        window_start_ms: u64,
-        /// Auction id.
-        auction: u64,
-        /// Bids on it in the window.
-        bids: u64,
-    },
-    /// q7.
-    Q7 {
-        /// Window start, ms.
-        window_start_ms: u64,
-        /// Auction id.
-        auction: u64,
-        /// Bidder id.
-        bidder: u64,
-        /// Bid time, ms.
-        date_time_ms: u64,
-        /// The window's highest price, cents.
-        price: u64,
-    },
-    /// q8.
-    Q8 {
-        /// Window start, ms.
-        window_start_ms: u64,
-        /// Person id (= the auction's seller).
-        person_id: u64,
-        /// The auction's id.
-        auction_id: u64,
-        /// The person's name.
-        name: String,
-        /// The auction's reserve price, cents.
-        reserve: u64,
-    },
-}
 
 /// One byte range of one input file.
 type Piece = (PathBuf, Range<u64>);
@@ -372,56 +385,33 @@ impl NexSource {
     }
 }
 
-fn bid(e: NexEvent) -> Option<Bid> {
+/// The event if it is a bid.
+pub(crate) fn bid(e: NexEvent) -> Option<Bid> {
     match e {
         NexEvent::Bid(b) => Some(b),
         _ => None,
     }
 }
 
-fn person(e: NexEvent) -> Option<Person> {
+/// The event if it is a person.
+pub(crate) fn person(e: NexEvent) -> Option<Person> {
     match e {
         NexEvent::Person(p) => Some(p),
         _ => None,
     }
 }
 
-fn auction(e: NexEvent) -> Option<Auction> {
+/// The event if it is a auction.
+pub(crate) fn auction(e: NexEvent) -> Option<Auction> {
     match e {
         NexEvent::Auction(a) => Some(a),
         _ => None,
     }
 }
 
-/// Q1: every bid, price in euros.
-fn q1_map(e: NexEvent) -> Option<Bid> {
-    bid(e).map(|b| Bid {
-        price: q1_price(b.price),
-        ..b
-    })
-}
-
-/// Q2: bids on every 123rd auction.
-fn q2_filter(e: NexEvent) -> Option<Bid> {
-    bid(e).filter(|b| b.auction % Q2_AUCTION_SKIP == 0)
-}
-
-/// Q1's conversion: dollars to euros as Beam's Query1 does it,
-/// `price * 89 / 100` in integer cents (rounded down).
-pub fn q1_price(cents: u64) -> u64 {
-    match cents.checked_mul(89) {
-        Some(x) => x / 100,
-        // Beyond 2^64 / 89 cents: exact in 128 bits (rare, and slower).
-        None => (cents as u128 * 89 / 100) as u64,
-    }
-}
-
-/// Q2's selection: Beam's Query2 keeps bids whose auction id is a multiple
-/// of 123 (its `auctionSkip`).
-pub const Q2_AUCTION_SKIP: u64 = 123;
-
 impl NexmarkArgs {
-    fn files(&self) -> bool {
+    /// Whether the events come from `--input` files.
+    pub fn files(&self) -> bool {
         !self.input.is_empty()
     }
 
@@ -440,16 +430,14 @@ impl NexmarkArgs {
         self.max_delay_ms.unwrap_or(0)
     }
 
-    /// The query, as the option table knows it.
+    /// The query's definition.
+    pub fn spec(&self) -> &'static Spec {
+        self.query.spec()
+    }
+
+    /// The query, as the option rule knows it.
     fn kind(&self) -> super::common::QueryKind {
-        use super::common::QueryKind;
-        match self.query {
-            NexQuery::Q1 => QueryKind::NexQ1,
-            NexQuery::Q2 => QueryKind::NexQ2,
-            NexQuery::Q5 => QueryKind::NexQ5,
-            NexQuery::Q7 => QueryKind::NexQ7,
-            NexQuery::Q8 => QueryKind::NexQ8,
-        }
+        super::common::QueryKind::Nexmark(self.query)
     }
 
     /// Each global worker's pieces of input.
@@ -523,7 +511,7 @@ impl Sources<'_> {
 }
 
 impl Query for NexmarkArgs {
-    type Row = NexRow;
+    type Row = ();
 
     fn name(&self) -> String {
         format!("nexmark-{:?}", self.query).to_lowercase()
@@ -564,26 +552,26 @@ impl Query for NexmarkArgs {
         if size == 0 {
             return bad("--window-ms must be positive".into());
         }
-        if self.query == NexQuery::Q5 && (slide == 0 || slide > size) {
+        let sliding = self
+            .spec()
+            .honoured
+            .contains(&super::common::QueryOption::SlideMs);
+        if sliding && (slide == 0 || slide > size) {
             return bad(format!(
                 "--slide-ms {slide}: need 0 < slide <= --window-ms {size}"
             ));
         }
-        if self.query == NexQuery::Q5 && size / slide > MAX_WINDOWS_PER_EVENT {
+        if sliding && size / slide > MAX_WINDOWS_PER_EVENT {
             return bad(format!(
                 "--window-ms {size} / --slide-ms {slide}: each bid would count in more than \
                  {MAX_WINDOWS_PER_EVENT} windows; use a larger slide"
             ));
         }
-        let held = match self.query {
-            // Q2's order (by auction) is known only at the end, and so is
-            // Q1's for a file (it may be out of order); Q1 from the
-            // generator streams its rows in time order.
-            NexQuery::Q2 => true,
-            NexQuery::Q1 => self.files(),
-            _ => false,
-        };
-        if held && self.output.out.is_some() && !self.output.out_per_rank {
+        // Rows the writer keeps to sort them at the end, per input event.
+        let held = (self.spec().held_rows_per_event)(self.files());
+        if let (Some(per_event), Some(_), false) =
+            (held, &self.output.out, self.output.out_per_rank)
+        {
             // The rows are kept by the writer to be sorted: ~100 bytes per
             // row at the peak. Refuse what cannot fit rather than abort
             // later.
@@ -602,11 +590,7 @@ impl Query for NexmarkArgs {
                     .or(paced.map(|(r, d)| (r as f64 * d) as u64))
                     .unwrap_or(DEFAULT_EVENTS)
             };
-            let rows = if self.query == NexQuery::Q1 {
-                events
-            } else {
-                events / 100
-            };
+            let rows = (events as f64 * per_event) as u64;
             let need = rows.saturating_mul(100);
             if let Some(avail) = air_runtime::job::available_memory() {
                 if need > avail / 2 {
@@ -639,228 +623,38 @@ impl Query for NexmarkArgs {
         true
     }
 
-    fn run_rank(&self, dist: &Dist) -> Result<RankPart<NexRow>, CliError> {
+    fn run_rank(&self, dist: &Dist) -> Result<RankPart<()>, CliError> {
         // Rows counted, not kept: the driver streams them
         // (`run_rank_streaming`).
         self.run_rank_streaming(dist, &RowsTo::Nowhere)
     }
 
-    fn run_rank_streaming(&self, dist: &Dist, to: &RowsTo) -> Result<RankPart<NexRow>, CliError> {
-        let (size, slide, delay) = (self.window(), self.slide(), self.max_delay());
+    fn run_rank_streaming(&self, dist: &Dist, to: &RowsTo) -> Result<RankPart<()>, CliError> {
         let header = self.header();
-        let h = &header;
-        match self.query {
-            // Every bid, price in euros; with --out in the order of the
-            // time (sorted per millisecond as the watermark passes it).
-            NexQuery::Q1 if self.files() => self.run_graph(dist, |df, shard| {
-                // A file may be out of order: no watermark before its end
-                // (rows sorted at the end, none dropped as late).
-                let bids = df.source(shard.read()).flat_map(q1_map);
-                q1_rows(bids, h, to);
-            }),
-            NexQuery::Q1 => self.run_graph(dist, |df, shard| {
-                // Each worker's generated times never decrease.
-                let bids = df
-                    .source(shard.read())
-                    .flat_map(q1_map)
-                    .event_time(|b: &Bid| b.date_time, 0);
-                q1_rows(bids, h, to);
-            }),
-            // Bids on every 123rd auction, sorted by auction: written at
-            // the end.
-            NexQuery::Q2 => self.run_graph(dist, |df, shard| {
-                let bids = df.source(shard.read()).flat_map(q2_filter);
-                bid_rows(
-                    bids,
-                    |_| u64::MAX,
-                    |r| (r.value.auction, r.value.price),
-                    |r| Q2Csv {
-                        auction: r.value.auction,
-                        price: r.value.price,
-                    },
-                    h,
-                    to,
-                );
-            }),
-            // Hot items: bids per auction and sliding window, the hottest
-            // auctions of each window (ties all kept).
-            NexQuery::Q5 => self.run_graph(dist, |df, shard| {
-                let hottest = df
-                    .source(shard.read())
-                    .flat_map(bid)
-                    .event_time(|b: &Bid| b.date_time, delay)
-                    .key_by(|b: &Bid| b.auction)
-                    .window(Sliding::ms(size, slide), |b: &Bid| b.date_time)
-                    .latency_per_window()
-                    .aggregate(Count)
-                    .key_by(|r: &Windowed<u64, u64>| r.start)
-                    .max_by_window(|r: &Windowed<u64, u64>| r.value);
-                sink_window_rows(
-                    hottest,
-                    |r| r.key,
-                    |r| Q5Csv {
-                        window_start_ms: r.start,
-                        window_end_ms: r.end,
-                        auction: r.key,
-                        bids: r.value,
-                    },
-                    h,
-                    to,
-                );
-            }),
-            // Highest bid: per tumbling window, the bids at its highest
-            // price (each worker keeps its own before the exchange).
-            NexQuery::Q7 => self.run_graph(dist, |df, shard| {
-                let highest = df
-                    .source(shard.read())
-                    .flat_map(bid)
-                    .event_time(|b: &Bid| b.date_time, delay)
-                    .key_by(move |b: &Bid| b.date_time / size)
-                    .window(Tumbling::ms(size), |b: &Bid| b.date_time)
-                    .aggregate(MaxBy::of(|b: &Bid| b.price))
-                    .flat_map(|r| {
-                        let (start, end) = (r.start, r.end);
-                        r.value.into_iter().map(move |b| Windowed {
-                            start,
-                            end,
-                            key: (),
-                            value: b,
-                        })
-                    });
-                sink_window_rows(
-                    highest,
-                    |r: &Windowed<(), Bid>| (r.value.auction, r.value.bidder, r.value.date_time),
-                    |r| Q7Csv {
-                        window_start_ms: r.start,
-                        window_end_ms: r.end,
-                        auction: r.value.auction,
-                        bidder: r.value.bidder,
-                        price: r.value.price,
-                        date_time_ms: r.value.date_time,
-                    },
-                    h,
-                    to,
-                );
-            }),
-            // New users: persons who opened an auction in the window they
-            // joined (each worker reads its shard twice, once per side;
-            // every event moves each side's watermark).
-            NexQuery::Q8 => self.run_graph(dist, |df, shard| {
-                let persons = df
-                    .source(shard.read())
-                    .event_time(NexEvent::date_time, delay)
-                    .flat_map(person);
-                let auctions = df
-                    .source(shard.read_again())
-                    .event_time(NexEvent::date_time, delay)
-                    .flat_map(auction);
-                let pairs = persons
-                    .key_by(|p: &Person| p.id)
-                    .join(auctions.key_by(|a: &Auction| a.seller))
-                    .window_eager(
-                        Tumbling::ms(size),
-                        |p: &Person| p.date_time,
-                        |a: &Auction| a.date_time,
-                    );
-                sink_window_rows(
-                    pairs,
-                    |j| (j.key, j.right.id),
-                    |j| Q8Csv {
-                        window_start_ms: j.start,
-                        person_id: j.key,
-                        name: j.left.name.as_str().to_string(),
-                        auction_id: j.right.id,
-                        reserve: j.right.reserve,
-                    },
-                    h,
-                    to,
-                );
-            }),
-        }
+        let cx = Cx {
+            args: self,
+            header: &header,
+            to,
+        };
+        let build = self.spec().build;
+        self.run_graph(dist, |df, shard| build(&cx, df, shard))
     }
 
-    fn finish(&self, mut rows: Vec<NexRow>) -> Vec<NexRow> {
-        // Rows are streamed (none come back); kept for the trait's sake.
-        rows.sort_unstable();
+    fn finish(&self, rows: Vec<()>) -> Vec<()> {
+        // Rows are streamed by the graph's sinks (none come back).
         rows
     }
 
     fn global_finish(&self) -> bool {
-        self.query == NexQuery::Q5
+        self.spec().global
     }
 
     fn header(&self) -> Vec<&'static str> {
-        match self.query {
-            NexQuery::Q1 => vec!["auction", "bidder", "price", "date_time_ms"],
-            NexQuery::Q2 => vec!["auction", "price"],
-            NexQuery::Q5 => vec!["window_start_ms", "window_end_ms", "auction", "bids"],
-            NexQuery::Q7 => vec![
-                "window_start_ms",
-                "window_end_ms",
-                "auction",
-                "bidder",
-                "price",
-                "date_time_ms",
-            ],
-            NexQuery::Q8 => vec![
-                "window_start_ms",
-                "person_id",
-                "name",
-                "auction_id",
-                "reserve",
-            ],
-        }
+        self.spec().columns.to_vec()
     }
 
-    fn record(&self, row: &NexRow) -> Vec<String> {
-        let s = |x: &u64| x.to_string();
-        let size = self.window();
-        match row {
-            NexRow::Q1 {
-                date_time_ms,
-                auction,
-                bidder,
-                price,
-            } => vec![s(auction), s(bidder), s(price), s(date_time_ms)],
-            NexRow::Q2 { auction, price } => vec![s(auction), s(price)],
-            NexRow::Q5 {
-                window_start_ms,
-                auction,
-                bids,
-            } => vec![
-                s(window_start_ms),
-                s(&window_start_ms.saturating_add(size)),
-                s(auction),
-                s(bids),
-            ],
-            NexRow::Q7 {
-                window_start_ms,
-                auction,
-                bidder,
-                date_time_ms,
-                price,
-            } => vec![
-                s(window_start_ms),
-                s(&window_start_ms.saturating_add(size)),
-                s(auction),
-                s(bidder),
-                s(price),
-                s(date_time_ms),
-            ],
-            NexRow::Q8 {
-                window_start_ms,
-                person_id,
-                auction_id,
-                name,
-                reserve,
-            } => vec![
-                s(window_start_ms),
-                s(person_id),
-                name.clone(),
-                s(auction_id),
-                s(reserve),
-            ],
-        }
+    fn record(&self, _row: &()) -> Vec<String> {
+        Vec::new()
     }
 
     fn inputs(&self) -> Vec<PathBuf> {
@@ -877,14 +671,17 @@ impl Query for NexmarkArgs {
 
     fn wallclock(&self) -> bool {
         // q1 and q2 have no windowed output: no latency.
-        self.pace.paced() && !matches!(self.query, NexQuery::Q1 | NexQuery::Q2)
+        self.pace.paced() && self.spec().windowed
     }
 
     fn params(&self) -> serde_json::Value {
+        use super::common::QueryOption::{SlideMs, WindowMs};
+        let honoured = self.spec().honoured;
+        let sliding = honoured.contains(&SlideMs);
         serde_json::json!({
-            "query": format!("{:?}", self.query).to_lowercase(),
-            "window_ms": self.window(),
-            "slide_ms": (self.query == NexQuery::Q5).then_some(self.slide()),
+            "query": self.query.name(),
+            "window_ms": honoured.contains(&WindowMs).then_some(self.window()),
+            "slide_ms": sliding.then_some(self.slide()),
             "seed": (!self.files()).then_some(self.gen.seed.unwrap_or(0)),
             "events_per_s_event_time": (!self.files() && !self.pace.paced())
                 .then_some(self.gen.events_per_s.unwrap_or(DEFAULT_EVENTS_PER_S)),
@@ -922,91 +719,17 @@ pub fn gen(args: &GenNexmarkArgs) -> Result<(), CliError> {
     Ok(())
 }
 
-/// A q1 CSV row (the columns of [`COLUMNS_HELP`]).
-#[derive(Serialize)]
-struct Q1Csv {
-    auction: u64,
-    bidder: u64,
-    price: u64,
-    date_time_ms: u64,
-}
-
-/// A q2 CSV row.
-#[derive(Serialize)]
-struct Q2Csv {
-    auction: u64,
-    price: u64,
-}
-
-/// A q5 CSV row.
-#[derive(Serialize)]
-struct Q5Csv {
-    window_start_ms: u64,
-    window_end_ms: u64,
-    auction: u64,
-    bids: u64,
-}
-
-/// A q7 CSV row.
-#[derive(Serialize)]
-struct Q7Csv {
-    window_start_ms: u64,
-    window_end_ms: u64,
-    auction: u64,
-    bidder: u64,
-    price: u64,
-    date_time_ms: u64,
-}
-
-/// A q8 CSV row.
-#[derive(Serialize)]
-struct Q8Csv {
-    window_start_ms: u64,
-    person_id: u64,
-    name: String,
-    auction_id: u64,
-    reserve: u64,
-}
-
-/// Q1's rows: with an output, each bid as a row of the millisecond it
-/// happened in, so the writer releases them in time order (sorted within a
-/// millisecond) as the watermark passes; without, counted where they are
-/// made.
-fn q1_rows<H, P>(bids: Stream<H, P>, header: &[&str], to: &RowsTo)
-where
-    H: Head,
-    P: Pipe<H::Out, Out = Bid>,
-{
-    bid_rows(
-        bids,
-        |b| b.date_time.saturating_add(1),
-        |r| {
-            let b = &r.value;
-            (b.date_time, b.auction, b.bidder, b.price)
-        },
-        |r| Q1Csv {
-            auction: r.value.auction,
-            bidder: r.value.bidder,
-            price: r.value.price,
-            date_time_ms: r.value.date_time,
-        },
-        header,
-        to,
-    );
-}
-
 /// Ends a graph of bids (q1, q2): with an output, each bid becomes a row
 /// of a "window" ending at `end(bid)` (ms; `u64::MAX`: at the end of the
 /// stream), released sorted by `sort` once the watermark passes that end
 /// ([`sink_window_rows`]); without, the rows are only counted, at the
 /// worker that made them (a stateless query crosses no exchange).
-fn bid_rows<H, P, EF, S, SF, R, RF>(
+pub(crate) fn bid_rows<H, P, EF, S, SF, R, RF>(
     bids: Stream<H, P>,
     end: EF,
     sort: SF,
     row: RF,
-    header: &[&str],
-    to: &RowsTo,
+    cx: &Cx<'_>,
 ) where
     H: Head,
     P: Pipe<H::Out, Out = Bid>,
@@ -1016,7 +739,7 @@ fn bid_rows<H, P, EF, S, SF, R, RF>(
     R: Serialize + 'static,
     RF: FnMut(Windowed<(), Bid>) -> R + 'static,
 {
-    match to {
+    match cx.to {
         RowsTo::Nowhere => {
             bids.for_each(|_| {});
         }
@@ -1027,7 +750,7 @@ fn bid_rows<H, P, EF, S, SF, R, RF>(
                 key: (),
                 value: b,
             });
-            sink_window_rows(rows, sort, row, header, to);
+            sink_window_rows(rows, sort, row, cx.header, cx.to);
         }
     }
 }
@@ -1035,7 +758,7 @@ fn bid_rows<H, P, EF, S, SF, R, RF>(
 /// A worker's source on the graph API: its input error, skipped records
 /// and input lag are reported at the end (the error into `error`, shared
 /// with the driver, so the rows read before it are still written).
-struct GraphSource {
+pub(crate) struct GraphSource {
     src: NexSource,
     error: Arc<Mutex<Option<String>>>,
     /// Counts its events and skipped records (q8's second read of the
@@ -1071,7 +794,7 @@ impl Source for GraphSource {
 }
 
 /// One worker's shard of the input, as graph sources.
-struct Shard<'a> {
+pub(crate) struct Shard<'a> {
     sources: &'a Sources<'a>,
     error: &'a Arc<Mutex<Option<String>>>,
     index: usize,
@@ -1080,12 +803,12 @@ struct Shard<'a> {
 
 impl Shard<'_> {
     /// The shard's events.
-    fn read(&self) -> GraphSource {
+    pub(crate) fn read(&self) -> GraphSource {
         self.source(true)
     }
 
     /// The same events again, not counted (the second side of a join).
-    fn read_again(&self) -> GraphSource {
+    pub(crate) fn read_again(&self) -> GraphSource {
         self.source(false)
     }
 
@@ -1103,7 +826,7 @@ impl NexmarkArgs {
     /// Runs the graph `build` makes on every worker of this rank (`build`
     /// gets the worker's shard of the input) and reports this rank's part:
     /// rows written where the graph's sink put them and counted.
-    fn run_graph<B>(&self, dist: &Dist, build: B) -> Result<RankPart<NexRow>, CliError>
+    fn run_graph<B>(&self, dist: &Dist, build: B) -> Result<RankPart<()>, CliError>
     where
         B: Fn(&Dataflow, &Shard<'_>) + Sync,
     {
@@ -1134,7 +857,7 @@ impl NexmarkArgs {
         let elapsed = start.elapsed().max(out.elapsed);
         // q8 reads each shard twice, and both reads judge the same events
         // late (one watermark rule over one sequence): count them once.
-        let reads = if self.query == NexQuery::Q8 { 2 } else { 1 };
+        let reads = self.spec().reads;
         let per_worker = out
             .workers
             .iter()
