@@ -105,3 +105,99 @@ fn a_paced_run_streams_rows_as_windows_close_with_flat_memory() {
         );
     }
 }
+
+/// `air run ysb ARGS --report R`'s report.
+fn ysb_report(args: &[&str], dir: &Path) -> serde_json::Value {
+    let rep = dir.join("idle.json");
+    let o = Command::new(AIR)
+        .args(["run", "ysb"])
+        .args(args)
+        .arg("--report")
+        .arg(&rep)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    serde_json::from_str(&std::fs::read_to_string(&rep).unwrap()).unwrap()
+}
+
+#[test]
+fn with_idle_ms_windows_close_while_the_input_is_quiet() {
+    let dir = tempfile::tempdir().unwrap();
+    // One event per second per worker, 200-ms windows: a window's rows
+    // wait for the next event of every worker (up to a second or two),
+    // unless a quiet worker goes idle after 50 ms.
+    let args = [
+        "--rate",
+        "2",
+        "--duration",
+        "8",
+        "--workers",
+        "2",
+        "--no-pin",
+        "--window-ms",
+        "200",
+    ];
+    let slow = ysb_report(&args, dir.path());
+    let mut idle_args = args.to_vec();
+    idle_args.extend(["--idle-ms", "50"]);
+    let idle = ysb_report(&idle_args, dir.path());
+    for r in [&slow, &idle] {
+        assert_eq!(r["events"], 16, "{r}");
+        assert_eq!(r["late_records"], 0, "{r}");
+    }
+    let p50 = |r: &serde_json::Value| r["latency_ms"]["p50_ms"].as_f64().unwrap();
+    let max = |r: &serde_json::Value| r["latency_ms"]["max_ms"].as_f64().unwrap();
+    assert!(
+        p50(&slow) >= 700.0,
+        "without --idle-ms: {}",
+        slow["latency_ms"]
+    );
+    // Idle after 50 ms, plus the flush and the worker's tick.
+    assert!(
+        max(&idle) < 500.0,
+        "with --idle-ms 50: {}",
+        idle["latency_ms"]
+    );
+    assert_eq!(idle["params"]["idle_ms"], 50);
+    // Only where event times follow the wall clock, on windowed queries,
+    // and (NEXMark, whose paced events are stamped up to one gap early)
+    // above one worker's gap between events.
+    for bad in [
+        vec!["ysb", "--event-time", "synthetic", "--idle-ms", "50"],
+        vec!["ysb", "--idle-ms", "0"],
+        vec!["nexmark", "--query", "q7", "--idle-ms", "50"],
+        vec![
+            "nexmark",
+            "--query",
+            "q1",
+            "--rate",
+            "100",
+            "--idle-ms",
+            "50",
+        ],
+        vec![
+            "nexmark",
+            "--query",
+            "q7",
+            "--rate",
+            "4",
+            "--workers",
+            "2",
+            "--idle-ms",
+            "500",
+        ],
+    ] {
+        let o = Command::new(AIR)
+            .args(["run"])
+            .args(&bad)
+            .args(["--events", "10"])
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(2), "{bad:?}");
+        assert!(
+            String::from_utf8_lossy(&o.stderr).contains("--idle-ms"),
+            "{bad:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+}

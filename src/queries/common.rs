@@ -334,6 +334,16 @@ pub mod parse {
         )
     }
 
+    /// `--idle-ms`: 1 ms to a day.
+    pub fn idle_ms(s: &str) -> Result<u64, String> {
+        int(
+            s,
+            1,
+            86_400_000,
+            "a positive integer (ms), at most 86400000 (a day)",
+        )
+    }
+
     /// `--rate`.
     pub fn rate(s: &str) -> Result<u64, String> {
         int(
@@ -433,6 +443,8 @@ pub enum QueryOption {
     SlideMs,
     /// `--max-delay-ms`.
     MaxDelayMs,
+    /// `--idle-ms`.
+    IdleMs,
     /// `--shuffle`.
     Shuffle,
     /// `--keys`.
@@ -448,6 +460,7 @@ impl QueryOption {
             QueryOption::WindowMs => "--window-ms",
             QueryOption::SlideMs => "--slide-ms",
             QueryOption::MaxDelayMs => "--max-delay-ms",
+            QueryOption::IdleMs => "--idle-ms",
             QueryOption::Shuffle => "--shuffle",
             QueryOption::Keys => "--keys",
             QueryOption::Zipf => "--zipf",
@@ -494,7 +507,7 @@ impl QueryKind {
     fn honoured(self) -> &'static [QueryOption] {
         use QueryOption::*;
         match self {
-            QueryKind::Ysb => &[WindowMs, MaxDelayMs, Shuffle],
+            QueryKind::Ysb => &[WindowMs, MaxDelayMs, IdleMs, Shuffle],
             QueryKind::Wa => &[WindowMs, Shuffle, Keys, Zipf],
             QueryKind::Nexmark(q) => q.spec().honoured,
             QueryKind::Wordcount => &[WindowMs],

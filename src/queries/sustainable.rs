@@ -432,6 +432,7 @@ fn probe_job(a: &BenchYsbArgs, rate: u64, secs: f64) -> ProbeJob {
             window_ms: windowed(q).then(|| a.ysb.window()),
             slide_ms: a.slide_ms,
             max_delay_ms: a.ysb.max_delay_ms,
+            idle_ms: a.ysb.idle_ms,
             output: OutputArgs::default(),
             runtime,
         })),

@@ -94,6 +94,13 @@ pub struct YsbArgs {
     /// [default: 0].
     #[arg(long, value_name = "MS", value_parser = super::common::parse::delay_ms)]
     pub max_delay_ms: Option<u64>,
+    /// Idleness, ms of wall-clock time: a worker whose input brought no
+    /// event for this long stops holding windows back (its watermark
+    /// follows the wall clock minus this), so windows close while the input
+    /// is quiet (Flink's `withIdleness`). Wall-clock event times only (not
+    /// with --input or --event-time synthetic) [default: never idle].
+    #[arg(long, value_name = "MS", value_parser = super::common::parse::idle_ms)]
+    pub idle_ms: Option<u64>,
     /// Send every event through the exchange (no partial aggregate per worker).
     #[arg(long)]
     pub shuffle: bool,
@@ -349,6 +356,7 @@ fn validate(args: &YsbArgs, ranks: usize) -> Result<(), CliError> {
             &[
                 (WindowMs, args.window_ms.is_some()),
                 (MaxDelayMs, args.max_delay_ms.is_some()),
+                (IdleMs, args.idle_ms.is_some()),
                 (Shuffle, args.shuffle),
             ],
         )?;
@@ -371,6 +379,13 @@ fn validate(args: &YsbArgs, ranks: usize) -> Result<(), CliError> {
                 "--duration {d}: expected a positive number of seconds"
             ));
         }
+    }
+    if args.idle_ms.is_some() && !args.wallclock() {
+        return bad(
+            "--idle-ms needs wall-clock event times (an idle worker's watermark follows the \
+             wall clock): not with --input or --event-time synthetic"
+                .into(),
+        );
     }
     if args.output.latency_plot.is_some() && !args.wallclock() {
         return bad(
@@ -512,6 +527,7 @@ impl Query for YsbArgs {
         json!({
             "window_ms": self.window(),
             "max_delay_ms": self.max_delay(),
+            "idle_ms": self.idle_ms,
             "pre_aggregate": !self.shuffle,
             "rate": self.rate,
             "duration_s": self.duration,
@@ -687,6 +703,7 @@ fn run_rank(args: &YsbArgs, dist: &Dist, to: &RowsTo) -> Result<RankPart<YsbRow>
                 k.map(|k| (k, e.event_time_ms))
             })
             .event_time(|v| v.1, max_delay_ms)
+            .idle_after_ms(args.idle_ms)
             .key_by(|v: &(u32, u64)| v.0)
             .window(Tumbling::ms(window_ms), |v| v.1)
             .dense_keys();

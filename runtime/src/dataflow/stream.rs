@@ -941,9 +941,10 @@ impl<S: Source, P, F> Stream<SourceHead<S>, EventTime<P, F>> {
     /// holding windows back — its watermark follows the wall clock (now −
     /// `idle_ms`), so the windows of a quiet live input close. Assumes event
     /// times follow the wall clock (live inputs); a record older than the
-    /// advanced watermark is late.
-    pub fn idle_after_ms(mut self, idle_ms: u64) -> Self {
-        self.pipe.idle_ms = Some(idle_ms);
+    /// advanced watermark is late. `None` (the default): never idle (a
+    /// command line's optional `--idle-ms` passes straight through).
+    pub fn idle_after_ms(mut self, idle_ms: impl Into<Option<u64>>) -> Self {
+        self.pipe.idle_ms = idle_ms.into();
         self
     }
 }

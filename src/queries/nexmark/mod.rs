@@ -260,6 +260,15 @@ pub struct NexmarkArgs {
     /// to the file's disorder. q5, q7, q8 only [default: 0].
     #[arg(long, value_name = "MS", value_parser = super::common::parse::delay_ms)]
     pub max_delay_ms: Option<u64>,
+    /// Idleness, ms of wall-clock time: a worker whose generator brought no
+    /// event for this long stops holding windows back (its watermark
+    /// follows the wall clock minus this), so windows close while the input
+    /// is quiet. Paced runs only (--rate: wall-clock event times), above
+    /// one worker's gap between two events (events are stamped up to one
+    /// gap before they are due); windowed queries only [default: never
+    /// idle].
+    #[arg(long, value_name = "MS", value_parser = super::common::parse::idle_ms)]
+    pub idle_ms: Option<u64>,
     /// Outputs.
     #[command(flatten)]
     pub output: OutputArgs,
@@ -527,6 +536,30 @@ impl Query for NexmarkArgs {
         super::ysb::check_runtime(&self.runtime)?;
         self.pace
             .validate((self.runtime.job_config().workers * ranks) as u64)?;
+        match (self.idle_ms, self.pace.rate) {
+            (Some(_), None) => {
+                return bad(
+                    "--idle-ms needs a paced generator (--rate: wall-clock event times)".into(),
+                )
+            }
+            (Some(idle), Some(rate)) => {
+                // A paced worker stamps each event up to one of its
+                // inter-event gaps before it is due
+                // (`Pacer::interleaved_event_rate`): an idle watermark
+                // (now − idle) closer than that would make it late.
+                let workers = self.runtime.job_config().workers * ranks;
+                let gap_ms = 1000.0 * workers as f64 / rate.max(1) as f64;
+                if idle as f64 <= gap_ms {
+                    return bad(format!(
+                        "--idle-ms {idle} is not above the generator's gap between two events \
+                         of one worker ({gap_ms:.1} ms at --rate {rate} over {workers} \
+                         workers): events are stamped up to one gap before they are due, so \
+                         they would arrive behind an idle watermark; use a larger --idle-ms"
+                    ));
+                }
+            }
+            _ => {}
+        }
         if self.files() && self.pace.paced() {
             return bad(
                 "--rate and --duration apply to the generator, not to --input files".into(),
@@ -545,6 +578,7 @@ impl Query for NexmarkArgs {
                     (WindowMs, self.window_ms.is_some()),
                     (SlideMs, self.slide_ms.is_some()),
                     (MaxDelayMs, self.max_delay_ms.is_some()),
+                    (IdleMs, self.idle_ms.is_some()),
                 ],
             )?;
         }
@@ -688,6 +722,7 @@ impl Query for NexmarkArgs {
             "rate": self.pace.rate,
             "duration_s": self.pace.duration,
             "max_delay_ms": self.max_delay(),
+            "idle_ms": self.idle_ms,
         })
     }
 }

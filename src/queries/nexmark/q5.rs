@@ -16,7 +16,7 @@ pub const SPEC: Spec = Spec {
     nature: "sliding windows, then the top auction per window",
     columns: &["window_start_ms", "window_end_ms", "auction", "bids"],
     order: "window, auction",
-    honoured: &[WindowMs, SlideMs, MaxDelayMs],
+    honoured: &[IdleMs, WindowMs, SlideMs, MaxDelayMs],
     held_rows_per_event: |_| None,
     windowed: true,
     reads: 1,
@@ -43,6 +43,7 @@ fn build(cx: &Cx<'_>, df: &Dataflow, shard: &Shard<'_>) {
         .source(shard.read())
         .flat_map(bid)
         .event_time(|b: &Bid| b.date_time, cx.args.max_delay())
+        .idle_after_ms(cx.args.idle_ms)
         .key_by(|b: &Bid| b.auction)
         .window(Sliding::ms(size, slide), |b: &Bid| b.date_time)
         .latency_per_window()

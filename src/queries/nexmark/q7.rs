@@ -23,7 +23,7 @@ pub const SPEC: Spec = Spec {
         "date_time_ms",
     ],
     order: "window, auction, bidder, date_time",
-    honoured: &[WindowMs, MaxDelayMs],
+    honoured: &[IdleMs, WindowMs, MaxDelayMs],
     held_rows_per_event: |_| None,
     windowed: true,
     reads: 1,
@@ -50,6 +50,7 @@ fn build(cx: &Cx<'_>, df: &Dataflow, shard: &Shard<'_>) {
         .source(shard.read())
         .flat_map(bid)
         .event_time(|b: &Bid| b.date_time, cx.args.max_delay())
+        .idle_after_ms(cx.args.idle_ms)
         .key_by(move |b: &Bid| b.date_time / size)
         .window(Tumbling::ms(size), |b: &Bid| b.date_time)
         .aggregate(MaxBy::of(|b: &Bid| b.price))

@@ -22,7 +22,7 @@ pub const SPEC: Spec = Spec {
         "reserve",
     ],
     order: "window, person, auction",
-    honoured: &[WindowMs, MaxDelayMs],
+    honoured: &[IdleMs, WindowMs, MaxDelayMs],
     held_rows_per_event: |_| None,
     windowed: true,
     // Each worker reads its shard twice, once per side.
@@ -50,10 +50,12 @@ fn build(cx: &Cx<'_>, df: &Dataflow, shard: &Shard<'_>) {
     let persons = df
         .source(shard.read())
         .event_time(NexEvent::date_time, delay)
+        .idle_after_ms(cx.args.idle_ms)
         .flat_map(person);
     let auctions = df
         .source(shard.read_again())
         .event_time(NexEvent::date_time, delay)
+        .idle_after_ms(cx.args.idle_ms)
         .flat_map(auction);
     let pairs = persons
         .key_by(|p: &Person| p.id)
