@@ -28,6 +28,9 @@
 //!     Ok(())
 //! }
 //! ```
+//!
+//! (Not run here: it reads a `clicks.csv` of yours. The [`prelude`] and
+//! [`Job`] have examples that run.)
 #![deny(missing_docs)]
 
 pub use air_runtime::dataflow::{GraphOutput, Stats, WorkerReport};
@@ -38,6 +41,34 @@ pub use air_runtime::{JobConfig, RuntimeError as Error};
 pub use rkyv;
 
 /// Everything a graph needs: `use air::prelude::*;`.
+///
+/// ```
+/// use air::prelude::*;
+/// use std::sync::{Arc, Mutex};
+///
+/// let rows = Arc::new(Mutex::new(Vec::new()));
+/// let out = rows.clone();
+/// let mut job = air::Job::from_env()?.workers(2);
+/// job.config_mut().pin = false;
+/// job.run(move |df: &Dataflow| {
+///     // (user, time ms): worker w reads every other click.
+///     let clicks: Vec<(u64, u64)> = [(1, 100), (2, 200), (1, 300), (1, 1_100)]
+///         .into_iter()
+///         .skip(df.index())
+///         .step_by(2)
+///         .collect();
+///     let out = out.clone();
+///     df.source(VecSource::new(clicks))
+///         .event_time(|c| c.1, 0)
+///         .key_by(|c| c.0)
+///         .window(Tumbling::ms(1_000), |c| c.1)
+///         .aggregate(Count)
+///         .collect_by_window(|r| r.key)
+///         .for_each(move |r| out.lock().unwrap().push((r.start, r.key, r.value)));
+/// })?;
+/// assert_eq!(*rows.lock().unwrap(), [(0, 1, 2), (0, 2, 1), (1_000, 1, 1)]);
+/// # Ok::<(), air::Error>(())
+/// ```
 pub mod prelude {
     pub use air_operators::graph::*;
     pub use air_runtime::dataflow::{
@@ -75,6 +106,20 @@ fn env_number(var: &str, range: std::ops::RangeInclusive<usize>) -> Result<Optio
 
 /// A job: where the graph runs (this process alone, or every rank of the
 /// MPI job that started it) and how (workers, rings, batches).
+///
+/// ```
+/// use air::prelude::*;
+///
+/// let mut job = air::Job::from_env()?.workers(2);
+/// job.config_mut().pin = false; // no pinning (e.g. beside other jobs)
+/// assert_eq!((job.rank(), job.ranks()), (0, 1)); // alone, not under mpirun
+/// let out = job.run(|df| {
+///     df.source(VecSource::new(vec![1u64, 2, 3])).key_by(|x| *x).exchange().for_each(|_| {});
+/// })?;
+/// assert_eq!(out.workers.len(), 2);
+/// assert_eq!(out.stats.get("sink_rows"), 6); // 3 records read at each worker
+/// # Ok::<(), air::Error>(())
+/// ```
 pub struct Job {
     cfg: JobConfig,
     #[cfg(feature = "mpi")]

@@ -1,7 +1,7 @@
 //! The machine as placement sees it: packages, cores, PUs (hardware
 //! threads), NUMA nodes, and the CPUs this process may use — and the
 //! placement plan computed from it. The machine is read by hwloc (feature
-//! `hwloc`, [`crate::hwloc`]) or from Linux's sysfs; the plan logic is the
+//! `hwloc`, module `crate::hwloc`) or from Linux's sysfs; the plan logic is the
 //! same for both.
 //!
 //! The plan: one worker per physical core inside the allowed CPU set, cores

@@ -27,6 +27,44 @@ use std::marker::PhantomData;
 /// accumulator per (window, key) and sends it to the key's owner, where the
 /// accumulators of every worker are merged: so `merge` must give the same
 /// result as adding every record to one accumulator, in any order.
+///
+/// ```
+/// use air_operators::graph::*;
+/// use air_runtime::dataflow::{run_graph, VecSource};
+/// use air_runtime::JobConfig;
+/// use std::sync::{Arc, Mutex};
+///
+/// /// The spread of a sensor's readings: largest − smallest.
+/// #[derive(Clone)]
+/// struct Spread;
+/// impl AggregateFunction<(u32, u64)> for Spread {
+///     type Acc = (u64, u64); // (smallest, largest) so far
+///     type Out = u64;
+///     fn create(&self) -> (u64, u64) { (u64::MAX, 0) }
+///     fn add(&self, a: &mut (u64, u64), r: &(u32, u64)) { self.merge(a, (r.1, r.1)) }
+///     fn merge(&self, a: &mut (u64, u64), o: (u64, u64)) { *a = (a.0.min(o.0), a.1.max(o.1)) }
+///     fn result(&self, a: &(u64, u64)) -> u64 { a.1 - a.0 }
+/// }
+///
+/// let cfg = JobConfig { workers: 2, pin: false, ..JobConfig::default() };
+/// let rows = Arc::new(Mutex::new(Vec::new()));
+/// let out = rows.clone();
+/// run_graph(&cfg, move |df| {
+///     // (sensor, reading): worker w reads every other one.
+///     let input: Vec<(u32, u64)> =
+///         [(1, 20), (2, 5), (1, 30), (1, 10)].into_iter().skip(df.index()).step_by(2).collect();
+///     let out = out.clone();
+///     df.source(VecSource::new(input))
+///         .key_by(|r| r.0)
+///         .window(Tumbling::ms(1_000), |_| 0) // one window, [0, 1000), for all
+///         .aggregate(Spread)
+///         .for_each(move |r| out.lock().unwrap().push((r.key, r.value)));
+/// })
+/// .unwrap();
+/// let mut rows = rows.lock().unwrap().clone();
+/// rows.sort();
+/// assert_eq!(rows, [(1, 20), (2, 0)]);
+/// ```
 pub trait AggregateFunction<In>: Clone + 'static {
     /// The accumulator: crosses the exchange archived (rkyv).
     type Acc: Record;
@@ -43,6 +81,32 @@ pub trait AggregateFunction<In>: Clone + 'static {
 }
 
 /// The number of records (`u64`).
+///
+/// ```
+/// use air_operators::graph::*;
+/// use air_runtime::dataflow::{run_graph, VecSource};
+/// use air_runtime::JobConfig;
+/// use std::sync::{Arc, Mutex};
+///
+/// let cfg = JobConfig { workers: 2, pin: false, ..JobConfig::default() };
+/// let rows = Arc::new(Mutex::new(Vec::new()));
+/// let out = rows.clone();
+/// run_graph(&cfg, move |df| {
+///     // (sensor, reading): worker w reads every other one.
+///     let input: Vec<(u32, u64)> =
+///         [(1, 20), (2, 5), (1, 30), (1, 10)].into_iter().skip(df.index()).step_by(2).collect();
+///     let out = out.clone();
+///     df.source(VecSource::new(input))
+///         .key_by(|r| r.0)
+///         .window(Tumbling::ms(1_000), |_| 0) // one window, [0, 1000), for all
+///         .aggregate(Count)
+///         .for_each(move |r| out.lock().unwrap().push((r.key, r.value)));
+/// })
+/// .unwrap();
+/// let mut rows = rows.lock().unwrap().clone();
+/// rows.sort_by_key(|r| r.0);
+/// assert_eq!(rows, [(1, 3), (2, 1)]);
+/// ```
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Count;
 
@@ -114,6 +178,32 @@ impl Number for f32 {
 }
 
 /// The sum of `value(record)`.
+///
+/// ```
+/// use air_operators::graph::*;
+/// use air_runtime::dataflow::{run_graph, VecSource};
+/// use air_runtime::JobConfig;
+/// use std::sync::{Arc, Mutex};
+///
+/// let cfg = JobConfig { workers: 2, pin: false, ..JobConfig::default() };
+/// let rows = Arc::new(Mutex::new(Vec::new()));
+/// let out = rows.clone();
+/// run_graph(&cfg, move |df| {
+///     // (sensor, reading): worker w reads every other one.
+///     let input: Vec<(u32, u64)> =
+///         [(1, 20), (2, 5), (1, 30), (1, 10)].into_iter().skip(df.index()).step_by(2).collect();
+///     let out = out.clone();
+///     df.source(VecSource::new(input))
+///         .key_by(|r| r.0)
+///         .window(Tumbling::ms(1_000), |_| 0) // one window, [0, 1000), for all
+///         .aggregate(Sum::of(|r: &(u32, u64)| r.1))
+///         .for_each(move |r| out.lock().unwrap().push((r.key, r.value)));
+/// })
+/// .unwrap();
+/// let mut rows = rows.lock().unwrap().clone();
+/// rows.sort_by_key(|r| r.0);
+/// assert_eq!(rows, [(1, 60), (2, 5)]);
+/// ```
 pub struct Sum<In, V, F> {
     value: F,
     _t: PhantomData<fn(&In) -> V>,
@@ -161,8 +251,8 @@ impl<In: 'static, V: Number, F: Fn(&In) -> V + Clone + 'static> AggregateFunctio
 }
 
 macro_rules! extreme {
-    ($name:ident, $doc:literal, $keep:tt) => {
-        #[doc = $doc]
+    ($(#[$doc:meta])* $name:ident, $keep:tt) => {
+        $(#[$doc])*
         pub struct $name<In, V, F> {
             value: F,
             _t: PhantomData<fn(&In) -> V>,
@@ -227,17 +317,101 @@ macro_rules! extreme {
 }
 
 extreme!(
+    /// The smallest `value(record)` (`None` for no record; NaN never wins).
+    ///
+    /// ```
+    /// use air_operators::graph::*;
+    /// use air_runtime::dataflow::{run_graph, VecSource};
+    /// use air_runtime::JobConfig;
+    /// use std::sync::{Arc, Mutex};
+    ///
+    /// let cfg = JobConfig { workers: 2, pin: false, ..JobConfig::default() };
+    /// let rows = Arc::new(Mutex::new(Vec::new()));
+    /// let out = rows.clone();
+    /// run_graph(&cfg, move |df| {
+    ///     // (sensor, reading): worker w reads every other one.
+    ///     let input: Vec<(u32, u64)> = [(1, 20), (2, 5), (1, 30), (1, 10)]
+    ///         .into_iter()
+    ///         .skip(df.index())
+    ///         .step_by(2)
+    ///         .collect();
+    ///     let out = out.clone();
+    ///     df.source(VecSource::new(input))
+    ///         .key_by(|r| r.0)
+    ///         .window(Tumbling::ms(1_000), |_| 0) // one window, [0, 1000), for all
+    ///         .aggregate(Min::of(|r: &(u32, u64)| r.1))
+    ///         .for_each(move |r| out.lock().unwrap().push((r.key, r.value)));
+    /// })
+    /// .unwrap();
+    /// let mut rows = rows.lock().unwrap().clone();
+    /// rows.sort_by_key(|r| r.0);
+    /// assert_eq!(rows, [(1, Some(10)), (2, Some(5))]);
+    /// ```
     Min,
-    "The smallest `value(record)` (`None` for no record; NaN never wins).",
     <
 );
 extreme!(
+    /// The largest `value(record)` (`None` for no record; NaN never wins).
+    ///
+    /// ```
+    /// use air_operators::graph::*;
+    /// use air_runtime::dataflow::{run_graph, VecSource};
+    /// use air_runtime::JobConfig;
+    /// use std::sync::{Arc, Mutex};
+    ///
+    /// let cfg = JobConfig { workers: 2, pin: false, ..JobConfig::default() };
+    /// let rows = Arc::new(Mutex::new(Vec::new()));
+    /// let out = rows.clone();
+    /// run_graph(&cfg, move |df| {
+    ///     // (auction, bid): worker w reads every other one.
+    ///     let input: Vec<(u32, u64)> = [(1, 20), (2, 5), (1, 30), (1, 10)]
+    ///         .into_iter()
+    ///         .skip(df.index())
+    ///         .step_by(2)
+    ///         .collect();
+    ///     let out = out.clone();
+    ///     df.source(VecSource::new(input))
+    ///         .key_by(|r| r.0)
+    ///         .window(Tumbling::ms(1_000), |_| 0) // one window, [0, 1000), for all
+    ///         .aggregate(Max::of(|b: &(u32, u64)| b.1))
+    ///         .for_each(move |r| out.lock().unwrap().push((r.key, r.value)));
+    /// })
+    /// .unwrap();
+    /// let mut rows = rows.lock().unwrap().clone();
+    /// rows.sort_by_key(|r| r.0);
+    /// assert_eq!(rows, [(1, Some(30)), (2, Some(5))]);
+    /// ```
     Max,
-    "The largest `value(record)` (`None` for no record; NaN never wins).",
     >
 );
 
 /// The arithmetic mean of `value(record)` as `f64` (NaN for no record).
+///
+/// ```
+/// use air_operators::graph::*;
+/// use air_runtime::dataflow::{run_graph, VecSource};
+/// use air_runtime::JobConfig;
+/// use std::sync::{Arc, Mutex};
+///
+/// let cfg = JobConfig { workers: 2, pin: false, ..JobConfig::default() };
+/// let rows = Arc::new(Mutex::new(Vec::new()));
+/// let out = rows.clone();
+/// run_graph(&cfg, move |df| {
+///     // (sensor, reading): worker w reads every other one.
+///     let input: Vec<(u32, u64)> =
+///         [(1, 20), (2, 5), (1, 30), (1, 10)].into_iter().skip(df.index()).step_by(2).collect();
+///     let out = out.clone();
+///     df.source(VecSource::new(input))
+///         .key_by(|r| r.0)
+///         .window(Tumbling::ms(1_000), |_| 0) // one window, [0, 1000), for all
+///         .aggregate(Mean::of(|r: &(u32, u64)| r.1))
+///         .for_each(move |r| out.lock().unwrap().push((r.key, r.value)));
+/// })
+/// .unwrap();
+/// let mut rows = rows.lock().unwrap().clone();
+/// rows.sort_by_key(|r| r.0);
+/// assert_eq!(rows, [(1, 20.0), (2, 5.0)]);
+/// ```
 pub struct Mean<In, V, F> {
     value: F,
     _t: PhantomData<fn(&In) -> V>,
@@ -287,6 +461,32 @@ impl<In: 'static, V: Number, F: Fn(&In) -> V + Clone + 'static> AggregateFunctio
 
 /// The number of distinct `value(record)`s (exact: a set per window and
 /// key; partial sets are merged at the owner).
+///
+/// ```
+/// use air_operators::graph::*;
+/// use air_runtime::dataflow::{run_graph, VecSource};
+/// use air_runtime::JobConfig;
+/// use std::sync::{Arc, Mutex};
+///
+/// let cfg = JobConfig { workers: 2, pin: false, ..JobConfig::default() };
+/// let rows = Arc::new(Mutex::new(Vec::new()));
+/// let out = rows.clone();
+/// run_graph(&cfg, move |df| {
+///     // (page, user) of each visit: worker w reads every other one.
+///     let input: Vec<(u32, u64)> =
+///         [(1, 7), (1, 8), (1, 7), (2, 7)].into_iter().skip(df.index()).step_by(2).collect();
+///     let out = out.clone();
+///     df.source(VecSource::new(input))
+///         .key_by(|r| r.0)
+///         .window(Tumbling::ms(1_000), |_| 0) // one window, [0, 1000), for all
+///         .aggregate(DistinctCount::of(|v: &(u32, u64)| v.1))
+///         .for_each(move |r| out.lock().unwrap().push((r.key, r.value)));
+/// })
+/// .unwrap();
+/// let mut rows = rows.lock().unwrap().clone();
+/// rows.sort_by_key(|r| r.0);
+/// assert_eq!(rows, [(1, 2), (2, 1)]);
+/// ```
 pub struct DistinctCount<In, V, F> {
     value: F,
     _t: PhantomData<fn(&In) -> V>,
@@ -345,6 +545,32 @@ where
 
 /// The `n` records with the largest `score` (ties: the smaller record
 /// first, so results are deterministic), best first.
+///
+/// ```
+/// use air_operators::graph::*;
+/// use air_runtime::dataflow::{run_graph, VecSource};
+/// use air_runtime::JobConfig;
+/// use std::sync::{Arc, Mutex};
+///
+/// let cfg = JobConfig { workers: 2, pin: false, ..JobConfig::default() };
+/// let rows = Arc::new(Mutex::new(Vec::new()));
+/// let out = rows.clone();
+/// run_graph(&cfg, move |df| {
+///     // (sensor, reading): worker w reads every other one.
+///     let input: Vec<(u32, u64)> =
+///         [(1, 20), (2, 5), (1, 30), (1, 10)].into_iter().skip(df.index()).step_by(2).collect();
+///     let out = out.clone();
+///     df.source(VecSource::new(input))
+///         .key_by(|r| r.0)
+///         .window(Tumbling::ms(1_000), |_| 0) // one window, [0, 1000), for all
+///         .aggregate(TopN::by(2, |r: &(u32, u64)| r.1))
+///         .for_each(move |r| out.lock().unwrap().push((r.key, r.value)));
+/// })
+/// .unwrap();
+/// let mut rows = rows.lock().unwrap().clone();
+/// rows.sort_by_key(|r| r.0);
+/// assert_eq!(rows, [(1, vec![(1, 30), (1, 20)]), (2, vec![(2, 5)])]);
+/// ```
 pub struct TopN<In, S, F> {
     n: usize,
     score: F,

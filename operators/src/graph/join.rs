@@ -133,7 +133,8 @@ where
     /// (event times `time_left`, `time_right`, ms), emitted at the key's
     /// owner when the watermark (the minimum of both sides') passes the
     /// window's end. Latency (the report's): emit time − the newer of the
-    /// pair's two event times, one sample per pair.
+    /// pair's two event times, one sample per pair. Example: the
+    /// [module](self).
     #[allow(clippy::type_complexity)]
     pub fn window<TL, TR>(
         self,
@@ -156,6 +157,36 @@ where
     /// record took to arrive. Records are kept until the watermark passes
     /// their window's end; a record for a window that closed is late
     /// (dropped, counted).
+    ///
+    /// ```
+    /// use air_operators::graph::*;
+    /// use air_runtime::dataflow::{run_graph, VecSource};
+    /// use air_runtime::JobConfig;
+    /// use std::sync::{Arc, Mutex};
+    ///
+    /// let cfg = JobConfig { workers: 2, pin: false, ..JobConfig::default() };
+    /// let rows = Arc::new(Mutex::new(Vec::new()));
+    /// let out = rows.clone();
+    /// run_graph(&cfg, move |df| {
+    ///     let mine = |v: Vec<(u32, u64)>| -> Vec<(u32, u64)> {
+    ///         v.into_iter().filter(|r| r.0 as usize % 2 == df.index()).collect()
+    ///     };
+    ///     // (order id, time ms) and (order id, time ms)
+    ///     let orders = df.source(VecSource::new(mine(vec![(1, 100), (2, 200), (3, 4_900)])));
+    ///     let payments = df.source(VecSource::new(mine(vec![(1, 900), (3, 5_100), (2, 300)])));
+    ///     let out = out.clone();
+    ///     orders
+    ///         .key_by(|o| o.0)
+    ///         .join(payments.key_by(|p| p.0))
+    ///         .window_eager(Tumbling::ms(5_000), |o| o.1, |p| p.1)
+    ///         .for_each(move |j| out.lock().unwrap().push((j.start, j.key, j.left.1, j.right.1)));
+    /// })
+    /// .unwrap();
+    /// let mut rows = rows.lock().unwrap().clone();
+    /// rows.sort();
+    /// // The pairs of `window` (order 3 and its payment are in different windows).
+    /// assert_eq!(rows, [(0, 1, 100, 900), (0, 2, 200, 300)]);
+    /// ```
     #[allow(clippy::type_complexity)]
     pub fn window_eager<TL, TR>(
         self,
@@ -208,6 +239,39 @@ where
     /// <= time_right(r) <= time_left(l) + upper_ms` (Flink's interval join),
     /// emitted as soon as its second record arrives; records are kept until
     /// the watermark shows no partner can come any more.
+    ///
+    /// ```
+    /// use air_operators::graph::*;
+    /// use air_runtime::dataflow::{run_graph, VecSource};
+    /// use air_runtime::JobConfig;
+    /// use std::sync::{Arc, Mutex};
+    ///
+    /// let cfg = JobConfig { workers: 2, pin: false, ..JobConfig::default() };
+    /// let rows = Arc::new(Mutex::new(Vec::new()));
+    /// let out = rows.clone();
+    /// run_graph(&cfg, move |df| {
+    ///     let mine = |v: Vec<(u32, u64)>| -> Vec<(u32, u64)> {
+    ///         v.into_iter().filter(|r| r.0 as usize % 2 == df.index()).collect()
+    ///     };
+    ///     // (order id, time ms) and (order id, time ms)
+    ///     let orders = df.source(VecSource::new(mine(vec![(1, 100), (2, 200), (3, 4_900)])))
+    ///         .event_time(|o| o.1, 0);
+    ///     let payments = df.source(VecSource::new(mine(vec![(1, 900), (2, 1_500), (3, 5_100)])))
+    ///         .event_time(|p| p.1, 0);
+    ///     let out = out.clone();
+    ///     orders
+    ///         .key_by(|o| o.0)
+    ///         .join(payments.key_by(|p| p.0))
+    ///         .interval(0, 1_000, |o| o.1, |p| p.1) // paid within 1 s of the order
+    ///         .map(|j| (j.key, j.left.1, j.right.1, j.time()))
+    ///         .for_each(move |r| out.lock().unwrap().push(r));
+    /// })
+    /// .unwrap();
+    /// let mut rows = rows.lock().unwrap().clone();
+    /// rows.sort();
+    /// // Order 2 was paid 1 300 ms after: no pair. `time()` is the newer time.
+    /// assert_eq!(rows, [(1, 100, 900, 900), (3, 4_900, 5_100, 5_100)]);
+    /// ```
     #[allow(clippy::type_complexity)]
     pub fn interval<TL, TR>(
         self,

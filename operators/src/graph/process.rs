@@ -98,6 +98,9 @@ use std::marker::PhantomData;
 ///
 /// ```
 /// use air_operators::graph::*;
+/// use air_runtime::dataflow::{run_graph, VecSource};
+/// use air_runtime::JobConfig;
+/// use std::sync::{Arc, Mutex};
 ///
 /// /// Drops a key's repeated values; forgets a key 1 s (event time) after
 /// /// its last record.
@@ -122,6 +125,29 @@ use std::marker::PhantomData;
 ///         cx.clear_state();
 ///     }
 /// }
+///
+/// let cfg = JobConfig { workers: 2, pin: false, ..JobConfig::default() };
+/// let rows = Arc::new(Mutex::new(Vec::new()));
+/// let out = rows.clone();
+/// run_graph(&cfg, move |df| {
+///     // (key, value, time ms): worker w reads every other record.
+///     let input: Vec<(u64, u32, u64)> =
+///         [(1, 7, 0), (1, 7, 10), (2, 7, 20), (1, 8, 30), (1, 7, 40)]
+///             .into_iter()
+///             .skip(df.index())
+///             .step_by(2)
+///             .collect();
+///     let out = out.clone();
+///     df.source(VecSource::new(input))
+///         .event_time(|r| r.2, 0)
+///         .key_by(|r| r.0)
+///         .process(|r| r.2, Dedup)
+///         .for_each(move |r| out.lock().unwrap().push(r));
+/// })
+/// .unwrap();
+/// let mut rows = rows.lock().unwrap().clone();
+/// rows.sort();
+/// assert_eq!(rows, [(1, 7), (1, 8), (2, 7)]);
 /// ```
 pub trait KeyedProcessFunction<K, T>: 'static {
     /// The state of one key: `Default::default()` when the key is new or
@@ -168,13 +194,16 @@ enum TimerOp {
 ///
 /// ```
 /// use air_operators::graph::*;
+/// use air_runtime::dataflow::{run_graph, VecSource};
+/// use air_runtime::JobConfig;
+/// use std::sync::{Arc, Mutex};
 ///
 /// /// Emits a key's sum once no record came for 500 ms of event time.
 /// struct SumUntilQuiet;
-/// impl KeyedProcessFunction<u8, (u8, u64)> for SumUntilQuiet {
+/// impl KeyedProcessFunction<u8, (u8, u64, u64)> for SumUntilQuiet {
 ///     type State = (u64, u64); // sum, pending timer
 ///     type Out = (u8, u64);
-///     fn process(&mut self, _k: &u8, r: (u8, u64), time: u64, s: &mut (u64, u64),
+///     fn process(&mut self, _k: &u8, r: (u8, u64, u64), time: u64, s: &mut (u64, u64),
 ///                cx: &mut ProcessCx<(u8, u64)>) {
 ///         cx.delete_timer(s.1);            // no-op if none is set there
 ///         s.0 += r.1;
@@ -187,6 +216,25 @@ enum TimerOp {
 ///         cx.clear_state();                 // the key holds no memory now
 ///     }
 /// }
+///
+/// let cfg = JobConfig { workers: 2, pin: false, ..JobConfig::default() };
+/// let rows = Arc::new(Mutex::new(Vec::new()));
+/// let out = rows.clone();
+/// run_graph(&cfg, move |df| {
+///     // (key, amount, time ms): worker w reads every other record.
+///     let input: Vec<(u8, u64, u64)> =
+///         [(1, 5, 0), (2, 1, 50), (1, 7, 100)].into_iter().skip(df.index()).step_by(2).collect();
+///     let out = out.clone();
+///     df.source(VecSource::new(input))
+///         .event_time(|r| r.2, 0)
+///         .key_by(|r| r.0)
+///         .process(|r| r.2, SumUntilQuiet)
+///         .for_each(move |r| out.lock().unwrap().push(r));
+/// })
+/// .unwrap();
+/// let mut rows = rows.lock().unwrap().clone();
+/// rows.sort();
+/// assert_eq!(rows, [(1, 12), (2, 1)]);
 /// ```
 #[derive(Debug)]
 pub struct ProcessCx<O> {

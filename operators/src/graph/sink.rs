@@ -113,6 +113,29 @@ impl Lines {
 
 /// CSV rows (the `csv` crate; a row is any `serde::Serialize` whose fields
 /// are scalars or tuples of scalars).
+///
+/// ```
+/// use air_operators::graph::*;
+/// use air_runtime::dataflow::{run_graph, VecSource};
+/// use air_runtime::JobConfig;
+///
+/// let dir = tempfile::tempdir().unwrap();
+/// let path = dir.path().join("clicks.csv");
+/// let p = path.clone();
+/// let cfg = JobConfig { workers: 2, pin: false, ..JobConfig::default() };
+/// run_graph(&cfg, move |df| {
+///     let rows: Vec<(u32, u64)> =
+///         [(1, 10), (2, 20)].into_iter().skip(df.index()).step_by(2).collect();
+///     df.source(VecSource::new(rows))
+///         .collect() // one writer, one file
+///         .sink(Csv::to_path(p.clone()).header(&["user", "clicks"]));
+/// })
+/// .unwrap();
+/// let text = std::fs::read_to_string(&path).unwrap();
+/// let mut lines: Vec<&str> = text.lines().collect();
+/// lines[1..].sort();
+/// assert_eq!(lines, ["user,clicks", "1,10", "2,20"]);
+/// ```
 pub struct Csv {
     lines: Lines,
     w: csv::Writer<Shared>,
@@ -152,6 +175,21 @@ impl Csv {
     }
 
     /// Rows to standard output (whole lines; other output may come between).
+    ///
+    /// ```
+    /// use air_operators::graph::*;
+    /// use air_runtime::dataflow::{run_graph, VecSource};
+    /// use air_runtime::JobConfig;
+    ///
+    /// let cfg = JobConfig { workers: 2, pin: false, ..JobConfig::default() };
+    /// let out = run_graph(&cfg, |df| {
+    ///     df.source(VecSource::new(vec![(df.index() as u32, 10u64)]))
+    ///         .collect()
+    ///         .sink(Csv::stdout().header(&["worker", "value"])); // prints 3 lines
+    /// })
+    /// .unwrap();
+    /// assert_eq!(out.stats.get("csv_rows"), 2);
+    /// ```
     pub fn stdout() -> Self {
         let out = Shared::default();
         Csv {
@@ -215,6 +253,30 @@ impl<T: serde::Serialize> Sink<T> for Csv {
 }
 
 /// JSON lines: one `serde_json` object (or value) per line.
+///
+/// Without [`collect`](air_runtime::dataflow::Stream::collect) first, each
+/// worker with rows writes its own file:
+///
+/// ```
+/// use air_operators::graph::*;
+/// use air_runtime::dataflow::{run_graph, VecSource};
+/// use air_runtime::JobConfig;
+///
+/// let dir = tempfile::tempdir().unwrap();
+/// let path = dir.path().join("rows.jsonl");
+/// let p = path.clone();
+/// let cfg = JobConfig { workers: 2, pin: false, ..JobConfig::default() };
+/// run_graph(&cfg, move |df| {
+///     let w = df.index() as u64;
+///     df.source(VecSource::new(vec![Windowed { start: 0, end: 10, key: w, value: 10 * w }]))
+///         .sink(JsonLines::to_path(p.clone()));
+/// })
+/// .unwrap();
+/// let read = |p: &std::path::Path| std::fs::read_to_string(p).unwrap();
+/// assert_eq!(read(&path), "{\"start\":0,\"end\":10,\"key\":0,\"value\":0}\n");
+/// let w1 = dir.path().join("rows.jsonl.w1"); // worker 1's rows
+/// assert_eq!(read(&w1), "{\"start\":0,\"end\":10,\"key\":1,\"value\":10}\n");
+/// ```
 pub struct JsonLines {
     lines: Lines,
 }
@@ -228,6 +290,20 @@ impl JsonLines {
     }
 
     /// Rows to standard output.
+    ///
+    /// ```
+    /// use air_operators::graph::*;
+    /// use air_runtime::dataflow::{run_graph, VecSource};
+    /// use air_runtime::JobConfig;
+    ///
+    /// let cfg = JobConfig { workers: 1, pin: false, ..JobConfig::default() };
+    /// let out = run_graph(&cfg, |df| {
+    ///     df.source(VecSource::new(vec![(1u32, "a"), (2, "b")]))
+    ///         .sink(JsonLines::stdout()); // prints [1,"a"] and [2,"b"]
+    /// })
+    /// .unwrap();
+    /// assert_eq!(out.stats.get("json_rows"), 2);
+    /// ```
     pub fn stdout() -> Self {
         JsonLines {
             lines: Lines::new(Target::Stdout),

@@ -28,6 +28,33 @@ pub struct CsvSource<T> {
 impl<T: DeserializeOwned + Clone + 'static> CsvSource<T> {
     /// Worker `worker` of `workers`' share of the rows of `path`. The file
     /// is opened at the first poll; an error then stops the job.
+    ///
+    /// ```
+    /// use air_operators::graph::*;
+    /// use air_runtime::dataflow::run_graph;
+    /// use air_runtime::JobConfig;
+    /// use std::sync::{Arc, Mutex};
+    ///
+    /// #[derive(Clone, serde::Deserialize)]
+    /// struct Click { user: u32, time_ms: u64 }
+    ///
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let path = dir.path().join("clicks.csv");
+    /// std::fs::write(&path, "time_ms,user\n100,1\n200,2\n300,1\n").unwrap();
+    /// let cfg = JobConfig { workers: 2, pin: false, ..JobConfig::default() };
+    /// let rows = Arc::new(Mutex::new(Vec::new()));
+    /// let out = rows.clone();
+    /// run_graph(&cfg, move |df| {
+    ///     let (me, out) = (df.index(), out.clone());
+    ///     df.source(CsvSource::<Click>::shard(&path, me, df.workers()))
+    ///         .for_each(move |c| out.lock().unwrap().push((me, c.user, c.time_ms)));
+    /// })
+    /// .unwrap();
+    /// let mut rows = rows.lock().unwrap().clone();
+    /// rows.sort();
+    /// // Row i at worker i % 2; columns matched to fields by name.
+    /// assert_eq!(rows, [(0, 1, 100), (0, 1, 300), (1, 2, 200)]);
+    /// ```
     pub fn shard(path: impl AsRef<Path>, worker: usize, workers: usize) -> Self {
         CsvSource {
             path: path.as_ref().to_path_buf(),

@@ -54,7 +54,8 @@ pub trait TopNExt<H: Head, P: Pipe<H::Out>> {
     /// arrival order: put a tie-breaker in the score, e.g. `(count,
     /// Reverse(key))`, for a deterministic order), emitted when the
     /// watermark passes the window's end. Each worker sends only its own
-    /// `n` best rows of a window ([`LocalTop`]).
+    /// `n` best rows of a window ([`LocalTop`]). Example: the
+    /// [module](self).
     fn top_n<S, SF>(self, n: usize, score: SF) -> Stream<OpHead<WindowTopN<P::Out, SF>>, Identity>
     where
         S: Ord + 'static,
@@ -292,6 +293,47 @@ impl<T, KF, SF: Score<T>> LocalTop<T, KF, SF> {
     /// Keeps the `n` best rows by `score` of every window (with `ties`:
     /// every row tied for the best, whatever `n`) and sends them on `out`
     /// to the owner of `key(row)`.
+    ///
+    /// Here each worker's best row of every window goes to the window's
+    /// owner as it is, without the final top of [`TopNExt::top_n`]:
+    ///
+    /// ```
+    /// use air_operators::graph::*;
+    /// use air_runtime::dataflow::{run_graph, Pass, VecSource};
+    /// use air_runtime::JobConfig;
+    /// use std::sync::{Arc, Mutex};
+    ///
+    /// type Row = Windowed<u32, u64>;
+    /// let cfg = JobConfig { workers: 2, pin: false, ..JobConfig::default() };
+    /// let rows = Arc::new(Mutex::new(Vec::new()));
+    /// let out = rows.clone();
+    /// run_graph(&cfg, move |df| {
+    ///     // (user, time ms): user u clicks u times; worker w reads every other click.
+    ///     let clicks: Vec<(u32, u64)> = (1..=5u32)
+    ///         .flat_map(|u| (0..u).map(move |i| (u, i as u64)))
+    ///         .skip(df.index())
+    ///         .step_by(2)
+    ///         .collect();
+    ///     let counts = df
+    ///         .source(VecSource::new(clicks))
+    ///         .key_by(|c| c.0)
+    ///         .window(Tumbling::ms(1_000), |c| c.1)
+    ///         .aggregate(Count); // one row per user, at the user's owner
+    ///     // Made after the window's edge: an operator sends only on later edges.
+    ///     let edge = df.new_edge("local tops");
+    ///     let score = |r: &Row| r.value;
+    ///     let window = |r: &Row| r.start;
+    ///     counts.end_in(LocalTop::new(df.outbox::<Row>(edge), window, 1, false, score));
+    ///     let out = out.clone();
+    ///     df.consume(edge, Pass::<Row>::default())
+    ///         .for_each(move |r| out.lock().unwrap().push((r.key, r.value)));
+    /// })
+    /// .unwrap();
+    /// let rows = rows.lock().unwrap().clone();
+    /// // One row per worker that owns a user (at most 2); the best of them is the best.
+    /// assert!((1..=2).contains(&rows.len()));
+    /// assert_eq!(rows.iter().max_by_key(|r| r.1), Some(&(5, 5)));
+    /// ```
     pub fn new(out: Outbox<T>, key: KF, n: usize, ties: bool, score: SF) -> Self {
         LocalTop {
             out,
@@ -449,6 +491,38 @@ pub trait CollectByWindowExt<H: Head, P: Pipe<H::Out>> {
     /// the windows close, each window's rows sorted by `sort` (ascending):
     /// a window's rows leave once the watermark passes its end, so output
     /// is deterministic and still streams.
+    ///
+    /// ```
+    /// use air_operators::graph::*;
+    /// use air_runtime::dataflow::{run_graph, VecSource};
+    /// use air_runtime::JobConfig;
+    /// use std::sync::{Arc, Mutex};
+    ///
+    /// let cfg = JobConfig { workers: 2, pin: false, ..JobConfig::default() };
+    /// let rows = Arc::new(Mutex::new(Vec::new()));
+    /// let out = rows.clone();
+    /// run_graph(&cfg, move |df| {
+    ///     let me = df.index();
+    ///     // (user, time ms): worker w reads every other click.
+    ///     let clicks: Vec<(u32, u64)> = [(2, 0), (1, 10), (1, 20), (3, 1_200), (2, 1_500)]
+    ///         .into_iter()
+    ///         .skip(me)
+    ///         .step_by(2)
+    ///         .collect();
+    ///     let out = out.clone();
+    ///     df.source(VecSource::new(clicks))
+    ///         .event_time(|c| c.1, 0)
+    ///         .key_by(|c| c.0)
+    ///         .window(Tumbling::ms(1_000), |c| c.1)
+    ///         .aggregate(Count)
+    ///         .collect_by_window(|r| r.key)
+    ///         .for_each(move |r| out.lock().unwrap().push((me, r.start, r.key, r.value)));
+    /// })
+    /// .unwrap();
+    /// // At worker 0, window by window, each window's rows by key (no sort here).
+    /// let rows = rows.lock().unwrap().clone();
+    /// assert_eq!(rows, [(0, 0, 1, 2), (0, 0, 2, 1), (0, 1_000, 2, 1), (0, 1_000, 3, 1)]);
+    /// ```
     #[allow(clippy::type_complexity)]
     fn collect_by_window<S, SF>(
         self,

@@ -95,6 +95,37 @@ pub struct Sliding;
 
 impl Sliding {
     /// Windows of `size` ms starting every `slide` ms.
+    ///
+    /// ```
+    /// use air_operators::graph::*;
+    /// use air_runtime::dataflow::{run_graph, VecSource};
+    /// use air_runtime::JobConfig;
+    /// use std::sync::{Arc, Mutex};
+    ///
+    /// let cfg = JobConfig { workers: 2, pin: false, ..JobConfig::default() };
+    /// let rows = Arc::new(Mutex::new(Vec::new()));
+    /// let out = rows.clone();
+    /// run_graph(&cfg, move |df| {
+    ///     // (user, time ms): worker w reads every other click.
+    ///     let clicks: Vec<(u32, u64)> = [(1, 0), (1, 400), (1, 900), (1, 1_300)]
+    ///         .into_iter()
+    ///         .skip(df.index())
+    ///         .step_by(2)
+    ///         .collect();
+    ///     let out = out.clone();
+    ///     df.source(VecSource::new(clicks))
+    ///         .event_time(|c| c.1, 0)
+    ///         .key_by(|c| c.0)
+    ///         .window(Sliding::ms(1_000, 500), |c| c.1)
+    ///         .aggregate(Count)
+    ///         .for_each(move |r| out.lock().unwrap().push((r.start, r.end, r.value)));
+    /// })
+    /// .unwrap();
+    /// let mut rows = rows.lock().unwrap().clone();
+    /// rows.sort();
+    /// // No window starts before 0: the clicks at 0 and 400 are in one window only.
+    /// assert_eq!(rows, [(0, 1_000, 3), (500, 1_500, 2), (1_000, 2_000, 1)]);
+    /// ```
     pub fn ms(size: u64, slide: u64) -> Windows {
         Windows::Sliding { size, slide }
     }
@@ -108,7 +139,15 @@ impl Windows {
         }
     }
 
-    /// What is wrong with these windows, if anything.
+    /// What is wrong with these windows, if anything (a graph with such
+    /// windows fails to plan with this message).
+    ///
+    /// ```
+    /// use air_operators::graph::*;
+    /// assert_eq!(Tumbling::ms(0).check(), Err("a window's size must be at least 1 ms".into()));
+    /// assert!(Sliding::ms(1_000, 2_000).check().is_err());
+    /// assert!(Sliding::ms(1_000, 250).check().is_ok());
+    /// ```
     pub fn check(&self) -> Result<(), String> {
         match *self {
             Windows::Tumbling { size: 0 } | Windows::Sliding { size: 0, .. } => {
@@ -126,6 +165,18 @@ impl Windows {
 
     /// Calls `f(start)` for every window holding event time `t` (oldest
     /// first).
+    ///
+    /// ```
+    /// use air_operators::graph::*;
+    /// let starts = |w: Windows, t| {
+    ///     let mut v = Vec::new();
+    ///     w.assign(t, |s| v.push(s));
+    ///     v
+    /// };
+    /// assert_eq!(starts(Tumbling::ms(1_000), 1_200), [1_000]);
+    /// assert_eq!(starts(Sliding::ms(1_000, 500), 1_200), [500, 1_000]);
+    /// assert_eq!(starts(Sliding::ms(1_000, 500), 200), [0]); // none starts before 0
+    /// ```
     #[inline]
     pub fn assign(&self, t: u64, mut f: impl FnMut(u64)) {
         match *self {
@@ -171,7 +222,9 @@ pub struct Windowed<K, V> {
     pub value: V,
 }
 
-/// A row that belongs to a window (for [`WindowRowExt::top_n`]).
+/// A row that belongs to a window (for [`super::TopNExt::top_n`],
+/// [`super::MaxByWindowExt::max_by_window`] and
+/// [`super::CollectByWindowExt::collect_by_window`]).
 pub trait WindowRow {
     /// Its window's end (exclusive), ms: the row is final once the watermark
     /// passes it.
@@ -429,7 +482,8 @@ impl<H: Head, P: Pipe<H::Out>, KF, TF, M, W, L> WindowedStream<H, P, KF, TF, M, 
 /// Windows on a keyed stream.
 pub trait KeyedWindowExt<H: Head, P: Pipe<H::Out>, KF> {
     /// Cuts the stream into `windows` ([`Tumbling`], [`Sliding`] or
-    /// [`super::Sessions`]) by event time `time(record)` (ms).
+    /// [`super::Sessions`]) by event time `time(record)` (ms). Examples:
+    /// the [module](self) (tumbling), [`Sliding::ms`], [`super::session`].
     fn window<W, TF>(self, windows: W, time: TF) -> WindowedStream<H, P, KF, TF, Hashed, W>
     where
         W: WindowSpec,
@@ -461,6 +515,37 @@ impl<H, P, KF, TF, L> WindowedStream<H, P, KF, TF, Hashed, Windows, L> {
     /// hash table: for small integer keys (e.g. dense ids below a few
     /// thousand), no hashing per record. Same rows. A key above
     /// [`MAX_DENSE_KEY`] stops the job (worker panic naming it).
+    ///
+    /// ```
+    /// use air_operators::graph::*;
+    /// use air_runtime::dataflow::{run_graph, VecSource};
+    /// use air_runtime::JobConfig;
+    /// use std::sync::{Arc, Mutex};
+    ///
+    /// let cfg = JobConfig { workers: 2, pin: false, ..JobConfig::default() };
+    /// let rows = Arc::new(Mutex::new(Vec::new()));
+    /// let out = rows.clone();
+    /// run_graph(&cfg, move |df| {
+    ///     // (campaign index, time ms): worker w reads every other view.
+    ///     let views: Vec<(u32, u64)> = [(3, 10), (0, 20), (3, 30), (7, 1_500)]
+    ///         .into_iter()
+    ///         .skip(df.index())
+    ///         .step_by(2)
+    ///         .collect();
+    ///     let out = out.clone();
+    ///     df.source(VecSource::new(views))
+    ///         .event_time(|v| v.1, 0)
+    ///         .key_by(|v| v.0)
+    ///         .window(Tumbling::ms(1_000), |v| v.1)
+    ///         .dense_keys() // each window's table: an array indexed by campaign
+    ///         .aggregate(Count)
+    ///         .for_each(move |r| out.lock().unwrap().push((r.start, r.key, r.value)));
+    /// })
+    /// .unwrap();
+    /// let mut rows = rows.lock().unwrap().clone();
+    /// rows.sort();
+    /// assert_eq!(rows, [(0, 0, 1), (0, 3, 2), (1_000, 7, 1)]);
+    /// ```
     pub fn dense_keys(self) -> WindowedStream<H, P, KF, TF, Dense, Windows, L> {
         WindowedStream {
             keyed: self.keyed,
@@ -480,6 +565,33 @@ impl<H, P, KF, TF, M, W, L> WindowedStream<H, P, KF, TF, M, W, L> {
     /// feed a top-N or a max per window (NEXMark's hottest auctions), where
     /// the rows kept may hold only old events while the window is as recent
     /// as its newest event. Same rows.
+    ///
+    /// ```
+    /// use air_operators::graph::*;
+    /// use air_runtime::dataflow::{run_graph, VecSource};
+    /// use air_runtime::JobConfig;
+    /// use std::time::{SystemTime, UNIX_EPOCH};
+    ///
+    /// // Event times of now (latencies are emit time − event time).
+    /// let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as u64;
+    /// let minute = now - now % 60_000;
+    /// let cfg = JobConfig { workers: 2, pin: false, ..JobConfig::default() };
+    /// let out = run_graph(&cfg, move |df| {
+    ///     // 10 keys in one window; worker w reads every other event.
+    ///     let events: Vec<(u32, u64)> =
+    ///         (0..10).map(|k| (k, minute + k as u64)).skip(df.index()).step_by(2).collect();
+    ///     df.source(VecSource::new(events))
+    ///         .key_by(|e| e.0)
+    ///         .window(Tumbling::ms(60_000), |e| e.1)
+    ///         .latency_per_window()
+    ///         .aggregate(Count)
+    ///         .for_each(|_| {});
+    /// })
+    /// .unwrap();
+    /// assert_eq!(out.stats.get("window_rows"), 10);
+    /// // One sample per window at each owner of its keys, not one per row.
+    /// assert!((1..=2).contains(&out.stats.latency.len()));
+    /// ```
     pub fn latency_per_window(mut self) -> Self {
         self.latency_per_window = true;
         self
@@ -507,6 +619,36 @@ where
     /// sent it) and the owner fires the window again (see
     /// [`super::late`]); sliding windows are then kept per window, not per
     /// pane.
+    ///
+    /// ```
+    /// use air_operators::graph::*;
+    /// use air_runtime::dataflow::{run_graph, VecSource};
+    /// use air_runtime::JobConfig;
+    /// use std::sync::{Arc, Mutex};
+    ///
+    /// let cfg = JobConfig { workers: 2, pin: false, ..JobConfig::default() };
+    /// let rows = Arc::new(Mutex::new(Vec::new()));
+    /// let out = rows.clone();
+    /// run_graph(&cfg, move |df| {
+    ///     // (user, time ms, spent): worker w reads every other purchase.
+    ///     let buys: Vec<(u32, u64, u64)> = [(1, 100, 5), (2, 200, 7), (1, 900, 3), (1, 1_100, 4)]
+    ///         .into_iter()
+    ///         .skip(df.index())
+    ///         .step_by(2)
+    ///         .collect();
+    ///     let out = out.clone();
+    ///     df.source(VecSource::new(buys))
+    ///         .event_time(|b| b.1, 0)
+    ///         .key_by(|b| b.0)
+    ///         .window(Tumbling::ms(1_000), |b| b.1)
+    ///         .aggregate((Count, Sum::of(|b: &(u32, u64, u64)| b.2))) // a tuple: both
+    ///         .for_each(move |r| out.lock().unwrap().push((r.start, r.key, r.value)));
+    /// })
+    /// .unwrap();
+    /// let mut rows = rows.lock().unwrap().clone();
+    /// rows.sort();
+    /// assert_eq!(rows, [(0, 1, (2, 8)), (0, 2, (1, 7)), (1_000, 1, (1, 4))]);
+    /// ```
     #[allow(clippy::type_complexity)]
     pub fn aggregate<A>(
         self,
@@ -579,6 +721,36 @@ where
     /// [`WindowedStream::aggregate`] without pre-aggregation: every record
     /// goes to its key's owner, which assigns its windows (what Flink does
     /// without a combiner; the exchange carries every record). Same rows.
+    ///
+    /// ```
+    /// use air_operators::graph::*;
+    /// use air_runtime::dataflow::{run_graph, VecSource};
+    /// use air_runtime::JobConfig;
+    /// use std::sync::{Arc, Mutex};
+    ///
+    /// let cfg = JobConfig { workers: 2, pin: false, ..JobConfig::default() };
+    /// let rows = Arc::new(Mutex::new(Vec::new()));
+    /// let out = rows.clone();
+    /// run_graph(&cfg, move |df| {
+    ///     // (user, time ms): worker w reads every other click.
+    ///     let clicks: Vec<(u32, u64)> = [(1, 100), (2, 200), (1, 900), (1, 1_100)]
+    ///         .into_iter()
+    ///         .skip(df.index())
+    ///         .step_by(2)
+    ///         .collect();
+    ///     let out = out.clone();
+    ///     df.source(VecSource::new(clicks))
+    ///         .event_time(|c| c.1, 0)
+    ///         .key_by(|c| c.0)
+    ///         .window(Tumbling::ms(1_000), |c| c.1)
+    ///         .aggregate_every_event(Count) // every click crosses to its user's owner
+    ///         .for_each(move |r| out.lock().unwrap().push((r.start, r.key, r.value)));
+    /// })
+    /// .unwrap();
+    /// let mut rows = rows.lock().unwrap().clone();
+    /// rows.sort();
+    /// assert_eq!(rows, [(0, 1, 2), (0, 2, 1), (1_000, 1, 1)]);
+    /// ```
     #[allow(clippy::type_complexity)]
     pub fn aggregate_every_event<A>(
         self,

@@ -196,6 +196,27 @@ pub struct GraphOutput {
 /// [`RuntimeError::Setup`] naming an edge no operator consumes, a stream
 /// never consumed (its record type and where it was made), or a stream
 /// handle kept beyond the build.
+///
+/// ```
+/// use air_runtime::dataflow::{plan, Dataflow, VecSource};
+///
+/// let edges = plan(2, &|df: &Dataflow| {
+///     df.source(VecSource::new(vec![1u64, 2]))
+///         .key_by(|x| *x)
+///         .exchange()
+///         .collect()
+///         .for_each(|_| {});
+/// })
+/// .unwrap();
+/// assert_eq!(edges, [("exchange".to_string(), false), ("collect".to_string(), true)]);
+///
+/// // A stream that ends nowhere is refused, naming the line that made it.
+/// let err = plan(2, &|df: &Dataflow| {
+///     let _ = df.source(VecSource::new(vec![1u64])).map(|x| x + 1);
+/// })
+/// .unwrap_err();
+/// assert!(err.to_string().contains("is never consumed"));
+/// ```
 pub fn plan<B>(workers: usize, build: &B) -> Result<Vec<(String, bool)>, RuntimeError>
 where
     B: Fn(&Dataflow),
@@ -263,6 +284,24 @@ fn check(b: &stream::Builder) -> Result<(), RuntimeError> {
 /// A graph that cannot run ([`plan`]), channel setup
 /// ([`RuntimeError::Setup`]), a worker that panicked, a lost rank, a sink
 /// that failed ([`RuntimeError::Operator`]).
+///
+/// ```
+/// use air_runtime::dataflow::{run_graph, VecSource};
+/// use air_runtime::JobConfig;
+///
+/// let cfg = JobConfig { workers: 2, pin: false, ..JobConfig::default() };
+/// let out = run_graph(&cfg, |df| {
+///     df.source(VecSource::new(vec![1u64, 2, 3])) // 3 records at each worker
+///         .key_by(|x| *x)
+///         .exchange()
+///         .for_each(|_| {});
+/// })
+/// .unwrap();
+/// assert_eq!(out.edges, ["exchange"]);
+/// assert_eq!(out.workers.len(), 2);
+/// assert_eq!(out.stats.get("source_records"), 6);
+/// assert_eq!(out.stats.get("sink_rows"), 6);
+/// ```
 pub fn run_graph<B>(cfg: &JobConfig, build: B) -> Result<GraphOutput, RuntimeError>
 where
     B: Fn(&Dataflow) + Sync,

@@ -25,6 +25,32 @@ pub enum SourcePoll {
 }
 
 /// A source of records for one worker (its shard of the input).
+///
+/// ```
+/// use air_runtime::dataflow::{run_graph, Source, SourcePoll};
+/// use air_runtime::JobConfig;
+///
+/// /// The numbers below `n`, at most `max` per poll.
+/// struct Below { next: u64, n: u64 }
+/// impl Source for Below {
+///     type Item = u64;
+///     fn poll(&mut self, buf: &mut Vec<u64>, max: usize) -> SourcePoll {
+///         buf.clear();
+///         while self.next < self.n && buf.len() < max {
+///             buf.push(self.next);
+///             self.next += 1;
+///         }
+///         if self.next == self.n { SourcePoll::Done } else { SourcePoll::Ready }
+///     }
+/// }
+///
+/// let cfg = JobConfig { workers: 2, pin: false, ..JobConfig::default() };
+/// let out = run_graph(&cfg, |df| {
+///     df.source(Below { next: 0, n: 3_000 }).for_each(|_| {}); // 3 polls of 1024
+/// })
+/// .unwrap();
+/// assert_eq!(out.stats.get("source_records"), 6_000); // 3 000 per worker
+/// ```
 pub trait Source: Send + 'static {
     /// The records it yields (cloned out of the batch buffer: make them
     /// `Copy` or cheap to clone).
@@ -94,6 +120,55 @@ pub trait Tail<T>: 'static {
 /// An operator fed by one exchange edge: archived batches of `In` (read in
 /// place) and the edge's watermark; emits `Out` records into the fused
 /// chain after it.
+///
+/// An operator of one's own, wired by hand: a [`Tail`] that sends a
+/// segment's records on a new edge ([`Dataflow::new_edge`],
+/// [`Dataflow::outbox`], [`Stream::end_in`]), and the operator that edge
+/// feeds ([`Dataflow::consume`]).
+///
+/// ```
+/// use air_runtime::dataflow::{run_graph, Cx, Operator, Outbox, Tail, VecSource};
+/// use air_runtime::{ExchangeData, JobConfig, Record};
+/// use std::sync::{Arc, Mutex};
+///
+/// /// Ends a segment: every record to worker 0.
+/// struct ToFirst(Outbox<u64>);
+/// impl Tail<u64> for ToFirst {
+///     fn push(&mut self, x: u64, cx: &mut Cx<'_, '_>) { self.0.push(0, x, cx) }
+///     fn watermark(&mut self, wm: u64, cx: &mut Cx<'_, '_>) { self.0.watermark(wm, cx) }
+///     fn tick(&mut self, cx: &mut Cx<'_, '_>) { self.0.flush(cx) }
+///     fn end(&mut self, wm: u64, cx: &mut Cx<'_, '_>) { self.0.end(wm, cx) }
+/// }
+///
+/// /// Sums its edge's records (read in place); emits the sum at the end.
+/// struct Total(u64);
+/// impl Operator for Total {
+///     type In = u64;
+///     type Out = u64;
+///     fn on_batch<E: FnMut(u64)>(&mut self, items: &[<u64 as ExchangeData>::Item], _: &mut E) {
+///         self.0 += items.iter().map(u64::from_archived).sum::<u64>();
+///     }
+///     fn on_watermark<E: FnMut(u64)>(&mut self, _wm: u64, _emit: &mut E) {}
+///     fn on_end<E: FnMut(u64)>(&mut self, _final_wm: u64, emit: &mut E) {
+///         emit(self.0)
+///     }
+/// }
+///
+/// let cfg = JobConfig { workers: 2, pin: false, ..JobConfig::default() };
+/// let sums = Arc::new(Mutex::new(Vec::new()));
+/// let out = sums.clone();
+/// run_graph(&cfg, move |df| {
+///     let edge = df.new_edge("to first");
+///     let tail = ToFirst(df.outbox::<u64>(edge));
+///     df.source(VecSource::new(vec![1u64, 2, 3])).end_in(tail);
+///     let out = out.clone();
+///     df.consume(edge, Total(0)).for_each(move |s| out.lock().unwrap().push(s));
+/// })
+/// .unwrap();
+/// let mut sums = sums.lock().unwrap().clone();
+/// sums.sort();
+/// assert_eq!(sums, [0, 12]); // worker 1's operator got nothing, worker 0's both shares
+/// ```
 pub trait Operator: 'static {
     /// Records of its input edge.
     type In: Record;
@@ -153,7 +228,28 @@ pub trait Operator2: 'static {
 
 /// What a sink does with the rows that reach it. A sink at every worker
 /// sees that worker's rows; put [`Stream::collect`] before it for one
-/// writer.
+/// writer. A closure `FnMut(T)` is a sink that never fails.
+///
+/// An error a sink returns stops the job with its message:
+///
+/// ```
+/// use air_runtime::dataflow::{run_graph, Sink, VecSource};
+/// use air_runtime::JobConfig;
+///
+/// struct AtMostTwo;
+/// impl Sink<u64> for AtMostTwo {
+///     fn write(&mut self, row: u64) -> Result<(), String> {
+///         if row > 2 { Err(format!("row {row} refused")) } else { Ok(()) }
+///     }
+/// }
+///
+/// let cfg = JobConfig { workers: 1, pin: false, ..JobConfig::default() };
+/// let err = run_graph(&cfg, |df| {
+///     df.source(VecSource::new(vec![1u64, 2, 3])).sink(AtMostTwo);
+/// })
+/// .unwrap_err();
+/// assert_eq!(err.to_string(), "worker 0: row 3 refused");
+/// ```
 pub trait Sink<T>: 'static {
     /// Called once, before any row, with the index of the worker this
     /// sink runs at (e.g. to name a file per worker).
@@ -357,6 +453,24 @@ impl Dataflow {
     /// Calls `f` once this worker's part of the job ended, to add counters
     /// of the user's own (e.g. kept in a `Rc<Cell<u64>>` a closure of the
     /// graph updates) to the worker's [`Stats`].
+    ///
+    /// ```
+    /// use air_runtime::dataflow::{run_graph, VecSource};
+    /// use air_runtime::JobConfig;
+    /// use std::{cell::Cell, rc::Rc};
+    ///
+    /// let cfg = JobConfig { workers: 2, pin: false, ..JobConfig::default() };
+    /// let out = run_graph(&cfg, |df| {
+    ///     let evens = Rc::new(Cell::new(0u64));
+    ///     let e = evens.clone();
+    ///     df.source(VecSource::new((0..10u64).collect()))
+    ///         .inspect(move |x| if x % 2 == 0 { e.set(e.get() + 1) })
+    ///         .for_each(|_| {});
+    ///     df.report_with(move |stats| stats.add("evens", evens.get()));
+    /// })
+    /// .unwrap();
+    /// assert_eq!(out.stats.get("evens"), 10); // 5 at each of the 2 workers
+    /// ```
     pub fn report_with(&self, f: impl FnMut(&mut Stats) + 'static) {
         self.b.borrow_mut().reporters.push(Box::new(f));
     }
@@ -364,6 +478,19 @@ impl Dataflow {
     /// Marks the graph as one that cannot run, with `why` (operators call
     /// it for bad arguments): [`super::run_graph`] returns the first such
     /// error before any worker starts.
+    ///
+    /// ```
+    /// use air_runtime::dataflow::{run_graph, VecSource};
+    /// use air_runtime::JobConfig;
+    ///
+    /// let cfg = JobConfig { workers: 2, pin: false, ..JobConfig::default() };
+    /// let err = run_graph(&cfg, |df| {
+    ///     df.fail("no input given");
+    ///     df.source(VecSource::new(Vec::<u64>::new())).for_each(|_| {});
+    /// })
+    /// .unwrap_err();
+    /// assert_eq!(err.to_string(), "job setup: the graph cannot run: no input given");
+    /// ```
     pub fn fail(&self, why: impl Into<String>) {
         let mut b = self.b.borrow_mut();
         if b.error.is_none() {
@@ -374,6 +501,26 @@ impl Dataflow {
     /// A stream of `source`'s records (this worker's shard of them), with
     /// no event time: its watermark stays at 0 until it ends (see
     /// [`Stream::event_time`]).
+    ///
+    /// ```
+    /// use air_runtime::dataflow::{run_graph, VecSource};
+    /// use air_runtime::JobConfig;
+    /// use std::sync::{Arc, Mutex};
+    ///
+    /// let cfg = JobConfig { workers: 2, pin: false, ..JobConfig::default() };
+    /// let seen = Arc::new(Mutex::new(Vec::new()));
+    /// let out = seen.clone();
+    /// run_graph(&cfg, move |df| {
+    ///     // Each worker makes its own source: worker w reads w, w + 2, w + 4, …
+    ///     let shard: Vec<u64> = (0..10).skip(df.index()).step_by(df.workers()).collect();
+    ///     let out = out.clone();
+    ///     df.source(VecSource::new(shard)).for_each(move |x| out.lock().unwrap().push(x));
+    /// })
+    /// .unwrap();
+    /// let mut seen = seen.lock().unwrap().clone();
+    /// seen.sort();
+    /// assert_eq!(seen, (0..10).collect::<Vec<u64>>());
+    /// ```
     #[track_caller]
     pub fn source<S: Source>(&self, source: S) -> Stream<SourceHead<S>, Identity> {
         Stream {
@@ -909,6 +1056,26 @@ impl<S: Source, P: Pipe<S::Item>> Stream<SourceHead<S>, P> {
     /// ([`Pipe::pass_late`]). Records dropped before this point (by a
     /// `filter`) do not move the watermark. Without it a source's watermark
     /// stays at 0 until it ends.
+    ///
+    /// ```
+    /// use air_runtime::dataflow::{run_graph, VecSource};
+    /// use air_runtime::JobConfig;
+    /// use std::sync::{Arc, Mutex};
+    ///
+    /// let cfg = JobConfig { workers: 1, pin: false, ..JobConfig::default() };
+    /// let seen = Arc::new(Mutex::new(Vec::new()));
+    /// let kept = seen.clone();
+    /// let out = run_graph(&cfg, move |df| {
+    ///     let kept = kept.clone();
+    ///     // Watermark = newest − 100 ms: after 300 it is 200, so 150 is late.
+    ///     df.source(VecSource::new(vec![100u64, 300, 150, 250]))
+    ///         .event_time(|t| *t, 100)
+    ///         .for_each(move |t| kept.lock().unwrap().push(t));
+    /// })
+    /// .unwrap();
+    /// assert_eq!(*seen.lock().unwrap(), [100, 300, 250]);
+    /// assert_eq!(out.stats.get("late_records"), 1);
+    /// ```
     #[track_caller]
     pub fn event_time<F: Fn(&P::Out) -> u64 + 'static>(
         self,
@@ -943,6 +1110,29 @@ impl<S: Source, P, F> Stream<SourceHead<S>, EventTime<P, F>> {
     /// times follow the wall clock (live inputs); a record older than the
     /// advanced watermark is late. `None` (the default): never idle (a
     /// command line's optional `--idle-ms` passes straight through).
+    ///
+    /// A finite input such as this one never idles (its watermark jumps to
+    /// the end when it ends); the setting matters for live sources that go
+    /// quiet ([`SourcePoll::Idle`]).
+    ///
+    /// ```
+    /// use air_runtime::dataflow::{run_graph, VecSource};
+    /// use air_runtime::JobConfig;
+    /// use std::sync::{Arc, Mutex};
+    ///
+    /// let cfg = JobConfig { workers: 1, pin: false, ..JobConfig::default() };
+    /// let seen = Arc::new(Mutex::new(Vec::new()));
+    /// let out = seen.clone();
+    /// run_graph(&cfg, move |df| {
+    ///     let out = out.clone();
+    ///     df.source(VecSource::new(vec![10u64, 20, 30]))
+    ///         .event_time(|t| *t, 0)
+    ///         .idle_after_ms(60_000) // quiet for a minute: stop holding windows back
+    ///         .for_each(move |t| out.lock().unwrap().push(t));
+    /// })
+    /// .unwrap();
+    /// assert_eq!(*seen.lock().unwrap(), [10, 20, 30]);
+    /// ```
     pub fn idle_after_ms(mut self, idle_ms: impl Into<Option<u64>>) -> Self {
         self.pipe.idle_ms = idle_ms.into();
         self
@@ -962,6 +1152,24 @@ impl<H: Head, P: Pipe<H::Out>> Stream<H, P> {
     }
 
     /// Applies `f` to every record (fused: no channel, no dynamic call).
+    ///
+    /// ```
+    /// use air_runtime::dataflow::{run_graph, VecSource};
+    /// use air_runtime::JobConfig;
+    /// use std::sync::{Arc, Mutex};
+    ///
+    /// let cfg = JobConfig { workers: 1, pin: false, ..JobConfig::default() };
+    /// let seen = Arc::new(Mutex::new(Vec::new()));
+    /// let out = seen.clone();
+    /// run_graph(&cfg, move |df| {
+    ///     let out = out.clone();
+    ///     df.source(VecSource::new(vec![1u64, 2, 3]))
+    ///         .map(|x| (x, x * x))
+    ///         .for_each(move |r| out.lock().unwrap().push(r));
+    /// })
+    /// .unwrap();
+    /// assert_eq!(*seen.lock().unwrap(), [(1, 1), (2, 4), (3, 9)]);
+    /// ```
     #[track_caller]
     pub fn map<O: 'static, F: FnMut(P::Out) -> O + 'static>(self, f: F) -> Stream<H, Map<P, F, O>> {
         Stream {
@@ -973,6 +1181,24 @@ impl<H: Head, P: Pipe<H::Out>> Stream<H, P> {
     }
 
     /// Keeps the records for which `f` holds (fused).
+    ///
+    /// ```
+    /// use air_runtime::dataflow::{run_graph, VecSource};
+    /// use air_runtime::JobConfig;
+    /// use std::sync::{Arc, Mutex};
+    ///
+    /// let cfg = JobConfig { workers: 1, pin: false, ..JobConfig::default() };
+    /// let seen = Arc::new(Mutex::new(Vec::new()));
+    /// let out = seen.clone();
+    /// run_graph(&cfg, move |df| {
+    ///     let out = out.clone();
+    ///     df.source(VecSource::new((1..=10u64).collect()))
+    ///         .filter(|x| x % 3 == 0)
+    ///         .for_each(move |x| out.lock().unwrap().push(x));
+    /// })
+    /// .unwrap();
+    /// assert_eq!(*seen.lock().unwrap(), [3, 6, 9]);
+    /// ```
     #[track_caller]
     pub fn filter<F: FnMut(&P::Out) -> bool + 'static>(self, f: F) -> Stream<H, Filter<P, F>> {
         Stream {
@@ -985,6 +1211,25 @@ impl<H: Head, P: Pipe<H::Out>> Stream<H, P> {
 
     /// Replaces every record by zero or more (an `Option`, a `Vec`, any
     /// iterator; fused).
+    ///
+    /// ```
+    /// use air_runtime::dataflow::{run_graph, VecSource};
+    /// use air_runtime::JobConfig;
+    /// use std::sync::{Arc, Mutex};
+    ///
+    /// let cfg = JobConfig { workers: 1, pin: false, ..JobConfig::default() };
+    /// let seen = Arc::new(Mutex::new(Vec::new()));
+    /// let out = seen.clone();
+    /// run_graph(&cfg, move |df| {
+    ///     let out = out.clone();
+    ///     df.source(VecSource::new(vec!["1 2", "x", "3"]))
+    ///         .flat_map(|line| line.split(' '))        // an iterator: 0 or more
+    ///         .flat_map(|word| word.parse::<u64>().ok()) // an Option: 0 or 1
+    ///         .for_each(move |x| out.lock().unwrap().push(x));
+    /// })
+    /// .unwrap();
+    /// assert_eq!(*seen.lock().unwrap(), [1, 2, 3]);
+    /// ```
     #[track_caller]
     pub fn flat_map<I: IntoIterator + 'static, F: FnMut(P::Out) -> I + 'static>(
         self,
@@ -999,6 +1244,26 @@ impl<H: Head, P: Pipe<H::Out>> Stream<H, P> {
     }
 
     /// Calls `f` on every record by reference and passes it on (fused).
+    ///
+    /// ```
+    /// use air_runtime::dataflow::{run_graph, VecSource};
+    /// use air_runtime::JobConfig;
+    /// use std::sync::{Arc, Mutex};
+    ///
+    /// let cfg = JobConfig { workers: 1, pin: false, ..JobConfig::default() };
+    /// let (peeked, kept) = (Arc::new(Mutex::new(Vec::new())), Arc::new(Mutex::new(Vec::new())));
+    /// let (p, k) = (peeked.clone(), kept.clone());
+    /// run_graph(&cfg, move |df| {
+    ///     let (p, k) = (p.clone(), k.clone());
+    ///     df.source(VecSource::new(vec![3u64, 1, 2]))
+    ///         .inspect(move |x| p.lock().unwrap().push(*x)) // sees what the filter drops
+    ///         .filter(|x| *x > 1)
+    ///         .for_each(move |x| k.lock().unwrap().push(x));
+    /// })
+    /// .unwrap();
+    /// assert_eq!(*peeked.lock().unwrap(), [3, 1, 2]);
+    /// assert_eq!(*kept.lock().unwrap(), [3, 2]);
+    /// ```
     #[track_caller]
     pub fn inspect<F: FnMut(&P::Out) + 'static>(self, f: F) -> Stream<H, Inspect<P, F>> {
         Stream {
@@ -1014,6 +1279,31 @@ impl<H: Head, P: Pipe<H::Out>> Stream<H, P> {
     /// A keyed operator follows: a window (`air-operators`'
     /// `KeyedWindowExt::window`), a join, `top_n` (keyed by window), or a
     /// plain [`KeyedStream::exchange`].
+    ///
+    /// ```
+    /// use air_runtime::dataflow::{run_graph, VecSource};
+    /// use air_runtime::JobConfig;
+    /// use std::sync::{Arc, Mutex};
+    ///
+    /// let cfg = JobConfig { workers: 2, pin: false, ..JobConfig::default() };
+    /// let seen = Arc::new(Mutex::new(Vec::new()));
+    /// let out = seen.clone();
+    /// run_graph(&cfg, move |df| {
+    ///     let (me, out) = (df.index(), out.clone());
+    ///     df.source(VecSource::new((0..20u64).collect())) // both workers read 0..20
+    ///         .key_by(|x| x % 4)
+    ///         .exchange()
+    ///         .for_each(move |x| out.lock().unwrap().push((x % 4, me)));
+    /// })
+    /// .unwrap();
+    /// let seen = seen.lock().unwrap().clone();
+    /// assert_eq!(seen.len(), 40);
+    /// for key in 0..4 {
+    ///     // Every record of a key met at one worker, its owner.
+    ///     let owner = seen.iter().find(|r| r.0 == key).unwrap().1;
+    ///     assert!(seen.iter().filter(|r| r.0 == key).all(|r| r.1 == owner));
+    /// }
+    /// ```
     #[track_caller]
     pub fn key_by<K, KF>(self, key: KF) -> KeyedStream<H, P, KF>
     where
@@ -1050,6 +1340,26 @@ impl<H: Head, P: Pipe<H::Out>> Stream<H, P> {
     }
 
     /// Every record to every worker (an exchange edge; records `Clone`).
+    ///
+    /// ```
+    /// use air_runtime::dataflow::{run_graph, VecSource};
+    /// use air_runtime::JobConfig;
+    /// use std::sync::{Arc, Mutex};
+    ///
+    /// let cfg = JobConfig { workers: 2, pin: false, ..JobConfig::default() };
+    /// let seen = Arc::new(Mutex::new(Vec::new()));
+    /// let out = seen.clone();
+    /// run_graph(&cfg, move |df| {
+    ///     let (me, out) = (df.index(), out.clone());
+    ///     df.source(VecSource::new(vec![me as u64 * 10])) // worker w has one record, 10·w
+    ///         .broadcast()
+    ///         .for_each(move |x| out.lock().unwrap().push((me, x)));
+    /// })
+    /// .unwrap();
+    /// let mut seen = seen.lock().unwrap().clone();
+    /// seen.sort();
+    /// assert_eq!(seen, [(0, 0), (0, 10), (1, 0), (1, 10)]);
+    /// ```
     #[track_caller]
     pub fn broadcast(self) -> Stream<OpHead<Pass<P::Out>>, Identity>
     where
@@ -1067,6 +1377,26 @@ impl<H: Head, P: Pipe<H::Out>> Stream<H, P> {
 
     /// Every record to worker 0 (an exchange edge): one writer for a sink
     /// (under MPI, rank 0's first worker), rows in the order they arrive.
+    ///
+    /// ```
+    /// use air_runtime::dataflow::{run_graph, VecSource};
+    /// use air_runtime::JobConfig;
+    /// use std::sync::{Arc, Mutex};
+    ///
+    /// let cfg = JobConfig { workers: 2, pin: false, ..JobConfig::default() };
+    /// let seen = Arc::new(Mutex::new(Vec::new()));
+    /// let out = seen.clone();
+    /// run_graph(&cfg, move |df| {
+    ///     let (me, out) = (df.index(), out.clone());
+    ///     df.source(VecSource::new(vec![me as u64]))
+    ///         .collect()
+    ///         .for_each(move |x| out.lock().unwrap().push((me, x)));
+    /// })
+    /// .unwrap();
+    /// let mut seen = seen.lock().unwrap().clone();
+    /// seen.sort();
+    /// assert_eq!(seen, [(0, 0), (0, 1)]); // both records, at worker 0
+    /// ```
     #[track_caller]
     pub fn collect(self) -> Stream<OpHead<Pass<P::Out>>, Identity>
     where
@@ -1083,7 +1413,37 @@ impl<H: Head, P: Pipe<H::Out>> Stream<H, P> {
     }
 
     /// Writes every record to `sink` as it arrives (flushed at every flush
-    /// interval, closed at the end).
+    /// interval, closed at the end). The job's `sink_rows` counts them.
+    ///
+    /// ```
+    /// use air_runtime::dataflow::{run_graph, Sink, VecSource};
+    /// use air_runtime::JobConfig;
+    /// use std::sync::{Arc, Mutex};
+    ///
+    /// /// Sums the rows; adds the sum to `to` when closed.
+    /// struct Total { sum: u64, to: Arc<Mutex<u64>> }
+    /// impl Sink<u64> for Total {
+    ///     fn write(&mut self, row: u64) -> Result<(), String> {
+    ///         self.sum += row;
+    ///         Ok(())
+    ///     }
+    ///     fn close(&mut self) -> Result<(), String> {
+    ///         *self.to.lock().unwrap() += self.sum;
+    ///         Ok(())
+    ///     }
+    /// }
+    ///
+    /// let cfg = JobConfig { workers: 2, pin: false, ..JobConfig::default() };
+    /// let total = Arc::new(Mutex::new(0));
+    /// let to = total.clone();
+    /// let out = run_graph(&cfg, move |df| {
+    ///     let shard: Vec<u64> = (1..=10).skip(df.index()).step_by(df.workers()).collect();
+    ///     df.source(VecSource::new(shard)).sink(Total { sum: 0, to: to.clone() });
+    /// })
+    /// .unwrap();
+    /// assert_eq!(*total.lock().unwrap(), 55);
+    /// assert_eq!(out.stats.get("sink_rows"), 10);
+    /// ```
     pub fn sink<S: Sink<P::Out>>(self, mut sink: S) -> Dataflow {
         let me = self.df.index();
         sink.bind(me);
@@ -1096,6 +1456,26 @@ impl<H: Head, P: Pipe<H::Out>> Stream<H, P> {
     }
 
     /// Calls `f` on every record (a closure sink).
+    ///
+    /// ```
+    /// use air_runtime::dataflow::{run_graph, VecSource};
+    /// use air_runtime::JobConfig;
+    /// use std::sync::{Arc, Mutex};
+    ///
+    /// let cfg = JobConfig { workers: 2, pin: false, ..JobConfig::default() };
+    /// let seen = Arc::new(Mutex::new(Vec::new()));
+    /// let out = seen.clone();
+    /// run_graph(&cfg, move |df| {
+    ///     let (me, out) = (df.index(), out.clone());
+    ///     // Runs at every worker, on that worker's records.
+    ///     df.source(VecSource::new(vec![me as u64 + 1]))
+    ///         .for_each(move |x| out.lock().unwrap().push((me, x)));
+    /// })
+    /// .unwrap();
+    /// let mut seen = seen.lock().unwrap().clone();
+    /// seen.sort();
+    /// assert_eq!(seen, [(0, 1), (1, 2)]);
+    /// ```
     pub fn for_each<F: FnMut(P::Out) + 'static>(self, f: F) -> Dataflow {
         self.sink(f)
     }
@@ -1405,6 +1785,32 @@ impl<H: Head, P: Pipe<H::Out>, KF> KeyedStream<H, P, KF> {
 
     /// Moves every record to its key's owner and continues there (an
     /// exchange edge).
+    ///
+    /// ```
+    /// use air_runtime::dataflow::{run_graph, VecSource};
+    /// use air_runtime::JobConfig;
+    /// use std::collections::HashMap;
+    /// use std::sync::{Arc, Mutex};
+    ///
+    /// let cfg = JobConfig { workers: 2, pin: false, ..JobConfig::default() };
+    /// let totals = Arc::new(Mutex::new(HashMap::new()));
+    /// let out = totals.clone();
+    /// run_graph(&cfg, move |df| {
+    ///     let out = out.clone();
+    ///     let mut mine = HashMap::new(); // the running totals of this worker's keys
+    ///     // (key, amount); both workers read the same three.
+    ///     df.source(VecSource::new(vec![(1u32, 10u64), (2, 20), (1, 30)]))
+    ///         .key_by(|r| r.0)
+    ///         .exchange()
+    ///         .for_each(move |(k, v)| {
+    ///             let t = mine.entry(k).or_insert(0);
+    ///             *t += v;
+    ///             out.lock().unwrap().insert(k, *t); // one worker writes a key
+    ///         });
+    /// })
+    /// .unwrap();
+    /// assert_eq!(*totals.lock().unwrap(), HashMap::from([(1, 80), (2, 40)]));
+    /// ```
     #[track_caller]
     pub fn exchange<K>(self) -> Stream<OpHead<Pass<P::Out>>, Identity>
     where
