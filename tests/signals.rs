@@ -267,3 +267,33 @@ fn sigterm_stops_nexmark_q7_with_whole_windows_only() {
 fn sigterm_stops_nexmark_q8_with_whole_windows_only() {
     nexmark_stopped_run_is_a_prefix_of_the_complete_run("q8");
 }
+
+/// The same signal twice within half a second (GNU `timeout` signals the
+/// child and then its process group) is one stop: the job drains and
+/// writes its results; a different signal, or one later, still quits.
+#[test]
+fn the_same_signal_twice_at_once_is_one_stop() {
+    let dir = common::tmpdir("signals", "twice");
+    let out = dir.join("out.csv");
+    let child = Command::new(AIR)
+        .args(["run", "ysb", "--rate", "1000000", "--duration", "60"])
+        .args(["--event-time", "synthetic", "--window-ms", "1000"])
+        .args(["--workers", "2", "--no-pin", "--out"])
+        .arg(&out)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(3000));
+    for _ in 0..2 {
+        // SAFETY: plain kill of the child this test started.
+        unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let o = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(130), "{err}");
+    assert!(!err.contains("second signal"), "{err}");
+    let text = std::fs::read_to_string(&out).unwrap();
+    assert!(text.lines().count() > 100, "results written: {text}");
+}

@@ -2,7 +2,11 @@
 //! stop its source; the job then drains every channel, fires every window
 //! that can fire, and the command writes its results and report and exits
 //! with `128 + signal` (130 for SIGINT, 143 for SIGTERM). A second signal
-//! exits at once with the same code, without results.
+//! exits at once with its code, without results — unless it is the same
+//! signal within [`REPEAT_WINDOW_NS`] of the first: that is one stop
+//! delivered twice (GNU `timeout` signals the child and then its whole
+//! process group; a launcher may forward a signal the rank also got), so
+//! it is ignored.
 //!
 //! "Can fire": a worker that stops sends end-of-stream carrying its
 //! watermark at the stop instead of "infinity", so a window fires only if
@@ -10,12 +14,32 @@
 //! every worker had read past. Windows still open are not reported as if
 //! they were complete; their count is reported instead.
 
-use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
+
+/// A repeat of the first signal within this many ns of it counts as the
+/// same stop (500 ms).
+pub const REPEAT_WINDOW_NS: u64 = 500_000_000;
 
 /// Set by the first SIGINT/SIGTERM (or [`request`]).
 static STOP: AtomicBool = AtomicBool::new(false);
 /// The signal that asked for the stop (0: none).
 static SIGNAL: AtomicI32 = AtomicI32::new(0);
+/// When the first signal came, ns of `CLOCK_MONOTONIC`.
+static FIRST_NS: AtomicU64 = AtomicU64::new(0);
+
+/// `CLOCK_MONOTONIC`, ns (async-signal-safe: clock_gettime(2)).
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec through a valid pointer; it
+    // is async-signal-safe (POSIX).
+    unsafe {
+        libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts);
+    }
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
 
 /// Whether a stop was asked for.
 #[inline]
@@ -38,11 +62,14 @@ pub fn signal() -> Option<i32> {
 }
 
 extern "C" fn on_signal(sig: libc::c_int) {
-    // Only async-signal-safe work here: atomics, write(2), _exit(2).
+    // Only async-signal-safe work here: atomics, clock_gettime(2),
+    // write(2), _exit(2).
+    let now = monotonic_ns();
     if SIGNAL
         .compare_exchange(0, sig, Ordering::SeqCst, Ordering::SeqCst)
         .is_ok()
     {
+        FIRST_NS.store(now, Ordering::SeqCst);
         STOP.store(true, Ordering::SeqCst);
         let msg =
             b"air: stopping: draining channels and writing results (signal again to quit now)\n";
@@ -50,6 +77,13 @@ extern "C" fn on_signal(sig: libc::c_int) {
         unsafe {
             libc::write(2, msg.as_ptr().cast(), msg.len());
         }
+    } else if SIGNAL.load(Ordering::SeqCst) == sig && {
+        // 0: the first is still being handled (on another thread).
+        let first = FIRST_NS.load(Ordering::SeqCst);
+        first == 0 || now.saturating_sub(first) < REPEAT_WINDOW_NS
+    } {
+        // The first signal delivered again (to the process group): the
+        // same stop.
     } else {
         let msg = b"air: second signal: exiting without results\n";
         // SAFETY: write(2) and _exit(2) are async-signal-safe; _exit ends
