@@ -264,6 +264,63 @@ mod tests {
     }
 
     #[test]
+    fn each_closed_auction_gives_its_winner_and_frees_its_state() {
+        use air_operators::graph::KeyedProcessExt;
+        use air_runtime::dataflow::{run_graph, VecSource};
+        use air_runtime::JobConfig;
+        use std::sync::{Arc, Mutex};
+        let bid_on = |auction, price, date_time, bidder| {
+            AuctionOrBid::Bid(Bid {
+                auction,
+                ..bid(price, date_time, bidder)
+            })
+        };
+        // Auction i opens at 100·i and closes 150 ms later (reserve 10);
+        // its bids: one under the reserve, one at i + 10, one after it
+        // closed, and one for an auction that never comes.
+        let mut events = Vec::new();
+        for i in 1..=40u64 {
+            let t = 100 * i;
+            events.push(AuctionOrBid::Auction(auction(i, t, t + 150, 10)));
+            events.push(bid_on(i, 9, t + 1, 1));
+            events.push(bid_on(i, i + 10, t + 2, 2));
+            events.push(bid_on(i, 1000, t + 150, 3));
+            events.push(bid_on(1000 + i, 50, t + 3, 4));
+        }
+        events.sort_by_key(AuctionOrBid::date_time);
+        let cfg = JobConfig {
+            workers: 2,
+            pin: false,
+            ..JobConfig::default()
+        };
+        let rows = Arc::new(Mutex::new(Vec::new()));
+        let out = rows.clone();
+        let done = run_graph(&cfg, move |df| {
+            let mine: Vec<AuctionOrBid> = events
+                .iter()
+                .enumerate()
+                .filter(|(k, _)| k % 2 == df.index())
+                .map(|(_, e)| *e)
+                .collect();
+            let out = out.clone();
+            df.source(VecSource::new(mine))
+                .event_time(AuctionOrBid::date_time, 0)
+                .key_by(AuctionOrBid::auction_id)
+                .process(AuctionOrBid::date_time, WinningBids)
+                .for_each(move |w| out.lock().unwrap().push((w.auction.id, w.bid.price)));
+        })
+        .unwrap();
+        let mut rows = rows.lock().unwrap().clone();
+        rows.sort();
+        let want: Vec<(u64, u64)> = (1..=40).map(|i| (i, i + 10)).collect();
+        assert_eq!(rows, want);
+        // Every key was freed: closed auctions and bids that waited for an
+        // auction in vain.
+        assert_eq!(done.stats.get("process_keys"), 0);
+        assert!(done.stats.get("timers_fired") >= 80);
+    }
+
+    #[test]
     fn higher_price_then_earlier_time_then_smaller_bidder_wins() {
         assert!(beats(&bid(10, 5, 9), &bid(9, 1, 1)));
         assert!(beats(&bid(10, 4, 9), &bid(10, 5, 1)));
