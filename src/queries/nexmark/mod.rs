@@ -31,6 +31,11 @@
 //!   each worker sends only its own hottest to the window's owner).
 //! - q7: bids → keyed by their tumbling window → the bids at the highest
 //!   price ([`air_operators::graph::MaxBy`], pre-aggregated per worker).
+//! - q4, q6, q9: auctions and bids (one stream) keyed by auction id →
+//!   the winning bid of each auction as it closes ([`winning`], on
+//!   [`air_operators::graph::KeyedProcessExt::process`]); q9 writes them,
+//!   q4 averages their prices per category in sliding windows, q6 per
+//!   seller over its last 10 (a second `process`, keyed by seller).
 //! - q8: persons and auctions (each worker reads its shard twice, once per
 //!   side) → a window join on person id = seller whose pairs leave as soon
 //!   as both records are in ([`air_operators::graph::JoinedStreams::window_eager`]).
@@ -63,9 +68,13 @@ use std::time::Instant;
 
 mod q1;
 mod q2;
+mod q4;
 mod q5;
+mod q6;
 mod q7;
 mod q8;
+mod q9;
+pub mod winning;
 
 /// The NEXMark queries `air` runs (each in its own module of this one,
 /// described by its [`Spec`]).
@@ -75,12 +84,18 @@ pub enum NexQuery {
     Q1,
     /// Selection (filter).
     Q2,
+    /// Average winning price per category (winning bids, then sliding windows).
+    Q4,
     /// Hot items (sliding-window count, then the top auction per window).
     Q5,
+    /// Average selling price per seller: the mean of its last 10 winning prices.
+    Q6,
     /// Highest bid per tumbling window.
     Q7,
     /// New users: persons who opened an auction in the same window (join).
     Q8,
+    /// Winning bids: each closed auction and its winning bid.
+    Q9,
 }
 
 impl NexQuery {
@@ -89,9 +104,12 @@ impl NexQuery {
         match self {
             NexQuery::Q1 => &q1::SPEC,
             NexQuery::Q2 => &q2::SPEC,
+            NexQuery::Q4 => &q4::SPEC,
             NexQuery::Q5 => &q5::SPEC,
+            NexQuery::Q6 => &q6::SPEC,
             NexQuery::Q7 => &q7::SPEC,
             NexQuery::Q8 => &q8::SPEC,
+            NexQuery::Q9 => &q9::SPEC,
         }
     }
 
@@ -233,8 +251,8 @@ pub struct NexmarkArgs {
     /// Generator options (default 100 000 000 events).
     #[command(flatten)]
     pub gen: NexGenArgs,
-    /// Wall-clock pacing of the generator (`--rate`, `--duration`); q1 and
-    /// q2 have no windowed output, hence no latency, only the input lag.
+    /// Wall-clock pacing of the generator (`--rate`, `--duration`); q1,
+    /// q2, q4, q6 and q9 report no latency, only the input lag.
     #[command(flatten)]
     pub pace: PaceArgs,
     /// Read events from these JSON-lines files (`air gen nexmark`'s format)
@@ -245,19 +263,19 @@ pub struct NexmarkArgs {
     /// What to do with a bad input record.
     #[arg(long, value_enum, default_value_t = BadRecord::Fail)]
     pub on_bad_record: BadRecord,
-    /// Window size, ms of event time (q5: sliding; q7, q8: tumbling; q1
-    /// and q2 have no windows and refuse it) [default: 10000].
+    /// Window size, ms of event time (q4, q5: sliding; q7, q8: tumbling;
+    /// q1, q2, q6 and q9 have no windows and refuse it) [default: 10000].
     #[arg(long, value_name = "MS", value_parser = super::common::parse::window_ms)]
     pub window_ms: Option<u64>,
-    /// Slide of q5's sliding window, ms (0 < slide ≤ size; q5 only)
-    /// [default: 2000].
+    /// Slide of q4's and q5's sliding windows, ms (0 < slide ≤ size; q4
+    /// and q5 only) [default: q4 5000 (Beam's), q5 2000].
     #[arg(long, value_name = "MS", value_parser = super::common::parse::window_ms)]
     pub slide_ms: Option<u64>,
     /// Bounded out-of-orderness, ms: an event older than the newest one its
     /// worker has read minus this is late (dropped, counted). Each worker
     /// reads its own byte ranges, so with a file out of order by more than
     /// this the late events (and the results) depend on --workers: set it
-    /// to the file's disorder. q5, q7, q8 only [default: 0].
+    /// to the file's disorder. q4, q5, q6, q7, q8, q9 only [default: 0].
     #[arg(long, value_name = "MS", value_parser = super::common::parse::delay_ms)]
     pub max_delay_ms: Option<u64>,
     /// Idleness, ms of wall-clock time: a worker whose generator brought no
@@ -429,9 +447,12 @@ impl NexmarkArgs {
         self.window_ms.unwrap_or(10_000)
     }
 
-    /// `--slide-ms`, or its default (2 000).
+    /// `--slide-ms`, or its default (q4: 5 000, Beam's; else 2 000).
     pub fn slide(&self) -> u64 {
-        self.slide_ms.unwrap_or(2_000)
+        self.slide_ms.unwrap_or(match self.query {
+            NexQuery::Q4 => q4::Q4_SLIDE_MS,
+            _ => 2_000,
+        })
     }
 
     /// `--max-delay-ms`, or its default (0).
