@@ -117,6 +117,8 @@ fn main() {
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::new(&cli.log))
         .with_writer(std::io::stderr)
+        // Colour codes only on a terminal (not in logs, CI or SLURM files).
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     if matches!(cli.command, Command::Run(_)) {
         // SIGINT/SIGTERM stop the sources; the run drains, writes what is

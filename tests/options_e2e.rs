@@ -190,6 +190,11 @@ fn absurd_numbers_are_refused_naming_the_option_for_every_query() {
     ] {
         refused(args, &["--events-per-s", "overflows"]);
     }
+    // The report is a file; `-` (standard output) is for --out alone.
+    refused(
+        &["run", "ysb", "--events", "10", "--report", "-"],
+        &["--report -"],
+    );
 }
 
 #[test]

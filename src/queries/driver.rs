@@ -502,6 +502,13 @@ pub fn run<Q: Query>(q: &Q, dist: &Dist, print: bool) -> Result<Option<Report>, 
             outs.push(("--out", o));
         }
         if let Some(r) = &out.report {
+            if is_stdout(r) {
+                return Err(CliError::BadInput(
+                    "--report -: the JSON report goes to a file (the summary is printed to \
+                     standard output; --out - streams the rows there)"
+                        .into(),
+                ));
+            }
             outs.push(("--report", r));
         }
         if let Some(p) = &out.latency_plot {

@@ -70,7 +70,10 @@ pub struct YsbArgs {
     /// --duration nor --input is given).
     #[arg(long)]
     pub events: Option<u64>,
-    /// Generate for this many seconds (at most 1e9).
+    /// Generate for this many seconds (at most 1e9). With --rate: rate ×
+    /// seconds events, on the rate's schedule; a job that cannot keep up
+    /// runs longer rather than drop events (the summary's input lag says
+    /// by how much).
     #[arg(long, value_parser = super::common::parse::duration)]
     pub duration: Option<f64>,
     /// Generator seed (each worker derives its own stream from it).
