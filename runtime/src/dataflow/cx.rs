@@ -475,6 +475,14 @@ impl<T: ExchangeData> Outbox<T> {
 
     #[cold]
     fn init(&mut self, cx: &Cx<'_, '_>) {
+        assert!(
+            self.edge >= cx.base,
+            "an operator fed by edge {} sends on edge {}, created before it: an operator may \
+             only send on edges created after its input edge (create the output edge after \
+             the input's; `air_runtime::dataflow::plan` lists the edges in order)",
+            cx.base.saturating_sub(1),
+            self.edge
+        );
         let n = cx.workers(self.edge);
         self.batch = cx.batch_fit::<T>(self.edge, crate::dataflow::batch_records());
         self.staging = (0..n).map(|_| Vec::with_capacity(self.batch)).collect();
