@@ -384,7 +384,15 @@ fn two_ranks_give_the_embedded_rows() {
                 .skip(1)
                 .map(str::to_string)
                 .collect();
-            assert_eq!(got, want, "{query} {extra:?} on 2 ranks");
+            let first = got.iter().zip(&want).position(|(g, w)| g != w);
+            assert!(
+                got == want,
+                "{query} {extra:?} on 2 ranks: {} rows, want {}; first difference at {first:?}: {:?} vs {:?}",
+                got.len(),
+                want.len(),
+                first.map(|i| &got[i]),
+                first.map(|i| &want[i]),
+            );
         }
     }
 }
