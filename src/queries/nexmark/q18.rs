@@ -39,9 +39,10 @@ pub const SPEC: Spec = Spec {
     columns: &["auction", "bidder", "price", "date_time_ms"],
     order: "auction, bidder",
     honoured: &[],
-    // One row per (bidder, auction), held to be sorted at the end: at most
-    // one per bid (about 0.6 of them on the default generator).
-    held_rows_per_event: |_| Some(1.0),
+    // One row per (bidder, auction), held to be sorted at the end: 0.29
+    // per event on 2 000 000 events of the default generator, 0.27 at
+    // 2 000 events/s.
+    held_rows_per_event: |_| Some(0.3),
     windowed: false,
     reads: 1,
     global: false,
