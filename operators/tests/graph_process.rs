@@ -254,6 +254,63 @@ fn keys_whose_state_is_never_cleared_stay_and_end_of_stream_fires_every_timer() 
 }
 
 #[test]
+fn rows_of_timers_at_u64_max_come_before_the_final_watermark() {
+    // Every key's total leaves from a timer at u64::MAX; a second process
+    // downstream (across an exchange: one channel per sender, in order)
+    // notes the watermark each row finds there. Every source sends the
+    // watermark u64::MAX just before its end: the timers must fire before
+    // that watermark goes on, or a window ending at u64::MAX downstream
+    // would fire without their rows. (Here the watermark and the ends
+    // usually come in one poll; the unit test in process.rs delivers them
+    // apart, as a slow input does.)
+    let evs = Arc::new(events(5, 2_000, 40));
+    for workers in [1, 2, 4] {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let (s, e) = (seen.clone(), evs.clone());
+        run_limited(config(workers), move |df| {
+            let s = s.clone();
+            df.source(VecSource::new(shard(&e, df.index(), df.workers())))
+                .event_time(|e| e.2, MAX_LAG)
+                .key_by(|e| e.0)
+                .process(
+                    |e| e.2,
+                    process_fn(
+                        |_k: &u64, _e: Ev, _t, n: &mut u64, cx: &mut ProcessCx<(u64, u64)>| {
+                            *n += 1;
+                            cx.register_timer(u64::MAX);
+                        },
+                    )
+                    .on_timer(
+                        |k: &u64, _t, n: &mut u64, cx: &mut ProcessCx<(u64, u64)>| {
+                            cx.emit((*k, *n))
+                        },
+                    ),
+                )
+                .key_by(|r| r.0)
+                .process(
+                    |_| 0,
+                    process_fn(
+                        move |_k: &u64, r: (u64, u64), _t, _s: &mut (), cx: &mut ProcessCx<()>| {
+                            s.lock().unwrap().push((r.0, r.1, cx.watermark()));
+                        },
+                    ),
+                )
+                .for_each(|_| {});
+        })
+        .unwrap();
+        let seen = seen.lock().unwrap();
+        let keys: BTreeSet<u64> = evs.iter().map(|e| e.0).collect();
+        assert_eq!(seen.len(), keys.len(), "{workers} workers: one row per key");
+        assert_eq!(seen.iter().map(|r| r.1).sum::<u64>(), 2_000);
+        let late: Vec<_> = seen.iter().filter(|r| r.2 == u64::MAX).collect();
+        assert!(
+            late.is_empty(),
+            "{workers} workers: rows after the final watermark: {late:?}"
+        );
+    }
+}
+
+#[test]
 fn a_window_after_a_union_waits_for_the_slower_input() {
     // Per worker: a fast input whose event times start at 500 s and a
     // slow one (through an exchange first) from 0 s. If the union passed

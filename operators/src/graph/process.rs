@@ -22,7 +22,9 @@
 //!   a key with neither state nor timers holds no memory, so memory follows
 //!   the keys in use, not the keys ever seen.
 //! - **End of stream**: at the end (final watermark `u64::MAX`) every timer
-//!   left fires, in time order, including timers set while they fire. A
+//!   left fires, in time order, including timers set while they fire, and
+//!   before the watermark `u64::MAX` goes on (a timer at `u64::MAX` fires
+//!   at the end, its rows in time for a window ending there). A
 //!   stopped job (SIGINT/SIGTERM) fires only the timers below the final
 //!   watermark (what every input read past, as windows do) and counts the
 //!   rest (`unfired_timers`).
@@ -672,7 +674,12 @@ where
     fn on_watermark<E: FnMut(F::Out)>(&mut self, wm: u64, emit: &mut E) {
         if wm > self.wm {
             self.wm = wm;
-            self.fire(wm, false, emit);
+            // `u64::MAX` is the end of every input (each sends it just
+            // before its end): every timer fires now, `u64::MAX` included,
+            // before the watermark goes on, so their rows are not late
+            // downstream (a window ending at `u64::MAX` there would fire
+            // without them).
+            self.fire(wm, wm == u64::MAX, emit);
         }
     }
 
@@ -688,5 +695,57 @@ where
         stats.add("timers_fired", self.fired);
         stats.add("unfired_timers", self.unfired);
         stats.add("process_keys", self.keys.len() as u64);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The operator alone: records in, then the watermark `u64::MAX` as
+    /// a slow input's end delivers it (before the end itself): the timers
+    /// at `u64::MAX` fire then, not at the end, so their rows precede the
+    /// watermark downstream.
+    #[test]
+    fn the_watermark_u64_max_fires_the_timers_at_u64_max() {
+        let f = process_fn(
+            |_k: &u64, _x: (u64, u64), _t, n: &mut u64, cx: &mut ProcessCx<_>| {
+                *n += 1;
+                cx.register_timer(u64::MAX);
+                cx.register_timer(5);
+            },
+        )
+        .on_timer(
+            |k: &u64, t, n: &mut u64, cx: &mut ProcessCx<(u64, u64, u64)>| cx.emit((*k, t, *n)),
+        );
+        let mut op = KeyedProcess {
+            f,
+            key: |x: &(u64, u64)| x.0,
+            time: |x: &(u64, u64)| x.1,
+            keys: FxHashMap::default(),
+            slots: Vec::new(),
+            free: Vec::new(),
+            timers: BTreeSet::new(),
+            cx: ProcessCx::new(),
+            wm: 0,
+            fired: 0,
+            unfired: 0,
+            _t: PhantomData,
+        };
+        let batch = <(u64, u64)>::to_bytes(&vec![(1, 0), (2, 1), (1, 2)]);
+        let items = <(u64, u64)>::read_batch(&batch).unwrap();
+        let mut rows = Vec::new();
+        op.on_batch(items, &mut |r| rows.push(r));
+        assert!(rows.is_empty());
+        op.on_watermark(6, &mut |r| rows.push(r));
+        assert_eq!(rows, [(1, 5, 2), (2, 5, 1)], "the timers at 5 only");
+        rows.clear();
+        op.on_watermark(u64::MAX, &mut |r| rows.push(r));
+        rows.sort_unstable();
+        assert_eq!(rows, [(1, u64::MAX, 2), (2, u64::MAX, 1)]);
+        rows.clear();
+        op.on_end(u64::MAX, &mut |r| rows.push(r));
+        assert!(rows.is_empty(), "fired once");
+        assert_eq!((op.fired, op.unfired), (4, 0));
     }
 }

@@ -19,6 +19,8 @@
 //! they become final ([`super::driver::sink_window_rows`]: worker 0 writes,
 //! each window's rows sorted):
 //!
+//! - q0: bids, unchanged (the Flink suite's pass-through); rows stream out
+//!   as q1's do.
 //! - q1: bids → price in euros; with `--out` each bid is a row of its
 //!   millisecond, released in time order as the watermark passes it (from
 //!   files: at the end, since a file may be out of order); without, rows
@@ -39,6 +41,13 @@
 //! - q8: persons and auctions (each worker reads its shard twice, once per
 //!   side) → a window join on person id = seller whose pairs leave as soon
 //!   as both records are in ([`air_operators::graph::JoinedStreams::window_eager`]).
+//! - q11: bids → keyed by bidder → session windows of gap `--window-ms`
+//!   ([`air_operators::graph::Sessions`]), bids counted per session.
+//! - q18: bids → keyed by (bidder, auction) → a keyed process keeping the
+//!   latest bid ([`air_operators::graph::KeyedProcessExt::process`]); the
+//!   final table at the end of the stream.
+//! - q19: bids → keyed by auction → a keyed process keeping the 10 highest
+//!   bids; the final table at the end of the stream.
 //!
 //! With `--rate R [--duration S]` the generator is paced by the wall clock
 //! ([`air_operators::sources::pace`]) and every event is stamped with its
@@ -66,7 +75,11 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+mod q0;
 mod q1;
+mod q11;
+mod q18;
+mod q19;
 mod q2;
 mod q4;
 mod q5;
@@ -80,6 +93,8 @@ pub mod winning;
 /// described by its [`Spec`]).
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum NexQuery {
+    /// Pass-through: every bid unchanged.
+    Q0,
     /// Currency conversion (map).
     Q1,
     /// Selection (filter).
@@ -96,12 +111,19 @@ pub enum NexQuery {
     Q8,
     /// Winning bids: each closed auction and its winning bid.
     Q9,
+    /// User sessions: bids per bidder and session window.
+    Q11,
+    /// Find the last bid: the latest bid per (bidder, auction).
+    Q18,
+    /// Auction top-N: the 10 highest bids per auction.
+    Q19,
 }
 
 impl NexQuery {
     /// The query's definition.
     pub fn spec(self) -> &'static Spec {
         match self {
+            NexQuery::Q0 => &q0::SPEC,
             NexQuery::Q1 => &q1::SPEC,
             NexQuery::Q2 => &q2::SPEC,
             NexQuery::Q4 => &q4::SPEC,
@@ -110,6 +132,9 @@ impl NexQuery {
             NexQuery::Q7 => &q7::SPEC,
             NexQuery::Q8 => &q8::SPEC,
             NexQuery::Q9 => &q9::SPEC,
+            NexQuery::Q11 => &q11::SPEC,
+            NexQuery::Q18 => &q18::SPEC,
+            NexQuery::Q19 => &q19::SPEC,
         }
     }
 
@@ -264,7 +289,8 @@ pub struct NexmarkArgs {
     #[arg(long, value_enum, default_value_t = BadRecord::Fail)]
     pub on_bad_record: BadRecord,
     /// Window size, ms of event time (q4, q5: sliding; q7, q8: tumbling;
-    /// q1, q2, q6 and q9 have no windows and refuse it) [default: 10000].
+    /// q11: the session gap; q0, q1, q2, q6, q9, q18, q19 have no windows
+    /// and refuse it) [default: 10000].
     #[arg(long, value_name = "MS", value_parser = super::common::parse::window_ms)]
     pub window_ms: Option<u64>,
     /// Slide of q4's and q5's sliding windows, ms (0 < slide ≤ size; q4
@@ -275,7 +301,8 @@ pub struct NexmarkArgs {
     /// worker has read minus this is late (dropped, counted). Each worker
     /// reads its own byte ranges, so with a file out of order by more than
     /// this the late events (and the results) depend on --workers: set it
-    /// to the file's disorder. q4, q5, q6, q7, q8, q9 only [default: 0].
+    /// to the file's disorder. q4, q5, q6, q7, q8, q9, q11 only [default:
+    /// 0].
     #[arg(long, value_name = "MS", value_parser = super::common::parse::delay_ms)]
     pub max_delay_ms: Option<u64>,
     /// Idleness, ms of wall-clock time: a worker whose generator brought no

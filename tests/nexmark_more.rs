@@ -1,0 +1,398 @@
+//! `air run nexmark` q0, q11, q18 and q19 end to end: on 1, 2 and 4
+//! workers the rows equal a plain sequential computation in this test over
+//! the same exported events (`air gen nexmark`), the generator gives what
+//! its export gives, a hand-made input pins ties and session edges, options
+//! a query does not honour are refused, and (with the `mpi` feature) two
+//! ranks give the embedded rows on the node and the network tier.
+
+mod common;
+
+use common::nexmark::{air, generate, load, run, Events};
+use serde_json::json;
+use std::cmp::Reverse;
+use std::collections::BTreeMap;
+
+/// The expected CSV body (no header) of `query` (`gap`: q11's session
+/// gap, ms), computed sequentially.
+fn reference(e: &Events, query: &str, gap: u64) -> Vec<String> {
+    match query {
+        "q0" => {
+            let mut rows: Vec<(u64, u64, u64, u64)> = e
+                .bids
+                .iter()
+                .map(|b| (b.date_time, b.auction, b.bidder, b.price))
+                .collect();
+            rows.sort();
+            rows.iter()
+                .map(|(t, a, b, p)| format!("{a},{b},{p},{t}"))
+                .collect()
+        }
+        "q11" => {
+            // Each bidder's bid times in order; a new session starts where
+            // the next bid is gap or more after the previous one.
+            let mut times: BTreeMap<u64, Vec<u64>> = BTreeMap::new();
+            for b in &e.bids {
+                times.entry(b.bidder).or_default().push(b.date_time);
+            }
+            let mut rows = Vec::new(); // (end, bidder, start, count)
+            for (bidder, mut ts) in times {
+                ts.sort();
+                let (mut start, mut last, mut n) = (ts[0], ts[0], 0u64);
+                for t in ts {
+                    if t - last >= gap {
+                        rows.push((last + gap, bidder, start, n));
+                        (start, n) = (t, 0);
+                    }
+                    last = t;
+                    n += 1;
+                }
+                rows.push((last + gap, bidder, start, n));
+            }
+            rows.sort();
+            rows.iter()
+                .map(|(end, b, start, n)| format!("{b},{n},{start},{end}"))
+                .collect()
+        }
+        "q18" => {
+            // (auction, bidder) → the bid with the largest (time, price).
+            let mut last: BTreeMap<(u64, u64), (u64, u64)> = BTreeMap::new();
+            for b in &e.bids {
+                let l = last.entry((b.auction, b.bidder)).or_default();
+                *l = (*l).max((b.date_time, b.price));
+            }
+            last.iter()
+                .map(|((a, b), (t, p))| format!("{a},{b},{p},{t}"))
+                .collect()
+        }
+        "q19" => {
+            let mut by_auction: BTreeMap<u64, Vec<(Reverse<u64>, u64, u64)>> = BTreeMap::new();
+            for b in &e.bids {
+                by_auction.entry(b.auction).or_default().push((
+                    Reverse(b.price),
+                    b.date_time,
+                    b.bidder,
+                ));
+            }
+            let mut rows = Vec::new();
+            for (a, mut bids) in by_auction {
+                bids.sort();
+                for (i, (Reverse(p), t, b)) in bids.iter().take(10).enumerate() {
+                    rows.push(format!("{a},{b},{p},{t},{}", i + 1));
+                }
+            }
+            rows
+        }
+        q => panic!("{q}"),
+    }
+}
+
+/// Runs `query` over `file` on 1, 2 and 4 workers (with `extra` options)
+/// and checks every run gives `want`.
+fn check_workers(query: &str, file: &std::path::Path, extra: &[&str], want: &[String]) {
+    let dir = file.parent().unwrap();
+    for workers in ["1", "2", "4"] {
+        let mut a = vec![
+            "run",
+            "nexmark",
+            "--query",
+            query,
+            "--input",
+            file.to_str().unwrap(),
+            "--workers",
+            workers,
+            "--no-pin",
+        ];
+        a.extend_from_slice(extra);
+        let got = run(&a, &dir.join(format!("{query}-{workers}.csv")));
+        assert_eq!(got.len(), want.len(), "{query} on {workers} workers: rows");
+        assert_eq!(got, want, "{query} on {workers} workers (file)");
+    }
+}
+
+#[test]
+fn q0_q11_q18_q19_on_1_2_4_workers_equal_the_sequential_result() {
+    let dir = common::tmpdir("nexmore", "eq");
+    let gen = [
+        "--events",
+        "40000",
+        "--events-per-s",
+        "2000",
+        "--seed",
+        "11",
+    ];
+    let (file, e) = generate(&dir, &gen);
+    assert_eq!(e.bids.len(), 36_800);
+    // The default gap (10 s) and a short one (1 s) that cuts the 20 s of
+    // event time into many sessions.
+    for (query, gap) in [
+        ("q0", None),
+        ("q11", None),
+        ("q11", Some("1000")),
+        ("q18", None),
+        ("q19", None),
+    ] {
+        let want = reference(&e, query, gap.map_or(10_000, |g| g.parse().unwrap()));
+        assert!(!want.is_empty(), "{query}: the reference has rows");
+        let w: Vec<&str> = gap.map(|g| vec!["--window-ms", g]).unwrap_or_default();
+        match query {
+            "q0" => assert_eq!(want.len(), e.bids.len()),
+            "q11" => {
+                // Not trivial: sessions of several bids, every bid counted
+                // once, and (1 s gap) bidders with several sessions.
+                let counts: Vec<u64> = want
+                    .iter()
+                    .map(|r| r.split(',').nth(1).unwrap().parse().unwrap())
+                    .collect();
+                assert!(counts.iter().any(|&c| c > 1), "{query} {gap:?}");
+                assert_eq!(counts.iter().sum::<u64>(), e.bids.len() as u64);
+                let mut bidders: Vec<&str> =
+                    want.iter().map(|r| r.split(',').next().unwrap()).collect();
+                let sessions = bidders.len();
+                bidders.sort();
+                bidders.dedup();
+                if gap.is_some() {
+                    assert!(bidders.len() < sessions, "some bidder has 2+ sessions");
+                }
+            }
+            "q18" => {
+                // Deduplication removed bids: some (bidder, auction) bid
+                // more than once.
+                assert!(want.len() < e.bids.len() && want.len() > 100);
+            }
+            "q19" => {
+                // Truncation happened: some auction has more than 10 bids.
+                let mut per: BTreeMap<u64, usize> = BTreeMap::new();
+                for b in &e.bids {
+                    *per.entry(b.auction).or_default() += 1;
+                }
+                assert!(per.values().any(|&n| n > 10));
+                assert!(want.iter().any(|r| r.ends_with(",10")));
+                assert!(want.len() < e.bids.len());
+            }
+            _ => {}
+        }
+        check_workers(query, &file, &w, &want);
+        // The generator itself gives what its export gives.
+        let mut a = vec![
+            "run",
+            "nexmark",
+            "--query",
+            query,
+            "--workers",
+            "3",
+            "--no-pin",
+        ];
+        a.extend_from_slice(&gen);
+        a.extend_from_slice(&w);
+        assert_eq!(
+            run(&a, &dir.join("gen.csv")),
+            want,
+            "{query} {gap:?} from the generator"
+        );
+    }
+}
+
+fn bid(auction: u64, bidder: u64, price: u64, t: u64) -> String {
+    json!({"type":"bid","auction":auction,"bidder":bidder,"price":price,
+        "channel":"ch","url":"u","dateTime":t,"extra":""})
+    .to_string()
+}
+
+#[test]
+fn ties_and_session_edges_are_decided_as_documented() {
+    let dir = common::tmpdir("nexmore", "ties");
+    let file = dir.join("events.json");
+    let mut lines = vec![
+        // q11, gap 10: bidder 1 at 0, 9 (one session [0, 19)), then 19
+        // (exactly the gap after 9: a new session), 28; bidder 2 alone.
+        bid(100, 1, 5, 0),
+        bid(100, 2, 5, 3),
+        bid(101, 1, 5, 9),
+        bid(100, 1, 5, 19),
+        bid(101, 1, 5, 28),
+        // q18: bidder 3 on auction 200: the latest time is 50, twice; the
+        // dearer of the two wins. Bidder 4's older bid comes later in the
+        // file and loses.
+        bid(200, 3, 7, 40),
+        bid(200, 3, 6, 50),
+        bid(200, 3, 9, 50),
+        bid(200, 4, 1, 60),
+        bid(200, 4, 8, 55),
+    ];
+    // q19: auction 300 gets 12 bids; prices tie at 20: earlier first, then
+    // the smaller bidder.
+    for (bidder, price, t) in [
+        (10, 20, 70),
+        (11, 20, 65),
+        (12, 20, 65),
+        (13, 30, 80),
+        (14, 1, 81),
+        (15, 2, 82),
+        (16, 3, 83),
+        (17, 4, 84),
+        (18, 5, 85),
+        (19, 6, 86),
+        (20, 7, 87),
+        (21, 8, 88),
+    ] {
+        lines.push(bid(300, bidder, price, t));
+    }
+    std::fs::write(&file, lines.join("\n") + "\n").unwrap();
+    let e = load(&file);
+
+    // Out of order by up to 10 ms (bidder 4's 55 after 60). Rows by
+    // session end: bidder 2's [3, 13) first.
+    let q11 = reference(&e, "q11", 10);
+    assert_eq!(
+        q11[..3],
+        ["2,1,3,13", "1,2,0,19", "1,2,19,38"],
+        "bids exactly the gap apart are two sessions"
+    );
+    check_workers(
+        "q11",
+        &file,
+        &["--window-ms", "10", "--max-delay-ms", "10"],
+        &q11,
+    );
+
+    let q18 = reference(&e, "q18", 0);
+    assert!(q18.contains(&"200,3,9,50".to_string()), "{q18:?}");
+    assert!(q18.contains(&"200,4,1,60".to_string()), "{q18:?}");
+    check_workers("q18", &file, &[], &q18);
+
+    let q19 = reference(&e, "q19", 0);
+    let top: Vec<&str> = q19
+        .iter()
+        .filter(|r| r.starts_with("300,"))
+        .map(String::as_str)
+        .collect();
+    assert_eq!(
+        top[..5],
+        [
+            "300,13,30,80,1",
+            "300,11,20,65,2",
+            "300,12,20,65,3",
+            "300,10,20,70,4",
+            "300,21,8,88,5"
+        ]
+    );
+    assert_eq!(top.len(), 10, "the two cheapest bids are cut");
+    assert_eq!(top[9], "300,16,3,83,10");
+    check_workers("q19", &file, &[], &q19);
+
+    let q0 = reference(&e, "q0", 0);
+    assert_eq!(q0.len(), lines.len());
+    check_workers("q0", &file, &[], &q0);
+}
+
+#[test]
+fn options_a_query_does_not_honour_are_refused() {
+    for (query, opt, val) in [
+        ("q0", "--window-ms", "1000"),
+        ("q0", "--max-delay-ms", "5"),
+        ("q11", "--slide-ms", "1000"),
+        ("q18", "--window-ms", "1000"),
+        ("q18", "--max-delay-ms", "5"),
+        ("q19", "--window-ms", "1000"),
+        ("q19", "--slide-ms", "1000"),
+    ] {
+        let o = air(&[
+            "run", "nexmark", "--query", query, "--events", "1000", opt, val,
+        ]);
+        assert_eq!(o.status.code(), Some(2), "{query} {opt}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains(opt), "{query} {opt}: {err}");
+    }
+    // q11 honours its gap and the delay, and refuses a zero gap.
+    let o = air(&[
+        "run",
+        "nexmark",
+        "--query",
+        "q11",
+        "--events",
+        "1000",
+        "--window-ms",
+        "500",
+        "--max-delay-ms",
+        "5",
+        "--workers",
+        "1",
+        "--no-pin",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = air(&[
+        "run",
+        "nexmark",
+        "--query",
+        "q11",
+        "--events",
+        "1000",
+        "--window-ms",
+        "0",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+}
+
+/// q19 and q11 under `mpirun -np 2`, node tier and `--force-network`,
+/// give the embedded rows.
+#[cfg(feature = "mpi")]
+#[test]
+fn two_ranks_give_the_embedded_rows() {
+    use std::process::Stdio;
+    let dir = common::tmpdir("nexmore", "mpi");
+    let (file, e) = generate(
+        &dir,
+        &[
+            "--events",
+            "40000",
+            "--events-per-s",
+            "2000",
+            "--seed",
+            "11",
+        ],
+    );
+    for query in ["q19", "q11"] {
+        let want = reference(&e, query, 10_000);
+        assert!(!want.is_empty());
+        for extra in [&[][..], &["--force-network"][..]] {
+            let out = dir.join(format!("{query}-mpi.csv"));
+            let mut cmd = air_rdma::mpirun_command(2);
+            cmd.arg(env!("CARGO_BIN_EXE_air")).args([
+                "run",
+                "nexmark",
+                "--query",
+                query,
+                "--input",
+                file.to_str().unwrap(),
+                "--workers",
+                "2",
+                "--no-pin",
+                "--out",
+                out.to_str().unwrap(),
+            ]);
+            cmd.args(extra);
+            cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+            let o = cmd.output().expect("start mpirun (is MPI installed?)");
+            assert!(
+                o.status.success(),
+                "{query} {extra:?}: {}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+            let got: Vec<String> = std::fs::read_to_string(&out)
+                .unwrap()
+                .lines()
+                .skip(1)
+                .map(str::to_string)
+                .collect();
+            let first = got.iter().zip(&want).position(|(g, w)| g != w);
+            assert!(
+                got == want,
+                "{query} {extra:?} on 2 ranks: {} rows, want {}; first difference at {first:?}: {:?} vs {:?}",
+                got.len(),
+                want.len(),
+                first.map(|i| &got[i]),
+                first.map(|i| &want[i]),
+            );
+        }
+    }
+}
