@@ -34,6 +34,12 @@
 //! - q8: persons and auctions (each worker reads its shard twice, once per
 //!   side) → a window join on person id = seller whose pairs leave as soon
 //!   as both records are in ([`air_operators::graph::JoinedStreams::window_eager`]).
+//! - q15: bids → keyed by their tumbling window (a day by default) → bids,
+//!   distinct bidders and distinct auctions per price rank, pre-aggregated
+//!   per worker (the distinct values merge as sets).
+//! - q17: bids → keyed by auction → tumbling windows (a day by default) →
+//!   bids per price rank and min/max/avg/sum price, pre-aggregated per
+//!   worker.
 //!
 //! With `--rate R [--duration S]` the generator is paced by the wall clock
 //! ([`air_operators::sources::pace`]) and every event is stamped with its
@@ -62,6 +68,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 mod q1;
+mod q15;
+mod q17;
 mod q2;
 mod q5;
 mod q7;
@@ -81,6 +89,10 @@ pub enum NexQuery {
     Q7,
     /// New users: persons who opened an auction in the same window (join).
     Q8,
+    /// Bidding statistics per day: bids, bidders, auctions per price rank.
+    Q15,
+    /// Auction statistics per auction and day: bids per rank, min/max/avg/sum price.
+    Q17,
 }
 
 impl NexQuery {
@@ -92,6 +104,8 @@ impl NexQuery {
             NexQuery::Q5 => &q5::SPEC,
             NexQuery::Q7 => &q7::SPEC,
             NexQuery::Q8 => &q8::SPEC,
+            NexQuery::Q15 => &q15::SPEC,
+            NexQuery::Q17 => &q17::SPEC,
         }
     }
 
@@ -245,8 +259,9 @@ pub struct NexmarkArgs {
     /// What to do with a bad input record.
     #[arg(long, value_enum, default_value_t = BadRecord::Fail)]
     pub on_bad_record: BadRecord,
-    /// Window size, ms of event time (q5: sliding; q7, q8: tumbling; q1
-    /// and q2 have no windows and refuse it) [default: 10000].
+    /// Window size, ms of event time (q5: sliding; q7, q8, q15, q17:
+    /// tumbling; q1 and q2 have no windows and refuse it) [default: 10000;
+    /// q15 and q17: 86400000, a day].
     #[arg(long, value_name = "MS", value_parser = super::common::parse::window_ms)]
     pub window_ms: Option<u64>,
     /// Slide of q5's sliding window, ms (0 < slide ≤ size; q5 only)
@@ -257,7 +272,7 @@ pub struct NexmarkArgs {
     /// worker has read minus this is late (dropped, counted). Each worker
     /// reads its own byte ranges, so with a file out of order by more than
     /// this the late events (and the results) depend on --workers: set it
-    /// to the file's disorder. q5, q7, q8 only [default: 0].
+    /// to the file's disorder. q5, q7, q8, q15, q17 only [default: 0].
     #[arg(long, value_name = "MS", value_parser = super::common::parse::delay_ms)]
     pub max_delay_ms: Option<u64>,
     /// Idleness, ms of wall-clock time: a worker whose generator brought no
@@ -424,9 +439,12 @@ impl NexmarkArgs {
         !self.input.is_empty()
     }
 
-    /// `--window-ms`, or its default (10 000).
+    /// `--window-ms`, or its default (a day for q15 and q17, else 10 000).
     pub fn window(&self) -> u64 {
-        self.window_ms.unwrap_or(10_000)
+        self.window_ms.unwrap_or(match self.query {
+            NexQuery::Q15 | NexQuery::Q17 => q15::DAY_MS,
+            _ => 10_000,
+        })
     }
 
     /// `--slide-ms`, or its default (2 000).
