@@ -463,6 +463,13 @@ impl<In: 'static, V: Number, F: Fn(&In) -> V + Clone + 'static> AggregateFunctio
 /// The number of distinct `value(record)`s (exact: a set per window and
 /// key; partial sets are merged at the owner).
 ///
+/// A worker's partial set crosses the exchange as one record, which must
+/// fit a channel's largest frame (set by `JobConfig::ring_bytes`): with
+/// many distinct values per window and key (more than some tens of
+/// thousands of `u64`s in a 1 MiB frame), key by
+/// (key, value) instead, so each value is its own record, and count the
+/// values in a second window keyed by the key (NEXMark q15 does).
+///
 /// ```
 /// use air_operators::graph::*;
 /// use air_runtime::dataflow::{run_graph, VecSource};

@@ -26,10 +26,16 @@
 //! versions of the suite group by a `customTime` column; ours is the bid's
 //! `date_time`.) The suite's counts are all kept.
 //!
-//! Plan: bids keyed by their window → the window's counts, pre-aggregated
-//! per worker: the bid counts by rank ([`Filtered`] [`Count`]s) and, for
-//! bidders and auctions, a set of the values each with the ranks it was
-//! seen in (merged as sets, by OR of the ranks) → one row per window.
+//! Plan (Flink's "split distinct aggregation"): each bid becomes two
+//! records, one for its bidder and one for its auction → keyed by (kind,
+//! value) → tumbling windows: that value's bids per price rank
+//! (three [`Filtered`] [`Count`]s, pre-aggregated per worker and merged at
+//! the value's owner, so each distinct value of a window comes out once) →
+//! keyed by window → the window's row: distinct values per rank are the
+//! values with bids there, bids per rank the sums over the bidders
+//! (pre-aggregated per worker again). No record holds a set of the
+//! window's values: one set per window would be a single record of every
+//! bidder and auction of the day, larger than a channel's frame.
 
 use super::{bid, Cx, Shard, Spec};
 use crate::queries::common::QueryOption::*;
@@ -40,7 +46,6 @@ use air_operators::graph::{
 use air_operators::sources::nexmark::Bid;
 use air_runtime::dataflow::Dataflow;
 use serde::Serialize;
-use std::collections::HashMap;
 
 /// A day, ms: q15's and q17's default window.
 pub const DAY_MS: u64 = 86_400_000;
@@ -109,39 +114,51 @@ pub(crate) fn rank_counts() -> RankCounts {
     )
 }
 
-/// Distinct values of a bid's field, in all and per price rank: each value
-/// with the ranks of its bids as bits (bit r: rank r + 1). Accumulators
-/// merge as sets (the union, ranks OR-ed); the result is `[all, rank 1,
-/// rank 2, rank 3]`.
-#[derive(Clone)]
-struct RankedDistinct(fn(&Bid) -> u64);
+/// A bid seen through one of its values: (kind: [`BIDDER`] or [`AUCTION`],
+/// the bid).
+type Seen = (u8, Bid);
+/// [`Seen`] through its bidder.
+const BIDDER: u8 = 0;
+/// [`Seen`] through its auction.
+const AUCTION: u8 = 1;
 
-impl AggregateFunction<Bid> for RankedDistinct {
-    type Acc = HashMap<u64, u8>;
-    type Out = [u64; 4];
-    fn create(&self) -> HashMap<u64, u8> {
-        HashMap::new()
+/// One value's bids in a window: (kind, value) and its bids per rank.
+type ValueRow = Windowed<(u8, u64), (u64, u64, u64)>;
+
+/// A window's row from its values' rows: `[bids, bids per rank, bidders,
+/// bidders per rank, auctions, auctions per rank]` (each value comes once
+/// per window; the bids are summed over the bidders). Accumulators add up.
+#[derive(Clone)]
+struct WindowStats;
+
+impl AggregateFunction<ValueRow> for WindowStats {
+    type Acc = [u64; 12];
+    type Out = [u64; 12];
+    fn create(&self) -> [u64; 12] {
+        [0; 12]
     }
     #[inline]
-    fn add(&self, acc: &mut HashMap<u64, u8>, b: &Bid) {
-        *acc.entry((self.0)(b)).or_insert(0) |= 1 << rank(b);
-    }
-    fn merge(&self, acc: &mut HashMap<u64, u8>, mut other: HashMap<u64, u8>) {
-        if other.len() > acc.len() {
-            std::mem::swap(acc, &mut other);
-        }
-        for (v, ranks) in other {
-            *acc.entry(v).or_insert(0) |= ranks;
-        }
-    }
-    fn result(&self, acc: &HashMap<u64, u8>) -> [u64; 4] {
-        let mut out = [acc.len() as u64, 0, 0, 0];
-        for ranks in acc.values() {
-            for (r, n) in out[1..].iter_mut().enumerate() {
-                *n += u64::from(ranks >> r & 1);
+    fn add(&self, acc: &mut [u64; 12], r: &ValueRow) {
+        let (r1, r2, r3) = r.value;
+        let base = if r.key.0 == BIDDER {
+            for (n, c) in acc[..4].iter_mut().zip([r1 + r2 + r3, r1, r2, r3]) {
+                *n += c;
             }
+            4
+        } else {
+            8
+        };
+        for (n, c) in acc[base..base + 4].iter_mut().zip([1, r1, r2, r3]) {
+            *n += u64::from(c > 0);
         }
-        out
+    }
+    fn merge(&self, acc: &mut [u64; 12], other: [u64; 12]) {
+        for (n, o) in acc.iter_mut().zip(other) {
+            *n += o;
+        }
+    }
+    fn result(&self, acc: &[u64; 12]) -> [u64; 12] {
+        *acc
     }
 }
 
@@ -164,34 +181,44 @@ struct Q15Csv {
     rank3_auctions: u64,
 }
 
-/// Bids keyed by their tumbling window → the window's statistics,
-/// pre-aggregated per worker and merged at the window's owner.
+/// Bids seen through their bidder and their auction → keyed by (kind,
+/// value) → per window, that value's bids per rank → keyed by window → the
+/// window's statistics (both steps pre-aggregated per worker).
 fn build(cx: &Cx<'_>, df: &Dataflow, shard: &Shard<'_>) {
     let size = cx.args.window();
+    let r1: fn(&Seen) -> bool = |s| rank(&s.1) == 0;
+    let r2: fn(&Seen) -> bool = |s| rank(&s.1) == 1;
+    let r3: fn(&Seen) -> bool = |s| rank(&s.1) == 2;
     let stats = df
         .source(shard.read())
         .flat_map(bid)
         .event_time(|b: &Bid| b.date_time, cx.args.max_delay())
         .idle_after_ms(cx.args.idle_ms)
-        .key_by(move |b: &Bid| b.date_time / size)
-        .window(Tumbling::ms(size), |b: &Bid| b.date_time)
+        .flat_map(|b: Bid| [(BIDDER, b), (AUCTION, b)])
+        .key_by(|s: &Seen| {
+            (
+                s.0,
+                if s.0 == BIDDER {
+                    s.1.bidder
+                } else {
+                    s.1.auction
+                },
+            )
+        })
+        .window(Tumbling::ms(size), |s: &Seen| s.1.date_time)
         .aggregate((
-            rank_counts(),
-            RankedDistinct(|b| b.bidder),
-            RankedDistinct(|b| b.auction),
+            Filtered::new(r1, Count),
+            Filtered::new(r2, Count),
+            Filtered::new(r3, Count),
         ))
-        .map(|r| {
-            let ((all, r1, r2, r3), bidders, auctions) = r.value;
-            let mut v = [0u64; 12];
-            v[..4].copy_from_slice(&[all, r1, r2, r3]);
-            v[4..8].copy_from_slice(&bidders);
-            v[8..].copy_from_slice(&auctions);
-            Windowed {
-                start: r.start,
-                end: r.end,
-                key: (),
-                value: v,
-            }
+        .key_by(|r: &ValueRow| r.start)
+        .window(Tumbling::ms(size), |r: &ValueRow| r.start)
+        .aggregate(WindowStats)
+        .map(|r| Windowed {
+            start: r.start,
+            end: r.end,
+            key: (),
+            value: r.value,
         });
     sink_window_rows(
         stats,
