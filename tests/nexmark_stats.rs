@@ -144,6 +144,17 @@ fn q15_and_q17_on_1_2_4_workers_equal_the_sequential_result() {
                 want,
                 "{query} {window:?} from the generator"
             );
+            // Small rings (4 KiB frames): no record holds a window's set of
+            // bidders or auctions.
+            let mut a = vec!["run", "nexmark", "--query", query, "--workers", "2"];
+            a.extend_from_slice(&gen);
+            a.extend_from_slice(window);
+            a.extend_from_slice(&["--ring-bytes", "4096"]);
+            assert_eq!(
+                run(&a, &dir.join("small.csv")),
+                want,
+                "{query} {window:?} small rings"
+            );
             // Not trivial: several windows in 5 s, every rank has bids,
             // bidders and auctions repeat, q17's means are not the prices.
             let rows: Vec<Vec<u64>> = want
