@@ -294,9 +294,10 @@ fn q17_runs_distributed() {
     let want = run(&a, &emb);
     assert!(want.len() > 100, "the embedded run has rows");
     for extra in [&[][..], &["--force-network"]] {
-        let d = dir.join("dist.csv");
+        let (d, rep) = (dir.join("dist.csv"), dir.join("dist.json"));
         let mut args = query.to_vec();
         args.extend_from_slice(&["--workers", "1", "--out", d.to_str().unwrap()]);
+        args.extend_from_slice(&["--report", rep.to_str().unwrap()]);
         args.extend_from_slice(extra);
         let mut cmd = air_rdma::mpirun_command(2);
         cmd.arg(env!("CARGO_BIN_EXE_air")).args(&args);
@@ -314,5 +315,8 @@ fn q17_runs_distributed() {
             .map(str::to_string)
             .collect();
         assert_eq!(got, want, "two ranks {extra:?}");
+        let report: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&rep).unwrap()).unwrap();
+        assert_eq!(report["ranks"], 2, "{extra:?}");
     }
 }
