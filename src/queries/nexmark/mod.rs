@@ -34,9 +34,11 @@
 //! - q8: persons and auctions (each worker reads its shard twice, once per
 //!   side) → a window join on person id = seller whose pairs leave as soon
 //!   as both records are in ([`air_operators::graph::JoinedStreams::window_eager`]).
-//! - q15: bids → keyed by their tumbling window (a day by default) → bids,
-//!   distinct bidders and distinct auctions per price rank, pre-aggregated
-//!   per worker (the distinct values merge as sets).
+//! - q15: bids, each seen through its bidder and its auction → keyed by
+//!   (kind, value) → tumbling windows (a day by default), the value's bids
+//!   per price rank → keyed by window → bids, distinct bidders and distinct
+//!   auctions per rank (both steps pre-aggregated per worker; no record
+//!   holds a window's set of values).
 //! - q17: bids → keyed by auction → tumbling windows (a day by default) →
 //!   bids per price rank and min/max/avg/sum price, pre-aggregated per
 //!   worker.
