@@ -933,3 +933,31 @@ fn a_window_join_counts_records_beyond_the_delay_and_does_not_join_them() {
         assert_eq!(v, want, "{workers} workers");
     }
 }
+
+/// [`Filtered`] adds only the records its predicate keeps, and merging
+/// the accumulators of any split of the records gives the one-pass result.
+#[test]
+fn filtered_aggregates_add_only_kept_records_and_merge_in_any_split() {
+    let xs: Vec<u64> = (0..200).map(|i| (i * 7919) % 101).collect();
+    let even = |x: &u64| x % 2 == 0;
+    let agg = (
+        Count,
+        Filtered::new(even, Count),
+        Filtered::new(even, Sum::of(|x: &u64| *x)),
+        Filtered::new(|x: &u64| *x > 1000, Max::of(|x: &u64| *x)),
+    );
+    let kept: Vec<u64> = xs.iter().copied().filter(even).collect();
+    let want = (200, kept.len() as u64, kept.iter().sum::<u64>(), None);
+    assert!(want.1 > 0 && want.1 < 200);
+    for parts in [1, 2, 3, 7] {
+        let mut acc = agg.create();
+        for p in 0..parts {
+            let mut part = agg.create();
+            for x in xs.iter().skip(p).step_by(parts) {
+                agg.add(&mut part, x);
+            }
+            agg.merge(&mut acc, part);
+        }
+        assert_eq!(agg.result(&acc), want, "{parts} parts");
+    }
+}

@@ -1,7 +1,8 @@
 //! Aggregate functions in the shape of Flink's `AggregateFunction`
 //! (create an accumulator, add a record, merge two accumulators, get the
 //! result), and the built-ins: [`Count`], [`Sum`], [`Min`], [`Max`],
-//! [`Mean`], [`DistinctCount`], [`TopN`], [`MaxBy`]. A tuple of aggregates is an
+//! [`Mean`], [`DistinctCount`], [`TopN`], [`MaxBy`], and [`Filtered`]
+//! (an aggregate over the records a predicate keeps). A tuple of aggregates is an
 //! aggregate whose result is the tuple of results.
 //!
 //! ```
@@ -462,6 +463,13 @@ impl<In: 'static, V: Number, F: Fn(&In) -> V + Clone + 'static> AggregateFunctio
 /// The number of distinct `value(record)`s (exact: a set per window and
 /// key; partial sets are merged at the owner).
 ///
+/// A worker's partial set crosses the exchange as one record, which must
+/// fit a channel's largest frame (set by `JobConfig::ring_bytes`): with
+/// many distinct values per window and key (more than some tens of
+/// thousands of `u64`s in a 1 MiB frame), key by
+/// (key, value) instead, so each value is its own record, and count the
+/// values in a second window keyed by the key (NEXMark q15 does).
+///
 /// ```
 /// use air_operators::graph::*;
 /// use air_runtime::dataflow::{run_graph, VecSource};
@@ -540,6 +548,102 @@ where
     }
     fn result(&self, acc: &HashSet<V>) -> u64 {
         acc.len() as u64
+    }
+}
+
+/// An aggregate over the records that pass `keep` alone (SQL's
+/// `agg(...) FILTER (WHERE ...)`): the records `keep` rejects are not added.
+/// Its accumulator and result are the inner aggregate's; in a tuple, several
+/// filtered aggregates share one pass over the records.
+///
+/// ```
+/// use air_operators::graph::*;
+/// use air_runtime::dataflow::{run_graph, VecSource};
+/// use air_runtime::JobConfig;
+/// use std::sync::{Arc, Mutex};
+///
+/// let cfg = JobConfig { workers: 2, pin: false, ..JobConfig::default() };
+/// let rows = Arc::new(Mutex::new(Vec::new()));
+/// let out = rows.clone();
+/// run_graph(&cfg, move |df| {
+///     // (auction, price): worker w reads every other one.
+///     let input: Vec<(u32, u64)> = [(1, 20), (2, 5), (1, 300), (1, 10)]
+///         .into_iter()
+///         .skip(df.index())
+///         .step_by(2)
+///         .collect();
+///     let out = out.clone();
+///     let cheap = |b: &(u32, u64)| b.1 < 100;
+///     df.source(VecSource::new(input))
+///         .key_by(|b| b.0)
+///         .window(Tumbling::ms(1_000), |_| 0) // one window, [0, 1000), for all
+///         // (bids, cheap bids, sum of the cheap prices)
+///         .aggregate((
+///             Count,
+///             Filtered::new(cheap, Count),
+///             Filtered::new(cheap, Sum::of(|b: &(u32, u64)| b.1)),
+///         ))
+///         .for_each(move |r| out.lock().unwrap().push((r.key, r.value)));
+/// })
+/// .unwrap();
+/// let mut rows = rows.lock().unwrap().clone();
+/// rows.sort_by_key(|r| r.0);
+/// assert_eq!(rows, [(1, (3, 2, 30)), (2, (1, 1, 5))]);
+/// ```
+pub struct Filtered<In, P, A> {
+    keep: P,
+    inner: A,
+    _t: PhantomData<fn(&In)>,
+}
+
+impl<In, P: Clone, A: Clone> Clone for Filtered<In, P, A> {
+    fn clone(&self) -> Self {
+        Filtered {
+            keep: self.keep.clone(),
+            inner: self.inner.clone(),
+            _t: PhantomData,
+        }
+    }
+}
+
+impl<In, P, A> Filtered<In, P, A>
+where
+    P: Fn(&In) -> bool + Clone + 'static,
+    A: AggregateFunction<In>,
+{
+    /// `inner` over the records for which `keep` is true.
+    pub fn new(keep: P, inner: A) -> Self {
+        Filtered {
+            keep,
+            inner,
+            _t: PhantomData,
+        }
+    }
+}
+
+impl<In: 'static, P, A> AggregateFunction<In> for Filtered<In, P, A>
+where
+    P: Fn(&In) -> bool + Clone + 'static,
+    A: AggregateFunction<In>,
+{
+    type Acc = A::Acc;
+    type Out = A::Out;
+    #[inline(always)]
+    fn create(&self) -> A::Acc {
+        self.inner.create()
+    }
+    #[inline(always)]
+    fn add(&self, acc: &mut A::Acc, x: &In) {
+        if (self.keep)(x) {
+            self.inner.add(acc, x);
+        }
+    }
+    #[inline(always)]
+    fn merge(&self, acc: &mut A::Acc, other: A::Acc) {
+        self.inner.merge(acc, other);
+    }
+    fn result(&self, acc: &A::Acc) -> A::Out {
+        self.inner.result(acc)
     }
 }
 

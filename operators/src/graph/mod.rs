@@ -15,7 +15,7 @@ pub mod top;
 pub mod window;
 
 pub use aggregate::{
-    AggregateFunction, Count, DistinctCount, Max, MaxBy, Mean, Min, Number, Sum, TopN,
+    AggregateFunction, Count, DistinctCount, Filtered, Max, MaxBy, Mean, Min, Number, Sum, TopN,
 };
 pub use join::{IntervalJoin, JoinExt, Joined, JoinedStreams, WindowJoin};
 pub use late::{LateRecord, LateStream, Lateness, OnTime};

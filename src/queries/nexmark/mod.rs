@@ -48,6 +48,14 @@
 //!   final table at the end of the stream.
 //! - q19: bids → keyed by auction → a keyed process keeping the 10 highest
 //!   bids; the final table at the end of the stream.
+//! - q15: bids, each seen through its bidder and its auction → keyed by
+//!   (kind, value) → tumbling windows (a day by default), the value's bids
+//!   per price rank → keyed by window → bids, distinct bidders and distinct
+//!   auctions per rank (both steps pre-aggregated per worker; no record
+//!   holds a window's set of values).
+//! - q17: bids → keyed by auction → tumbling windows (a day by default) →
+//!   bids per price rank and min/max/avg/sum price, pre-aggregated per
+//!   worker.
 //!
 //! With `--rate R [--duration S]` the generator is paced by the wall clock
 //! ([`air_operators::sources::pace`]) and every event is stamped with its
@@ -78,6 +86,8 @@ use std::time::Instant;
 mod q0;
 mod q1;
 mod q11;
+mod q15;
+mod q17;
 mod q18;
 mod q19;
 mod q2;
@@ -113,6 +123,10 @@ pub enum NexQuery {
     Q9,
     /// User sessions: bids per bidder and session window.
     Q11,
+    /// Bidding statistics per day: bids, bidders, auctions per price rank.
+    Q15,
+    /// Auction statistics per auction and day: bids per rank, min/max/avg/sum price.
+    Q17,
     /// Find the last bid: the latest bid per (bidder, auction).
     Q18,
     /// Auction top-N: the 10 highest bids per auction.
@@ -133,6 +147,8 @@ impl NexQuery {
             NexQuery::Q8 => &q8::SPEC,
             NexQuery::Q9 => &q9::SPEC,
             NexQuery::Q11 => &q11::SPEC,
+            NexQuery::Q15 => &q15::SPEC,
+            NexQuery::Q17 => &q17::SPEC,
             NexQuery::Q18 => &q18::SPEC,
             NexQuery::Q19 => &q19::SPEC,
         }
@@ -288,9 +304,10 @@ pub struct NexmarkArgs {
     /// What to do with a bad input record.
     #[arg(long, value_enum, default_value_t = BadRecord::Fail)]
     pub on_bad_record: BadRecord,
-    /// Window size, ms of event time (q4, q5: sliding; q7, q8: tumbling;
-    /// q11: the session gap; q0, q1, q2, q6, q9, q18, q19 have no windows
-    /// and refuse it) [default: 10000].
+    /// Window size, ms of event time (q4, q5: sliding; q7, q8, q15, q17:
+    /// tumbling; q11: the session gap; q0, q1, q2, q6, q9, q18, q19 have no
+    /// windows and refuse it) [default: 10000; q15 and q17: 86400000, a
+    /// day].
     #[arg(long, value_name = "MS", value_parser = super::common::parse::window_ms)]
     pub window_ms: Option<u64>,
     /// Slide of q4's and q5's sliding windows, ms (0 < slide ≤ size; q4
@@ -301,8 +318,8 @@ pub struct NexmarkArgs {
     /// worker has read minus this is late (dropped, counted). Each worker
     /// reads its own byte ranges, so with a file out of order by more than
     /// this the late events (and the results) depend on --workers: set it
-    /// to the file's disorder. q4, q5, q6, q7, q8, q9, q11 only [default:
-    /// 0].
+    /// to the file's disorder. q4, q5, q6, q7, q8, q9, q11, q15, q17 only
+    /// [default: 0].
     #[arg(long, value_name = "MS", value_parser = super::common::parse::delay_ms)]
     pub max_delay_ms: Option<u64>,
     /// Idleness, ms of wall-clock time: a worker whose generator brought no
@@ -469,9 +486,12 @@ impl NexmarkArgs {
         !self.input.is_empty()
     }
 
-    /// `--window-ms`, or its default (10 000).
+    /// `--window-ms`, or its default (a day for q15 and q17, else 10 000).
     pub fn window(&self) -> u64 {
-        self.window_ms.unwrap_or(10_000)
+        self.window_ms.unwrap_or(match self.query {
+            NexQuery::Q15 | NexQuery::Q17 => q15::DAY_MS,
+            _ => 10_000,
+        })
     }
 
     /// `--slide-ms`, or its default (q4: 5 000, Beam's; else 2 000).
