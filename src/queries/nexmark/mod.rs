@@ -175,6 +175,11 @@ pub struct Spec {
     pub order: &'static str,
     /// The window and delay options it honours (any other is refused).
     pub honoured: &'static [super::common::QueryOption],
+    /// Its window (or session gap) when `--window-ms` is not given, ms
+    /// (unused without windows).
+    pub window_ms: u64,
+    /// Its slide when `--slide-ms` is not given, ms (sliding windows only).
+    pub slide_ms: u64,
     /// Rows the writer keeps to sort them at the end, per input event,
     /// given whether the input is files; `None`: rows stream out as the
     /// watermark passes them. (`--out` is refused when the kept rows would
@@ -486,20 +491,14 @@ impl NexmarkArgs {
         !self.input.is_empty()
     }
 
-    /// `--window-ms`, or its default (a day for q15 and q17, else 10 000).
+    /// `--window-ms`, or the query's default ([`Spec::window_ms`]).
     pub fn window(&self) -> u64 {
-        self.window_ms.unwrap_or(match self.query {
-            NexQuery::Q15 | NexQuery::Q17 => q15::DAY_MS,
-            _ => 10_000,
-        })
+        self.window_ms.unwrap_or(self.spec().window_ms)
     }
 
-    /// `--slide-ms`, or its default (q4: 5 000, Beam's; else 2 000).
+    /// `--slide-ms`, or the query's default ([`Spec::slide_ms`]).
     pub fn slide(&self) -> u64 {
-        self.slide_ms.unwrap_or(match self.query {
-            NexQuery::Q4 => q4::Q4_SLIDE_MS,
-            _ => 2_000,
-        })
+        self.slide_ms.unwrap_or(self.spec().slide_ms)
     }
 
     /// `--max-delay-ms`, or its default (0).

@@ -25,6 +25,8 @@ pub const SPEC: Spec = Spec {
     columns: &["auction", "bidder", "price", "date_time_ms"],
     order: "date_time, auction, bidder, price",
     honoured: &[],
+    window_ms: 10_000,
+    slide_ms: 2_000,
     // From files the order is known only at the end: every bid is held.
     held_rows_per_event: |files| files.then_some(1.0),
     windowed: false,

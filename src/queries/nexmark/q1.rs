@@ -14,6 +14,8 @@ pub const SPEC: Spec = Spec {
     columns: &["auction", "bidder", "price", "date_time_ms"],
     order: "date_time, auction, bidder, price",
     honoured: &[],
+    window_ms: 10_000,
+    slide_ms: 2_000,
     // From files the order is known only at the end (a file may be out of
     // order): every bid is held to be sorted.
     held_rows_per_event: |files| files.then_some(1.0),

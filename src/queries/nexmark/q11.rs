@@ -42,6 +42,8 @@ pub const SPEC: Spec = Spec {
     columns: &["bidder", "bid_count", "session_start_ms", "session_end_ms"],
     order: "session_end, bidder",
     honoured: &[WindowMs, MaxDelayMs],
+    window_ms: 10_000,
+    slide_ms: 2_000,
     held_rows_per_event: |_| None,
     windowed: true,
     reads: 1,

@@ -74,6 +74,8 @@ pub const SPEC: Spec = Spec {
     ],
     order: "window",
     honoured: &[IdleMs, WindowMs, MaxDelayMs],
+    window_ms: DAY_MS,
+    slide_ms: 2_000,
     held_rows_per_event: |_| None,
     windowed: true,
     reads: 1,

@@ -62,6 +62,8 @@ pub const SPEC: Spec = Spec {
     ],
     order: "window, auction",
     honoured: &[IdleMs, WindowMs, MaxDelayMs],
+    window_ms: super::q15::DAY_MS,
+    slide_ms: 2_000,
     held_rows_per_event: |_| None,
     windowed: true,
     reads: 1,

@@ -39,6 +39,8 @@ pub const SPEC: Spec = Spec {
     columns: &["auction", "bidder", "price", "date_time_ms"],
     order: "auction, bidder",
     honoured: &[],
+    window_ms: 10_000,
+    slide_ms: 2_000,
     // One row per (bidder, auction), held to be sorted at the end: 0.29
     // per event on 2 000 000 events of the default generator, 0.27 at
     // 2 000 events/s.

@@ -41,6 +41,8 @@ pub const SPEC: Spec = Spec {
     columns: &["auction", "bidder", "price", "date_time_ms", "rank"],
     order: "auction, rank",
     honoured: &[],
+    window_ms: 10_000,
+    slide_ms: 2_000,
     // At most 10 rows per auction, held to be sorted at the end: 0.44 per
     // event on 2 000 000 events of the default generator and at 2 000
     // events/s.

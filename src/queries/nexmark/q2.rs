@@ -12,6 +12,8 @@ pub const SPEC: Spec = Spec {
     columns: &["auction", "price"],
     order: "auction, price",
     honoured: &[],
+    window_ms: 10_000,
+    slide_ms: 2_000,
     // Sorted by auction: the order is known only at the end.
     held_rows_per_event: |_| Some(0.01),
     windowed: false,

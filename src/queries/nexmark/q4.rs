@@ -51,6 +51,8 @@ pub const SPEC: Spec = Spec {
     ],
     order: "window, category",
     honoured: &[WindowMs, SlideMs, MaxDelayMs],
+    window_ms: 10_000,
+    slide_ms: Q4_SLIDE_MS,
     held_rows_per_event: |_| None,
     windowed: false,
     reads: 1,

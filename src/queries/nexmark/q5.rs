@@ -17,6 +17,8 @@ pub const SPEC: Spec = Spec {
     columns: &["window_start_ms", "window_end_ms", "auction", "bids"],
     order: "window, auction",
     honoured: &[IdleMs, WindowMs, SlideMs, MaxDelayMs],
+    window_ms: 10_000,
+    slide_ms: 2_000,
     held_rows_per_event: |_| None,
     windowed: true,
     reads: 1,

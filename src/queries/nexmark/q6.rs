@@ -44,6 +44,8 @@ pub const SPEC: Spec = Spec {
     columns: &["seller", "auction", "expires_ms", "avg_price", "auctions"],
     order: "expires, auction",
     honoured: &[MaxDelayMs],
+    window_ms: 10_000,
+    slide_ms: 2_000,
     held_rows_per_event: |_| None,
     windowed: false,
     reads: 1,

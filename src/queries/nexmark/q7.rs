@@ -24,6 +24,8 @@ pub const SPEC: Spec = Spec {
     ],
     order: "window, auction, bidder, date_time",
     honoured: &[IdleMs, WindowMs, MaxDelayMs],
+    window_ms: 10_000,
+    slide_ms: 2_000,
     held_rows_per_event: |_| None,
     windowed: true,
     reads: 1,

@@ -23,6 +23,8 @@ pub const SPEC: Spec = Spec {
     ],
     order: "window, person, auction",
     honoured: &[IdleMs, WindowMs, MaxDelayMs],
+    window_ms: 10_000,
+    slide_ms: 2_000,
     held_rows_per_event: |_| None,
     windowed: true,
     // Each worker reads its shard twice, once per side.

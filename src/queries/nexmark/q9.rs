@@ -38,6 +38,8 @@ pub const SPEC: Spec = Spec {
     ],
     order: "expires, auction",
     honoured: &[MaxDelayMs],
+    window_ms: 10_000,
+    slide_ms: 2_000,
     held_rows_per_event: |_| None,
     windowed: false,
     reads: 1,
