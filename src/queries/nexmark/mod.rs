@@ -244,7 +244,8 @@ pub struct NexGenArgs {
     pub events: Option<u64>,
     /// Event-time rate: events per second of event time (the generator's
     /// inter-event delay is 10^6 / rate µs, fractional; 0.001..=1e15)
-    /// [default: 10000000].
+    /// [default: 10000, Beam's `firstEventRate`: a 1 M-event stream spans
+    /// 100 s of event time, ten 10-s windows].
     #[arg(long, value_parser = super::common::parse::events_per_s)]
     pub events_per_s: Option<f64>,
     /// Seed of the stream [default: 0].
@@ -252,8 +253,12 @@ pub struct NexGenArgs {
     pub seed: Option<u64>,
 }
 
-/// NEXMark's event-time rate when `--events-per-s` is not given.
-pub const DEFAULT_EVENTS_PER_S: f64 = 10_000_000.0;
+/// NEXMark's event-time rate when `--events-per-s` is not given: Beam's
+/// default (`NexmarkConfiguration.firstEventRate`, 10 000 events/s), so
+/// the default windows (10 s) hold 100 000 events and a generated file of
+/// a million events spans 100 s — windows a user can see. (Until
+/// 2026-12-01 it was 10 M/s: a million events were 100 ms, one q7 window.)
+pub const DEFAULT_EVENTS_PER_S: f64 = 10_000.0;
 
 impl NexGenArgs {
     fn config(&self, default_events: u64) -> NexmarkConfig {
