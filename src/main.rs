@@ -103,6 +103,12 @@ enum BenchCommand {
     /// launcher), against the ideal line: table, CSV, PNG. Each point is a
     /// separate `air run` process: `air bench scale --workers 1-2 -- ysb`.
     Scale(queries::scale::ScaleArgs),
+    /// The NEXMark suite: every query (or `--query q1,q5`) at 1 and 2
+    /// workers (and `--ranks`), each run a separate `air run nexmark`
+    /// process, interleaved, `--repeats` rounds: median events/s (min-max),
+    /// per worker, CPU s, peak RSS, and events per CPU-second beside the
+    /// Flink suite's published throughput per core. Table, CSV, PNG, JSON.
+    Nexmark(Box<queries::nexbench::BenchNexmarkArgs>),
 }
 
 fn main() {
@@ -145,6 +151,7 @@ fn main() {
             run_query(|dist| queries::sustainable::main(&args, dist))
         }
         Command::Bench(BenchCommand::Scale(args)) => queries::scale::main(&args),
+        Command::Bench(BenchCommand::Nexmark(args)) => queries::nexbench::main(&args),
         Command::Bench(BenchCommand::Ring(args)) => {
             air_tools::ring_bench::run(args).map_err(CliError::Other)
         }

@@ -1,10 +1,12 @@
 //! Query definitions: each builds a dataflow with the graph API of
 //! `air-operators` and runs it on `air-runtime`.
 
+pub mod child;
 pub mod common;
 pub mod dist;
 pub mod driver;
 pub mod lagwatch;
+pub mod nexbench;
 pub mod nexmark;
 pub mod plots;
 pub mod scale;

@@ -12,7 +12,6 @@ use super::common::CliError;
 use serde::Serialize;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 /// `air bench scale`.
 #[derive(clap::Args, Debug, Clone)]
@@ -95,41 +94,13 @@ pub fn parse_counts(s: &str) -> Result<Vec<usize>, String> {
 
 fn run_point(
     air: &Path,
-    launcher: Option<Vec<String>>,
+    launcher: Option<&[String]>,
     query: &[String],
     workers: usize,
     report: &Path,
 ) -> Result<f64, CliError> {
-    let mut cmd = match &launcher {
-        Some(l) => {
-            let mut c = Command::new(&l[0]);
-            c.args(&l[1..]).arg(air);
-            c
-        }
-        None => Command::new(air),
-    };
-    cmd.arg("run")
-        .args(query)
-        .args(["--workers", &workers.to_string()])
-        .arg("--report")
-        .arg(report);
-    let shown = format!("{cmd:?}");
-    let o = cmd
-        .output()
-        .map_err(|e| CliError::BadInput(format!("{shown}: {e}")))?;
-    if !o.status.success() {
-        return Err(CliError::BadInput(format!(
-            "{shown} failed ({}): {}",
-            o.status,
-            String::from_utf8_lossy(&o.stderr).trim()
-        )));
-    }
-    let r: serde_json::Value = serde_json::from_slice(
-        &std::fs::read(report).map_err(|e| CliError::BadInput(format!("{shown}: {e}")))?,
-    )?;
-    r["events_per_s"]
-        .as_f64()
-        .ok_or_else(|| CliError::BadInput(format!("{shown}: no events_per_s in its report")))
+    let run = super::child::run_air(air, launcher, query, workers, report)?;
+    run.number("events_per_s", &format!("air run {}", query.join(" ")))
 }
 
 /// `air bench scale`.
@@ -162,28 +133,20 @@ pub fn main(a: &ScaleArgs) -> Result<(), CliError> {
         return Err(bad("--rank-workers must be at least 1".into()));
     }
     let air = std::env::current_exe().map_err(|e| bad(format!("locating air: {e}")))?;
-    let dir = tempfile_dir()?;
+    let dir = super::child::scratch_dir("scale")?;
     let report = dir.join("scale-report.json");
     // (kind, ranks, workers, launcher)
     let mut plan: Vec<(&'static str, usize, usize, Option<Vec<String>>)> =
         workers.iter().map(|&w| ("workers", 1, w, None)).collect();
     for &n in &ranks {
-        let l: Vec<String> = a
-            .launcher
-            .replace("{n}", &n.to_string())
-            .split_whitespace()
-            .map(String::from)
-            .collect();
-        if l.is_empty() {
-            return Err(bad("--launcher is empty".into()));
-        }
+        let l = super::child::launcher_argv(&a.launcher, n)?;
         plan.push(("ranks", n, n * a.rank_workers, Some(l)));
     }
     let mut runs: Vec<Vec<f64>> = vec![Vec::new(); plan.len()];
     for rep in 0..a.repeats {
         for (i, (_, _, w, l)) in plan.iter().enumerate() {
             let per_process = if l.is_some() { a.rank_workers } else { *w };
-            let eps = run_point(&air, l.clone(), &a.query, per_process, &report)?;
+            let eps = run_point(&air, l.as_deref(), &a.query, per_process, &report)?;
             eprintln!(
                 "  run {}/{}: {} workers{}: {:.1} M events/s",
                 rep + 1,
@@ -200,11 +163,7 @@ pub fn main(a: &ScaleArgs) -> Result<(), CliError> {
         }
     }
     let _ = std::fs::remove_dir_all(&dir);
-    let median = |v: &[f64]| {
-        let mut v = v.to_vec();
-        v.sort_by(f64::total_cmp);
-        v[v.len() / 2]
-    };
+    let median = super::child::median;
     let base = {
         let (_, _, w, _) = &plan[0];
         median(&runs[0]) / *w as f64
@@ -273,13 +232,6 @@ pub fn main(a: &ScaleArgs) -> Result<(), CliError> {
             .map_err(|e| CliError::Other(anyhow::anyhow!("{}: {e}", path.display())))?;
     }
     Ok(())
-}
-
-/// A private scratch directory for the runs' reports.
-fn tempfile_dir() -> Result<PathBuf, CliError> {
-    let d = std::env::temp_dir().join(format!("air-scale-{}", std::process::id()));
-    std::fs::create_dir_all(&d).map_err(|e| CliError::BadInput(format!("{}: {e}", d.display())))?;
-    Ok(d)
 }
 
 /// Events/s (M, left) against workers with the ideal line, and the
