@@ -142,6 +142,87 @@ fn a_quiet_source_goes_idle_and_its_windows_close_while_it_is_quiet() {
     );
 }
 
+/// Ingestion time: records without a time of their own, stamped when read,
+/// in tumbling windows of the stamps (processing-time windows). The
+/// watermark follows the wall clock with no idleness setting: windows close
+/// as real time passes their end, also while the input is quiet; every
+/// record is counted once, in a window aligned to the size that holds its
+/// stamp.
+#[test]
+fn ingestion_time_windows_close_in_real_time() {
+    let cfg = JobConfig {
+        workers: 2,
+        pin: false,
+        ..JobConfig::default()
+    };
+    let start = Instant::now();
+    let (active, quiet) = (Duration::from_millis(600), Duration::from_millis(1200));
+    // (window start, window end, key, count, wall clock ms at arrival)
+    let rows = Arc::new(Mutex::new(Vec::<(u64, u64, u32, u64, u64)>::new()));
+    let sent = Arc::new(Mutex::new(0u64));
+    let out = rows.clone();
+    let sent2 = sent.clone();
+    let before = now_ms();
+    run_graph(&cfg, move |df| {
+        let out = out.clone();
+        let source = Bursty {
+            start,
+            active,
+            quiet,
+            next: Instant::now(),
+            last_sent: false,
+            sent: 0,
+        };
+        let sent = sent2.clone();
+        df.report_with(move |s| {
+            *sent.lock().unwrap() += s.get("source_records");
+        });
+        df.source(source)
+            .map(|r| r.0) // the key only: no time in the data
+            .ingestion_time()
+            .key_by(|r: &(u64, u32)| r.1)
+            .window(Tumbling::ms(100), |r: &(u64, u32)| r.0)
+            .aggregate(Count)
+            .for_each(move |r| {
+                out.lock()
+                    .unwrap()
+                    .push((r.start, r.end, r.key, r.value, now_ms()))
+            });
+    })
+    .unwrap();
+    let after = now_ms();
+    let rows = rows.lock().unwrap().clone();
+    let total: u64 = rows.iter().map(|r| r.3).sum();
+    assert_eq!(total, *sent.lock().unwrap(), "every record counted once");
+    assert!(total > 100);
+    for &(s, e, _, _, _) in &rows {
+        assert_eq!((s % 100, e - s), (0, 100), "aligned windows");
+        assert!(s + 100 > before && s < after, "stamps from the run's clock");
+    }
+    // Every (key, window) once.
+    let mut seen: Vec<(u64, u32)> = rows.iter().map(|r| (r.0, r.2)).collect();
+    seen.sort();
+    seen.dedup();
+    assert_eq!(seen.len(), rows.len());
+    // Windows closed in real time: none before its end (but the last one,
+    // closed when the input ended), and those of the active phase during
+    // the quiet one, long before the last record came.
+    let quiet_to = before + (active + quiet).as_millis() as u64;
+    let early: Vec<_> = rows
+        .iter()
+        .filter(|r| r.4 < r.1 && r.4 < quiet_to)
+        .collect();
+    assert!(early.is_empty(), "closed before their end: {early:?}");
+    let active_to = before + active.as_millis() as u64;
+    assert!(
+        rows.iter()
+            .filter(|r| r.1 <= active_to)
+            .all(|r| r.4 + 500 < quiet_to),
+        "windows of the active phase closed only at the end: {rows:?}"
+    );
+    assert!(rows.iter().filter(|r| r.1 <= active_to).count() >= 4 * 4);
+}
+
 #[test]
 fn workers_that_build_edges_of_other_types_are_refused_before_running() {
     let cfg = JobConfig {

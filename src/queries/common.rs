@@ -451,6 +451,8 @@ pub enum QueryOption {
     Keys,
     /// `--zipf`.
     Zipf,
+    /// `--side-input` (NEXMark q13's table).
+    SideInput,
 }
 
 impl QueryOption {
@@ -464,6 +466,7 @@ impl QueryOption {
             QueryOption::Shuffle => "--shuffle",
             QueryOption::Keys => "--keys",
             QueryOption::Zipf => "--zipf",
+            QueryOption::SideInput => "--side-input",
         }
     }
 }

@@ -433,6 +433,7 @@ fn probe_job(a: &BenchYsbArgs, rate: u64, secs: f64) -> ProbeJob {
             slide_ms: a.slide_ms,
             max_delay_ms: a.ysb.max_delay_ms,
             idle_ms: a.ysb.idle_ms,
+            side_input: None,
             output: OutputArgs::default(),
             runtime,
         })),

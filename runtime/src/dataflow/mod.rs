@@ -50,7 +50,10 @@ pub mod pipe;
 pub mod stream;
 
 pub use cx::{Cx, EdgeConsumer, Outbox};
-pub use pipe::{EventTime, Filter, FlatMap, Identity, Inspect, Map, Pipe, Then};
+pub use pipe::{
+    EventTime, Filter, FlatMap, Identity, IngestionTime, Inspect, Map, Pipe, Then,
+    INGESTION_CLOCK_EVERY,
+};
 pub use stream::{
     Chain, Continuation, Dataflow, ExchangeTail, Head, KeyedStream, Op2Head, OpHead, Operator,
     Operator2, Out, Pass, Route, Sink, Source, SourceHead, SourcePoll, Stream, Tail, TeeHead,

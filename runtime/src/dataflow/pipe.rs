@@ -255,3 +255,83 @@ impl<In, P: Pipe<In>, F: Fn(&P::Out) -> u64 + 'static> Pipe<In> for EventTime<P,
         true
     }
 }
+
+/// Ingestion time (Flink's `IngestionTime`), the processing-time stage of
+/// a source's chain: each record leaves as `(t, record)`, `t` the wall
+/// clock when it reached this stage (ms since the Unix epoch), and the
+/// stage's watermark follows the wall clock, so windows over `t` close in
+/// real time whether records come or not. Made by
+/// [`Stream::ingestion_time`](super::Stream::ingestion_time).
+///
+/// The clock is read once per [`INGESTION_CLOCK_EVERY`] records (and at
+/// every flush tick), so a stamp may be behind the true time by the time
+/// those records took; stamps never decrease (a monotonic clock carries a
+/// wall-clock reading taken when the stage was made), and the watermark is
+/// the newest stamp given, so no record is ever behind it (none is late).
+pub struct IngestionTime<P> {
+    pub(crate) inner: P,
+    /// Wall clock at `base`, ms since the Unix epoch.
+    pub(crate) base_ms: u64,
+    pub(crate) base: std::time::Instant,
+    /// The stamp given to records, ms.
+    pub(crate) now: u64,
+    /// Records until the clock is read again.
+    pub(crate) left: u32,
+    pub(crate) wm: u64,
+}
+
+/// How many records [`IngestionTime`] stamps per reading of the clock.
+pub const INGESTION_CLOCK_EVERY: u32 = 64;
+
+impl<P> IngestionTime<P> {
+    pub(crate) fn new(inner: P) -> Self {
+        let base_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
+        IngestionTime {
+            inner,
+            base_ms,
+            base: std::time::Instant::now(),
+            now: base_ms,
+            left: 0,
+            wm: base_ms,
+        }
+    }
+
+    /// Reads the clock: the stamp moves on (never back).
+    fn read_clock(&mut self) {
+        let t = self
+            .base_ms
+            .saturating_add(self.base.elapsed().as_millis() as u64);
+        self.now = self.now.max(t);
+        self.left = INGESTION_CLOCK_EVERY;
+    }
+}
+
+impl<In, P: Pipe<In>> Pipe<In> for IngestionTime<P> {
+    type Out = (u64, P::Out);
+    #[inline(always)]
+    fn run<E: FnMut((u64, P::Out))>(&mut self, x: In, emit: &mut E) {
+        if self.left == 0 {
+            self.read_clock();
+        }
+        self.left -= 1;
+        let now = self.now;
+        self.inner.run(x, &mut |y| emit((now, y)))
+    }
+    fn watermark(&self) -> Option<u64> {
+        Some(self.wm)
+    }
+    fn tick(&mut self) {
+        self.inner.tick();
+        self.read_clock();
+        self.wm = self.now;
+    }
+    fn report(&self, stats: &mut Stats) {
+        self.inner.report(stats);
+    }
+    fn pass_late(&mut self, _gate: &Rc<Cell<u64>>) -> bool {
+        // A time stage whose records are never behind its watermark.
+        true
+    }
+}

@@ -1,7 +1,7 @@
 //! The graph builder and its typed stream handles.
 
 use super::cx::{Cx, EdgeConsumer, Outbox};
-use super::pipe::{EventTime, Filter, FlatMap, Identity, Inspect, Map, Pipe};
+use super::pipe::{EventTime, Filter, FlatMap, Identity, IngestionTime, Inspect, Map, Pipe};
 use super::Stats;
 use crate::data::{ExchangeData, Record};
 use crate::exchange::key_hash;
@@ -1098,6 +1098,58 @@ impl<S: Source, P: Pipe<S::Item>> Stream<SourceHead<S>, P> {
                 last_seen: std::time::Instant::now(),
                 gate: None,
             },
+        }
+    }
+}
+
+impl<S: Source, P: Pipe<S::Item>> Stream<SourceHead<S>, P> {
+    /// Ingestion time (Flink's `TimeCharacteristic.IngestionTime`): time
+    /// is the wall clock when a record is read, not a field of the data.
+    /// Each record becomes `(t, record)`, `t` ms since the Unix epoch when
+    /// it reached this point of the source's chain, and the source's
+    /// watermark follows the wall clock (at every flush tick, records or
+    /// not), so event-time windows over `t` are processing-time windows:
+    /// they close as real time passes them, and each record is in exactly
+    /// one tumbling window (its stamp travels with it through exchanges).
+    /// No record is late. At the end of a finite input the watermark jumps
+    /// to the end as with [`Stream::event_time`]. The clock is read once
+    /// per [`INGESTION_CLOCK_EVERY`](super::INGESTION_CLOCK_EVERY) records
+    /// and at every tick ([`IngestionTime`]).
+    ///
+    /// Windows on stamps are deterministic only in their totals: which
+    /// window a record falls in depends on when it was read.
+    ///
+    /// ```
+    /// use air_runtime::dataflow::{run_graph, VecSource};
+    /// use air_runtime::JobConfig;
+    /// use std::sync::{Arc, Mutex};
+    /// use std::time::{SystemTime, UNIX_EPOCH};
+    ///
+    /// let cfg = JobConfig { workers: 1, pin: false, ..JobConfig::default() };
+    /// let before = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as u64;
+    /// let seen = Arc::new(Mutex::new(Vec::new()));
+    /// let out = seen.clone();
+    /// run_graph(&cfg, move |df| {
+    ///     let out = out.clone();
+    ///     df.source(VecSource::new(vec!['a', 'b', 'c']))
+    ///         .ingestion_time()
+    ///         .for_each(move |(t, c)| out.lock().unwrap().push((t, c)));
+    /// })
+    /// .unwrap();
+    /// let after = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as u64;
+    /// let seen = seen.lock().unwrap();
+    /// assert_eq!(seen.iter().map(|r| r.1).collect::<String>(), "abc");
+    /// // Stamped with the wall clock while the job ran, in order.
+    /// assert!(seen.iter().all(|&(t, _)| (before..=after).contains(&t)));
+    /// assert!(seen.windows(2).all(|w| w[0].0 <= w[1].0));
+    /// ```
+    #[track_caller]
+    pub fn ingestion_time(self) -> Stream<SourceHead<S>, IngestionTime<P>> {
+        Stream {
+            pending: self.pending.renew::<(u64, P::Out)>(),
+            df: self.df,
+            head: self.head,
+            pipe: IngestionTime::new(self.pipe),
         }
     }
 }

@@ -43,6 +43,13 @@
 //!   as both records are in ([`air_operators::graph::JoinedStreams::window_eager`]).
 //! - q11: bids → keyed by bidder → session windows of gap `--window-ms`
 //!   ([`air_operators::graph::Sessions`]), bids counted per session.
+//! - q12: bids stamped with the wall clock as they are read (ingestion
+//!   time, [`air_runtime::dataflow::Stream::ingestion_time`]) → keyed by
+//!   bidder → tumbling windows of the stamps, bids counted; the watermark
+//!   follows the wall clock, so windows close in real time.
+//! - q13: bids whose `auction % 10000` is a key of the side input
+//!   ([`side_input`], read once per process, shared by the workers) →
+//!   rows with the key's value; streamed out as q0's.
 //! - q18: bids → keyed by (bidder, auction) → a keyed process keeping the
 //!   latest bid ([`air_operators::graph::KeyedProcessExt::process`]); the
 //!   final table at the end of the stream.
@@ -86,6 +93,8 @@ use std::time::Instant;
 mod q0;
 mod q1;
 mod q11;
+mod q12;
+mod q13;
 mod q15;
 mod q17;
 mod q18;
@@ -97,6 +106,7 @@ mod q6;
 mod q7;
 mod q8;
 mod q9;
+pub mod side_input;
 pub mod winning;
 
 /// The NEXMark queries `air` runs (each in its own module of this one,
@@ -123,6 +133,10 @@ pub enum NexQuery {
     Q9,
     /// User sessions: bids per bidder and session window.
     Q11,
+    /// Processing-time windows: bids per bidder per tumbling window of the wall clock.
+    Q12,
+    /// Bounded side input join: bids enriched from a key → value table (--side-input).
+    Q13,
     /// Bidding statistics per day: bids, bidders, auctions per price rank.
     Q15,
     /// Auction statistics per auction and day: bids per rank, min/max/avg/sum price.
@@ -147,6 +161,8 @@ impl NexQuery {
             NexQuery::Q8 => &q8::SPEC,
             NexQuery::Q9 => &q9::SPEC,
             NexQuery::Q11 => &q11::SPEC,
+            NexQuery::Q12 => &q12::SPEC,
+            NexQuery::Q13 => &q13::SPEC,
             NexQuery::Q15 => &q15::SPEC,
             NexQuery::Q17 => &q17::SPEC,
             NexQuery::Q18 => &q18::SPEC,
@@ -204,6 +220,9 @@ pub struct Cx<'a> {
     pub args: &'a NexmarkArgs,
     /// The output's CSV header ([`Spec::columns`]).
     pub header: &'a [&'static str],
+    /// The side input table, read once per process (queries that honour
+    /// `--side-input` only; `None` for the others).
+    pub side_input: Option<Arc<side_input::SideInput>>,
     /// Where the rows go.
     pub to: &'a RowsTo,
 }
@@ -315,9 +334,9 @@ pub struct NexmarkArgs {
     #[arg(long, value_enum, default_value_t = BadRecord::Fail)]
     pub on_bad_record: BadRecord,
     /// Window size, ms of event time (q4, q5: sliding; q7, q8, q15, q17:
-    /// tumbling; q11: the session gap; q0, q1, q2, q6, q9, q18, q19 have no
-    /// windows and refuse it) [default: 10000; q15 and q17: 86400000, a
-    /// day].
+    /// tumbling; q11: the session gap; q12: tumbling, of processing time;
+    /// q0, q1, q2, q6, q9, q13, q18, q19 have no windows and refuse it)
+    /// [default: 10000; q15 and q17: 86400000, a day].
     #[arg(long, value_name = "MS", value_parser = super::common::parse::window_ms)]
     pub window_ms: Option<u64>,
     /// Slide of q4's and q5's sliding windows, ms (0 < slide ≤ size; q4
@@ -341,6 +360,13 @@ pub struct NexmarkArgs {
     /// idle].
     #[arg(long, value_name = "MS", value_parser = super::common::parse::idle_ms)]
     pub idle_ms: Option<u64>,
+    /// q13's side input: a CSV of `key,value` lines, no header (key: an
+    /// unsigned integer, once; value: text, quoted to hold a comma); bids
+    /// join the key `auction % 10000` and are dropped without one; a bad
+    /// line exits 2 naming its line and field. q13 only [default: keys
+    /// 0..9999, each with its own decimal as value (the Flink suite's)].
+    #[arg(long, value_name = "FILE")]
+    pub side_input: Option<PathBuf>,
     /// Outputs.
     #[command(flatten)]
     pub output: OutputArgs,
@@ -651,6 +677,7 @@ impl Query for NexmarkArgs {
                     (SlideMs, self.slide_ms.is_some()),
                     (MaxDelayMs, self.max_delay_ms.is_some()),
                     (IdleMs, self.idle_ms.is_some()),
+                    (SideInput, self.side_input.is_some()),
                 ],
             )?;
         }
@@ -722,6 +749,11 @@ impl Query for NexmarkArgs {
             );
         }
         super::common::check_input_files(&self.input)?;
+        if let Some(p) = &self.side_input {
+            // Read (and its lines checked) when the job starts.
+            std::fs::File::open(p)
+                .map_err(|e| CliError::BadInput(format!("--side-input {}: {e}", p.display())))?;
+        }
         Ok(())
     }
 
@@ -737,9 +769,23 @@ impl Query for NexmarkArgs {
 
     fn run_rank_streaming(&self, dist: &Dist, to: &RowsTo) -> Result<RankPart<()>, CliError> {
         let header = self.header();
+        // The side input, once per process, shared read-only by the workers.
+        let side_input = if self
+            .spec()
+            .honoured
+            .contains(&super::common::QueryOption::SideInput)
+        {
+            Some(Arc::new(match &self.side_input {
+                Some(p) => side_input::SideInput::load(p)?,
+                None => side_input::SideInput::flink_default(),
+            }))
+        } else {
+            None
+        };
         let cx = Cx {
             args: self,
             header: &header,
+            side_input,
             to,
         };
         let build = self.spec().build;
