@@ -810,7 +810,8 @@ impl Query for NexmarkArgs {
     }
 
     fn inputs(&self) -> Vec<PathBuf> {
-        self.input.clone()
+        // The side input too: no output may overwrite it.
+        self.input.iter().chain(&self.side_input).cloned().collect()
     }
 
     fn source(&self) -> &'static str {
