@@ -83,14 +83,19 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+mod full;
 mod q0;
 mod q1;
 mod q11;
+mod q14;
 mod q15;
+mod q16;
 mod q17;
 mod q18;
 mod q19;
 mod q2;
+mod q21;
+mod q22;
 mod q4;
 mod q5;
 mod q6;
@@ -123,14 +128,22 @@ pub enum NexQuery {
     Q9,
     /// User sessions: bids per bidder and session window.
     Q11,
+    /// Calculation: bids in a euro price range, time of day, 'c's in extra (full events).
+    Q14,
     /// Bidding statistics per day: bids, bidders, auctions per price rank.
     Q15,
+    /// Channel statistics per channel and day: q15 per channel (full events).
+    Q16,
     /// Auction statistics per auction and day: bids per rank, min/max/avg/sum price.
     Q17,
     /// Find the last bid: the latest bid per (bidder, auction).
     Q18,
     /// Auction top-N: the 10 highest bids per auction.
     Q19,
+    /// Add channel id: bids of known channels with the channel's id (full events).
+    Q21,
+    /// Get URL directories: every bid with its url's first three directories (full events).
+    Q22,
 }
 
 impl NexQuery {
@@ -147,10 +160,14 @@ impl NexQuery {
             NexQuery::Q8 => &q8::SPEC,
             NexQuery::Q9 => &q9::SPEC,
             NexQuery::Q11 => &q11::SPEC,
+            NexQuery::Q14 => &q14::SPEC,
             NexQuery::Q15 => &q15::SPEC,
+            NexQuery::Q16 => &q16::SPEC,
             NexQuery::Q17 => &q17::SPEC,
             NexQuery::Q18 => &q18::SPEC,
             NexQuery::Q19 => &q19::SPEC,
+            NexQuery::Q21 => &q21::SPEC,
+            NexQuery::Q22 => &q22::SPEC,
         }
     }
 
@@ -821,25 +838,28 @@ pub fn gen(args: &GenNexmarkArgs) -> Result<(), CliError> {
     Ok(())
 }
 
-/// Ends a graph of bids (q1, q2): with an output, each bid becomes a row
-/// of a "window" ending at `end(bid)` (ms; `u64::MAX`: at the end of the
-/// stream), released sorted by `sort` once the watermark passes that end
+/// Ends a graph of bids (q1, q2) or other per-event records (q14, q21,
+/// q22): with an output, each becomes a row of a "window" ending at
+/// `end(record)` (ms; `u64::MAX`: at the end of the stream), released
+/// sorted by `sort` once the watermark passes that end
 /// ([`sink_window_rows`]); without, the rows are only counted, at the
 /// worker that made them (a stateless query crosses no exchange).
-pub(crate) fn bid_rows<H, P, EF, S, SF, R, RF>(
+pub(crate) fn bid_rows<T, H, P, EF, S, SF, R, RF>(
     bids: Stream<H, P>,
     end: EF,
     sort: SF,
     row: RF,
     cx: &Cx<'_>,
 ) where
+    T: 'static,
+    Windowed<(), T>: air_runtime::Record,
     H: Head,
-    P: Pipe<H::Out, Out = Bid>,
-    EF: Fn(&Bid) -> u64 + 'static,
+    P: Pipe<H::Out, Out = T>,
+    EF: Fn(&T) -> u64 + 'static,
     S: Ord + 'static,
-    SF: Fn(&Windowed<(), Bid>) -> S + 'static,
+    SF: Fn(&Windowed<(), T>) -> S + 'static,
     R: Serialize + 'static,
-    RF: FnMut(Windowed<(), Bid>) -> R + 'static,
+    RF: FnMut(Windowed<(), T>) -> R + 'static,
 {
     match cx.to {
         RowsTo::Nowhere => {
