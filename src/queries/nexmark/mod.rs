@@ -56,6 +56,11 @@
 //! - q17: bids → keyed by auction → tumbling windows (a day by default) →
 //!   bids per price rank and min/max/avg/sum price, pre-aggregated per
 //!   worker.
+//! - q14, q21, q22: full events (`Shard::read_full`: every string field)
+//!   → bids projected to small records (inline words) → rows as q1's (no
+//!   exchange without `--out`).
+//! - q16: full events → bids projected to (channel, bidder, auction,
+//!   price, time) → q15's plan per channel.
 //!
 //! With `--rate R [--duration S]` the generator is paced by the wall clock
 //! ([`air_operators::sources::pace`]) and every event is stamped with its
@@ -326,10 +331,10 @@ pub struct NexmarkArgs {
     /// What to do with a bad input record.
     #[arg(long, value_enum, default_value_t = BadRecord::Fail)]
     pub on_bad_record: BadRecord,
-    /// Window size, ms of event time (q4, q5: sliding; q7, q8, q15, q17:
-    /// tumbling; q11: the session gap; q0, q1, q2, q6, q9, q18, q19 have no
-    /// windows and refuse it) [default: 10000; q15 and q17: 86400000, a
-    /// day].
+    /// Window size, ms of event time (q4, q5: sliding; q7, q8, q15, q16,
+    /// q17: tumbling; q11: the session gap; q0, q1, q2, q6, q9, q14, q18,
+    /// q19, q21, q22 have no windows and refuse it) [default: 10000; q15,
+    /// q16 and q17: 86400000, a day].
     #[arg(long, value_name = "MS", value_parser = super::common::parse::window_ms)]
     pub window_ms: Option<u64>,
     /// Slide of q4's and q5's sliding windows, ms (0 < slide ≤ size; q4
@@ -340,7 +345,7 @@ pub struct NexmarkArgs {
     /// worker has read minus this is late (dropped, counted). Each worker
     /// reads its own byte ranges, so with a file out of order by more than
     /// this the late events (and the results) depend on --workers: set it
-    /// to the file's disorder. q4, q5, q6, q7, q8, q9, q11, q15, q17 only
+    /// to the file's disorder. q4, q5, q6, q7, q8, q9, q11, q15, q16, q17 only
     /// [default: 0].
     #[arg(long, value_name = "MS", value_parser = super::common::parse::delay_ms)]
     pub max_delay_ms: Option<u64>,
