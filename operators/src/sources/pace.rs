@@ -197,6 +197,17 @@ impl Generator for crate::sources::wa::WaGenerator {
     }
 }
 
+impl Generator for crate::sources::nexmark::NexmarkFullGenerator {
+    type Item = crate::sources::nexmark::FullEvent;
+    #[inline]
+    fn fill(&mut self, out: &mut [Self::Item]) -> usize {
+        crate::sources::nexmark::NexmarkFullGenerator::fill(self, out)
+    }
+    fn generated(&self) -> u64 {
+        self.compact().generated()
+    }
+}
+
 impl Generator for crate::sources::nexmark::NexmarkGenerator {
     type Item = crate::sources::nexmark::NexEvent;
     #[inline]

@@ -63,6 +63,11 @@
 //! - q17: bids → keyed by auction → tumbling windows (a day by default) →
 //!   bids per price rank and min/max/avg/sum price, pre-aggregated per
 //!   worker.
+//! - q14, q21, q22: full events (`Shard::read_full`: every string field)
+//!   → bids projected to small records (inline words) → rows as q1's (no
+//!   exchange without `--out`).
+//! - q16: full events → bids projected to (channel, bidder, auction,
+//!   price, time) → q15's plan per channel.
 //!
 //! With `--rate R [--duration S]` the generator is paced by the wall clock
 //! ([`air_operators::sources::pace`]) and every event is stamped with its
@@ -90,16 +95,21 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+mod full;
 mod q0;
 mod q1;
 mod q11;
 mod q12;
 mod q13;
+mod q14;
 mod q15;
+mod q16;
 mod q17;
 mod q18;
 mod q19;
 mod q2;
+mod q21;
+mod q22;
 mod q4;
 mod q5;
 mod q6;
@@ -137,14 +147,22 @@ pub enum NexQuery {
     Q12,
     /// Bounded side input join: bids enriched from a key → value table (--side-input).
     Q13,
+    /// Calculation: bids in a euro price range, time of day, 'c's in extra (full events).
+    Q14,
     /// Bidding statistics per day: bids, bidders, auctions per price rank.
     Q15,
+    /// Channel statistics per channel and day: q15 per channel (full events).
+    Q16,
     /// Auction statistics per auction and day: bids per rank, min/max/avg/sum price.
     Q17,
     /// Find the last bid: the latest bid per (bidder, auction).
     Q18,
     /// Auction top-N: the 10 highest bids per auction.
     Q19,
+    /// Add channel id: bids of known channels with the channel's id (full events).
+    Q21,
+    /// Get URL directories: every bid with its url's first three directories (full events).
+    Q22,
 }
 
 impl NexQuery {
@@ -163,10 +181,14 @@ impl NexQuery {
             NexQuery::Q11 => &q11::SPEC,
             NexQuery::Q12 => &q12::SPEC,
             NexQuery::Q13 => &q13::SPEC,
+            NexQuery::Q14 => &q14::SPEC,
             NexQuery::Q15 => &q15::SPEC,
+            NexQuery::Q16 => &q16::SPEC,
             NexQuery::Q17 => &q17::SPEC,
             NexQuery::Q18 => &q18::SPEC,
             NexQuery::Q19 => &q19::SPEC,
+            NexQuery::Q21 => &q21::SPEC,
+            NexQuery::Q22 => &q22::SPEC,
         }
     }
 
@@ -333,10 +355,11 @@ pub struct NexmarkArgs {
     /// What to do with a bad input record.
     #[arg(long, value_enum, default_value_t = BadRecord::Fail)]
     pub on_bad_record: BadRecord,
-    /// Window size, ms of event time (q4, q5: sliding; q7, q8, q15, q17:
-    /// tumbling; q11: the session gap; q12: tumbling, of processing time;
-    /// q0, q1, q2, q6, q9, q13, q18, q19 have no windows and refuse it)
-    /// [default: 10000; q15 and q17: 86400000, a day].
+    /// Window size, ms of event time (q4, q5: sliding; q7, q8, q15, q16,
+    /// q17: tumbling; q11: the session gap; q12: tumbling, of processing
+    /// time; q0, q1, q2, q6, q9, q13, q14, q18, q19, q21, q22 have no
+    /// windows and refuse it) [default: 10000; q15, q16 and q17: 86400000,
+    /// a day].
     #[arg(long, value_name = "MS", value_parser = super::common::parse::window_ms)]
     pub window_ms: Option<u64>,
     /// Slide of q4's and q5's sliding windows, ms (0 < slide ≤ size; q4
@@ -347,7 +370,7 @@ pub struct NexmarkArgs {
     /// worker has read minus this is late (dropped, counted). Each worker
     /// reads its own byte ranges, so with a file out of order by more than
     /// this the late events (and the results) depend on --workers: set it
-    /// to the file's disorder. q4, q5, q6, q7, q8, q9, q11, q15, q17 only
+    /// to the file's disorder. q4, q5, q6, q7, q8, q9, q11, q15, q16, q17 only
     /// [default: 0].
     #[arg(long, value_name = "MS", value_parser = super::common::parse::delay_ms)]
     pub max_delay_ms: Option<u64>,
@@ -873,25 +896,28 @@ pub fn gen(args: &GenNexmarkArgs) -> Result<(), CliError> {
     Ok(())
 }
 
-/// Ends a graph of bids (q1, q2): with an output, each bid becomes a row
-/// of a "window" ending at `end(bid)` (ms; `u64::MAX`: at the end of the
-/// stream), released sorted by `sort` once the watermark passes that end
+/// Ends a graph of bids (q1, q2) or other per-event records (q14, q21,
+/// q22): with an output, each becomes a row of a "window" ending at
+/// `end(record)` (ms; `u64::MAX`: at the end of the stream), released
+/// sorted by `sort` once the watermark passes that end
 /// ([`sink_window_rows`]); without, the rows are only counted, at the
 /// worker that made them (a stateless query crosses no exchange).
-pub(crate) fn bid_rows<H, P, EF, S, SF, R, RF>(
+pub(crate) fn bid_rows<T, H, P, EF, S, SF, R, RF>(
     bids: Stream<H, P>,
     end: EF,
     sort: SF,
     row: RF,
     cx: &Cx<'_>,
 ) where
+    T: 'static,
+    Windowed<(), T>: air_runtime::Record,
     H: Head,
-    P: Pipe<H::Out, Out = Bid>,
-    EF: Fn(&Bid) -> u64 + 'static,
+    P: Pipe<H::Out, Out = T>,
+    EF: Fn(&T) -> u64 + 'static,
     S: Ord + 'static,
-    SF: Fn(&Windowed<(), Bid>) -> S + 'static,
+    SF: Fn(&Windowed<(), T>) -> S + 'static,
     R: Serialize + 'static,
-    RF: FnMut(Windowed<(), Bid>) -> R + 'static,
+    RF: FnMut(Windowed<(), T>) -> R + 'static,
 {
     match cx.to {
         RowsTo::Nowhere => {

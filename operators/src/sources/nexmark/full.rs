@@ -11,7 +11,7 @@
 use std::fmt::Write;
 
 use super::config::NexmarkConfig;
-use super::generator::{event_kind, Model};
+use super::generator::{event_kind, Model, NexmarkGenerator};
 use super::model::{EventKind, FullAuction, FullBid, FullEvent, FullPerson};
 use crate::sources::rng::{below, WyRand};
 
@@ -50,8 +50,13 @@ pub fn full_event(cfg: &NexmarkConfig, n: u64) -> FullEvent {
 
 /// [`full_event`] with a prepared model.
 pub(crate) fn full_event_with(model: &Model, n: u64) -> FullEvent {
+    full_event_at(model, n, model.cfg.time_of(n))
+}
+
+/// [`full_event`] with a prepared model and the event's time
+/// (`time_of(n)`).
+fn full_event_at(model: &Model, n: u64, date_time: u64) -> FullEvent {
     let mut rng = model.rng(n);
-    let date_time = model.cfg.time_of(n);
     match event_kind(n) {
         EventKind::Person => {
             let p = model.person(n, date_time, &mut rng);
@@ -125,6 +130,51 @@ pub(crate) fn full_event_with(model: &Model, n: u64) -> FullEvent {
                 extra,
             })
         }
+    }
+}
+
+/// One shard of the NEXMark stream as full events: the events of the
+/// [`NexmarkGenerator`] of the same config and shard, each with every
+/// string field ([`full_event`]; `compact` of each is the compact
+/// generator's event). Allocates the strings of every event: for queries
+/// that read them, not for the compact hot path.
+///
+/// ```
+/// use air_operators::sources::nexmark::*;
+/// let cfg = NexmarkConfig { events: Some(100), ..NexmarkConfig::default() };
+/// let mut full = NexmarkFullGenerator::new(&cfg, 1, 3);
+/// let mut compact_gen = NexmarkGenerator::new(&cfg, 1, 3);
+/// let mut a = vec![FullEvent::default(); 64];
+/// let mut b = vec![NexEvent::default(); 64];
+/// assert_eq!(full.fill(&mut a), 33);
+/// assert_eq!(compact_gen.fill(&mut b), 33);
+/// assert!(a[..33].iter().zip(&b).all(|(f, c)| compact(f) == *c));
+/// assert_eq!(a[0], full_event(&cfg, 1));
+/// assert_eq!(full.fill(&mut a), 0);
+/// ```
+#[derive(Clone, Debug)]
+pub struct NexmarkFullGenerator(NexmarkGenerator);
+
+impl NexmarkFullGenerator {
+    /// The shard of worker `worker` of `workers` (as
+    /// [`NexmarkGenerator::new`]).
+    ///
+    /// # Panics
+    /// As [`NexmarkGenerator::new`].
+    pub fn new(cfg: &NexmarkConfig, worker: usize, workers: usize) -> NexmarkFullGenerator {
+        NexmarkFullGenerator(NexmarkGenerator::new(cfg, worker, workers))
+    }
+
+    /// Writes this shard's next events to the front of `out` and returns how
+    /// many: `out.len()`, fewer at the end of the stream, 0 once exhausted.
+    #[inline]
+    pub fn fill(&mut self, out: &mut [FullEvent]) -> usize {
+        self.0.fill_with(out, full_event_at)
+    }
+
+    /// The compact generator of the same shard at the same point.
+    pub fn compact(&self) -> &NexmarkGenerator {
+        &self.0
     }
 }
 

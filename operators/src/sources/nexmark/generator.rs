@@ -439,11 +439,21 @@ impl NexmarkGenerator {
     /// Builds no strings and allocates nothing.
     #[inline]
     pub fn fill(&mut self, out: &mut [NexEvent]) -> usize {
+        self.fill_with(out, |model, n, t| model.event(n, t))
+    }
+
+    /// [`fill`](Self::fill) with the event `make(model, n, time of n)`.
+    #[inline(always)]
+    pub(crate) fn fill_with<T>(
+        &mut self,
+        out: &mut [T],
+        mut make: impl FnMut(&Model, u64, u64) -> T,
+    ) -> usize {
         let k = (out.len() as u64).min(self.remaining) as usize;
         let (model, step, clock) = (&self.model, self.step, &mut self.clock);
         let mut n = self.next;
         for slot in &mut out[..k] {
-            *slot = model.event(n, clock.time(&model.cfg, n));
+            *slot = make(model, n, clock.time(&model.cfg, n));
             n = n.wrapping_add(step);
         }
         self.next = n;

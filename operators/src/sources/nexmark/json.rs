@@ -1,5 +1,5 @@
-//! NEXMark events as JSON lines: writer (full events) and parser (compact
-//! events, with precise errors).
+//! NEXMark events as JSON lines: writer (full events) and parsers (compact
+//! or full events, with precise errors).
 //!
 //! # Schema
 //!
@@ -26,6 +26,13 @@
 //! right type (integers: non-negative, fitting a `u64`; `name`: a string of
 //! at most 64 bytes). Every other member is ignored, whatever its type.
 //!
+//! [`parse_full_json_line`] reads every field into a [`FullEvent`]: the
+//! compact ones, checked as above, and the kind's strings, which must be
+//! present, once, as strings (person `emailAddress`, `creditCard`, `city`,
+//! `state`, `extra`; auction `itemName`, `description`, `extra`; bid
+//! `channel`, `url`, `extra`). So [`compact`](super::compact) of a full
+//! parse is the compact parse of the same line.
+//!
 //! Like the YSB parser, it validates UTF-8 (SIMD) and then runs a
 //! single-pass scanner specialised for flat lines with integers and
 //! unescaped strings, which allocates nothing; anything else (escapes,
@@ -36,7 +43,8 @@
 use std::fmt;
 
 use super::model::{
-    Auction, Bid, EventKind, FullEvent, Name, NameTooLong, NexEvent, Person, NAME_CAP,
+    Auction, Bid, EventKind, FullAuction, FullBid, FullEvent, FullPerson, Name, NameTooLong,
+    NexEvent, Person, NAME_CAP,
 };
 use crate::sources::json_scan::{format_u64, object_members, skip_ws, string_end, NotAnObject};
 
@@ -67,9 +75,27 @@ pub enum Field {
     Bidder = 10,
     /// `price` (bid): integer, cents.
     Price = 11,
+    /// `emailAddress` (person, full events only): string.
+    EmailAddress = 12,
+    /// `creditCard` (person, full events only): string.
+    CreditCard = 13,
+    /// `city` (person, full events only): string.
+    City = 14,
+    /// `state` (person, full events only): string.
+    State = 15,
+    /// `extra` (every kind, full events only): string.
+    Extra = 16,
+    /// `itemName` (auction, full events only): string.
+    ItemName = 17,
+    /// `description` (auction, full events only): string.
+    Description = 18,
+    /// `channel` (bid, full events only): string.
+    Channel = 19,
+    /// `url` (bid, full events only): string.
+    Url = 20,
 }
 
-const NUM_FIELDS: usize = 12;
+const NUM_FIELDS: usize = 21;
 
 impl Field {
     /// All fields, in discriminant order.
@@ -86,6 +112,15 @@ impl Field {
         Field::Auction,
         Field::Bidder,
         Field::Price,
+        Field::EmailAddress,
+        Field::CreditCard,
+        Field::City,
+        Field::State,
+        Field::Extra,
+        Field::ItemName,
+        Field::Description,
+        Field::Channel,
+        Field::Url,
     ];
 
     /// The JSON member name.
@@ -103,6 +138,15 @@ impl Field {
             Field::Auction => "auction",
             Field::Bidder => "bidder",
             Field::Price => "price",
+            Field::EmailAddress => "emailAddress",
+            Field::CreditCard => "creditCard",
+            Field::City => "city",
+            Field::State => "state",
+            Field::Extra => "extra",
+            Field::ItemName => "itemName",
+            Field::Description => "description",
+            Field::Channel => "channel",
+            Field::Url => "url",
         }
     }
 
@@ -121,12 +165,26 @@ impl Field {
             b"auction" => Field::Auction,
             b"bidder" => Field::Bidder,
             b"price" => Field::Price,
+            b"emailAddress" => Field::EmailAddress,
+            b"creditCard" => Field::CreditCard,
+            b"city" => Field::City,
+            b"state" => Field::State,
+            b"extra" => Field::Extra,
+            b"itemName" => Field::ItemName,
+            b"description" => Field::Description,
+            b"channel" => Field::Channel,
+            b"url" => Field::Url,
             _ => return None,
         })
     }
 
-    const fn bit(self) -> u16 {
-        1 << self as u16
+    const fn bit(self) -> u32 {
+        1 << self as u32
+    }
+
+    /// Whether its value is a string (else an integer).
+    const fn is_string(self) -> bool {
+        matches!(self, Field::Type | Field::Name) || self as u32 >= Field::EmailAddress as u32
     }
 }
 
@@ -138,7 +196,7 @@ impl fmt::Display for Field {
 
 /// The fields an event of kind `k` must have (bit set of [`Field::bit`]),
 /// `type` included.
-const fn required(k: EventKind) -> u16 {
+const fn required(k: EventKind) -> u32 {
     let common = Field::Type.bit() | Field::DateTime.bit();
     match k {
         EventKind::Person => common | Field::Id.bit() | Field::Name.bit(),
@@ -153,6 +211,23 @@ const fn required(k: EventKind) -> u16 {
         }
         EventKind::Bid => common | Field::Auction.bit() | Field::Bidder.bit() | Field::Price.bit(),
     }
+}
+
+/// The fields a full event of kind `k` must have: [`required`] and the
+/// kind's strings.
+const fn required_full(k: EventKind) -> u32 {
+    required(k)
+        | Field::Extra.bit()
+        | match k {
+            EventKind::Person => {
+                Field::EmailAddress.bit()
+                    | Field::CreditCard.bit()
+                    | Field::City.bit()
+                    | Field::State.bit()
+            }
+            EventKind::Auction => Field::ItemName.bit() | Field::Description.bit(),
+            EventKind::Bid => Field::Channel.bit() | Field::Url.bit(),
+        }
 }
 
 /// The accepted `type` values, for error messages.
@@ -392,11 +467,51 @@ pub fn parse_json_line(line: &[u8]) -> Result<NexEvent, FieldError> {
     }
 }
 
+/// Parses one JSON line into a full event: every field of its kind (see
+/// the module docs), with the errors of [`parse_json_line`] and, for the
+/// strings, `missing`, `appears more than once` and `expected a string`.
+///
+/// ```
+/// use air_operators::sources::nexmark::*;
+/// let line = br#"{"type":"bid","auction":1,"bidder":2,"price":3,"channel":"Apple","url":"https://a/b","dateTime":4,"extra":"x"}"#;
+/// let FullEvent::Bid(b) = parse_full_json_line(line).unwrap() else { panic!() };
+/// assert_eq!((b.channel.as_str(), b.url.as_str(), b.extra.as_str()), ("Apple", "https://a/b", "x"));
+/// let no_url = br#"{"type":"bid","auction":1,"bidder":2,"price":3,"channel":"Apple","dateTime":4,"extra":""}"#;
+/// assert_eq!(parse_full_json_line(no_url).unwrap_err().to_string(), "field url (bid): missing");
+/// assert!(parse_json_line(no_url).is_ok()); // the compact parser needs no url
+/// ```
+#[inline]
+pub fn parse_full_json_line(line: &[u8]) -> Result<FullEvent, FieldError> {
+    if let Err(e) = simdutf8::compat::from_utf8(line) {
+        return Err(FieldError {
+            event: None,
+            field: None,
+            kind: FieldErrorKind::NotUtf8 {
+                offset: e.valid_up_to(),
+            },
+        });
+    }
+    match fast_scan(line) {
+        Some((vals, seen)) => {
+            let kind = vals.kind.filter(|&k| {
+                let need = required_full(k);
+                seen & need == need
+            });
+            match kind.map(|k| vals.full_event(k)) {
+                Some(Ok(e)) => Ok(e),
+                _ => slow_parse_with(line, required_full, |v, k| v.full_event(k)),
+            }
+        }
+        None => slow_parse_with(line, required_full, |v, k| v.full_event(k)),
+    }
+}
+
 /// The values of the known members of one line.
 struct Values<'a> {
     kind: Option<EventKind>,
     ints: [u64; NUM_FIELDS],
-    name: &'a str,
+    /// The strings (`name` and the full events' strings).
+    strs: [&'a str; NUM_FIELDS],
 }
 
 impl Values<'_> {
@@ -407,11 +522,13 @@ impl Values<'_> {
             EventKind::Person => NexEvent::Person(Person {
                 id: v(Field::Id),
                 date_time: v(Field::DateTime),
-                name: Name::new(self.name).map_err(|NameTooLong { len }| FieldError {
-                    event: Some(k),
-                    field: Some(Field::Name),
-                    kind: FieldErrorKind::NameTooLong { len },
-                })?,
+                name: Name::new(self.strs[Field::Name as usize]).map_err(
+                    |NameTooLong { len }| FieldError {
+                        event: Some(k),
+                        field: Some(Field::Name),
+                        kind: FieldErrorKind::NameTooLong { len },
+                    },
+                )?,
             }),
             EventKind::Auction => NexEvent::Auction(Auction {
                 id: v(Field::Id),
@@ -427,6 +544,45 @@ impl Values<'_> {
                 bidder: v(Field::Bidder),
                 price: v(Field::Price),
                 date_time: v(Field::DateTime),
+            }),
+        })
+    }
+
+    /// The full event of kind `k` from the values (all required ones
+    /// present): the compact event's checks, and the strings.
+    fn full_event(&self, k: EventKind) -> Result<FullEvent, FieldError> {
+        let s = |f: Field| self.strs[f as usize].to_owned();
+        Ok(match self.event(k)? {
+            NexEvent::Person(p) => FullEvent::Person(FullPerson {
+                id: p.id,
+                name: s(Field::Name),
+                email_address: s(Field::EmailAddress),
+                credit_card: s(Field::CreditCard),
+                city: s(Field::City),
+                state: s(Field::State),
+                date_time: p.date_time,
+                extra: s(Field::Extra),
+            }),
+            NexEvent::Auction(a) => FullEvent::Auction(FullAuction {
+                id: a.id,
+                item_name: s(Field::ItemName),
+                description: s(Field::Description),
+                initial_bid: a.initial_bid,
+                reserve: a.reserve,
+                date_time: a.date_time,
+                expires: a.expires,
+                seller: a.seller,
+                category: a.category,
+                extra: s(Field::Extra),
+            }),
+            NexEvent::Bid(b) => FullEvent::Bid(FullBid {
+                auction: b.auction,
+                bidder: b.bidder,
+                price: b.price,
+                channel: s(Field::Channel),
+                url: s(Field::Url),
+                date_time: b.date_time,
+                extra: s(Field::Extra),
             }),
         })
     }
@@ -477,12 +633,26 @@ fn skip_scalar(b: &[u8], i: usize) -> Option<usize> {
 /// into an event, or `None` for the slow path to decide.
 #[inline]
 fn fast_parse(b: &[u8]) -> Option<NexEvent> {
+    let (vals, seen) = fast_scan(b)?;
+    let kind = vals.kind?;
+    let need = required(kind);
+    if seen & need != need {
+        return None;
+    }
+    vals.event(kind).ok()
+}
+
+/// The values of a flat line of integers and unescaped strings and the
+/// members seen (bits of [`Field::bit`]), or `None` for the slow path to
+/// decide.
+#[inline(always)]
+fn fast_scan(b: &[u8]) -> Option<(Values<'_>, u32)> {
     let mut vals = Values {
         kind: None,
         ints: [0; NUM_FIELDS],
-        name: "",
+        strs: [""; NUM_FIELDS],
     };
-    let mut seen = 0u16;
+    let mut seen = 0u32;
     let mut i = skip_ws(b, 0);
     if b.get(i) != Some(&b'{') {
         return None;
@@ -506,7 +676,7 @@ fn fast_parse(b: &[u8]) -> Option<NexEvent> {
                 }
                 seen |= f.bit();
                 match f {
-                    Field::Type | Field::Name => {
+                    _ if f.is_string() => {
                         if b.get(i) != Some(&b'"') {
                             return None;
                         }
@@ -515,13 +685,13 @@ fn fast_parse(b: &[u8]) -> Option<NexEvent> {
                         if f == Field::Type {
                             vals.kind = Some(EventKind::from_bytes(s)?);
                         } else {
-                            if s.len() > NAME_CAP {
+                            if f == Field::Name && s.len() > NAME_CAP {
                                 return None;
                             }
                             // The whole line is valid UTF-8 and a string
                             // without escapes ends at an ASCII quote, so
                             // this slice is valid UTF-8 too.
-                            vals.name = std::str::from_utf8(s).ok()?;
+                            vals.strs[f as usize] = std::str::from_utf8(s).ok()?;
                         }
                         end + 1
                     }
@@ -547,12 +717,7 @@ fn fast_parse(b: &[u8]) -> Option<NexEvent> {
     if skip_ws(b, i + 1) != b.len() {
         return None;
     }
-    let kind = vals.kind?;
-    let need = required(kind);
-    if seen & need != need {
-        return None;
-    }
-    vals.event(kind).ok()
+    Some((vals, seen))
 }
 
 /// The JSON type of `v`, for error messages.
@@ -583,6 +748,17 @@ fn cut(s: &str) -> String {
 /// The slow path: any JSON, precise errors.
 #[cold]
 fn slow_parse(line: &[u8]) -> Result<NexEvent, FieldError> {
+    slow_parse_with(line, required, |v, k| v.event(k))
+}
+
+/// The slow path for the fields `need` says a kind has, made into an
+/// event by `make`.
+#[cold]
+fn slow_parse_with<T>(
+    line: &[u8],
+    need: fn(EventKind) -> u32,
+    make: fn(&Values<'_>, EventKind) -> Result<T, FieldError>,
+) -> Result<T, FieldError> {
     let whole = |kind| FieldError {
         event: None,
         field: None,
@@ -597,7 +773,7 @@ fn slow_parse(line: &[u8]) -> Result<NexEvent, FieldError> {
     };
     // Each known member's value, and whether it was given twice.
     let mut values: [Option<&serde_json::Value>; NUM_FIELDS] = [None; NUM_FIELDS];
-    let mut twice = 0u16;
+    let mut twice = 0u32;
     for (key, value) in &members {
         if let Some(f) = Field::from_key(key.as_bytes()) {
             if values[f as usize].replace(value).is_some() {
@@ -636,11 +812,11 @@ fn slow_parse(line: &[u8]) -> Result<NexEvent, FieldError> {
             ))
         }
     };
-    let need = required(kind);
+    let need = need(kind);
     let mut vals = Values {
         kind: Some(kind),
         ints: [0; NUM_FIELDS],
-        name: "",
+        strs: [""; NUM_FIELDS],
     };
     for f in Field::ALL {
         if f == Field::Type || need & f.bit() == 0 {
@@ -658,9 +834,10 @@ fn slow_parse(line: &[u8]) -> Result<NexEvent, FieldError> {
                 if s.len() > NAME_CAP {
                     return e(FieldErrorKind::NameTooLong { len: s.len() });
                 }
-                vals.name = s;
+                vals.strs[f as usize] = s;
             }
-            (Field::Name, other) => {
+            (_, serde_json::Value::String(s)) if f.is_string() => vals.strs[f as usize] = s,
+            (_, other) if f.is_string() => {
                 return e(FieldErrorKind::WrongType {
                     expected: "a string",
                     found: json_type(other),
@@ -682,7 +859,7 @@ fn slow_parse(line: &[u8]) -> Result<NexEvent, FieldError> {
             }
         }
     }
-    vals.event(kind)
+    make(&vals, kind)
 }
 
 #[cfg(test)]
@@ -828,6 +1005,58 @@ mod tests {
                 price: 3,
                 date_time: 4
             }))
+        );
+    }
+
+    #[test]
+    fn full_events_round_trip_and_their_errors() {
+        let cfg = crate::sources::nexmark::NexmarkConfig::default();
+        let mut line = Vec::new();
+        for n in 0..500 {
+            let e = crate::sources::nexmark::full_event(&cfg, n);
+            line.clear();
+            write_json_line(&e, &mut line);
+            assert_eq!(parse_full_json_line(&line), Ok(e.clone()), "event {n}");
+            assert!(fast_scan(&line).is_some(), "event {n} takes the fast path");
+            assert_eq!(parse_json_line(&line), Ok(compact(&e)));
+        }
+        // Escapes (the slow path) come back unescaped.
+        let mut p = person();
+        if let FullEvent::Person(p) = &mut p {
+            p.city = "Saint \"Paul\"\n".into();
+        }
+        line.clear();
+        write_json_line(&p, &mut line);
+        assert_eq!(parse_full_json_line(&line), Ok(p));
+        let full_error = |l: &str| parse_full_json_line(l.as_bytes()).unwrap_err().to_string();
+        let bid = r#"{"type":"bid","auction":1,"bidder":2,"price":3,"channel":"c","url":"u","dateTime":4,"extra":""}"#;
+        assert!(parse_full_json_line(bid.as_bytes()).is_ok());
+        assert_eq!(
+            full_error(&bid.replace(r#""url":"u","#, "")),
+            "field url (bid): missing"
+        );
+        assert_eq!(
+            full_error(&bid.replace(r#""channel":"c""#, r#""channel":7"#)),
+            "field channel (bid): expected a string, found number"
+        );
+        assert_eq!(
+            full_error(&bid.replace(r#""extra":"""#, r#""extra":"","extra":"x""#)),
+            "field extra (bid): appears more than once"
+        );
+        assert_eq!(
+            full_error(&bid.replace(r#""price":3"#, r#""price":-3"#)),
+            "field price (bid): -3 is not a non-negative 64-bit integer"
+        );
+        // Strings of other kinds are ignored, whatever their type.
+        assert!(parse_full_json_line(bid.replace('}', r#","city":1}"#).as_bytes()).is_ok());
+        let auction = r#"{"type":"auction","id":1,"itemName":"i","initialBid":1,"reserve":2,"dateTime":3,"expires":4,"seller":5,"category":6,"extra":""}"#;
+        assert_eq!(full_error(auction), "field description (auction): missing");
+        let long = "x".repeat(65);
+        assert_eq!(
+            full_error(&format!(
+                r#"{{"type":"person","id":1,"name":"{long}","emailAddress":"","creditCard":"","city":"","state":"","dateTime":2,"extra":""}}"#
+            )),
+            "field name (person): 65 bytes, longer than the limit of 64"
         );
     }
 

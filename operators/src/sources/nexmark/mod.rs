@@ -32,10 +32,12 @@
 //! - [`FullEvent`] and [`full_event`]: every field of the specification
 //!   (names, e-mail, credit card, city, state, item name, description,
 //!   channel, URL, `extra` padding to the spec's average sizes), with
-//!   [`compact`] the projection;
-//! - JSON lines: [`write_json_line`], [`parse_json_line`], the
-//!   range-splittable [`NexmarkFileReader`] and [`gen_to_file`] (the
-//!   backend of `air gen nexmark`).
+//!   [`compact`] the projection; [`NexmarkFullGenerator`], the same shards
+//!   as full events (allocating their strings);
+//! - JSON lines: [`write_json_line`], [`parse_json_line`] (compact),
+//!   [`parse_full_json_line`] (every field), the range-splittable
+//!   [`NexmarkFileReader`] and [`NexmarkFullFileReader`], and
+//!   [`gen_to_file`] (the backend of `air gen nexmark`).
 //!
 //! ```
 //! use air_operators::sources::nexmark::*;
@@ -70,16 +72,20 @@ pub use config::{
     PROPORTION_DENOMINATOR,
 };
 pub use files::gen_to_file;
-pub use full::{full_event, CHANNELS_NUMBER, HOT_CHANNELS};
+pub use full::{full_event, NexmarkFullGenerator, CHANNELS_NUMBER, HOT_CHANNELS};
 pub use generator::{
     compact_event, event_kind, last_base0_auction_id, last_base0_person_id, NexmarkGenerator,
 };
-pub use json::{parse_json_line, write_json_line, Field, FieldError, FieldErrorKind, TYPE_VALUES};
+pub use json::{
+    parse_full_json_line, parse_json_line, write_json_line, Field, FieldError, FieldErrorKind,
+    TYPE_VALUES,
+};
 pub use model::{
     compact, ArchivedAuction, ArchivedBid, ArchivedName, ArchivedNexEvent, ArchivedPerson, Auction,
     Bid, EventKind, FullAuction, FullBid, FullEvent, FullPerson, Name, NameTooLong, NexEvent,
     Person, NAME_CAP,
 };
 pub use reader::{
-    NexmarkFileReader, ReaderOptions, SourceError, SourceErrorKind, DEFAULT_MAX_LINE_LEN,
+    EventFileReader, JsonEvent, NexmarkFileReader, NexmarkFullFileReader, ReaderOptions,
+    SourceError, SourceErrorKind, DEFAULT_MAX_LINE_LEN,
 };

@@ -521,6 +521,13 @@ pub enum FullEvent {
     Bid(FullBid),
 }
 
+impl Default for FullEvent {
+    /// An empty bid (for buffers).
+    fn default() -> FullEvent {
+        FullEvent::Bid(FullBid::default())
+    }
+}
+
 impl FullEvent {
     /// Event time, ms since the Unix epoch.
     pub fn date_time(&self) -> u64 {

@@ -1,12 +1,14 @@
-//! A batched, range-splittable reader of NEXMark JSON-lines files.
+//! A batched, range-splittable reader of NEXMark JSON-lines files, into
+//! compact ([`NexmarkFileReader`]) or full ([`NexmarkFullFileReader`])
+//! events.
 
 use std::fmt;
 use std::io;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
-use super::json::{parse_json_line, Field, FieldError, FieldErrorKind};
-use super::model::NexEvent;
+use super::json::{parse_full_json_line, parse_json_line, Field, FieldError, FieldErrorKind};
+use super::model::{FullEvent, NexEvent};
 use crate::sources::lines::{LineError, LineFailure, RecordError, RecordLines};
 use crate::sources::ysb::OnBadRecord;
 
@@ -124,9 +126,51 @@ impl std::error::Error for SourceError {
     }
 }
 
-/// Reads compact NEXMark events from a JSON-lines file, or from one byte
-/// range of it (see [`split_ranges`](crate::sources::ysb::split_ranges)),
-/// in batches.
+/// An event a [`EventFileReader`] parses from a JSON line: [`NexEvent`]
+/// ([`parse_json_line`]) or [`FullEvent`] ([`parse_full_json_line`]).
+pub trait JsonEvent: Clone + Default {
+    /// Parses one line.
+    ///
+    /// # Errors
+    /// What is wrong with the line (the parser's [`FieldError`]).
+    fn parse(line: &[u8]) -> Result<Self, FieldError>;
+    /// Event time, ms since the Unix epoch.
+    fn time_ms(&self) -> u64;
+}
+
+impl JsonEvent for NexEvent {
+    #[inline]
+    fn parse(line: &[u8]) -> Result<NexEvent, FieldError> {
+        parse_json_line(line)
+    }
+    #[inline]
+    fn time_ms(&self) -> u64 {
+        self.date_time()
+    }
+}
+
+impl JsonEvent for FullEvent {
+    #[inline]
+    fn parse(line: &[u8]) -> Result<FullEvent, FieldError> {
+        parse_full_json_line(line)
+    }
+    #[inline]
+    fn time_ms(&self) -> u64 {
+        self.date_time()
+    }
+}
+
+/// Reads compact NEXMark events ([`EventFileReader`] of [`NexEvent`]).
+pub type NexmarkFileReader = EventFileReader<NexEvent>;
+
+/// Reads full NEXMark events, every field of each line
+/// ([`EventFileReader`] of [`FullEvent`]; a line without one of its
+/// kind's strings is a bad record naming the field).
+pub type NexmarkFullFileReader = EventFileReader<FullEvent>;
+
+/// Reads NEXMark events (`E`: compact [`NexEvent`]s or [`FullEvent`]s)
+/// from a JSON-lines file, or from one byte range of it (see
+/// [`split_ranges`](crate::sources::ysb::split_ranges)), in batches.
 ///
 /// Lines: `\n` ends a line, a `\r` before it is dropped, a last line
 /// without `\n` is read, and blank lines are skipped.
@@ -147,21 +191,22 @@ impl std::error::Error for SourceError {
 /// `date_time` read) bounds the rest of the range from below; events that
 /// break that order are counted in [`out_of_order`](Self::out_of_order).
 #[derive(Debug)]
-pub struct NexmarkFileReader {
+pub struct EventFileReader<E> {
     records: RecordLines<SourceError>,
     events: u64,
     max_time: Option<u64>,
     out_of_order: u64,
+    _event: std::marker::PhantomData<fn() -> E>,
 }
 
-impl NexmarkFileReader {
+impl<E: JsonEvent> EventFileReader<E> {
     /// A reader of the lines that start in `range` (byte offsets; `0..u64::MAX`
     /// for the whole file).
     pub fn open(
         path: impl AsRef<Path>,
         range: Range<u64>,
         opts: ReaderOptions,
-    ) -> Result<NexmarkFileReader, SourceError> {
+    ) -> Result<EventFileReader<E>, SourceError> {
         let records = RecordLines::open(
             path.as_ref(),
             range,
@@ -169,22 +214,20 @@ impl NexmarkFileReader {
             opts.buffer_size,
             opts.on_bad_record,
         )?;
-        Ok(NexmarkFileReader {
+        Ok(EventFileReader {
             records,
             events: 0,
             max_time: None,
             out_of_order: 0,
+            _event: std::marker::PhantomData,
         })
     }
 
     /// Every event of the file (convenience for tests and tools).
-    pub fn read_all(
-        path: impl AsRef<Path>,
-        opts: ReaderOptions,
-    ) -> Result<Vec<NexEvent>, SourceError> {
+    pub fn read_all(path: impl AsRef<Path>, opts: ReaderOptions) -> Result<Vec<E>, SourceError> {
         let mut r = Self::open(path, 0..u64::MAX, opts)?;
         let mut out = Vec::new();
-        let mut batch = vec![NexEvent::default(); 4096];
+        let mut batch = vec![E::default(); 4096];
         loop {
             let n = r.fill(&mut batch)?;
             if n == 0 {
@@ -198,11 +241,11 @@ impl NexmarkFileReader {
     /// how many; `Ok(0)`: the range is exhausted. After a bad record under
     /// [`OnBadRecord::Fail`], the events before it come first and the error
     /// on the next call; after an error the reader is finished.
-    pub fn fill(&mut self, out: &mut [NexEvent]) -> Result<usize, SourceError> {
+    pub fn fill(&mut self, out: &mut [E]) -> Result<usize, SourceError> {
         let (max_time, out_of_order) = (&mut self.max_time, &mut self.out_of_order);
         let n = self.records.fill(out.len(), |n, bytes| {
-            let event = parse_json_line(bytes)?;
-            let t = event.date_time();
+            let event = E::parse(bytes)?;
+            let t = event.time_ms();
             match *max_time {
                 Some(m) if t < m => *out_of_order += 1,
                 _ => *max_time = Some(t),

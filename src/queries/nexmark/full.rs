@@ -1,0 +1,197 @@
+//! The full-event source of the queries that read string fields (q14, q16,
+//! q21, q22): [`Shard::read_full`], every field of each event
+//! ([`FullEvent`]), from the same generator shards or byte ranges of the
+//! input files as [`Shard::read`] (so `compact` of each event is the event
+//! `read` yields there, in the same order), paced by `--rate` the same
+//! way.
+//!
+//! Cost: each event's strings are allocated by the generator or the file
+//! reader and once more when the graph's source clones it out of its batch.
+//! A query projects a full event to a small record (inline strings,
+//! [`air_operators::sources::text::Word`]) right after the source, before
+//! any exchange.
+
+use super::{Piece, Shard, Sources};
+use crate::queries::lagwatch::Watched;
+use air_operators::sources::nexmark::{
+    FullBid, FullEvent, NexmarkConfig, NexmarkFullFileReader, NexmarkFullGenerator, ReaderOptions,
+};
+use air_runtime::dataflow::{Source, SourcePoll, Stats};
+use std::sync::{Arc, Mutex};
+
+/// A worker's full-event source: its generator shard, paced or not, or its
+/// byte ranges of the input files (as [`super::NexSource`], full events).
+#[allow(clippy::large_enum_variant)]
+pub(crate) enum FullSource {
+    /// The generator.
+    Gen(NexmarkFullGenerator),
+    /// The generator paced by the wall clock (`--rate`).
+    Paced(Watched<NexmarkFullGenerator>),
+    /// Input files.
+    Files {
+        /// (file, byte range) still to read, in order.
+        pieces: std::vec::IntoIter<Piece>,
+        /// The reader of the current piece.
+        current: Option<NexmarkFullFileReader>,
+        /// Reader options.
+        opts: ReaderOptions,
+        /// The error that stopped reading.
+        error: Option<String>,
+        /// Bad records skipped by finished readers.
+        skipped: u64,
+    },
+}
+
+impl FullSource {
+    fn poll(&mut self, buf: &mut Vec<FullEvent>, max: usize) -> SourcePoll {
+        buf.resize(max, FullEvent::default());
+        match self {
+            FullSource::Gen(g) => {
+                let n = g.fill(buf);
+                buf.truncate(n);
+                if n == 0 {
+                    SourcePoll::Done
+                } else {
+                    SourcePoll::Ready
+                }
+            }
+            FullSource::Paced(p) => p.poll(buf, max),
+            FullSource::Files {
+                pieces,
+                current,
+                opts,
+                error,
+                skipped,
+            } => loop {
+                if error.is_some() {
+                    buf.clear();
+                    return SourcePoll::Done;
+                }
+                if current.is_none() {
+                    let Some((path, range)) = pieces.next() else {
+                        buf.clear();
+                        return SourcePoll::Done;
+                    };
+                    match NexmarkFullFileReader::open(&path, range, *opts) {
+                        Ok(r) => *current = Some(r),
+                        Err(e) => {
+                            *error = Some(e.to_string());
+                            continue;
+                        }
+                    }
+                }
+                let r = current.as_mut().expect("opened above");
+                match r.fill(buf) {
+                    Ok(0) => {
+                        *skipped += r.skipped();
+                        *current = None;
+                    }
+                    Ok(n) => {
+                        buf.truncate(n);
+                        return SourcePoll::Ready;
+                    }
+                    Err(e) => *error = Some(e.to_string()),
+                }
+            },
+        }
+    }
+
+    fn skipped(&self) -> u64 {
+        match self {
+            FullSource::Files {
+                skipped, current, ..
+            } => skipped + current.as_ref().map_or(0, |r| r.skipped()),
+            FullSource::Gen(_) | FullSource::Paced(_) => 0,
+        }
+    }
+}
+
+/// A worker's full-event source on the graph API: its events, skipped
+/// records, input lag and input error are reported as
+/// [`super::GraphSource`] reports them.
+pub(crate) struct FullGraphSource {
+    src: FullSource,
+    error: Arc<Mutex<Option<String>>>,
+    events: u64,
+}
+
+impl Source for FullGraphSource {
+    type Item = FullEvent;
+    #[inline]
+    fn poll(&mut self, buf: &mut Vec<FullEvent>, max: usize) -> SourcePoll {
+        let p = self.src.poll(buf, max);
+        self.events += buf.len() as u64;
+        p
+    }
+    fn report(&mut self, stats: &mut Stats) {
+        stats.add("nexmark_events", self.events);
+        stats.add("skipped_records", self.src.skipped());
+        if let FullSource::Paced(p) = &self.src {
+            if let Some(lag) = p.input_lag_max_ms() {
+                // µs: maxima are integers.
+                stats.max("input_lag_max_us", (lag * 1000.0).round() as u64);
+            }
+        }
+        if let FullSource::Files { error: Some(e), .. } = &self.src {
+            let mut g = self.error.lock().unwrap_or_else(|e| e.into_inner());
+            if g.is_none() {
+                *g = Some(e.clone());
+            }
+        }
+    }
+}
+
+impl Shard<'_> {
+    /// The shard's events with every field ([`FullEvent`]): the events of
+    /// [`read`](Self::read), with their strings.
+    pub(crate) fn read_full(&self) -> FullGraphSource {
+        FullGraphSource {
+            src: self.sources.get_full(self.index, self.workers),
+            error: self.error.clone(),
+            events: 0,
+        }
+    }
+}
+
+impl Sources<'_> {
+    /// [`Sources::get`] as full events.
+    fn get_full(&self, index: usize, workers: usize) -> FullSource {
+        if self.files {
+            FullSource::Files {
+                pieces: self.pieces[index].clone().into_iter(),
+                current: None,
+                opts: self.opts,
+                error: None,
+                skipped: 0,
+            }
+        } else if let Some((pace, at)) = &self.paced {
+            // The schedule of `Sources::get`: the same events at the same
+            // times.
+            let pacer = pace.pacer(at, index, workers);
+            let cfg = NexmarkConfig {
+                events_per_s: pacer.interleaved_event_rate(workers).unwrap_or(1.0),
+                base_time_ms: at.wall_ms,
+                ..self.gen
+            };
+            FullSource::Paced(Watched::new(
+                NexmarkFullGenerator::new(&cfg, index, workers),
+                pacer,
+            ))
+        } else {
+            FullSource::Gen(NexmarkFullGenerator::new(&self.gen, index, workers))
+        }
+    }
+}
+
+/// The event if it is a bid.
+pub(crate) fn full_bid(e: FullEvent) -> Option<FullBid> {
+    match e {
+        FullEvent::Bid(b) => Some(b),
+        _ => None,
+    }
+}
+
+/// The hour of the day of `ms` since the Unix epoch, UTC (`0..24`).
+pub(crate) fn utc_hour(ms: u64) -> u64 {
+    ms / 3_600_000 % 24
+}
