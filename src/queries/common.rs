@@ -335,6 +335,17 @@ pub mod parse {
     }
 
     /// `--idle-ms`: 1 ms to a day.
+    /// `--state-ttl-ms`: 1 ms to 100 days.
+    pub fn state_ttl_ms(s: &str) -> Result<u64, String> {
+        int(
+            s,
+            1,
+            8_640_000_000,
+            "a positive integer (ms), at most 8640000000 (100 days)",
+        )
+    }
+
+    /// `--idle-ms`.
     pub fn idle_ms(s: &str) -> Result<u64, String> {
         int(
             s,
@@ -453,6 +464,8 @@ pub enum QueryOption {
     Zipf,
     /// `--side-input` (NEXMark q13's table).
     SideInput,
+    /// `--state-ttl-ms` (NEXMark's unwindowed keyed state: q18, q19, q20).
+    StateTtlMs,
 }
 
 impl QueryOption {
@@ -467,6 +480,7 @@ impl QueryOption {
             QueryOption::Keys => "--keys",
             QueryOption::Zipf => "--zipf",
             QueryOption::SideInput => "--side-input",
+            QueryOption::StateTtlMs => "--state-ttl-ms",
         }
     }
 }

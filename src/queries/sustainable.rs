@@ -434,6 +434,7 @@ fn probe_job(a: &BenchYsbArgs, rate: u64, secs: f64) -> ProbeJob {
             max_delay_ms: a.ysb.max_delay_ms,
             idle_ms: a.ysb.idle_ms,
             side_input: None,
+            state_ttl_ms: None,
             output: OutputArgs::default(),
             runtime,
         })),
