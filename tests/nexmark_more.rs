@@ -12,9 +12,35 @@ use serde_json::json;
 use std::cmp::Reverse;
 use std::collections::BTreeMap;
 
+/// Splits `items` into sessions of gap `gap` by `time` (items `gap` or
+/// more apart are in two): (end = last time + gap, the session's items).
+fn sessions<T>(mut items: Vec<T>, time: impl Fn(&T) -> u64, gap: u64) -> Vec<(u64, Vec<T>)> {
+    items.sort_by_key(|x| time(x));
+    let mut out: Vec<(u64, Vec<T>)> = Vec::new();
+    for x in items {
+        let t = time(&x);
+        match out.last_mut() {
+            Some((end, s)) if t < *end => {
+                *end = t + gap;
+                s.push(x);
+            }
+            _ => out.push((t + gap, vec![x])),
+        }
+    }
+    out
+}
+
+/// The state retention of q18 and q19 when `--state-ttl-ms` is not given.
+const DEFAULT_TTL: u64 = 60_000;
+
 /// The expected CSV body (no header) of `query` (`gap`: q11's session
-/// gap, ms), computed sequentially.
+/// gap, ms; q18 and q19 use the default TTL), computed sequentially.
 fn reference(e: &Events, query: &str, gap: u64) -> Vec<String> {
+    reference_ttl(e, query, gap, DEFAULT_TTL)
+}
+
+/// [`reference`] with q18's and q19's state retention `ttl`, ms.
+fn reference_ttl(e: &Events, query: &str, gap: u64, ttl: u64) -> Vec<String> {
     match query {
         "q0" => {
             let mut rows: Vec<(u64, u64, u64, u64)> = e
@@ -54,17 +80,30 @@ fn reference(e: &Events, query: &str, gap: u64) -> Vec<String> {
                 .collect()
         }
         "q18" => {
-            // (auction, bidder) → the bid with the largest (time, price).
-            let mut last: BTreeMap<(u64, u64), (u64, u64)> = BTreeMap::new();
+            // Per (auction, bidder), sessions of gap `ttl`: each one's
+            // bid with the largest (time, price), by (end, auction, bidder).
+            let mut by_key: BTreeMap<(u64, u64), Vec<(u64, u64)>> = BTreeMap::new();
             for b in &e.bids {
-                let l = last.entry((b.auction, b.bidder)).or_default();
-                *l = (*l).max((b.date_time, b.price));
+                by_key
+                    .entry((b.auction, b.bidder))
+                    .or_default()
+                    .push((b.date_time, b.price));
             }
-            last.iter()
-                .map(|((a, b), (t, p))| format!("{a},{b},{p},{t}"))
+            let mut rows = Vec::new(); // (end, auction, bidder, time, price)
+            for ((a, b), bids) in by_key {
+                for (end, s) in sessions(bids, |x| x.0, ttl) {
+                    let (t, p) = s.into_iter().max().unwrap();
+                    rows.push((end, a, b, t, p));
+                }
+            }
+            rows.sort();
+            rows.iter()
+                .map(|(_, a, b, t, p)| format!("{a},{b},{p},{t}"))
                 .collect()
         }
         "q19" => {
+            // Per auction, sessions of gap `ttl`: each one's 10 best bids,
+            // by (end, auction, rank).
             let mut by_auction: BTreeMap<u64, Vec<(Reverse<u64>, u64, u64)>> = BTreeMap::new();
             for b in &e.bids {
                 by_auction.entry(b.auction).or_default().push((
@@ -73,14 +112,17 @@ fn reference(e: &Events, query: &str, gap: u64) -> Vec<String> {
                     b.bidder,
                 ));
             }
-            let mut rows = Vec::new();
-            for (a, mut bids) in by_auction {
-                bids.sort();
-                for (i, (Reverse(p), t, b)) in bids.iter().take(10).enumerate() {
-                    rows.push(format!("{a},{b},{p},{t},{}", i + 1));
+            let mut rows = Vec::new(); // (end, auction, rank, row)
+            for (a, bids) in by_auction {
+                for (end, mut s) in sessions(bids, |x| x.1, ttl) {
+                    s.sort();
+                    for (i, (Reverse(p), t, b)) in s.iter().take(10).enumerate() {
+                        rows.push((end, a, i + 1, format!("{a},{b},{p},{t},{}", i + 1)));
+                    }
                 }
             }
-            rows
+            rows.sort();
+            rows.into_iter().map(|r| r.3).collect()
         }
         q => panic!("{q}"),
     }
@@ -123,17 +165,41 @@ fn q0_q11_q18_q19_on_1_2_4_workers_equal_the_sequential_result() {
     let (file, e) = generate(&dir, &gen);
     assert_eq!(e.bids.len(), 36_800);
     // The default gap (10 s) and a short one (1 s) that cuts the 20 s of
-    // event time into many sessions.
+    // event time into many sessions; for q18 and q19 (`gap` is then the
+    // state TTL) the default TTL (a minute: one session per key) and 200 ms,
+    // which expires the state of keys between their bids.
     for (query, gap) in [
         ("q0", None),
         ("q11", None),
         ("q11", Some("1000")),
         ("q18", None),
         ("q19", None),
+        ("q18", Some("200")),
+        ("q19", Some("200")),
     ] {
-        let want = reference(&e, query, gap.map_or(10_000, |g| g.parse().unwrap()));
+        let ttl_query = matches!(query, "q18" | "q19");
+        let want = match (ttl_query, gap) {
+            (true, Some(ttl)) => {
+                let short = reference_ttl(&e, query, 0, ttl.parse().unwrap());
+                let mut whole = reference(&e, query, 0);
+                // Expired state: the short TTL gives more rows (keys with
+                // two sessions) than the final table.
+                assert!(short.len() > whole.len(), "{query}: {ttl} ms expires keys");
+                whole.sort();
+                let mut sorted = short.clone();
+                sorted.sort();
+                assert_ne!(sorted, whole);
+                short
+            }
+            _ => reference(&e, query, gap.map_or(10_000, |g| g.parse().unwrap())),
+        };
         assert!(!want.is_empty(), "{query}: the reference has rows");
-        let w: Vec<&str> = gap.map(|g| vec!["--window-ms", g]).unwrap_or_default();
+        let flag = if ttl_query {
+            "--state-ttl-ms"
+        } else {
+            "--window-ms"
+        };
+        let w: Vec<&str> = gap.map(|g| vec![flag, g]).unwrap_or_default();
         match query {
             "q0" => assert_eq!(want.len(), e.bids.len()),
             "q11" => {
@@ -154,12 +220,12 @@ fn q0_q11_q18_q19_on_1_2_4_workers_equal_the_sequential_result() {
                     assert!(bidders.len() < sessions, "some bidder has 2+ sessions");
                 }
             }
-            "q18" => {
+            "q18" if gap.is_none() => {
                 // Deduplication removed bids: some (bidder, auction) bid
                 // more than once.
                 assert!(want.len() < e.bids.len() && want.len() > 100);
             }
-            "q19" => {
+            "q19" if gap.is_none() => {
                 // Truncation happened: some auction has more than 10 bids.
                 let mut per: BTreeMap<u64, usize> = BTreeMap::new();
                 for b in &e.bids {
@@ -255,10 +321,42 @@ fn ties_and_session_edges_are_decided_as_documented() {
         &q11,
     );
 
+    // q18 and q19 read in event time: the file is out of order by 10 ms.
     let q18 = reference(&e, "q18", 0);
     assert!(q18.contains(&"200,3,9,50".to_string()), "{q18:?}");
     assert!(q18.contains(&"200,4,1,60".to_string()), "{q18:?}");
-    check_workers("q18", &file, &[], &q18);
+    assert!(!q18.contains(&"200,3,7,40".to_string()), "{q18:?}");
+    check_workers("q18", &file, &["--max-delay-ms", "10"], &q18);
+    // A state TTL of 5 ms: bidder 3's bid at 40 expired before the ones at
+    // 50 (a row of its own), bidder 4's bids 5 ms apart are two rows too.
+    let q18 = reference_ttl(&e, "q18", 0, 5);
+    for row in ["200,3,7,40", "200,3,9,50", "200,4,8,55", "200,4,1,60"] {
+        assert!(q18.contains(&row.to_string()), "{row}: {q18:?}");
+    }
+    check_workers(
+        "q18",
+        &file,
+        &["--max-delay-ms", "10", "--state-ttl-ms", "5"],
+        &q18,
+    );
+    // Without the delay the 55 is late (dropped): no row of its own.
+    let o = run(
+        &[
+            "run",
+            "nexmark",
+            "--query",
+            "q18",
+            "--input",
+            file.to_str().unwrap(),
+            "--workers",
+            "1",
+            "--no-pin",
+            "--state-ttl-ms",
+            "5",
+        ],
+        &dir.join("q18-late.csv"),
+    );
+    assert!(!o.contains(&"200,4,8,55".to_string()), "{o:?}");
 
     let q19 = reference(&e, "q19", 0);
     let top: Vec<&str> = q19
@@ -278,7 +376,21 @@ fn ties_and_session_edges_are_decided_as_documented() {
     );
     assert_eq!(top.len(), 10, "the two cheapest bids are cut");
     assert_eq!(top[9], "300,16,3,83,10");
-    check_workers("q19", &file, &[], &q19);
+    check_workers("q19", &file, &["--max-delay-ms", "10"], &q19);
+    // A 5 ms TTL splits auction 300's bids at 65 | 70 | 80..88.
+    let q19 = reference_ttl(&e, "q19", 0, 5);
+    let ranks: Vec<&str> = q19
+        .iter()
+        .filter(|r| r.starts_with("300,"))
+        .map(|r| r.rsplit(',').next().unwrap())
+        .collect();
+    assert_eq!(ranks.iter().filter(|r| **r == "1").count(), 3, "{q19:?}");
+    check_workers(
+        "q19",
+        &file,
+        &["--max-delay-ms", "10", "--state-ttl-ms", "5"],
+        &q19,
+    );
 
     let q0 = reference(&e, "q0", 0);
     assert_eq!(q0.len(), lines.len());
@@ -292,7 +404,8 @@ fn options_a_query_does_not_honour_are_refused() {
         ("q0", "--max-delay-ms", "5"),
         ("q11", "--slide-ms", "1000"),
         ("q18", "--window-ms", "1000"),
-        ("q18", "--max-delay-ms", "5"),
+        ("q0", "--state-ttl-ms", "5"),
+        ("q11", "--state-ttl-ms", "5"),
         ("q19", "--window-ms", "1000"),
         ("q19", "--slide-ms", "1000"),
     ] {

@@ -60,8 +60,7 @@ use air_runtime::dataflow::{
 use air_runtime::{key_hash, ExchangeData, Record};
 use rustc_hash::FxHashMap;
 use std::cell::Cell;
-use std::cmp::{Ordering, Reverse};
-use std::collections::BinaryHeap;
+use std::collections::BTreeMap;
 use std::hash::Hash;
 use std::rc::Rc;
 
@@ -157,7 +156,8 @@ where
                     lateness,
                     keep,
                     agg,
-                    timers: BinaryHeap::new(),
+                    timers: BTreeMap::new(),
+                    spare: Vec::new(),
                     fired: 0,
                     late: 0,
                     rows: 0,
@@ -257,30 +257,6 @@ struct KeyState<A> {
     timer: u64,
 }
 
-/// A key to look at once the watermark reaches `at` (ordered by `at`
-/// only).
-struct Timer<K> {
-    at: u64,
-    key: K,
-}
-
-impl<K> PartialEq for Timer<K> {
-    fn eq(&self, o: &Self) -> bool {
-        self.at == o.at
-    }
-}
-impl<K> Eq for Timer<K> {}
-impl<K> PartialOrd for Timer<K> {
-    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
-        Some(self.cmp(o))
-    }
-}
-impl<K> Ord for Timer<K> {
-    fn cmp(&self, o: &Self) -> Ordering {
-        self.at.cmp(&o.at)
-    }
-}
-
 /// The session operator's state beside its table of keys.
 struct SessionCore<K, A: AggregateFunction<T>, T> {
     gap: u64,
@@ -289,9 +265,15 @@ struct SessionCore<K, A: AggregateFunction<T>, T> {
     /// lateness; gap + lateness with it).
     keep: u64,
     agg: A,
-    /// Min-heap of timers; a key's valid one is at its `KeyState::timer`,
-    /// others are stale and skipped.
-    timers: BinaryHeap<Reverse<Timer<K>>>,
+    /// Timers by time, the keys due then; a key's valid one is at its
+    /// `KeyState::timer`, others are stale and skipped. (Grouped by
+    /// millisecond: at high rates many keys share one, and a B-tree over
+    /// the times in flight stays small and cache-friendly where a binary
+    /// heap of every timer did not: its pops were a quarter of NEXMark
+    /// q18's time.)
+    timers: BTreeMap<u64, Vec<K>>,
+    /// Emptied key lists of fired times, reused for new times.
+    spare: Vec<Vec<K>>,
     /// The watermark fired up to, ms.
     fired: u64,
     late: u64,
@@ -314,10 +296,11 @@ impl<K: Clone, A: AggregateFunction<T>, T> SessionCore<K, A, T> {
     fn ensure(&mut self, ks: &mut KeyState<A::Acc>, key: &K, at: u64) {
         if at < ks.timer {
             ks.timer = at;
-            self.timers.push(Reverse(Timer {
-                at,
-                key: key.clone(),
-            }));
+            let spare = &mut self.spare;
+            self.timers
+                .entry(at)
+                .or_insert_with(|| spare.pop().unwrap_or_default())
+                .push(key.clone());
         }
     }
 
@@ -370,11 +353,16 @@ impl<K: Clone, A: AggregateFunction<T>, T> SessionCore<K, A, T> {
         } else {
             self.open -= (j - i - 1) as u64;
             self.merged += (j - i - 1) as u64;
-            for s in v.drain(i + 1..j).collect::<Vec<_>>() {
-                let first = &mut v[i];
-                self.agg.merge(&mut first.acc, s.acc);
-                first.end = first.end.max(s.end);
-                first.newest = first.newest.max(s.newest);
+            if j > i + 1 {
+                let (head, rest) = v.split_at_mut(i + 1);
+                let first = &mut head[i];
+                for s in rest[..j - i - 1].iter_mut() {
+                    let acc = std::mem::replace(&mut s.acc, self.agg.create());
+                    self.agg.merge(&mut first.acc, acc);
+                    first.end = first.end.max(s.end);
+                    first.newest = first.newest.max(s.newest);
+                }
+                v.drain(i + 1..j);
             }
             let first = &mut v[i];
             first.start = first.start.min(t);
@@ -510,17 +498,25 @@ where
         if wm != u64::MAX {
             c.wm_lag = c.wm_lag.max(now.saturating_sub(wm));
         }
-        while c.timers.peek().is_some_and(|r| r.0.at <= wm) {
-            let Reverse(Timer { at, key }) = c.timers.pop().expect("peeked");
-            let Some(ks) = self.keys.get_mut(&key) else {
-                continue;
-            };
-            if ks.timer != at {
-                continue;
+        while let Some(due) = c.timers.first_entry() {
+            if *due.key() > wm {
+                break;
             }
-            if c.visit(ks, &key, wm, now, emit) {
-                self.keys.remove(&key);
+            // Visiting sets timers only after `wm` (sessions not yet
+            // ended, or kept until after it): never in this list.
+            let (at, mut keys) = due.remove_entry();
+            for key in keys.drain(..) {
+                let Some(ks) = self.keys.get_mut(&key) else {
+                    continue;
+                };
+                if ks.timer != at {
+                    continue;
+                }
+                if c.visit(ks, &key, wm, now, emit) {
+                    self.keys.remove(&key);
+                }
             }
+            c.spare.push(keys);
         }
         if !c.samples.is_empty() {
             let samples = std::mem::take(&mut c.samples);

@@ -576,7 +576,6 @@ impl NexmarkArgs {
     }
 
     /// `--state-ttl-ms`, or its default ([`DEFAULT_STATE_TTL_MS`]).
-    #[allow(dead_code)] // until the queries that keep state use it
     pub fn state_ttl(&self) -> u64 {
         self.state_ttl_ms.unwrap_or(DEFAULT_STATE_TTL_MS)
     }

@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# Memory of every NEXMark query over a long paced run (issue 16: "no query's
+# memory grows without bound in a 10-minute paced run, RSS within +-10% after
+# warm-up"). Each query runs with --rate (wall-clock event times, so windows,
+# sessions, auction expiry and state TTLs all close in real time) and a
+# timeline row every TIMELINE_S seconds; after WARMUP_S the resident set of
+# every row must stay within BOUND of the rows' median. Queries run JOBS at a
+# time (a paced run at a low rate uses little CPU). Not part of CI.
+#
+# Usage: tools/nexmark-memory.sh [OUT_DIR]
+#   QUERIES="q0 q1 ..."  queries (default: every one `air run nexmark` has)
+#   SOAK_S=600           length of each run, s
+#   RATE=100000          events/s of each run
+#   WORKERS=1            workers of each run
+#   JOBS=4               runs at once
+#   WARMUP_S=120         timeline rows before this are not judged (a minute of
+#                        state TTL, 10 s windows, a day-long q15-q17 window)
+#   TIMELINE_S=10        seconds per timeline row
+#   BOUND=0.10           allowed deviation from the median RSS
+# Figures: OUT_DIR/summary.md (a table for docs/performance.md), and per query
+# its timeline CSV, report JSON and output.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+OUT=${1:-bench-out/nexmark-memory-$(date -u +%Y%m%dT%H%M%SZ)}
+SOAK_S=${SOAK_S:-600}
+RATE=${RATE:-100000}
+WORKERS=${WORKERS:-1}
+JOBS=${JOBS:-4}
+WARMUP_S=${WARMUP_S:-120}
+TIMELINE_S=${TIMELINE_S:-10}
+BOUND=${BOUND:-0.10}
+mkdir -p "$OUT"
+cargo build --release -j2 -q
+AIR=target/release/air
+if [ -z "${QUERIES:-}" ]; then
+    # Every query `--query` accepts, from clap's error for a bad value.
+    QUERIES=$("$AIR" run nexmark --query none 2>&1 | sed -n 's/.*possible values: //p' | tr -d ',]')
+fi
+echo "memory: ${SOAK_S} s per query at $RATE events/s, $WORKERS worker(s), $JOBS at a time: $QUERIES" >&2
+
+run_one() {
+    local q=$1
+    "$AIR" run nexmark --query "$q" --rate "$RATE" --duration "$SOAK_S" \
+        --workers "$WORKERS" --no-pin \
+        --timeline "$OUT/$q.timeline.csv" --timeline-s "$TIMELINE_S" \
+        --report "$OUT/$q.report.json" >"$OUT/$q.txt" 2>&1 || echo "$q: exit $?" >>"$OUT/$q.txt"
+}
+export -f run_one
+export AIR OUT RATE SOAK_S WORKERS TIMELINE_S
+printf '%s\n' $QUERIES | xargs -P "$JOBS" -I{} bash -c 'run_one {}'
+
+python3 - "$OUT" "$WARMUP_S" "$BOUND" "$RATE" "$SOAK_S" "$WORKERS" $QUERIES <<'EOF'
+import csv, json, os, statistics, subprocess, sys
+out, warm, bound, rate, soak, workers = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), sys.argv[4], sys.argv[5], sys.argv[6]
+queries = sys.argv[7:]
+cpu = subprocess.run(["sh", "-c", "lscpu | sed -n 's/^Model name: *//p'"], capture_output=True, text=True).stdout.strip()
+lines = [
+    f"NEXMark memory (tools/nexmark-memory.sh): {soak} s per query at {int(rate):,} events/s "
+    f"(--rate), {workers} worker(s), {cpu}, {os.cpu_count()} CPUs; RSS of the timeline rows after "
+    f"{warm:.0f} s against their median (bound {bound*100:.0f}%).",
+    "",
+    "| query | events | rows judged | RSS median MiB | min | max | max deviation | first → last judged MiB | verdict |",
+    "|---|---|---|---|---|---|---|---|---|",
+]
+bad = []
+for q in queries:
+    try:
+        rows = list(csv.DictReader(open(f"{out}/{q}.timeline.csv")))
+        rep = json.load(open(f"{out}/{q}.report.json"))
+    except (OSError, ValueError) as e:
+        lines.append(f"| {q} | | | | | | | | failed: {e} |")
+        bad.append(q)
+        continue
+    judged = [r for r in rows if float(r["elapsed_s"]) >= warm][:-1]  # last row: partial
+    rss = [int(r["rss_bytes"]) for r in judged]
+    if not rss:
+        lines.append(f"| {q} | {rep.get('events', 0):,} | 0 | | | | | | too short |")
+        bad.append(q)
+        continue
+    med = statistics.median(rss)
+    dev = max(abs(x - med) / med for x in rss)
+    ok = dev <= bound
+    if not ok:
+        bad.append(q)
+    mib = lambda x: f"{x / 2**20:.1f}"
+    lines.append(
+        f"| {q} | {rep.get('events', 0):,} | {len(rss)} | {mib(med)} | {mib(min(rss))} | {mib(max(rss))} "
+        f"| {dev*100:.1f}% | {mib(rss[0])} → {mib(rss[-1])} | {'flat' if ok else 'NOT FLAT'} |"
+    )
+s = "\n".join(lines) + "\n"
+open(f"{out}/summary.md", "w").write(s)
+print(s)
+sys.exit(1 if bad else 0)
+EOF
