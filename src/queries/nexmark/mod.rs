@@ -27,6 +27,10 @@
 //!   are counted where they are made (no exchange).
 //! - q2: bids → filter; with `--out` the rows are sorted by auction at the
 //!   end (the order is known only then).
+//! - q3: full events → persons of OR/ID/CA and category-10 auctions
+//!   keyed by person id → Beam's incremental join
+//!   ([`air_operators::graph::KeyedProcessExt::process`], state freed by
+//!   Beam's timer); rows stream out as the watermark passes them.
 //! - q5: bids → keyed by auction → sliding windows, bids counted
 //!   (pre-aggregated per pane and worker) → keyed by window → the hottest
 //!   auctions ([`air_operators::graph::MaxByWindowExt::max_by_window`]:
@@ -110,6 +114,7 @@ mod q19;
 mod q2;
 mod q21;
 mod q22;
+mod q3;
 mod q4;
 mod q5;
 mod q6;
@@ -129,6 +134,8 @@ pub enum NexQuery {
     Q1,
     /// Selection (filter).
     Q2,
+    /// Local item suggestion: category-10 auctions of sellers in OR, ID, CA (join, full events).
+    Q3,
     /// Average winning price per category (winning bids, then sliding windows).
     Q4,
     /// Hot items (sliding-window count, then the top auction per window).
@@ -172,6 +179,7 @@ impl NexQuery {
             NexQuery::Q0 => &q0::SPEC,
             NexQuery::Q1 => &q1::SPEC,
             NexQuery::Q2 => &q2::SPEC,
+            NexQuery::Q3 => &q3::SPEC,
             NexQuery::Q4 => &q4::SPEC,
             NexQuery::Q5 => &q5::SPEC,
             NexQuery::Q6 => &q6::SPEC,
@@ -357,7 +365,7 @@ pub struct NexmarkArgs {
     pub on_bad_record: BadRecord,
     /// Window size, ms of event time (q4, q5: sliding; q7, q8, q15, q16,
     /// q17: tumbling; q11: the session gap; q12: tumbling, of processing
-    /// time; q0, q1, q2, q6, q9, q13, q14, q18, q19, q21, q22 have no
+    /// time; q0, q1, q2, q3, q6, q9, q13, q14, q18, q19, q21, q22 have no
     /// windows and refuse it) [default: 10000; q15, q16 and q17: 86400000,
     /// a day].
     #[arg(long, value_name = "MS", value_parser = super::common::parse::window_ms)]
@@ -370,7 +378,7 @@ pub struct NexmarkArgs {
     /// worker has read minus this is late (dropped, counted). Each worker
     /// reads its own byte ranges, so with a file out of order by more than
     /// this the late events (and the results) depend on --workers: set it
-    /// to the file's disorder. q4, q5, q6, q7, q8, q9, q11, q15, q16, q17 only
+    /// to the file's disorder. q3, q4, q5, q6, q7, q8, q9, q11, q15, q16, q17 only
     /// [default: 0].
     #[arg(long, value_name = "MS", value_parser = super::common::parse::delay_ms)]
     pub max_delay_ms: Option<u64>,
