@@ -68,6 +68,10 @@
 //!   exchange without `--out`).
 //! - q16: full events → bids projected to (channel, bidder, auction,
 //!   price, time) → q15's plan per channel.
+//! - q20: full auctions and bids keyed by auction id → a keyed process
+//!   joining each bid with its auction of category 10 (state freed
+//!   `--state-ttl-ms` of event time after each record's time); rows
+//!   stream out as pairs join.
 //!
 //! With `--rate R [--duration S]` the generator is paced by the wall clock
 //! ([`air_operators::sources::pace`]) and every event is stamped with its
@@ -108,6 +112,7 @@ mod q17;
 mod q18;
 mod q19;
 mod q2;
+mod q20;
 mod q21;
 mod q22;
 mod q4;
@@ -159,6 +164,8 @@ pub enum NexQuery {
     Q18,
     /// Auction top-N: the 10 highest bids per auction.
     Q19,
+    /// Expand bid with auction: bids joined with their auction of category 10 (full events).
+    Q20,
     /// Add channel id: bids of known channels with the channel's id (full events).
     Q21,
     /// Get URL directories: every bid with its url's first three directories (full events).
@@ -187,6 +194,7 @@ impl NexQuery {
             NexQuery::Q17 => &q17::SPEC,
             NexQuery::Q18 => &q18::SPEC,
             NexQuery::Q19 => &q19::SPEC,
+            NexQuery::Q20 => &q20::SPEC,
             NexQuery::Q21 => &q21::SPEC,
             NexQuery::Q22 => &q22::SPEC,
         }
@@ -357,7 +365,7 @@ pub struct NexmarkArgs {
     pub on_bad_record: BadRecord,
     /// Window size, ms of event time (q4, q5: sliding; q7, q8, q15, q16,
     /// q17: tumbling; q11: the session gap; q12: tumbling, of processing
-    /// time; q0, q1, q2, q6, q9, q13, q14, q18, q19, q21, q22 have no
+    /// time; q0, q1, q2, q6, q9, q13, q14, q18, q19, q20, q21, q22 have no
     /// windows and refuse it) [default: 10000; q15, q16 and q17: 86400000,
     /// a day].
     #[arg(long, value_name = "MS", value_parser = super::common::parse::window_ms)]
@@ -370,7 +378,7 @@ pub struct NexmarkArgs {
     /// worker has read minus this is late (dropped, counted). Each worker
     /// reads its own byte ranges, so with a file out of order by more than
     /// this the late events (and the results) depend on --workers: set it
-    /// to the file's disorder. q4, q5, q6, q7, q8, q9, q11, q15, q16, q17 only
+    /// to the file's disorder. q4, q5, q6, q7, q8, q9, q11, q15, q16, q17, q20 only
     /// [default: 0].
     #[arg(long, value_name = "MS", value_parser = super::common::parse::delay_ms)]
     pub max_delay_ms: Option<u64>,
@@ -576,7 +584,6 @@ impl NexmarkArgs {
     }
 
     /// `--state-ttl-ms`, or its default ([`DEFAULT_STATE_TTL_MS`]).
-    #[allow(dead_code)] // until the queries that keep state use it
     pub fn state_ttl(&self) -> u64 {
         self.state_ttl_ms.unwrap_or(DEFAULT_STATE_TTL_MS)
     }
