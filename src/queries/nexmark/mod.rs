@@ -403,8 +403,11 @@ pub struct NexmarkArgs {
     /// time): a key's state that no record has touched while the watermark
     /// advanced this far is final; its row is written and its state freed.
     /// A record for that key arriving later starts new state (and, for
-    /// q18 and q19, a second row). The generator bids only on the last
-    /// 100 auctions (Beam's `numInFlightAuctions`), so at the default the
+    /// q18 and q19, a second row). q20 keeps each auction and each bid
+    /// waiting for its auction this long after its own time: a bid and its
+    /// auction join iff their times are at most this far apart. The
+    /// generator bids only on the last 100 auctions (Beam's
+    /// `numInFlightAuctions`), so at the default the
     /// rows equal those of unbounded state at any rate above 30 events/s.
     /// Queries that keep such state only [default: 60000].
     #[arg(long, value_name = "MS", value_parser = super::common::parse::state_ttl_ms)]
