@@ -54,11 +54,11 @@
 //! - q13: bids whose `auction % 10000` is a key of the side input
 //!   ([`side_input`], read once per process, shared by the workers) →
 //!   rows with the key's value; streamed out as q0's.
-//! - q18: bids → keyed by (bidder, auction) → a keyed process keeping the
-//!   latest bid ([`air_operators::graph::KeyedProcessExt::process`]); the
-//!   final table at the end of the stream.
-//! - q19: bids → keyed by auction → a keyed process keeping the 10 highest
-//!   bids; the final table at the end of the stream.
+//! - q18: bids → keyed by (bidder, auction) → session windows of gap
+//!   `--state-ttl-ms` keeping the latest bid; a key's row leaves (and its
+//!   state is freed) once it had no bid for the TTL.
+//! - q19: bids → keyed by auction → session windows of gap
+//!   `--state-ttl-ms` keeping the 10 highest bids; rows leave as q18's.
 //! - q15: bids, each seen through its bidder and its auction → keyed by
 //!   (kind, value) → tumbling windows (a day by default), the value's bids
 //!   per price rank → keyed by window → bids, distinct bidders and distinct
@@ -72,6 +72,10 @@
 //!   exchange without `--out`).
 //! - q16: full events → bids projected to (channel, bidder, auction,
 //!   price, time) → q15's plan per channel.
+//! - q20: full auctions and bids keyed by auction id → a keyed process
+//!   joining each bid with its auction of category 10 (state freed
+//!   `--state-ttl-ms` of event time after each record's time); rows
+//!   stream out as pairs join.
 //!
 //! With `--rate R [--duration S]` the generator is paced by the wall clock
 //! ([`air_operators::sources::pace`]) and every event is stamped with its
@@ -112,6 +116,7 @@ mod q17;
 mod q18;
 mod q19;
 mod q2;
+mod q20;
 mod q21;
 mod q22;
 mod q3;
@@ -166,6 +171,8 @@ pub enum NexQuery {
     Q18,
     /// Auction top-N: the 10 highest bids per auction.
     Q19,
+    /// Expand bid with auction: bids joined with their auction of category 10 (full events).
+    Q20,
     /// Add channel id: bids of known channels with the channel's id (full events).
     Q21,
     /// Get URL directories: every bid with its url's first three directories (full events).
@@ -195,6 +202,7 @@ impl NexQuery {
             NexQuery::Q17 => &q17::SPEC,
             NexQuery::Q18 => &q18::SPEC,
             NexQuery::Q19 => &q19::SPEC,
+            NexQuery::Q20 => &q20::SPEC,
             NexQuery::Q21 => &q21::SPEC,
             NexQuery::Q22 => &q22::SPEC,
         }
@@ -365,7 +373,7 @@ pub struct NexmarkArgs {
     pub on_bad_record: BadRecord,
     /// Window size, ms of event time (q4, q5: sliding; q7, q8, q15, q16,
     /// q17: tumbling; q11: the session gap; q12: tumbling, of processing
-    /// time; q0, q1, q2, q3, q6, q9, q13, q14, q18, q19, q21, q22 have no
+    /// time; q0, q1, q2, q3, q6, q9, q13, q14, q18, q19, q20, q21, q22 have no
     /// windows and refuse it) [default: 10000; q15, q16 and q17: 86400000,
     /// a day].
     #[arg(long, value_name = "MS", value_parser = super::common::parse::window_ms)]
@@ -378,7 +386,8 @@ pub struct NexmarkArgs {
     /// worker has read minus this is late (dropped, counted). Each worker
     /// reads its own byte ranges, so with a file out of order by more than
     /// this the late events (and the results) depend on --workers: set it
-    /// to the file's disorder. q3, q4, q5, q6, q7, q8, q9, q11, q15, q16, q17 only
+    /// to the file's disorder. q3, q4, q5, q6, q7, q8, q9, q11, q15, q16, q17, q18, q19,
+    /// q20 only
     /// [default: 0].
     #[arg(long, value_name = "MS", value_parser = super::common::parse::delay_ms)]
     pub max_delay_ms: Option<u64>,
@@ -400,11 +409,13 @@ pub struct NexmarkArgs {
     pub side_input: Option<PathBuf>,
     /// State retention of the unwindowed keyed queries, ms of event time
     /// (Flink's idle state retention, `table.exec.state.ttl`, but in event
-    /// time): a key's state that no record has touched while the watermark
-    /// advanced this far is final; its row is written and its state freed.
-    /// A record for that key arriving later starts new state (and, for
-    /// q18 and q19, a second row). The generator bids only on the last
-    /// 100 auctions (Beam's `numInFlightAuctions`), so at the default the
+    /// time). q18 and q19: a key with no bid for this long is final; its
+    /// row is written and its state freed (a later bid of the key starts
+    /// new state and a second row). q20 keeps each auction and each bid
+    /// waiting for its auction this long after its own time: a bid and its
+    /// auction join iff their times are at most this far apart. The
+    /// generator bids only on the last 100 auctions (Beam's
+    /// `numInFlightAuctions`), so at the default the
     /// rows equal those of unbounded state at any rate above 30 events/s.
     /// Queries that keep such state only [default: 60000].
     #[arg(long, value_name = "MS", value_parser = super::common::parse::state_ttl_ms)]
