@@ -264,7 +264,8 @@ pub fn parse_instant(s: &[u8]) -> Option<u64> {
             if lit(i, b':').is_some() {
                 i += 1;
             }
-            let om = if i < s.len() {
+            // Minutes: after a colon, or as the last two digits.
+            let om = if s[i - 1] == b':' || i < s.len() {
                 let om = num(i, 2)?;
                 i += 2;
                 om
@@ -373,6 +374,15 @@ pub(super) const fn required_full(k: EventKind) -> u32 {
     required_full_ours(k) & !(Field::Type.bit() | Field::Channel.bit() | Field::Url.bit())
 }
 
+/// The fields of a full event of kind `k` read in Beam's form when
+/// present: a bid's `channel` and `url`.
+pub(super) const fn optional_full(k: EventKind) -> u32 {
+    match k {
+        EventKind::Bid => Field::Channel.bit() | Field::Url.bit(),
+        _ => 0,
+    }
+}
+
 /// Beam's fast path: a line of Beam's form whose one event object is flat,
 /// with integers, unescaped strings and ISO instants; its kind, values and
 /// the members seen. `None` for the slow path to decide (including lines
@@ -409,7 +419,8 @@ pub(super) fn fast_scan(b: &[u8]) -> Option<(EventKind, Values<'_>, u32)> {
                     if found.is_some() {
                         return None;
                     }
-                    let (vals, seen, end) = scan_object::<true>(b, i)?;
+                    let mut vals = Values::new();
+                    let (seen, end) = scan_object::<true>(b, i, &mut vals)?;
                     found = Some((kind, vals, seen));
                     end
                 }
@@ -444,7 +455,7 @@ enum Wrapped {
 
 /// The wrappers of a line of Beam's form, in order, duplicates kept
 /// (other members skipped).
-struct Wrappers(Vec<(Field, Wrapped)>);
+struct Wrappers(Vec<(Field, EventKind, Wrapped)>);
 
 mod de {
     use super::{wrapper, Wrapped, Wrappers};
@@ -508,7 +519,7 @@ mod de {
                     let mut out = Vec::with_capacity(3);
                     while let Some(key) = map.next_key::<String>()? {
                         match wrapper(key.as_bytes()) {
-                            Some((f, _)) => out.push((f, map.next_value::<Wrapped>()?)),
+                            Some((f, kind)) => out.push((f, kind, map.next_value::<Wrapped>()?)),
                             None => {
                                 map.next_value::<IgnoredAny>()?;
                             }
@@ -553,8 +564,8 @@ pub(super) fn slow_event(
         kind,
     };
     let mut given = 0u32;
-    let mut found: Option<(Field, Vec<(String, serde_json::Value)>)> = None;
-    for (f, w) in wrappers {
+    let mut found: Option<(Field, EventKind, Vec<(String, serde_json::Value)>)> = None;
+    for (f, kind, w) in wrappers {
         if given & f.bit() != 0 {
             return Err(err(f, FieldErrorKind::Duplicate));
         }
@@ -571,15 +582,15 @@ pub(super) fn slow_event(
                 ))
             }
             Wrapped::Object(members) => {
-                if let Some((first, _)) = found {
+                if let Some((first, ..)) = found {
                     return Err(err(f, FieldErrorKind::SecondEvent { first }));
                 }
-                found = Some((f, members));
+                found = Some((f, kind, members));
             }
         }
     }
     match found {
-        Some((f, members)) => Ok((wrapper(f.name().as_bytes()).expect("a wrapper").1, members)),
+        Some((_, kind, members)) => Ok((kind, members)),
         None => Err(FieldError {
             event: None,
             field: None,
@@ -693,8 +704,7 @@ mod tests {
             assert_eq!(parse_json_line(&line), Ok(compact(&e)), "event {n}");
             // Ms times (Jackson's default), another member order, spacing,
             // escapes and no channel / url take other paths to the same.
-            let v: serde_json::Value = serde_json::from_slice(&line).unwrap();
-            let mut v = v;
+            let mut v: serde_json::Value = serde_json::from_slice(&line).unwrap();
             for w in ["newPerson", "newAuction", "bid"] {
                 if let Some(obj) = v[w].as_object_mut() {
                     for t in ["dateTime", "expires"] {
@@ -816,8 +826,17 @@ mod tests {
         // A `type` makes a line ours, whatever else it holds.
         assert_eq!(
             error(&bid.replacen('{', r#"{"type":"bid","#, 1)),
-            "field auction (bid): missing"
+            "field dateTime (bid): missing"
         );
+        // Channel and url, optional, are checked when present.
+        let bad_url = bid.replace(r#""extra":"""#, r#""extra":"","url":5"#);
+        assert_eq!(
+            parse_full_json_line(bad_url.as_bytes())
+                .unwrap_err()
+                .to_string(),
+            "field url (bid): expected a string, found number"
+        );
+        assert!(parse_json_line(bad_url.as_bytes()).is_ok());
     }
 
     #[test]

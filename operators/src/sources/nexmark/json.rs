@@ -111,6 +111,10 @@ pub enum Field {
 
 const NUM_FIELDS: usize = 24;
 
+/// The fields that carry a value into [`Values`] (`type` to `url`; not
+/// Beam's wrappers).
+const NUM_VALUES: usize = 21;
+
 impl Field {
     /// All fields, in discriminant order.
     pub const ALL: [Field; NUM_FIELDS] = [
@@ -603,12 +607,22 @@ pub fn parse_full_json_line(line: &[u8]) -> Result<FullEvent, FieldError> {
 /// The values of the known members of one line.
 pub(super) struct Values<'a> {
     pub(super) kind: Option<EventKind>,
-    ints: [u64; NUM_FIELDS],
+    ints: [u64; NUM_VALUES],
     /// The strings (`name` and the full events' strings).
-    strs: [&'a str; NUM_FIELDS],
+    strs: [&'a str; NUM_VALUES],
 }
 
 impl Values<'_> {
+    /// No values yet.
+    #[inline(always)]
+    pub(super) fn new() -> Self {
+        Values {
+            kind: None,
+            ints: [0; NUM_VALUES],
+            strs: [""; NUM_VALUES],
+        }
+    }
+
     /// The event of kind `k` from the values (all required ones present).
     pub(super) fn event(&self, k: EventKind) -> Result<NexEvent, FieldError> {
         let v = |f: Field| self.ints[f as usize];
@@ -741,29 +755,27 @@ fn fast_parse(b: &[u8]) -> Option<NexEvent> {
 /// decide.
 #[inline(always)]
 fn fast_scan(b: &[u8]) -> Option<(Values<'_>, u32)> {
-    let (vals, seen, end) = scan_object::<false>(b, skip_ws(b, 0))?;
+    let mut vals = Values::new();
+    let (seen, end) = scan_object::<false>(b, skip_ws(b, 0), &mut vals)?;
     if skip_ws(b, end) != b.len() {
         return None;
     }
     Some((vals, seen))
 }
 
-/// The values of the flat object of integers and unescaped strings that
-/// starts at `b[i]` (`{`), the members seen (bits of [`Field::bit`]) and
-/// the index just past its `}`; `None` for the slow path to decide.
+/// Reads the flat object of integers and unescaped strings that starts at
+/// `b[i]` (`{`) into `vals` (fresh); returns the members seen (bits of
+/// [`Field::bit`]) and the index just past its `}`, or `None` for the slow
+/// path to decide.
 /// `BEAM`: an object inside Beam's form, where `type` is not a member (it
 /// is skipped like any unknown one) and `dateTime` / `expires` may also be
 /// ISO-8601 strings.
 #[inline(always)]
-pub(super) fn scan_object<const BEAM: bool>(
-    b: &[u8],
+pub(super) fn scan_object<'a, const BEAM: bool>(
+    b: &'a [u8],
     mut i: usize,
-) -> Option<(Values<'_>, u32, usize)> {
-    let mut vals = Values {
-        kind: None,
-        ints: [0; NUM_FIELDS],
-        strs: [""; NUM_FIELDS],
-    };
+    vals: &mut Values<'a>,
+) -> Option<(u32, usize)> {
     let mut seen = 0u32;
     if b.get(i) != Some(&b'{') {
         return None;
@@ -833,7 +845,7 @@ pub(super) fn scan_object<const BEAM: bool>(
             _ => return None,
         }
     }
-    Some((vals, seen, i + 1))
+    Some((seen, i + 1))
 }
 
 /// The JSON type of `v`, for error messages.
@@ -904,12 +916,15 @@ fn slow_parse_with<T>(
             }
             // Beam's form: the one event object inside.
             let (kind, inner) = super::beam::slow_event(line)?;
-            let need = if full {
-                super::beam::required_full(kind)
+            let (need, optional) = if full {
+                (
+                    super::beam::required_full(kind),
+                    super::beam::optional_full(kind),
+                )
             } else {
-                super::beam::required(kind)
+                (super::beam::required(kind), 0)
             };
-            let vals = member_values(&inner, kind, need, true)?;
+            let vals = member_values(&inner, kind, need, optional, true)?;
             return make(&vals, kind);
         }
         (Some(serde_json::Value::String(s)), None) => match EventKind::from_bytes(s.as_bytes()) {
@@ -938,22 +953,24 @@ fn slow_parse_with<T>(
     } else {
         required(kind)
     };
-    let vals = member_values(&members, kind, need, false)?;
+    let vals = member_values(&members, kind, need, 0, false)?;
     make(&vals, kind)
 }
 
 /// The values of the fields `need` says an event of kind `kind` has, from
 /// the members of its object, checked (present, once, of the right type
-/// and range). `beam`: the object inside Beam's form (`type` is no member
-/// there; `dateTime` and `expires` may be ISO-8601 strings).
-pub(super) fn member_values<'a>(
+/// and range), and of the fields of `optional` that are present (checked
+/// the same way). `beam`: the object inside Beam's form (`type` is no
+/// member there; `dateTime` and `expires` may be ISO-8601 strings).
+fn member_values<'a>(
     members: &'a [(String, serde_json::Value)],
     kind: EventKind,
     need: u32,
+    optional: u32,
     beam: bool,
 ) -> Result<Values<'a>, FieldError> {
     // Each known member's value, and whether it was given twice.
-    let mut values: [Option<&serde_json::Value>; NUM_FIELDS] = [None; NUM_FIELDS];
+    let mut values: [Option<&serde_json::Value>; NUM_VALUES] = [None; NUM_VALUES];
     let mut twice = 0u32;
     for (key, value) in members {
         if let Some(f) = Field::from_key(key.as_bytes()) {
@@ -964,11 +981,11 @@ pub(super) fn member_values<'a>(
     }
     let mut vals = Values {
         kind: Some(kind),
-        ints: [0; NUM_FIELDS],
-        strs: [""; NUM_FIELDS],
+        ints: [0; NUM_VALUES],
+        strs: [""; NUM_VALUES],
     };
     for f in Field::ALL {
-        if f == Field::Type || need & f.bit() == 0 {
+        if f == Field::Type || (need | optional) & f.bit() == 0 {
             continue;
         }
         let e = |k| {
@@ -982,6 +999,9 @@ pub(super) fn member_values<'a>(
             return e(FieldErrorKind::Duplicate);
         }
         let Some(v) = values[f as usize] else {
+            if need & f.bit() == 0 {
+                continue;
+            }
             return e(FieldErrorKind::Missing);
         };
         match (f, v) {
