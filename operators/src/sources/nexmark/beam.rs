@@ -444,11 +444,14 @@ pub(super) fn fast_scan(b: &[u8]) -> Option<(EventKind, Values<'_>, u32)> {
     found
 }
 
+/// An object's members, in order, duplicates kept.
+type Members = Vec<(String, serde_json::Value)>;
+
 /// A wrapper's value in the slow path.
 enum Wrapped {
     Null,
-    /// An object: its members, in order, duplicates kept.
-    Object(Vec<(String, serde_json::Value)>),
+    /// An object: its members.
+    Object(Members),
     /// Another JSON type (its name).
     Other(&'static str),
 }
@@ -541,9 +544,7 @@ mod de {
 /// A wrapper given twice, neither an object nor `null`, a second event
 /// object, or all wrappers `null`, naming the wrapper.
 #[cold]
-pub(super) fn slow_event(
-    line: &[u8],
-) -> Result<(EventKind, Vec<(String, serde_json::Value)>), FieldError> {
+pub(super) fn slow_event(line: &[u8]) -> Result<(EventKind, Members), FieldError> {
     let wrappers = match serde_json::from_slice::<Wrappers>(line) {
         Ok(w) => w.0,
         Err(e) => {
@@ -564,7 +565,7 @@ pub(super) fn slow_event(
         kind,
     };
     let mut given = 0u32;
-    let mut found: Option<(Field, EventKind, Vec<(String, serde_json::Value)>)> = None;
+    let mut found: Option<(Field, EventKind, Members)> = None;
     for (f, kind, w) in wrappers {
         if given & f.bit() != 0 {
             return Err(err(f, FieldErrorKind::Duplicate));

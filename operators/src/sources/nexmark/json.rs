@@ -337,7 +337,8 @@ pub enum FieldErrorKind {
         first: Field,
     },
     /// Beam's form: an instant (`dateTime`, `expires`) string that is not
-    /// an ISO-8601 UTC instant at or after 1970.
+    /// an ISO-8601 instant at or after 1970 (see
+    /// [`parse_instant`](super::parse_instant)).
     BadInstant {
         /// The string (cut at 64 bytes).
         value: String,
