@@ -6,17 +6,17 @@ use std::path::Path;
 use std::sync::mpsc;
 use std::thread;
 
+use super::beam::JsonForm;
 use super::config::NexmarkConfig;
 use super::full::full_event_with;
 use super::generator::Model;
-use super::json::write_json_line;
 
 /// Events per chunk of text a thread formats at a time (about 4 MB).
 const CHUNK_EVENTS: u64 = 16 << 10;
 
 /// Writes events `0..events` of the stream of `cfg` to `path` as JSON lines
 /// (one [full event](super::full_event) per line, see
-/// [`write_json_line`]) and returns how many it wrote. The same config
+/// [`write_json_line`](super::write_json_line)) and returns how many it wrote. The same config
 /// gives the same file.
 ///
 /// Formatting runs on every available core: thread `t` of `T` formats
@@ -28,6 +28,16 @@ const CHUNK_EVENTS: u64 = 16 << 10;
 /// does not [validate](NexmarkConfig::validate); I/O errors, with the path
 /// in the message.
 pub fn gen_to_file(cfg: &NexmarkConfig, path: &Path) -> io::Result<u64> {
+    gen_to_file_as(cfg, path, JsonForm::Ours)
+}
+
+/// [`gen_to_file`] in the JSON form `form`: ours, or Apache Beam's nested
+/// one ([`write_beam_json_line`](super::write_beam_json_line)). The same
+/// events either way.
+///
+/// # Errors
+/// As [`gen_to_file`].
+pub fn gen_to_file_as(cfg: &NexmarkConfig, path: &Path, form: JsonForm) -> io::Result<u64> {
     let invalid = |msg: String| io::Error::new(io::ErrorKind::InvalidInput, msg);
     let total = cfg
         .events
@@ -45,7 +55,7 @@ pub fn gen_to_file(cfg: &NexmarkConfig, path: &Path) -> io::Result<u64> {
         let first = chunk * CHUNK_EVENTS;
         let mut text = Vec::with_capacity(CHUNK_EVENTS as usize * 256);
         for n in first..(first + CHUNK_EVENTS).min(total) {
-            write_json_line(&full_event_with(&model, n), &mut text);
+            form.write_line(&full_event_with(&model, n), &mut text);
         }
         text
     };

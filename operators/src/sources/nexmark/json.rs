@@ -1,6 +1,14 @@
 //! NEXMark events as JSON lines: writer (full events) and parsers (compact
 //! or full events, with precise errors).
 //!
+//! Both parsers also read Apache Beam NEXMark's nested form of events
+//! (`{"newPerson":{…},"newAuction":null,"bid":null}`, ISO-8601 or ms
+//! times), telling the forms apart per line: a line with a top-level
+//! `type` is ours, one with `newPerson`, `newAuction` or `bid` instead is
+//! Beam's (see the `beam` module, [`write_beam_json_line`](super::write_beam_json_line)).
+//! What follows describes our form; inside Beam's objects the same
+//! fields are checked the same way, but for `type` (none) and the times.
+//!
 //! # Schema
 //!
 //! One flat object per line with a `type` member and the Beam field names
@@ -93,9 +101,19 @@ pub enum Field {
     Channel = 19,
     /// `url` (bid, full events only): string.
     Url = 20,
+    /// `newPerson` (Beam's form): the person object, or `null`.
+    NewPerson = 21,
+    /// `newAuction` (Beam's form): the auction object, or `null`.
+    NewAuction = 22,
+    /// `bid` (Beam's form): the bid object, or `null`.
+    Bid = 23,
 }
 
-const NUM_FIELDS: usize = 21;
+const NUM_FIELDS: usize = 24;
+
+/// The fields that carry a value into [`Values`] (`type` to `url`; not
+/// Beam's wrappers).
+const NUM_VALUES: usize = 21;
 
 impl Field {
     /// All fields, in discriminant order.
@@ -121,6 +139,9 @@ impl Field {
         Field::Description,
         Field::Channel,
         Field::Url,
+        Field::NewPerson,
+        Field::NewAuction,
+        Field::Bid,
     ];
 
     /// The JSON member name.
@@ -147,9 +168,14 @@ impl Field {
             Field::Description => "description",
             Field::Channel => "channel",
             Field::Url => "url",
+            Field::NewPerson => "newPerson",
+            Field::NewAuction => "newAuction",
+            Field::Bid => "bid",
         }
     }
 
+    /// The member of our flat form (or of the objects inside Beam's form)
+    /// named `key`; Beam's wrappers (`newPerson`, ...) are not among them.
     #[inline]
     fn from_key(key: &[u8]) -> Option<Field> {
         Some(match key {
@@ -178,13 +204,21 @@ impl Field {
         })
     }
 
-    const fn bit(self) -> u32 {
+    pub(super) const fn bit(self) -> u32 {
         1 << self as u32
     }
 
-    /// Whether its value is a string (else an integer).
+    /// Whether its value is a string (else an integer; Beam's wrappers
+    /// are neither and never asked).
     const fn is_string(self) -> bool {
-        matches!(self, Field::Type | Field::Name) || self as u32 >= Field::EmailAddress as u32
+        matches!(self, Field::Type | Field::Name)
+            || (self as u32 >= Field::EmailAddress as u32 && self as u32 <= Field::Url as u32)
+    }
+
+    /// Whether its value is an instant (`dateTime`, `expires`): in Beam's
+    /// form an ISO-8601 string or integer ms.
+    const fn is_instant(self) -> bool {
+        matches!(self, Field::DateTime | Field::Expires)
     }
 }
 
@@ -196,7 +230,7 @@ impl fmt::Display for Field {
 
 /// The fields an event of kind `k` must have (bit set of [`Field::bit`]),
 /// `type` included.
-const fn required(k: EventKind) -> u32 {
+pub(super) const fn required(k: EventKind) -> u32 {
     let common = Field::Type.bit() | Field::DateTime.bit();
     match k {
         EventKind::Person => common | Field::Id.bit() | Field::Name.bit(),
@@ -215,7 +249,7 @@ const fn required(k: EventKind) -> u32 {
 
 /// The fields a full event of kind `k` must have: [`required`] and the
 /// kind's strings.
-const fn required_full(k: EventKind) -> u32 {
+pub(super) const fn required_full(k: EventKind) -> u32 {
     required(k)
         | Field::Extra.bit()
         | match k {
@@ -291,6 +325,24 @@ pub enum FieldErrorKind {
         /// 0-based byte offset of the first invalid byte in the line.
         offset: usize,
     },
+    /// Neither form: no `type` member (ours) and none of `newPerson`,
+    /// `newAuction`, `bid` (Beam's).
+    NoForm,
+    /// Beam's form: `newPerson`, `newAuction` and `bid` are all `null`.
+    NoEvent,
+    /// Beam's form: a second event in the line (the field is the second
+    /// non-null wrapper).
+    SecondEvent {
+        /// The wrapper of the first event.
+        first: Field,
+    },
+    /// Beam's form: an instant (`dateTime`, `expires`) string that is not
+    /// an ISO-8601 instant at or after 1970 (see
+    /// [`parse_instant`](super::parse_instant)).
+    BadInstant {
+        /// The string (cut at 64 bytes).
+        value: String,
+    },
 }
 
 impl fmt::Display for FieldError {
@@ -324,6 +376,21 @@ impl fmt::Display for FieldError {
             FieldErrorKind::NotUtf8 { offset } => {
                 write!(f, "invalid UTF-8 at byte {offset} of the line")
             }
+            FieldErrorKind::NoForm => f.write_str(
+                "missing, and no newPerson, newAuction or bid member either (Beam's form)",
+            ),
+            FieldErrorKind::NoEvent => {
+                f.write_str("no event: newPerson, newAuction and bid are all null")
+            }
+            FieldErrorKind::SecondEvent { first } => write!(
+                f,
+                "a second event in one line ({first} is not null too; a line holds one event)"
+            ),
+            FieldErrorKind::BadInstant { value } => write!(
+                f,
+                "{value:?} is not an ISO-8601 instant at or after 1970 \
+                 (like \"2015-07-15T00:00:00.000Z\") nor integer ms since the epoch"
+            ),
         }
     }
 }
@@ -375,38 +442,39 @@ pub fn write_json_line(e: &FullEvent, out: &mut Vec<u8>) {
     w.raw(b"}\n");
 }
 
-struct Writer<'a> {
-    out: &'a mut Vec<u8>,
+/// Appends JSON text to a buffer.
+pub(super) struct Writer<'a> {
+    pub(super) out: &'a mut Vec<u8>,
 }
 
 impl Writer<'_> {
     #[inline]
-    fn raw(&mut self, b: &[u8]) {
+    pub(super) fn raw(&mut self, b: &[u8]) {
         self.out.extend_from_slice(b);
     }
 
     #[inline]
-    fn int(&mut self, v: u64) {
+    pub(super) fn int(&mut self, v: u64) {
         let mut buf = [0u8; 20];
         self.raw(format_u64(v, &mut buf));
     }
 
     /// `,"key":`
     #[inline]
-    fn key(&mut self, key: &[u8]) {
+    pub(super) fn key(&mut self, key: &[u8]) {
         self.raw(b",\"");
         self.raw(key);
         self.raw(b"\":");
     }
 
     #[inline]
-    fn key_int(&mut self, key: &[u8], v: u64) {
+    pub(super) fn key_int(&mut self, key: &[u8], v: u64) {
         self.key(key);
         self.int(v);
     }
 
     #[inline]
-    fn key_str(&mut self, key: &[u8], s: &str) {
+    pub(super) fn key_str(&mut self, key: &[u8], s: &str) {
         self.key(key);
         write_json_string(s, self.out);
     }
@@ -463,8 +531,39 @@ pub fn parse_json_line(line: &[u8]) -> Result<NexEvent, FieldError> {
     }
     match fast_parse(line) {
         Some(e) => Ok(e),
-        None => slow_parse(line),
+        None => other_parse(line),
     }
+}
+
+/// A line our fast path did not take: Beam's form (its own fast path),
+/// else the slow path of both forms.
+#[cold]
+#[inline(never)]
+fn other_parse(line: &[u8]) -> Result<NexEvent, FieldError> {
+    if let Some((kind, vals, seen)) = super::beam::fast_scan(line) {
+        let need = super::beam::required(kind);
+        if seen & need == need {
+            if let Ok(e) = vals.event(kind) {
+                return Ok(e);
+            }
+        }
+    }
+    slow_parse(line)
+}
+
+/// [`other_parse`] for full events.
+#[cold]
+#[inline(never)]
+fn other_parse_full(line: &[u8]) -> Result<FullEvent, FieldError> {
+    if let Some((kind, vals, seen)) = super::beam::fast_scan(line) {
+        let need = super::beam::required_full(kind);
+        if seen & need == need {
+            if let Ok(e) = vals.full_event(kind) {
+                return Ok(e);
+            }
+        }
+    }
+    slow_parse_with(line, true, |v, k| v.full_event(k))
 }
 
 /// Parses one JSON line into a full event: every field of its kind (see
@@ -499,24 +598,34 @@ pub fn parse_full_json_line(line: &[u8]) -> Result<FullEvent, FieldError> {
             });
             match kind.map(|k| vals.full_event(k)) {
                 Some(Ok(e)) => Ok(e),
-                _ => slow_parse_with(line, required_full, |v, k| v.full_event(k)),
+                _ => other_parse_full(line),
             }
         }
-        None => slow_parse_with(line, required_full, |v, k| v.full_event(k)),
+        None => other_parse_full(line),
     }
 }
 
 /// The values of the known members of one line.
-struct Values<'a> {
-    kind: Option<EventKind>,
-    ints: [u64; NUM_FIELDS],
+pub(super) struct Values<'a> {
+    pub(super) kind: Option<EventKind>,
+    ints: [u64; NUM_VALUES],
     /// The strings (`name` and the full events' strings).
-    strs: [&'a str; NUM_FIELDS],
+    strs: [&'a str; NUM_VALUES],
 }
 
 impl Values<'_> {
+    /// No values yet.
+    #[inline(always)]
+    pub(super) fn new() -> Self {
+        Values {
+            kind: None,
+            ints: [0; NUM_VALUES],
+            strs: [""; NUM_VALUES],
+        }
+    }
+
     /// The event of kind `k` from the values (all required ones present).
-    fn event(&self, k: EventKind) -> Result<NexEvent, FieldError> {
+    pub(super) fn event(&self, k: EventKind) -> Result<NexEvent, FieldError> {
         let v = |f: Field| self.ints[f as usize];
         Ok(match k {
             EventKind::Person => NexEvent::Person(Person {
@@ -550,7 +659,7 @@ impl Values<'_> {
 
     /// The full event of kind `k` from the values (all required ones
     /// present): the compact event's checks, and the strings.
-    fn full_event(&self, k: EventKind) -> Result<FullEvent, FieldError> {
+    pub(super) fn full_event(&self, k: EventKind) -> Result<FullEvent, FieldError> {
         let s = |f: Field| self.strs[f as usize].to_owned();
         Ok(match self.event(k)? {
             NexEvent::Person(p) => FullEvent::Person(FullPerson {
@@ -613,7 +722,7 @@ fn parse_uint(b: &[u8], i: usize) -> Option<(u64, usize)> {
 /// `null`) starting at `i`; `None` for anything else (nested values go to
 /// the slow path). Numbers are only delimited here, not validated.
 #[inline(always)]
-fn skip_scalar(b: &[u8], i: usize) -> Option<usize> {
+pub(super) fn skip_scalar(b: &[u8], i: usize) -> Option<usize> {
     match *b.get(i)? {
         b'-' | b'0'..=b'9' => {
             let mut j = i + 1;
@@ -647,13 +756,28 @@ fn fast_parse(b: &[u8]) -> Option<NexEvent> {
 /// decide.
 #[inline(always)]
 fn fast_scan(b: &[u8]) -> Option<(Values<'_>, u32)> {
-    let mut vals = Values {
-        kind: None,
-        ints: [0; NUM_FIELDS],
-        strs: [""; NUM_FIELDS],
-    };
+    let mut vals = Values::new();
+    let (seen, end) = scan_object::<false>(b, skip_ws(b, 0), &mut vals)?;
+    if skip_ws(b, end) != b.len() {
+        return None;
+    }
+    Some((vals, seen))
+}
+
+/// Reads the flat object of integers and unescaped strings that starts at
+/// `b[i]` (`{`) into `vals` (fresh); returns the members seen (bits of
+/// [`Field::bit`]) and the index just past its `}`, or `None` for the slow
+/// path to decide.
+/// `BEAM`: an object inside Beam's form, where `type` is not a member (it
+/// is skipped like any unknown one) and `dateTime` / `expires` may also be
+/// ISO-8601 strings.
+#[inline(always)]
+pub(super) fn scan_object<'a, const BEAM: bool>(
+    b: &'a [u8],
+    mut i: usize,
+    vals: &mut Values<'a>,
+) -> Option<(u32, usize)> {
     let mut seen = 0u32;
-    let mut i = skip_ws(b, 0);
     if b.get(i) != Some(&b'{') {
         return None;
     }
@@ -663,7 +787,10 @@ fn fast_scan(b: &[u8]) -> Option<(Values<'_>, u32)> {
             return None; // includes `{}`: the slow path says what is missing
         }
         let key_end = string_end(b, i + 1)?;
-        let field = Field::from_key(&b[i + 1..key_end]);
+        let field = match Field::from_key(&b[i + 1..key_end]) {
+            Some(Field::Type) if BEAM => None,
+            f => f,
+        };
         i = skip_ws(b, key_end + 1);
         if b.get(i) != Some(&b':') {
             return None;
@@ -695,6 +822,11 @@ fn fast_scan(b: &[u8]) -> Option<(Values<'_>, u32)> {
                         }
                         end + 1
                     }
+                    _ if BEAM && f.is_instant() && b.get(i) == Some(&b'"') => {
+                        let end = string_end(b, i + 1)?;
+                        vals.ints[f as usize] = super::beam::parse_instant(&b[i + 1..end])?;
+                        end + 1
+                    }
                     _ => {
                         let (v, end) = parse_uint(b, i)?;
                         vals.ints[f as usize] = v;
@@ -714,10 +846,7 @@ fn fast_scan(b: &[u8]) -> Option<(Values<'_>, u32)> {
             _ => return None,
         }
     }
-    if skip_ws(b, i + 1) != b.len() {
-        return None;
-    }
-    Some((vals, seen))
+    Some((seen, i + 1))
 }
 
 /// The JSON type of `v`, for error messages.
@@ -748,15 +877,15 @@ fn cut(s: &str) -> String {
 /// The slow path: any JSON, precise errors.
 #[cold]
 fn slow_parse(line: &[u8]) -> Result<NexEvent, FieldError> {
-    slow_parse_with(line, required, |v, k| v.event(k))
+    slow_parse_with(line, false, |v, k| v.event(k))
 }
 
-/// The slow path for the fields `need` says a kind has, made into an
-/// event by `make`.
+/// The slow path of both forms for compact (`full` false) or full events,
+/// made into an event by `make`.
 #[cold]
 fn slow_parse_with<T>(
     line: &[u8],
-    need: fn(EventKind) -> u32,
+    full: bool,
     make: fn(&Values<'_>, EventKind) -> Result<T, FieldError>,
 ) -> Result<T, FieldError> {
     let whole = |kind| FieldError {
@@ -771,27 +900,35 @@ fn slow_parse_with<T>(
             return Err(whole(FieldErrorKind::Malformed { column, message }))
         }
     };
-    // Each known member's value, and whether it was given twice.
-    let mut values: [Option<&serde_json::Value>; NUM_FIELDS] = [None; NUM_FIELDS];
-    let mut twice = 0u32;
-    for (key, value) in &members {
-        if let Some(f) = Field::from_key(key.as_bytes()) {
-            if values[f as usize].replace(value).is_some() {
-                twice |= f.bit();
-            }
-        }
-    }
     let err = |event, f, kind| FieldError {
         event,
         field: Some(f),
         kind,
     };
-    if twice & Field::Type.bit() != 0 {
-        return Err(err(None, Field::Type, FieldErrorKind::Duplicate));
-    }
-    let kind = match values[Field::Type as usize] {
-        None => return Err(err(None, Field::Type, FieldErrorKind::Missing)),
-        Some(serde_json::Value::String(s)) => match EventKind::from_bytes(s.as_bytes()) {
+    let mut types = members.iter().filter(|(k, _)| k == "type").map(|(_, v)| v);
+    let kind = match (types.next(), types.next()) {
+        (Some(_), Some(_)) => return Err(err(None, Field::Type, FieldErrorKind::Duplicate)),
+        (None, _) => {
+            if !members
+                .iter()
+                .any(|(k, _)| super::beam::wrapper(k.as_bytes()).is_some())
+            {
+                return Err(err(None, Field::Type, FieldErrorKind::NoForm));
+            }
+            // Beam's form: the one event object inside.
+            let (kind, inner) = super::beam::slow_event(line)?;
+            let (need, optional) = if full {
+                (
+                    super::beam::required_full(kind),
+                    super::beam::optional_full(kind),
+                )
+            } else {
+                (super::beam::required(kind), 0)
+            };
+            let vals = member_values(&inner, kind, need, optional, true)?;
+            return make(&vals, kind);
+        }
+        (Some(serde_json::Value::String(s)), None) => match EventKind::from_bytes(s.as_bytes()) {
             Some(k) => k,
             None => {
                 return Err(err(
@@ -801,7 +938,7 @@ fn slow_parse_with<T>(
                 ))
             }
         },
-        Some(other) => {
+        (Some(other), None) => {
             return Err(err(
                 None,
                 Field::Type,
@@ -812,21 +949,60 @@ fn slow_parse_with<T>(
             ))
         }
     };
-    let need = need(kind);
+    let need = if full {
+        required_full(kind)
+    } else {
+        required(kind)
+    };
+    let vals = member_values(&members, kind, need, 0, false)?;
+    make(&vals, kind)
+}
+
+/// The values of the fields `need` says an event of kind `kind` has, from
+/// the members of its object, checked (present, once, of the right type
+/// and range), and of the fields of `optional` that are present (checked
+/// the same way). `beam`: the object inside Beam's form (`type` is no
+/// member there; `dateTime` and `expires` may be ISO-8601 strings).
+fn member_values<'a>(
+    members: &'a [(String, serde_json::Value)],
+    kind: EventKind,
+    need: u32,
+    optional: u32,
+    beam: bool,
+) -> Result<Values<'a>, FieldError> {
+    // Each known member's value, and whether it was given twice.
+    let mut values: [Option<&serde_json::Value>; NUM_VALUES] = [None; NUM_VALUES];
+    let mut twice = 0u32;
+    for (key, value) in members {
+        if let Some(f) = Field::from_key(key.as_bytes()) {
+            if values[f as usize].replace(value).is_some() {
+                twice |= f.bit();
+            }
+        }
+    }
     let mut vals = Values {
         kind: Some(kind),
-        ints: [0; NUM_FIELDS],
-        strs: [""; NUM_FIELDS],
+        ints: [0; NUM_VALUES],
+        strs: [""; NUM_VALUES],
     };
     for f in Field::ALL {
-        if f == Field::Type || need & f.bit() == 0 {
+        if f == Field::Type || (need | optional) & f.bit() == 0 {
             continue;
         }
-        let e = |k| Err(err(Some(kind), f, k));
+        let e = |k| {
+            Err(FieldError {
+                event: Some(kind),
+                field: Some(f),
+                kind: k,
+            })
+        };
         if twice & f.bit() != 0 {
             return e(FieldErrorKind::Duplicate);
         }
         let Some(v) = values[f as usize] else {
+            if need & f.bit() == 0 {
+                continue;
+            }
             return e(FieldErrorKind::Missing);
         };
         match (f, v) {
@@ -843,6 +1019,12 @@ fn slow_parse_with<T>(
                     found: json_type(other),
                 })
             }
+            (_, serde_json::Value::String(s)) if beam && f.is_instant() => {
+                match super::beam::parse_instant(s.as_bytes()) {
+                    Some(ms) => vals.ints[f as usize] = ms,
+                    None => return e(FieldErrorKind::BadInstant { value: cut(s) }),
+                }
+            }
             (_, serde_json::Value::Number(num)) => match num.as_u64() {
                 Some(x) => vals.ints[f as usize] = x,
                 None => {
@@ -853,13 +1035,17 @@ fn slow_parse_with<T>(
             },
             (_, other) => {
                 return e(FieldErrorKind::WrongType {
-                    expected: "an integer",
+                    expected: if beam && f.is_instant() {
+                        "an ISO-8601 string or integer ms"
+                    } else {
+                        "an integer"
+                    },
                     found: json_type(other),
                 })
             }
         }
     }
-    make(&vals, kind)
+    Ok(vals)
 }
 
 #[cfg(test)]
@@ -968,7 +1154,10 @@ mod tests {
             error(r#"{"type":"Bid","auction":1}"#),
             r#"field type: "Bid" is not one of "person", "auction", "bid""#
         );
-        assert_eq!(error(r#"{"auction":1}"#), "field type: missing");
+        assert_eq!(
+            error(r#"{"auction":1}"#),
+            "field type: missing, and no newPerson, newAuction or bid member either (Beam's form)"
+        );
         assert_eq!(
             error(r#"{"type":7}"#),
             "field type: expected a string, found number"

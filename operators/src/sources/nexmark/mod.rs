@@ -37,7 +37,12 @@
 //! - JSON lines: [`write_json_line`], [`parse_json_line`] (compact),
 //!   [`parse_full_json_line`] (every field), the range-splittable
 //!   [`NexmarkFileReader`] and [`NexmarkFullFileReader`], and
-//!   [`gen_to_file`] (the backend of `air gen nexmark`).
+//!   [`gen_to_file`] (the backend of `air gen nexmark`);
+//! - Apache Beam NEXMark's nested JSON form (`{"newPerson":{…},
+//!   "newAuction":null,"bid":null}`, ISO-8601 or ms `dateTime`), which
+//!   both parsers and readers also accept, detected per line:
+//!   [`write_beam_json_line`], [`JsonForm`], [`gen_to_file_as`] (see the
+//!   `beam` module's docs on [`write_beam_json_line`]).
 //!
 //! ```
 //! use air_operators::sources::nexmark::*;
@@ -57,6 +62,7 @@
 //! # assert_eq!(n, 256);
 //! ```
 
+mod beam;
 mod config;
 mod files;
 mod full;
@@ -66,12 +72,13 @@ mod model;
 mod reader;
 
 pub use crate::sources::ysb::{split_ranges, OnBadRecord};
+pub use beam::{parse_instant, write_beam_json_line, write_instant, JsonForm, MAX_ISO_MS};
 pub use config::{
     NexmarkConfig, AUCTION_PROPORTION, BID_PROPORTION, DEFAULT_BASE_TIME_MS, FIRST_AUCTION_ID,
     FIRST_CATEGORY_ID, FIRST_PERSON_ID, HOT_BLOCK, NUM_CATEGORIES, PERSON_PROPORTION,
     PROPORTION_DENOMINATOR,
 };
-pub use files::gen_to_file;
+pub use files::{gen_to_file, gen_to_file_as};
 pub use full::{full_event, NexmarkFullGenerator, CHANNELS_NUMBER, HOT_CHANNELS};
 pub use generator::{
     compact_event, event_kind, last_base0_auction_id, last_base0_person_id, NexmarkGenerator,

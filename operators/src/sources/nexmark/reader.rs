@@ -172,6 +172,13 @@ pub type NexmarkFullFileReader = EventFileReader<FullEvent>;
 /// from a JSON-lines file, or from one byte range of it (see
 /// [`split_ranges`](crate::sources::ysb::split_ranges)), in batches.
 ///
+/// Forms: each line is ours (a flat object with a `type` member, as
+/// [`gen_to_file`](super::gen_to_file) writes) or Apache Beam NEXMark's
+/// (`{"newPerson":{…},"newAuction":null,"bid":null}` with ISO-8601 or ms
+/// `dateTime`, as [`write_beam_json_line`](super::write_beam_json_line)
+/// writes), told apart per line with no option; a file may mix them. The
+/// errors and guarantees below are the same for both.
+///
 /// Lines: `\n` ends a line, a `\r` before it is dropped, a last line
 /// without `\n` is read, and blank lines are skipped.
 ///
