@@ -5,8 +5,8 @@
 //! union of each minute's part files equals a plain sequential computation
 //! in this test; every part file has its commit marker and every worker its
 //! watermark file; options that do not fit are refused (exit 2); and
-//! (feature `mpi`) two ranks write distinct part files per rank with the
-//! same union.
+//! (feature `mpi`) two ranks write part files named by rank with the same
+//! union.
 
 mod common;
 
@@ -305,8 +305,11 @@ fn q10_runs_distributed() {
         );
         let got = read_out(&dir, 2);
         assert_eq!(rows_of(&got), want, "two ranks {extra:?}");
-        for (p, (_, parts)) in &got {
-            assert_eq!(parts, &["r0-w0", "r1-w0"], "{p} {extra:?}");
-        }
+        // Each rank's worker reads its byte range of the file (some
+        // minutes) and names its part files by its rank.
+        let mut seen: Vec<String> = got.values().flat_map(|(_, p)| p.clone()).collect();
+        seen.sort();
+        seen.dedup();
+        assert_eq!(seen, ["r0-w0", "r1-w0"], "{extra:?}");
     }
 }

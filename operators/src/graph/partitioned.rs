@@ -145,7 +145,10 @@ impl<F> PartitionedCsv<F> {
     /// At most `n` partitions open at once per worker (at least 1); a row
     /// that would open one more stops the job with an error naming the
     /// limit. A stream without a watermark (e.g. files read in any order)
-    /// keeps every partition open until its end.
+    /// keeps every partition open until its end. The watermark reaches
+    /// the sink at flush ticks (`JobConfig::flush`), so the partitions open
+    /// at once are those the watermark of the last tick had not passed, plus
+    /// the new ones since.
     pub fn max_open(mut self, n: usize) -> Self {
         self.max_open = n.max(1);
         self
@@ -533,6 +536,29 @@ mod tests {
     use air_runtime::JobConfig;
     use std::fmt::Write as _;
 
+    /// A source of one row per poll, 3 ms apart (the watermark reaches
+    /// the sink at flush ticks, 1 ms apart).
+    struct OneByOne(std::collections::VecDeque<(u64, u64)>);
+
+    impl air_runtime::dataflow::Source for OneByOne {
+        type Item = (u64, u64);
+        fn poll(
+            &mut self,
+            buf: &mut Vec<(u64, u64)>,
+            _max: usize,
+        ) -> air_runtime::dataflow::SourcePoll {
+            buf.clear();
+            std::thread::sleep(std::time::Duration::from_millis(3));
+            match self.0.pop_front() {
+                Some(r) => {
+                    buf.push(r);
+                    air_runtime::dataflow::SourcePoll::Ready
+                }
+                None => air_runtime::dataflow::SourcePoll::Done,
+            }
+        }
+    }
+
     /// Partitions of 100 ms: `p=<start>`.
     fn by_100ms(r: &(u64, u64), path: &mut String) -> u64 {
         let start = r.1 / 100 * 100;
@@ -608,9 +634,10 @@ mod tests {
     fn partitions_close_as_the_watermark_passes_and_the_open_limit_holds() {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path().join("out");
-        // In time order over 50 partitions, at most 2 open at once with a
-        // watermark (one partition, plus the next at its first row).
-        let rows: Vec<(u64, u64)> = (0..5000).map(|i| (i, i)).collect();
+        // In time order over 50 partitions, one row each: with a watermark
+        // at most 2 are open at once (one, and the next at its row before
+        // the watermark passes the first; 3 allowed for a late tick).
+        let rows: Vec<(u64, u64)> = (0..50).map(|i| (i, i * 100)).collect();
         let cfg = JobConfig {
             workers: 1,
             pin: false,
@@ -618,9 +645,9 @@ mod tests {
         };
         let (r, rs) = (root.clone(), rows.clone());
         let out = run_graph(&cfg, move |df| {
-            df.source(VecSource::new(rs.clone()))
+            df.source(OneByOne(rs.iter().copied().collect()))
                 .event_time(|r| r.1, 0)
-                .sink_partitioned(PartitionedCsv::new(r.clone(), by_100ms).max_open(2));
+                .sink_partitioned(PartitionedCsv::new(r.clone(), by_100ms).max_open(3));
         })
         .unwrap();
         assert_eq!(out.stats.get("partitions_committed"), 50);
@@ -628,11 +655,11 @@ mod tests {
         let r = dir.path().join("out2");
         let err = run_graph(&cfg, move |df| {
             df.source(VecSource::new(rows.clone()))
-                .sink_partitioned(PartitionedCsv::new(r.clone(), by_100ms).max_open(2));
+                .sink_partitioned(PartitionedCsv::new(r.clone(), by_100ms).max_open(3));
         })
         .unwrap_err();
         assert!(
-            err.to_string().contains("more than 2 partitions open"),
+            err.to_string().contains("more than 3 partitions open"),
             "{err}"
         );
         // A partition path outside the directory stops the job.
