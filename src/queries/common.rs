@@ -466,6 +466,8 @@ pub enum QueryOption {
     SideInput,
     /// `--state-ttl-ms` (NEXMark's unwindowed keyed state: q18, q19, q20).
     StateTtlMs,
+    /// `--out-dir` (NEXMark q10's partitioned files).
+    OutDir,
 }
 
 impl QueryOption {
@@ -481,6 +483,7 @@ impl QueryOption {
             QueryOption::Zipf => "--zipf",
             QueryOption::SideInput => "--side-input",
             QueryOption::StateTtlMs => "--state-ttl-ms",
+            QueryOption::OutDir => "--out-dir",
         }
     }
 }

@@ -338,6 +338,18 @@ pub fn main(a: &BenchNexmarkArgs) -> Result<(), CliError> {
                         a.events.to_string(),
                     ];
                     args.extend(a.extra.iter().cloned());
+                    // q10 writes files: into the scratch directory, removed
+                    // after the run.
+                    let out_dir = dir.join("out-dir");
+                    let _ = std::fs::remove_dir_all(&out_dir);
+                    let honours = super::common::honours(
+                        super::common::QueryKind::Nexmark(*q),
+                        super::common::QueryOption::OutDir,
+                    );
+                    if honours && !a.extra.iter().any(|x| x.starts_with("--out-dir")) {
+                        args.push("--out-dir".into());
+                        args.push(out_dir.display().to_string());
+                    }
                     let per_process = if launcher.is_some() {
                         a.rank_workers
                     } else {
@@ -363,6 +375,7 @@ pub fn main(a: &BenchNexmarkArgs) -> Result<(), CliError> {
                         f.peak_rss_bytes as f64 / (1 << 20) as f64
                     );
                     runs[qi][pi].push(f);
+                    let _ = std::fs::remove_dir_all(&out_dir);
                 }
             }
         }

@@ -435,6 +435,7 @@ fn probe_job(a: &BenchYsbArgs, rate: u64, secs: f64) -> ProbeJob {
             idle_ms: a.ysb.idle_ms,
             side_input: None,
             state_ttl_ms: None,
+            out_dir: None,
             output: OutputArgs::default(),
             runtime,
         })),

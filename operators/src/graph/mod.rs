@@ -2,11 +2,13 @@
 //! and aggregates, top-N per window, joins, keyed process functions with
 //! timers, and sinks that stream. They extend the stream handles of
 //! [`air_runtime::dataflow`] through traits ([`KeyedWindowExt::window`],
-//! [`TopNExt::top_n`], [`JoinExt::join`], [`KeyedProcessExt::process`]).
+//! [`TopNExt::top_n`], [`JoinExt::join`], [`KeyedProcessExt::process`],
+//! [`PartitionedExt::sink_partitioned`]).
 
 pub mod aggregate;
 pub mod join;
 pub mod late;
+pub mod partitioned;
 pub mod process;
 pub mod session;
 pub mod sink;
@@ -19,6 +21,7 @@ pub use aggregate::{
 };
 pub use join::{IntervalJoin, JoinExt, Joined, JoinedStreams, WindowJoin};
 pub use late::{LateRecord, LateStream, Lateness, OnTime};
+pub use partitioned::{PartitionedCsv, PartitionedExt};
 pub use process::{
     process_fn, KeyedProcess, KeyedProcessExt, KeyedProcessFunction, NoTimer, ProcessCx, ProcessFn,
     TimerFn,

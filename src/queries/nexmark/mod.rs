@@ -45,6 +45,11 @@
 //! - q8: persons and auctions (each worker reads its shard twice, once per
 //!   side) → a window join on person id = seller whose pairs leave as soon
 //!   as both records are in ([`air_operators::graph::JoinedStreams::window_eager`]).
+//! - q10: full events → bids as CSV rows → each worker's part files of
+//!   the minutes of their event times under `--out-dir`
+//!   ([`air_operators::graph::PartitionedCsv`]: no exchange, one part per
+//!   worker and minute, committed with a marker as the watermark passes
+//!   the minute).
 //! - q11: bids → keyed by bidder → session windows of gap `--window-ms`
 //!   ([`air_operators::graph::Sessions`]), bids counted per session.
 //! - q12: bids stamped with the wall clock as they are read (ingestion
@@ -106,6 +111,7 @@ use std::time::Instant;
 mod full;
 mod q0;
 mod q1;
+mod q10;
 mod q11;
 mod q12;
 mod q13;
@@ -153,6 +159,8 @@ pub enum NexQuery {
     Q8,
     /// Winning bids: each closed auction and its winning bid.
     Q9,
+    /// Log to file system: every bid to CSV files partitioned by minute (--out-dir, full events).
+    Q10,
     /// User sessions: bids per bidder and session window.
     Q11,
     /// Processing-time windows: bids per bidder per tumbling window of the wall clock.
@@ -193,6 +201,7 @@ impl NexQuery {
             NexQuery::Q7 => &q7::SPEC,
             NexQuery::Q8 => &q8::SPEC,
             NexQuery::Q9 => &q9::SPEC,
+            NexQuery::Q10 => &q10::SPEC,
             NexQuery::Q11 => &q11::SPEC,
             NexQuery::Q12 => &q12::SPEC,
             NexQuery::Q13 => &q13::SPEC,
@@ -381,7 +390,7 @@ pub struct NexmarkArgs {
     pub on_bad_record: BadRecord,
     /// Window size, ms of event time (q4, q5: sliding; q7, q8, q15, q16,
     /// q17: tumbling; q11: the session gap; q12: tumbling, of processing
-    /// time; q0, q1, q2, q3, q6, q9, q13, q14, q18, q19, q20, q21, q22 have no
+    /// time; q0, q1, q2, q3, q6, q9, q10, q13, q14, q18, q19, q20, q21, q22 have no
     /// windows and refuse it) [default: 10000; q15, q16 and q17: 86400000,
     /// a day].
     #[arg(long, value_name = "MS", value_parser = super::common::parse::window_ms)]
@@ -428,6 +437,12 @@ pub struct NexmarkArgs {
     /// Queries that keep such state only [default: 60000].
     #[arg(long, value_name = "MS", value_parser = super::common::parse::state_ttl_ms)]
     pub state_ttl_ms: Option<u64>,
+    /// q10's output directory: every bid as CSV under
+    /// `DIR/dt=yyyy-MM-dd/hm=HH:mm/`, one part file per worker and minute,
+    /// each with its commit marker (see q10 in `--help`); must be empty
+    /// or absent. q10 only, and required by it (q10 refuses --out).
+    #[arg(long, value_name = "DIR")]
+    pub out_dir: Option<PathBuf>,
     /// Outputs.
     #[command(flatten)]
     pub output: OutputArgs,
@@ -612,6 +627,49 @@ impl NexmarkArgs {
         self.query.spec()
     }
 
+    /// `--out-dir`: required by the queries that honour it (they write
+    /// files there, not rows to `--out`), an empty or absent directory.
+    fn check_out_dir(&self) -> Result<(), CliError> {
+        use super::common::QueryOption::OutDir;
+        let bad = |m: String| Err(CliError::BadInput(m));
+        if !self.spec().honoured.contains(&OutDir) {
+            return Ok(());
+        }
+        let q = self.query.name();
+        if self.output.out.is_some() || self.output.out_per_rank {
+            return bad(format!(
+                "{q} writes its rows as partitioned files under --out-dir DIR; --out and \
+                 --out-per-rank do not apply to it"
+            ));
+        }
+        let Some(dir) = &self.out_dir else {
+            return bad(format!(
+                "{q} needs --out-dir DIR (its rows are partitioned files under DIR)"
+            ));
+        };
+        match std::fs::read_dir(dir) {
+            Ok(mut entries) => {
+                if entries.next().is_some() {
+                    return bad(format!(
+                        "--out-dir {}: not empty (an earlier run's files would mix with this \
+                         run's); give a new or empty directory",
+                        dir.display()
+                    ));
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return bad(format!("--out-dir {}: {e}", dir.display())),
+        }
+        if let Some(input) = self.inputs().iter().find(|i| i.starts_with(dir)) {
+            return bad(format!(
+                "--out-dir {} holds the input {}",
+                dir.display(),
+                input.display()
+            ));
+        }
+        Ok(())
+    }
+
     /// The query, as the option rule knows it.
     fn kind(&self) -> super::common::QueryKind {
         super::common::QueryKind::Nexmark(self.query)
@@ -749,9 +807,11 @@ impl Query for NexmarkArgs {
                     (IdleMs, self.idle_ms.is_some()),
                     (SideInput, self.side_input.is_some()),
                     (StateTtlMs, self.state_ttl_ms.is_some()),
+                    (OutDir, self.out_dir.is_some()),
                 ],
             )?;
         }
+        self.check_out_dir()?;
         let (size, slide) = (self.window(), self.slide());
         if size == 0 {
             return bad("--window-ms must be positive".into());
@@ -1138,8 +1198,17 @@ impl NexmarkArgs {
             input_error,
             skipped: st.get("skipped_records"),
             // Written (or counted) by the sinks as they came.
-            uncollected_rows: st.get("sink_rows"),
-            counters: Default::default(),
+            uncollected_rows: st.get("sink_rows") + st.get("partitioned_rows"),
+            counters: [
+                "partitioned_bytes",
+                "partitions_committed",
+                "partitioned_late_rows",
+                "partitions_uncommitted",
+            ]
+            .into_iter()
+            .filter(|k| st.get(k) > 0)
+            .map(|k| (k.to_string(), st.get(k)))
+            .collect(),
             stopped: out.stopped,
             // Windows still open at a stop, at their owners (and fired
             // windows the writer had not released yet).
