@@ -16,7 +16,13 @@
 #   WARMUP_S=120         timeline rows before this are not judged (a minute of
 #                        state TTL, 10 s windows, a day-long q15-q17 window)
 #   TIMELINE_S=10        seconds per timeline row
+#   AIR=path             the air binary to run (default: build target/release/air)
 #   BOUND=0.10           allowed deviation from the median RSS
+#   ARGS_qN="..."        extra options of query qN. Defaults: q10 writes its
+#                        partitions under OUT_DIR/q10-out (it requires
+#                        --out-dir); q15, q16, q17 use minute windows
+#                        (--window-ms 60000) instead of their day-long default,
+#                        so windows close within the run.
 # Figures: OUT_DIR/summary.md (a table for docs/performance.md), and per query
 # its timeline CSV, report JSON and output.
 set -euo pipefail
@@ -30,18 +36,28 @@ WARMUP_S=${WARMUP_S:-120}
 TIMELINE_S=${TIMELINE_S:-10}
 BOUND=${BOUND:-0.10}
 mkdir -p "$OUT"
-cargo build --release -j2 -q
-AIR=target/release/air
+if [ -z "${AIR:-}" ]; then
+    cargo build --release -j2 -q
+    AIR=target/release/air
+fi
 if [ -z "${QUERIES:-}" ]; then
     # Every query `--query` accepts, from clap's error for a bad value.
-    QUERIES=$("$AIR" run nexmark --query none 2>&1 | sed -n 's/.*possible values: //p' | tr -d ',]')
+    QUERIES=$({ "$AIR" run nexmark --query none 2>&1 || true; } | sed -n 's/.*possible values: //p' | tr -d ',]')
 fi
 echo "memory: ${SOAK_S} s per query at $RATE events/s, $WORKERS worker(s), $JOBS at a time: $QUERIES" >&2
 
+ARGS_q10=${ARGS_q10:---out-dir $OUT/q10-out}
+ARGS_q15=${ARGS_q15:---window-ms 60000}
+ARGS_q16=${ARGS_q16:---window-ms 60000}
+ARGS_q17=${ARGS_q17:---window-ms 60000}
+export ARGS_q10 ARGS_q15 ARGS_q16 ARGS_q17
+
 run_one() {
     local q=$1
+    local extra="ARGS_$q"
+    # shellcheck disable=SC2086 # word splitting of the extra options is wanted
     "$AIR" run nexmark --query "$q" --rate "$RATE" --duration "$SOAK_S" \
-        --workers "$WORKERS" --no-pin \
+        --workers "$WORKERS" --no-pin ${!extra:-} \
         --timeline "$OUT/$q.timeline.csv" --timeline-s "$TIMELINE_S" \
         --report "$OUT/$q.report.json" >"$OUT/$q.txt" 2>&1 || echo "$q: exit $?" >>"$OUT/$q.txt"
 }
@@ -57,7 +73,9 @@ cpu = subprocess.run(["sh", "-c", "lscpu | sed -n 's/^Model name: *//p'"], captu
 lines = [
     f"NEXMark memory (tools/nexmark-memory.sh): {soak} s per query at {int(rate):,} events/s "
     f"(--rate), {workers} worker(s), {cpu}, {os.cpu_count()} CPUs; RSS of the timeline rows after "
-    f"{warm:.0f} s against their median (bound {bound*100:.0f}%).",
+    f"{warm:.0f} s against their median (bound {bound*100:.0f}%); extra options: "
+    + ", ".join(f"{q} `{os.environ[f'ARGS_{q}']}`" for q in queries if os.environ.get(f"ARGS_{q}"))
+    + ".",
     "",
     "| query | events | rows judged | RSS median MiB | min | max | max deviation | first → last judged MiB | verdict |",
     "|---|---|---|---|---|---|---|---|---|",
