@@ -303,7 +303,9 @@ impl Model {
 
 /// Event times of one shard, cached over the runs of events that share a
 /// millisecond: at high rates most events skip the division of
-/// [`NexmarkConfig::time_of`]. Always equal to `time_of(n)`.
+/// [`NexmarkConfig::time_of`]. At an integral rate, times are stepped
+/// exactly in integers instead ([`Stepper`]): no division and no float per
+/// event at any rate. Always equal to `time_of(n)`.
 #[derive(Clone, Copy, Debug)]
 struct Clock {
     /// `time_of(m)` for the event numbers `m` below `until` from the last
@@ -312,6 +314,75 @@ struct Clock {
     until: u64,
     /// Whether refreshing pays: at least 8 of the shard's events per ms.
     enabled: bool,
+    /// The integer stepper, at an integral rate.
+    stepper: Option<Stepper>,
+}
+
+/// `floor(n · 1000 / rate)` stepped from one event number to the next of
+/// a shard (`n + step`) in integers: quotient and remainder advance by
+/// those of `step · 1000 / rate`. Equal to [`NexmarkConfig::time_of`]'s
+/// f64 `n · 1000 / rate` rounded down while `n · 1000 < 2^52` (an exact
+/// product, and a quotient of integers below 2^52 never rounds up to the
+/// next integer in f64); beyond `LIMIT` the clock falls back to `time_of`.
+#[derive(Clone, Copy, Debug)]
+struct Stepper {
+    rate: u64,
+    step: u64,
+    /// `step · 1000 / rate` and `step · 1000 % rate`.
+    q: u64,
+    r: u64,
+    /// The event number of `t` and `rem` (`None`: none yet).
+    n: Option<u64>,
+    /// `floor(n · 1000 / rate)` and `n · 1000 % rate`.
+    t: u64,
+    rem: u64,
+}
+
+impl Stepper {
+    /// Event numbers below this are stepped (`n · 1000 < 2^52`).
+    const LIMIT: u64 = (1 << 52) / 1000;
+
+    /// A stepper for `rate` events/s if it is an integer below 2^52.
+    fn new(rate: f64, step: u64) -> Option<Stepper> {
+        if !(rate >= 1.0 && rate < (1u64 << 52) as f64 && rate.fract() == 0.0) {
+            return None;
+        }
+        let rate = rate as u64;
+        let d = step as u128 * 1000;
+        Some(Stepper {
+            rate,
+            step,
+            q: (d / rate as u128) as u64,
+            r: (d % rate as u128) as u64,
+            n: None,
+            t: 0,
+            rem: 0,
+        })
+    }
+
+    /// `floor(n · 1000 / rate)`, for `n < LIMIT`.
+    #[inline(always)]
+    fn ms(&mut self, n: u64) -> u64 {
+        match self.n {
+            Some(m) if m == n => {}
+            Some(m) if m.wrapping_add(self.step) == n => {
+                self.t += self.q;
+                self.rem += self.r;
+                if self.rem >= self.rate {
+                    self.rem -= self.rate;
+                    self.t += 1;
+                }
+                self.n = Some(n);
+            }
+            _ => {
+                let p = n as u128 * 1000;
+                self.t = (p / self.rate as u128) as u64;
+                self.rem = (p % self.rate as u128) as u64;
+                self.n = Some(n);
+            }
+        }
+        self.t
+    }
 }
 
 impl Clock {
@@ -320,12 +391,18 @@ impl Clock {
             time: 0,
             until: 0,
             enabled: cfg.events_per_s / 1000.0 / step as f64 >= 8.0,
+            stepper: Stepper::new(cfg.events_per_s, step),
         }
     }
 
     /// `cfg.time_of(n)`, for non-decreasing `n`.
     #[inline(always)]
     fn time(&mut self, cfg: &NexmarkConfig, n: u64) -> u64 {
+        if let Some(st) = &mut self.stepper {
+            if n < Stepper::LIMIT {
+                return cfg.base_time_ms.saturating_add(st.ms(n));
+            }
+        }
         if n < self.until {
             self.time
         } else {
@@ -596,6 +673,35 @@ mod tests {
                         assert_eq!(e.date_time(), cfg.time_of(n), "rate {rate}, event {n}");
                         n += workers as u64;
                     }
+                }
+            }
+        }
+        // Integral rates around the stepper's limit, each shard stepped
+        // across it, and jumps (a stepper not fed every event number).
+        for rate in [1.0, 7.0, 10_000.0, 999_983.0, 1e7, 4.5e15] {
+            for step in [1u64, 3, 1000] {
+                let cfg = NexmarkConfig {
+                    events_per_s: rate,
+                    events: None,
+                    base_time_ms: 5,
+                    ..NexmarkConfig::default()
+                };
+                let mut clock = Clock::new(&cfg, step);
+                let start = Stepper::LIMIT - 20_000 * step;
+                for n in (start..Stepper::LIMIT + 20_000 * step).step_by(step as usize) {
+                    assert_eq!(
+                        clock.time(&cfg, n),
+                        cfg.time_of(n),
+                        "rate {rate}, event {n}"
+                    );
+                }
+                let mut clock = Clock::new(&cfg, step);
+                for n in [0, 5, 5, 6, 6 + step, 1 << 40, (1 << 40) + step, 1 << 41] {
+                    assert_eq!(
+                        clock.time(&cfg, n),
+                        cfg.time_of(n),
+                        "rate {rate}, event {n}"
+                    );
                 }
             }
         }
