@@ -53,7 +53,7 @@ enum RunCommand {
     /// Windowed aggregation (AIR's benchmark): per-key count and sum of keyed
     /// events in tumbling event-time windows; CSV `window_start_ms,key,count,sum`.
     Wa(Box<queries::wa::WaArgs>),
-    /// NEXMark queries q1, q2, q5, q7, q8 over the NEXMark generator or
+    /// NEXMark queries q0-q22 (Beam and the Flink suite) over the generator or
     /// JSON-lines files (see `air gen nexmark`).
     #[command(after_help = queries::nexmark::columns_help())]
     Nexmark(Box<queries::nexmark::NexmarkArgs>),

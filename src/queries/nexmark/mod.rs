@@ -959,7 +959,7 @@ impl Query for NexmarkArgs {
     }
 
     fn params(&self) -> serde_json::Value {
-        use super::common::QueryOption::{SlideMs, WindowMs};
+        use super::common::QueryOption::{OutDir, SlideMs, StateTtlMs, WindowMs};
         let honoured = self.spec().honoured;
         let sliding = honoured.contains(&SlideMs);
         serde_json::json!({
@@ -973,6 +973,10 @@ impl Query for NexmarkArgs {
             "duration_s": self.pace.duration,
             "max_delay_ms": self.max_delay(),
             "idle_ms": self.idle_ms,
+            "state_ttl_ms": honoured.contains(&StateTtlMs).then_some(self.state_ttl()),
+            "out_dir": honoured
+                .contains(&OutDir)
+                .then(|| self.out_dir.as_ref().map(|d| d.display().to_string())),
         })
     }
 }

@@ -24,11 +24,12 @@
 //! the minute's end, and keeps `DIR/_WATERMARK.r<rank>-w<worker>` with its
 //! watermark and the job's worker count. A reader takes a minute as
 //! complete once every worker's `_WATERMARK` is at or past the minute's end
-//! and every part file has its marker. From the generator a minute is
-//! committed as the stream passes it; from `--input` files (which may be
-//! out of order: no watermark before their end) every minute at the end,
-//! with at most 1024 minutes per worker (17 hours of event time; a longer
-//! file exits with an error).
+//! and every part file has its marker. A minute is committed as the
+//! watermark passes it, from the generator and from `--input` files alike
+//! (event time with `--max-delay-ms` of disorder: a file's bids older than
+//! that behind the newest one its worker read are late, dropped and
+//! counted); at most 1024 minutes are open per worker (a job that needs
+//! more exits with an error).
 //!
 //! Flink and Beam differ, and we follow Flink:
 //! - What: Beam's `Query10` logs every event (persons, auctions and bids,
@@ -67,7 +68,10 @@ pub const SPEC: Spec = Spec {
     nature: "a partitioned file sink: no windows",
     columns: &["auction", "bidder", "price", "date_time", "extra"],
     order: "none (each part file in read order; a minute is the union of its part files)",
-    honoured: &[super::super::common::QueryOption::OutDir],
+    honoured: &[
+        super::super::common::QueryOption::OutDir,
+        super::super::common::QueryOption::MaxDelayMs,
+    ],
     window_ms: 60_000,
     slide_ms: 60_000,
     held_rows_per_event: |_| None,
@@ -80,8 +84,8 @@ pub const SPEC: Spec = Spec {
 /// A partition: one minute of event time.
 pub const PARTITION_MS: u64 = 60_000;
 
-/// Most minutes open at once per worker (from files all stay open until
-/// the end).
+/// Most minutes open at once per worker (minutes the watermark has not
+/// passed).
 pub const MAX_OPEN_MINUTES: usize = 1024;
 
 /// Days since 1970-01-01 → (year, month 1..=12, day 1..=31), proleptic
@@ -161,14 +165,13 @@ fn build(cx: &Cx<'_>, df: &Dataflow, shard: &Shard<'_>) {
     let rows = df
         .source(shard.read_full())
         .flat_map(|e| full_bid(e).map(row));
-    if cx.args.files() {
-        // A file may be out of order: no watermark before its end, every
-        // minute committed then.
-        q10_files(rows, cx);
-    } else {
-        // Each worker's generated times never decrease.
-        q10_files(rows.event_time(|r: &Q10Csv| r.date_time.0, 0), cx);
-    }
+    // Event time with `--max-delay-ms` of disorder (a file's bids that
+    // are older are late: dropped, counted), so minutes commit as the
+    // watermark passes them, from files as from the generator.
+    q10_files(
+        rows.event_time(|r: &Q10Csv| r.date_time.0, cx.args.max_delay()),
+        cx,
+    );
 }
 
 /// The partitioned sink over `rows`, under `--out-dir`.
