@@ -167,6 +167,15 @@ fn absurd_numbers_are_refused_naming_the_option_for_every_query() {
     ] {
         refused(args, &[flag]);
     }
+    // A directory where a generator's output file goes (both forms).
+    for form in ["ours", "beam"] {
+        refused(
+            &[
+                "gen", "nexmark", "--events", "10", "--format", form, "--out", "/tmp",
+            ],
+            &["/tmp", "is a directory"],
+        );
+    }
     // A rate whose stream's times overflow the millisecond clock.
     for args in [
         &[

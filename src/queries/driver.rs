@@ -779,7 +779,7 @@ fn print_summary(r: &Report, out: &mut dyn Write) -> std::io::Result<()> {
     if r.stopped {
         writeln!(
             out,
-            "  STOPPED by a signal: {} window(s) still open were not reported",
+            "  STOPPED by a signal: {} window(s) or timer(s) still open were not reported",
             thousands(r.unfired_windows)
         )?;
     }

@@ -593,7 +593,7 @@ impl Query for YsbArgs {
         if r.stopped {
             writeln!(
                 out,
-                "  STOPPED by a signal: {} window(s) still open were not reported",
+                "  STOPPED by a signal: {} window(s) or timer(s) still open were not reported",
                 thousands(r.unfired_windows)
             )?;
         }

@@ -1016,9 +1016,15 @@ pub fn gen(args: &GenNexmarkArgs) -> Result<(), CliError> {
         GenFormat::Ours => JsonForm::Ours,
         GenFormat::Beam => JsonForm::Beam,
     };
+    if args.out.is_dir() {
+        return Err(CliError::BadInput(format!(
+            "{}: is a directory (--out takes a file)",
+            args.out.display()
+        )));
+    }
     let n = gen_to_file_as(&cfg, &args.out, form).map_err(|e| {
-        if e.kind() == std::io::ErrorKind::InvalidInput || e.kind() == std::io::ErrorKind::NotFound
-        {
+        use std::io::ErrorKind::{InvalidInput, IsADirectory, NotFound};
+        if matches!(e.kind(), InvalidInput | NotFound | IsADirectory) {
             CliError::BadInput(e.to_string())
         } else {
             CliError::Other(e.into())
