@@ -1111,6 +1111,43 @@ impl Source for GraphSource {
     }
 }
 
+/// A worker's bids on the graph API ([`Shard::read_bids`]): from the
+/// generator, its bids alone ([`NexmarkGenerator::fill_bids`]: persons and
+/// auctions are stepped over, never made); from files or paced, the
+/// shard's events with the others dropped. Counts every event of the
+/// stream it consumed, bid or not, as [`GraphSource`] does, and reports
+/// the same way.
+pub(crate) struct BidGraphSource {
+    inner: GraphSource,
+    /// The events of a file or paced poll, before the bids are kept.
+    scratch: Vec<NexEvent>,
+}
+
+impl Source for BidGraphSource {
+    type Item = Bid;
+    #[inline]
+    fn poll(&mut self, buf: &mut Vec<Bid>, max: usize) -> SourcePoll {
+        if let NexSource::Gen(g) = &mut self.inner.src {
+            buf.resize(max, Bid::default());
+            let f = g.fill_bids(buf);
+            buf.truncate(f.bids);
+            self.inner.events += f.events;
+            return if f.events == 0 {
+                SourcePoll::Done
+            } else {
+                SourcePoll::Ready
+            };
+        }
+        let p = self.inner.poll(&mut self.scratch, max);
+        buf.clear();
+        buf.extend(self.scratch.iter().filter_map(|e| bid(*e)));
+        p
+    }
+    fn report(&mut self, stats: &mut Stats) {
+        self.inner.report(stats)
+    }
+}
+
 /// One worker's shard of the input, as graph sources.
 pub(crate) struct Shard<'a> {
     sources: &'a Sources<'a>,
@@ -1123,6 +1160,15 @@ impl Shard<'_> {
     /// The shard's events.
     pub(crate) fn read(&self) -> GraphSource {
         self.source(true)
+    }
+
+    /// The shard's bids alone (the other events are counted, not made
+    /// when generated): for queries that read nothing but bids.
+    pub(crate) fn read_bids(&self) -> BidGraphSource {
+        BidGraphSource {
+            inner: self.source(true),
+            scratch: Vec::new(),
+        }
     }
 
     /// The same events again, not counted (the second side of a join).

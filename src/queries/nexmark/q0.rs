@@ -13,7 +13,7 @@
 //! watermark passes their millisecond; from files (which may be out of
 //! order) they are sorted at the end.
 
-use super::{bid, bid_rows, Cx, Shard, Spec};
+use super::{bid_rows, Cx, Shard, Spec};
 use air_operators::sources::nexmark::Bid;
 use air_runtime::dataflow::{Dataflow, Head, Pipe, Stream};
 use serde::Serialize;
@@ -40,12 +40,11 @@ pub const SPEC: Spec = Spec {
 fn build(cx: &Cx<'_>, df: &Dataflow, shard: &Shard<'_>) {
     if cx.args.files() {
         // No watermark before a file's end: nothing dropped as late.
-        q0_rows(df.source(shard.read()).flat_map(bid), cx);
+        q0_rows(df.source(shard.read_bids()), cx);
     } else {
         // Each worker's generated times never decrease.
         let bids = df
-            .source(shard.read())
-            .flat_map(bid)
+            .source(shard.read_bids())
             .event_time(|b: &Bid| b.date_time, 0);
         q0_rows(bids, cx);
     }

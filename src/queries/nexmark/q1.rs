@@ -1,8 +1,8 @@
 //! q1, currency conversion: every bid, its price in euros (Beam's
 //! `Query1`: `price * 89 / 100`, integer cents rounded down).
 
-use super::{bid, bid_rows, Cx, Shard, Spec};
-use air_operators::sources::nexmark::{Bid, NexEvent};
+use super::{bid_rows, Cx, Shard, Spec};
+use air_operators::sources::nexmark::Bid;
 use air_runtime::dataflow::{Dataflow, Head, Pipe, Stream};
 use serde::Serialize;
 
@@ -35,12 +35,12 @@ pub fn q1_price(cents: u64) -> u64 {
     }
 }
 
-/// Every bid, price in euros.
-fn q1_map(e: NexEvent) -> Option<Bid> {
-    bid(e).map(|b| Bid {
+/// A bid, price in euros.
+fn q1_map(b: Bid) -> Bid {
+    Bid {
         price: q1_price(b.price),
         ..b
-    })
+    }
 }
 
 /// Every bid, price in euros; with `--out` in the order of the time
@@ -49,13 +49,13 @@ fn build(cx: &Cx<'_>, df: &Dataflow, shard: &Shard<'_>) {
     if cx.args.files() {
         // A file may be out of order: no watermark before its end (rows
         // sorted at the end, none dropped as late).
-        let bids = df.source(shard.read()).flat_map(q1_map);
+        let bids = df.source(shard.read_bids()).map(q1_map);
         q1_rows(bids, cx);
     } else {
         // Each worker's generated times never decrease.
         let bids = df
-            .source(shard.read())
-            .flat_map(q1_map)
+            .source(shard.read_bids())
+            .map(q1_map)
             .event_time(|b: &Bid| b.date_time, 0);
         q1_rows(bids, cx);
     }

@@ -26,7 +26,7 @@
 //!   (two sessions). Our session windows follow Beam here (see
 //!   [`air_operators::graph::Sessions`]).
 
-use super::{bid, Cx, Shard, Spec};
+use super::{Cx, Shard, Spec};
 use crate::queries::common::QueryOption::*;
 use crate::queries::driver::sink_window_rows;
 use air_operators::graph::{Count, KeyedWindowExt, Sessions, Windowed};
@@ -65,8 +65,7 @@ struct Q11Csv {
 fn build(cx: &Cx<'_>, df: &Dataflow, shard: &Shard<'_>) {
     let gap = cx.args.window();
     let sessions = df
-        .source(shard.read())
-        .flat_map(bid)
+        .source(shard.read_bids())
         .event_time(|b: &Bid| b.date_time, cx.args.max_delay())
         .key_by(|b: &Bid| b.bidder)
         .window(Sessions::with_gap(gap), |b: &Bid| b.date_time)

@@ -37,7 +37,7 @@
 //! `--max-delay-ms` and `--idle-ms` do not apply (no bid is ever late, and
 //! the watermark follows the wall clock anyway).
 
-use super::{bid, Cx, Shard, Spec};
+use super::{Cx, Shard, Spec};
 use crate::queries::common::QueryOption::*;
 use crate::queries::driver::sink_window_rows;
 use air_operators::graph::{Count, KeyedWindowExt, Tumbling, Windowed};
@@ -80,8 +80,7 @@ struct Q12Csv {
 fn build(cx: &Cx<'_>, df: &Dataflow, shard: &Shard<'_>) {
     let size = cx.args.window();
     let counts = df
-        .source(shard.read())
-        .flat_map(bid)
+        .source(shard.read_bids())
         .ingestion_time()
         .key_by(|s: &Stamped| s.1.bidder)
         .window(Tumbling::ms(size), |s: &Stamped| s.0)

@@ -30,7 +30,7 @@
 //!   every bid sees the same table.
 
 use super::side_input::SideInput;
-use super::{bid, bid_rows, Cx, Shard, Spec};
+use super::{bid_rows, Cx, Shard, Spec};
 use crate::queries::common::QueryOption;
 use air_operators::sources::nexmark::Bid;
 use air_runtime::dataflow::{Dataflow, Head, Pipe, Stream};
@@ -67,8 +67,7 @@ fn build(cx: &Cx<'_>, df: &Dataflow, shard: &Shard<'_>) {
         .expect("the driver loads q13's side input");
     let keep = side.clone();
     let bids = df
-        .source(shard.read())
-        .flat_map(bid)
+        .source(shard.read_bids())
         .filter(move |b: &Bid| keep.get(b.auction).is_some());
     if cx.args.files() {
         // No watermark before a file's end: nothing dropped as late.

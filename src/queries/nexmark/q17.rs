@@ -33,7 +33,7 @@
 //! window).
 
 use super::q15::{rank_counts, RankCounts};
-use super::{bid, Cx, Shard, Spec};
+use super::{Cx, Shard, Spec};
 use crate::queries::common::QueryOption::*;
 use crate::queries::driver::sink_window_rows;
 use air_operators::graph::{KeyedWindowExt, Max, Min, Sum, Tumbling, Windowed};
@@ -107,8 +107,7 @@ fn build(cx: &Cx<'_>, df: &Dataflow, shard: &Shard<'_>) {
         Sum::of(price),
     );
     let rows = df
-        .source(shard.read())
-        .flat_map(bid)
+        .source(shard.read_bids())
         .event_time(|b: &Bid| b.date_time, cx.args.max_delay())
         .idle_after_ms(cx.args.idle_ms)
         .key_by(|b: &Bid| b.auction)

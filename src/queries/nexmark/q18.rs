@@ -34,7 +34,7 @@
 //! Flink emits an update (retract + insert) whenever a key's latest bid
 //! changes; we emit each key's final row once its state expires.
 
-use super::{bid, Cx, Shard, Spec};
+use super::{Cx, Shard, Spec};
 use crate::queries::common::QueryOption::{MaxDelayMs, StateTtlMs};
 use crate::queries::driver::sink_window_rows;
 use air_operators::graph::{AggregateFunction, KeyedWindowExt, Sessions, Windowed};
@@ -101,8 +101,7 @@ type LastBid = Windowed<(u64, u64), (u64, u64)>;
 /// → one row per session as it closes.
 fn build(cx: &Cx<'_>, df: &Dataflow, shard: &Shard<'_>) {
     let last = df
-        .source(shard.read())
-        .flat_map(bid)
+        .source(shard.read_bids())
         .event_time(|b: &Bid| b.date_time, cx.args.max_delay())
         .key_by(|b: &Bid| (b.bidder, b.auction))
         .window(Sessions::with_gap(cx.args.state_ttl()), |b: &Bid| {

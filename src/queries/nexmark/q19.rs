@@ -33,7 +33,7 @@
 //! closes. Flink emits updates as an auction's top changes; we emit each
 //! auction's final ranking once its state expires.
 
-use super::{bid, Cx, Shard, Spec};
+use super::{Cx, Shard, Spec};
 use crate::queries::common::QueryOption::{MaxDelayMs, StateTtlMs};
 use crate::queries::driver::sink_window_rows;
 use air_operators::graph::{AggregateFunction, KeyedWindowExt, Sessions, Windowed};
@@ -123,8 +123,7 @@ struct Q19Csv {
 /// ranked rows per session as it closes.
 fn build(cx: &Cx<'_>, df: &Dataflow, shard: &Shard<'_>) {
     let top = df
-        .source(shard.read())
-        .flat_map(bid)
+        .source(shard.read_bids())
         .event_time(|b: &Bid| b.date_time, cx.args.max_delay())
         .key_by(|b: &Bid| b.auction)
         .window(Sessions::with_gap(cx.args.state_ttl()), |b: &Bid| {

@@ -1,7 +1,7 @@
 //! q2, selection: the bids on every 123rd auction (Beam's `Query2`).
 
-use super::{bid, bid_rows, Cx, Shard, Spec};
-use air_operators::sources::nexmark::{Bid, NexEvent};
+use super::{bid_rows, Cx, Shard, Spec};
+use air_operators::sources::nexmark::Bid;
 use air_runtime::dataflow::Dataflow;
 use serde::Serialize;
 
@@ -27,8 +27,8 @@ pub const SPEC: Spec = Spec {
 pub const Q2_AUCTION_SKIP: u64 = 123;
 
 /// Bids on every 123rd auction.
-fn q2_filter(e: NexEvent) -> Option<Bid> {
-    bid(e).filter(|b| b.auction % Q2_AUCTION_SKIP == 0)
+fn q2_filter(b: &Bid) -> bool {
+    b.auction % Q2_AUCTION_SKIP == 0
 }
 
 /// A q2 CSV row.
@@ -40,7 +40,7 @@ struct Q2Csv {
 
 /// Bids on every 123rd auction, sorted by auction: written at the end.
 fn build(cx: &Cx<'_>, df: &Dataflow, shard: &Shard<'_>) {
-    let bids = df.source(shard.read()).flat_map(q2_filter);
+    let bids = df.source(shard.read_bids()).filter(q2_filter);
     bid_rows(
         bids,
         |_| u64::MAX,

@@ -1,7 +1,7 @@
 //! q5, hot items: per sliding window, the auction(s) with the most bids
 //! (Beam's `Query5`; ties all listed).
 
-use super::{bid, Cx, Shard, Spec};
+use super::{Cx, Shard, Spec};
 use crate::queries::common::QueryOption::*;
 use crate::queries::driver::sink_window_rows;
 use air_operators::graph::{Count, KeyedWindowExt, MaxByWindowExt, Sliding, Windowed};
@@ -42,8 +42,7 @@ struct Q5Csv {
 fn build(cx: &Cx<'_>, df: &Dataflow, shard: &Shard<'_>) {
     let (size, slide) = (cx.args.window(), cx.args.slide());
     let hottest = df
-        .source(shard.read())
-        .flat_map(bid)
+        .source(shard.read_bids())
         .event_time(|b: &Bid| b.date_time, cx.args.max_delay())
         .idle_after_ms(cx.args.idle_ms)
         .key_by(|b: &Bid| b.auction)

@@ -1,7 +1,7 @@
 //! q7, highest bid: per tumbling window, the bid(s) at the highest price
 //! (Beam's `Query7`; ties all listed).
 
-use super::{bid, Cx, Shard, Spec};
+use super::{Cx, Shard, Spec};
 use crate::queries::common::QueryOption::*;
 use crate::queries::driver::sink_window_rows;
 use air_operators::graph::{KeyedWindowExt, MaxBy, Tumbling, Windowed};
@@ -49,8 +49,7 @@ struct Q7Csv {
 fn build(cx: &Cx<'_>, df: &Dataflow, shard: &Shard<'_>) {
     let size = cx.args.window();
     let highest = df
-        .source(shard.read())
-        .flat_map(bid)
+        .source(shard.read_bids())
         .event_time(|b: &Bid| b.date_time, cx.args.max_delay())
         .idle_after_ms(cx.args.idle_ms)
         .key_by(move |b: &Bid| b.date_time / size)

@@ -187,22 +187,42 @@ impl Model {
         (hot_id & mask) | (other & !mask)
     }
 
+    /// [`pick_hot`](Self::pick_hot) from one draw: `r · ratio` is split
+    /// into its high word (Lemire's `below(r, ratio)`, the hot choice) and
+    /// its low word, the fraction left over, which is again uniform over
+    /// 64 bits (exactly, for a power-of-two ratio such as the default 2
+    /// and 4) and is what `other` draws from.
+    #[inline(always)]
+    fn pick_hot_with(r: u64, ratio: u64, hot_id: u64, other: impl FnOnce(u64) -> u64) -> u64 {
+        let p = r as u128 * ratio as u128;
+        let hot = ((p >> 64) as u64 > 0) as u64;
+        let mask = hot.wrapping_neg();
+        (hot_id & mask) | (other(p as u64) & !mask)
+    }
+
     /// A random recent person (0-based) as of event `n` from `r`: one of
     /// the last `num_active_people`, or up to `person_id_lead` beyond the
     /// last (Beam's `nextBase0PersonId`).
     #[inline(always)]
     fn random_person(&self, n: u64, r: u64) -> u64 {
-        let num_people = last_base0_person_id(n) + 1;
+        self.random_person_after(last_base0_person_id(n), r)
+    }
+
+    /// [`random_person`](Self::random_person) given
+    /// `last_base0_person_id(n)`.
+    #[inline(always)]
+    fn random_person_after(&self, last_person: u64, r: u64) -> u64 {
+        let num_people = last_person + 1;
         let active = num_people.min(self.cfg.num_active_people);
         num_people - active + below(r, active + self.cfg.person_id_lead)
     }
 
-    /// A random in-flight auction (0-based) as of event `n` from `r`: one of
-    /// the last `num_in_flight_auctions + 1`, or up to `auction_id_lead`
-    /// beyond the last (Beam's `nextBase0AuctionId`).
+    /// A random in-flight auction (0-based) from `r`, the last auction being
+    /// `max` (`last_base0_auction_id(n)` of event `n`): one of the last
+    /// `num_in_flight_auctions + 1`, or up to `auction_id_lead` beyond the
+    /// last (Beam's `nextBase0AuctionId`).
     #[inline(always)]
-    fn random_auction(&self, n: u64, r: u64) -> u64 {
-        let max = last_base0_auction_id(n);
+    fn random_auction_after(&self, max: u64, r: u64) -> u64 {
         let min = max.saturating_sub(self.cfg.num_in_flight_auctions);
         min + below(r, max - min + 1 + self.cfg.auction_id_lead)
     }
@@ -260,26 +280,35 @@ impl Model {
     }
 
     /// The compact bid of event `n` (a bid event) at `date_time`
-    /// (`time_of(n)`); draws 5 numbers.
+    /// (`time_of(n)`); draws 3 numbers.
     #[inline(always)]
     pub(crate) fn bid(&self, n: u64, date_time: u64, rng: &mut WyRand) -> Bid {
-        // Five draws, always (see `auction`).
-        let (r_hot_auction, r_auction) = (rng.next_u64(), rng.next_u64());
-        let (r_hot_bidder, r_bidder) = (rng.next_u64(), rng.next_u64());
+        self.bid_in_epoch(n / PROPORTION_DENOMINATOR, date_time, rng)
+    }
+
+    /// [`bid`](Self::bid) of a bid event of epoch `epoch` (`n / 50`, its
+    /// last person; its last auction is the epoch's third), `rng` being
+    /// `self.rng(n)`.
+    #[inline(always)]
+    fn bid_in_epoch(&self, epoch: u64, date_time: u64, rng: &mut WyRand) -> Bid {
+        // Three draws, always (see `auction`): one per id, hot choice and
+        // random id from the same draw (`pick_hot_with`), and the price.
+        let (r_auction, r_bidder) = (rng.next_u64(), rng.next_u64());
+        let last_auction = epoch * AUCTION_PROPORTION + AUCTION_PROPORTION - 1;
         // The hot auction is the first of the current block of 100.
-        let auction = Self::pick_hot(
-            r_hot_auction,
+        let auction = Self::pick_hot_with(
+            r_auction,
             self.cfg.hot_auction_ratio,
-            last_base0_auction_id(n) / HOT_BLOCK * HOT_BLOCK,
-            self.random_auction(n, r_auction),
+            last_auction / HOT_BLOCK * HOT_BLOCK,
+            |r| self.random_auction_after(last_auction, r),
         );
         // The hot bidder is the second person of the current block of 100
         // (the first is the hot seller).
-        let bidder = Self::pick_hot(
-            r_hot_bidder,
+        let bidder = Self::pick_hot_with(
+            r_bidder,
             self.cfg.hot_bidders_ratio,
-            last_base0_person_id(n) / HOT_BLOCK * HOT_BLOCK + 1,
-            self.random_person(n, r_bidder),
+            epoch / HOT_BLOCK * HOT_BLOCK + 1,
+            |r| self.random_person_after(epoch, r),
         );
         Bid {
             auction: FIRST_AUCTION_ID + auction,
@@ -451,6 +480,16 @@ pub fn compact_event(cfg: &NexmarkConfig, n: u64) -> NexEvent {
     Model::new(cfg).event(n, cfg.time_of(n))
 }
 
+/// What one [`NexmarkGenerator::fill_bids`] call did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BidFill {
+    /// Bids written to the front of the buffer.
+    pub bids: usize,
+    /// Events of the stream consumed: the bids and the persons and
+    /// auctions stepped over (0: the shard is exhausted).
+    pub events: u64,
+}
+
 /// One shard of the NEXMark stream, compact events.
 ///
 /// Worker `w` of `W` generates event numbers `w, w + W, w + 2W, …` below
@@ -537,6 +576,113 @@ impl NexmarkGenerator {
         self.remaining -= k as u64;
         self.generated += k as u64;
         k
+    }
+
+    /// Writes this shard's next bids to the front of `out`, stepping over
+    /// its persons and auctions without making them: a filter on the event
+    /// kind pushed into the generator, for queries that read bids only
+    /// (NEXMark q0, q1, q2, q5, q7, …). The bids are exactly those
+    /// [`fill`](Self::fill) yields, in the same order.
+    ///
+    /// Returns how many bids were written (`out.len()`, fewer at the end of
+    /// the stream) and how many events of the stream that consumed, bids
+    /// and skipped events together (0 once exhausted). [`generated`]
+    /// (Self::generated) counts the skipped events too.
+    ///
+    /// ```
+    /// use air_operators::sources::nexmark::*;
+    /// let cfg = NexmarkConfig { events: Some(100), ..NexmarkConfig::default() };
+    /// let mut bids = [Bid::default(); 128];
+    /// let f = NexmarkGenerator::new(&cfg, 0, 1).fill_bids(&mut bids);
+    /// assert_eq!(f, BidFill { bids: 92, events: 100 }); // 46 of every 50
+    /// assert_eq!(NexEvent::Bid(bids[0]), compact_event(&cfg, 4));
+    /// ```
+    #[inline]
+    pub fn fill_bids(&mut self, out: &mut [Bid]) -> BidFill {
+        if let Some(f) = self.fill_bids_stepped(out) {
+            return f;
+        }
+        let (model, step, clock) = (&self.model, self.step, &mut self.clock);
+        let mut n = self.next;
+        let mut left = self.remaining;
+        let mut k = 0;
+        while k < out.len() && left > 0 {
+            // Every event's time is stepped, bid or not: the clock steps
+            // from one event number of the shard to the next.
+            let t = clock.time(&model.cfg, n);
+            if n % PROPORTION_DENOMINATOR >= PERSON_PROPORTION + AUCTION_PROPORTION {
+                let mut rng = model.rng(n);
+                out[k] = model.bid(n, t, &mut rng);
+                k += 1;
+            }
+            n = n.wrapping_add(step);
+            left -= 1;
+        }
+        let events = self.remaining - left;
+        self.next = n;
+        self.remaining = left;
+        self.generated += events;
+        BidFill { bids: k, events }
+    }
+
+    /// [`fill_bids`](Self::fill_bids) at an integral rate with every event
+    /// number of the call below [`Stepper::LIMIT`] (else `None`, nothing
+    /// done): time, epoch and offset in the epoch are stepped in integers
+    /// from one event number to the next, no division per event. Consumes
+    /// at most `2 · out.len() + 50` events (a shard may hold few bids or
+    /// none: with 50 workers, worker 0 gets the persons alone).
+    #[inline(always)]
+    fn fill_bids_stepped(&mut self, out: &mut [Bid]) -> Option<BidFill> {
+        let budget = (out.len() as u64)
+            .saturating_mul(2)
+            .saturating_add(PROPORTION_DENOMINATOR)
+            .min(self.remaining);
+        let end = budget
+            .checked_mul(self.step)
+            .and_then(|d| d.checked_add(self.next))?;
+        let st = self.clock.stepper.as_mut()?;
+        if end >= Stepper::LIMIT {
+            return None;
+        }
+        let model = &self.model;
+        let base = model.cfg.base_time_ms;
+        let mut n = self.next;
+        st.ms(n);
+        let (q, r, rate, step) = (st.q, st.r, st.rate, self.step);
+        let (mut t, mut rem) = (st.t, st.rem);
+        let (mut epoch, mut offset) = (n / PROPORTION_DENOMINATOR, n % PROPORTION_DENOMINATOR);
+        let (step_epochs, step_offset) =
+            (step / PROPORTION_DENOMINATOR, step % PROPORTION_DENOMINATOR);
+        let mut left = budget;
+        let mut k = 0;
+        while k < out.len() && left > 0 {
+            if offset >= PERSON_PROPORTION + AUCTION_PROPORTION {
+                let mut rng = model.rng(n);
+                out[k] = model.bid_in_epoch(epoch, base.saturating_add(t), &mut rng);
+                k += 1;
+            }
+            n += step;
+            left -= 1;
+            t += q;
+            rem += r;
+            if rem >= rate {
+                rem -= rate;
+                t += 1;
+            }
+            epoch += step_epochs;
+            offset += step_offset;
+            if offset >= PROPORTION_DENOMINATOR {
+                offset -= PROPORTION_DENOMINATOR;
+                epoch += 1;
+            }
+        }
+        // The stepper now holds the time of `n`, the next event number.
+        (st.n, st.t, st.rem) = (Some(n), t, rem);
+        let events = budget - left;
+        self.next = n;
+        self.remaining -= events;
+        self.generated += events;
+        Some(BidFill { bids: k, events })
     }
 
     /// Events generated so far by this shard.
@@ -742,5 +888,76 @@ mod tests {
         assert_eq!(g.fill(&mut buf), 8);
         assert_eq!(g.next_event_number(), Some(8));
         assert_eq!(g.watermark_ms(), unbounded.time_of(8));
+    }
+
+    /// `fill_bids` yields exactly the bids of `fill`, consuming the same
+    /// events, for every shape of shard: one or many workers (50 workers:
+    /// shards of persons or auctions alone), tiny and large buffers,
+    /// integral and fractional rates (the stepped and the generic loop),
+    /// and across `Stepper::LIMIT`, where the stepped loop hands over.
+    #[test]
+    fn fill_bids_equals_the_bids_of_fill() {
+        let check =
+            |cfg: &NexmarkConfig, w: usize, workers: usize, start: Option<u64>, cap: usize| {
+                let mut all = NexmarkGenerator::new(cfg, w, workers);
+                let mut bids_only = all.clone();
+                if let Some(n) = start {
+                    all.next = n;
+                    bids_only.next = n;
+                }
+                let mut want = Vec::new();
+                let mut ev = vec![NexEvent::default(); 61];
+                loop {
+                    let k = all.fill(&mut ev);
+                    if k == 0 || want.len() > 3000 {
+                        break;
+                    }
+                    want.extend(ev[..k].iter().filter_map(|e| match e {
+                        NexEvent::Bid(b) => Some(*b),
+                        _ => None,
+                    }));
+                }
+                let mut got = Vec::new();
+                let mut buf = vec![Bid::default(); cap];
+                let mut events = 0;
+                while got.len() < want.len() || all.remaining == 0 {
+                    let f = bids_only.fill_bids(&mut buf);
+                    events += f.events;
+                    got.extend_from_slice(&buf[..f.bids]);
+                    if f.events == 0 {
+                        break;
+                    }
+                }
+                got.truncate(want.len());
+                assert_eq!(
+                    got, want,
+                    "worker {w} of {workers}, cap {cap}, start {start:?}"
+                );
+                if all.remaining == 0 {
+                    assert_eq!(events, all.generated, "worker {w} of {workers}");
+                    assert_eq!(bids_only.generated(), all.generated());
+                }
+            };
+        for rate in [10_000.0, 1e7, 333.5] {
+            let cfg = NexmarkConfig {
+                events: Some(2_000),
+                events_per_s: rate,
+                ..NexmarkConfig::default()
+            };
+            for (w, workers) in [(0, 1), (1, 2), (2, 3), (0, 50), (3, 50), (10, 50), (7, 51)] {
+                for cap in [1, 7, 256] {
+                    check(&cfg, w, workers, None, cap);
+                }
+            }
+            // Unbounded, across the stepper's limit.
+            let far = NexmarkConfig {
+                events: None,
+                ..cfg
+            };
+            for (w, workers) in [(0, 1), (1, 3)] {
+                let start = Stepper::LIMIT - 700 * workers as u64 + w as u64;
+                check(&far, w, workers, Some(start), 64);
+            }
+        }
     }
 }

@@ -81,7 +81,8 @@ pub use config::{
 pub use files::{gen_to_file, gen_to_file_as};
 pub use full::{full_event, NexmarkFullGenerator, CHANNELS_NUMBER, HOT_CHANNELS};
 pub use generator::{
-    compact_event, event_kind, last_base0_auction_id, last_base0_person_id, NexmarkGenerator,
+    compact_event, event_kind, last_base0_auction_id, last_base0_person_id, BidFill,
+    NexmarkGenerator,
 };
 pub use json::{
     parse_full_json_line, parse_json_line, write_json_line, Field, FieldError, FieldErrorKind,
