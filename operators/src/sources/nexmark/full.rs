@@ -332,7 +332,7 @@ fn exact_string(rng: &mut WyRand, len: usize) -> String {
         // is ⌊x · 26^(i+1) / 2^64⌋ mod 26 (what multiplying the fraction
         // by 26 and taking the integer part, 8 times over, gives; each
         // digit computed on its own, so they do not wait on each other).
-        let digits = POW26.map(|p| b'a' + ((x * p >> 64) % 26) as u8);
+        let digits = POW26.map(|p| b'a' + (((x * p) >> 64) % 26) as u8);
         s.extend_from_slice(&digits[..k]);
     }
     String::from_utf8(s).expect("ASCII")
@@ -411,7 +411,7 @@ mod tests {
             assert_eq!(got.as_bytes(), &want[..], "{len}");
         }
         // Extremes: the largest fraction gives all 'z'.
-        let p = POW26.map(|p| ((u64::MAX as u128 * p >> 64) % 26) as u8);
+        let p = POW26.map(|p| (((u64::MAX as u128 * p) >> 64) % 26) as u8);
         assert_eq!(p, [25; 8]);
     }
 
