@@ -52,12 +52,14 @@ pub enum SourcePoll {
 /// assert_eq!(out.stats.get("source_records"), 6_000); // 3 000 per worker
 /// ```
 pub trait Source: Send + 'static {
-    /// The records it yields (cloned out of the batch buffer: make them
-    /// `Copy` or cheap to clone).
+    /// The records it yields: copied out of the batch buffer, or moved out
+    /// of it if they need dropping (own memory, e.g. strings).
     type Item: Clone + Send + 'static;
-    /// Replaces the contents of `buf` with up to `max` new records (`buf`
-    /// keeps whatever length the source left in it last time, so a source
-    /// that fills a slice in place need not re-initialize it).
+    /// Replaces the contents of `buf` with up to `max` new records. For an
+    /// `Item` that needs no drop, `buf` keeps whatever length the source
+    /// left in it last time (so a source that fills a slice in place need
+    /// not re-initialize it); otherwise its records were moved out and it
+    /// comes back empty.
     fn poll(&mut self, buf: &mut Vec<Self::Item>, max: usize) -> SourcePoll;
     /// After `poll` returned `Done`: the error that ended it early, if any
     /// (the job then fails with it; what was read before is processed).
@@ -752,8 +754,18 @@ where
             buf,
             ..
         } = self;
-        for item in buf.iter() {
-            next.push(item.clone(), cx);
+        if std::mem::needs_drop::<S::Item>() {
+            // Records that own memory (strings…) are moved out: a clone
+            // would allocate it again. `buf` is left empty.
+            for item in buf.drain(..) {
+                next.push(item, cx);
+            }
+        } else {
+            // Plain records are copied: `buf` keeps its length, so a source
+            // that fills it in place need not re-initialize it.
+            for item in buf.iter() {
+                next.push(item.clone(), cx);
+            }
         }
         if poll == SourcePoll::Done {
             if let Some(message) = head.source.take_error() {

@@ -5,16 +5,23 @@
 //! `read` yields there, in the same order), paced by `--rate` the same
 //! way.
 //!
+//! A query names the kinds of event it reads ([`Shard::read_full_of`]):
+//! the generator then draws no strings for the others, and they never
+//! enter the graph (the `nexmark_events` count still counts every event
+//! read).
+//!
 //! Cost: each event's strings are allocated by the generator or the file
-//! reader and once more when the graph's source clones it out of its batch.
-//! A query projects a full event to a small record (inline strings,
+//! reader (a channel's name and URL are built once per generator and
+//! copied); the graph's source moves events out of its batch. A query
+//! projects a full event to a small record (inline strings,
 //! [`air_operators::sources::text::Word`]) right after the source, before
 //! any exchange.
 
 use super::{Piece, Shard, Sources};
 use crate::queries::lagwatch::Watched;
 use air_operators::sources::nexmark::{
-    FullBid, FullEvent, NexmarkConfig, NexmarkFullFileReader, NexmarkFullGenerator, ReaderOptions,
+    EventKind, FullBid, FullEvent, NexmarkConfig, NexmarkFullFileReader, NexmarkFullGenerator,
+    ReaderOptions,
 };
 use air_runtime::dataflow::{Source, SourcePoll, Stats};
 use std::sync::{Arc, Mutex};
@@ -43,19 +50,48 @@ pub(crate) enum FullSource {
 }
 
 impl FullSource {
-    fn poll(&mut self, buf: &mut Vec<FullEvent>, max: usize) -> SourcePoll {
-        buf.resize(max, FullEvent::default());
+    /// Replaces `buf` with the next events of `kinds` out of up to `max`
+    /// read; returns the poll and how many events were read (of every
+    /// kind).
+    fn poll(
+        &mut self,
+        kinds: &[EventKind],
+        buf: &mut Vec<FullEvent>,
+        max: usize,
+    ) -> (SourcePoll, usize) {
+        let keep = |buf: &mut Vec<FullEvent>| {
+            let read = buf.len();
+            buf.retain(|e| kinds.contains(&e.kind()));
+            read
+        };
         match self {
             FullSource::Gen(g) => {
-                let n = g.fill(buf);
-                buf.truncate(n);
-                if n == 0 {
+                buf.clear();
+                let n = g.fill_kinds(kinds, buf, max);
+                let poll = if n == 0 {
                     SourcePoll::Done
                 } else {
                     SourcePoll::Ready
-                }
+                };
+                (poll, n)
             }
-            FullSource::Paced(p) => p.poll(buf, max),
+            FullSource::Paced(p) => {
+                let poll = p.poll(buf, max);
+                (poll, keep(buf))
+            }
+            FullSource::Files { .. } => {
+                buf.resize(max, FullEvent::default());
+                let poll = self.poll_files(buf);
+                (poll, keep(buf))
+            }
+        }
+    }
+
+    /// [`FullSource::poll`] of files: every kind, into `buf` (of the
+    /// batch's length).
+    fn poll_files(&mut self, buf: &mut Vec<FullEvent>) -> SourcePoll {
+        match self {
+            FullSource::Gen(_) | FullSource::Paced(_) => unreachable!("files only"),
             FullSource::Files {
                 pieces,
                 current,
@@ -111,6 +147,8 @@ impl FullSource {
 /// [`super::GraphSource`] reports them.
 pub(crate) struct FullGraphSource {
     src: FullSource,
+    /// The kinds of event it yields.
+    kinds: &'static [EventKind],
     error: Arc<Mutex<Option<String>>>,
     events: u64,
 }
@@ -119,8 +157,8 @@ impl Source for FullGraphSource {
     type Item = FullEvent;
     #[inline]
     fn poll(&mut self, buf: &mut Vec<FullEvent>, max: usize) -> SourcePoll {
-        let p = self.src.poll(buf, max);
-        self.events += buf.len() as u64;
+        let (p, read) = self.src.poll(self.kinds, buf, max);
+        self.events += read as u64;
         p
     }
     fn report(&mut self, stats: &mut Stats) {
@@ -144,9 +182,18 @@ impl Source for FullGraphSource {
 impl Shard<'_> {
     /// The shard's events with every field ([`FullEvent`]): the events of
     /// [`read`](Self::read), with their strings.
+    #[allow(dead_code)]
     pub(crate) fn read_full(&self) -> FullGraphSource {
+        self.read_full_of(&[EventKind::Person, EventKind::Auction, EventKind::Bid])
+    }
+
+    /// [`read_full`](Self::read_full)'s events of the kinds in `kinds`
+    /// only, in the same order (the generator draws no strings for the
+    /// others).
+    pub(crate) fn read_full_of(&self, kinds: &'static [EventKind]) -> FullGraphSource {
         FullGraphSource {
             src: self.sources.get_full(self.index, self.workers),
+            kinds,
             error: self.error.clone(),
             events: 0,
         }

@@ -54,7 +54,7 @@
 use super::full::full_bid;
 use super::{Cx, Shard, Spec};
 use air_operators::graph::{PartitionedCsv, PartitionedExt};
-use air_operators::sources::nexmark::FullBid;
+use air_operators::sources::nexmark::{EventKind, FullBid};
 use air_runtime::dataflow::{Dataflow, Head, Pipe, Stream};
 use serde::Serialize;
 use std::fmt::Write as _;
@@ -163,7 +163,7 @@ fn row(b: FullBid) -> Q10Csv {
 /// Full bids → rows → each worker's part files of their minutes.
 fn build(cx: &Cx<'_>, df: &Dataflow, shard: &Shard<'_>) {
     let rows = df
-        .source(shard.read_full())
+        .source(shard.read_full_of(&[EventKind::Bid]))
         .flat_map(|e| full_bid(e).map(row));
     // Event time with `--max-delay-ms` of disorder (a file's bids that
     // are older are late: dropped, counted), so minutes commit as the

@@ -27,7 +27,7 @@
 
 use super::full::{full_bid, utc_hour};
 use super::{bid_rows, Cx, Shard, Spec};
-use air_operators::sources::nexmark::FullBid;
+use air_operators::sources::nexmark::{EventKind, FullBid};
 use air_runtime::dataflow::{Dataflow, Head, Pipe, Stream};
 use serde::Serialize;
 
@@ -114,7 +114,7 @@ struct Q14Csv {
 /// the generator, sorted at the end from files).
 fn build(cx: &Cx<'_>, df: &Dataflow, shard: &Shard<'_>) {
     let rows = df
-        .source(shard.read_full())
+        .source(shard.read_full_of(&[EventKind::Bid]))
         .flat_map(|e| full_bid(e).and_then(calculate));
     if cx.args.files() {
         // A file may be out of order: no watermark before its end.

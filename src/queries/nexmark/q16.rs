@@ -46,7 +46,7 @@ use crate::queries::driver::sink_window_rows;
 use air_operators::graph::{
     AggregateFunction, Count, Filtered, KeyedWindowExt, Max, Tumbling, Windowed,
 };
-use air_operators::sources::nexmark::FullBid;
+use air_operators::sources::nexmark::{EventKind, FullBid};
 use air_operators::sources::text::Word;
 use air_runtime::dataflow::Dataflow;
 use serde::Serialize;
@@ -194,7 +194,7 @@ fn build(cx: &Cx<'_>, df: &Dataflow, shard: &Shard<'_>) {
     let r2: fn(&Seen) -> bool = |s| rank(s) == 1;
     let r3: fn(&Seen) -> bool = |s| rank(s) == 2;
     let stats = df
-        .source(shard.read_full())
+        .source(shard.read_full_of(&[EventKind::Bid]))
         .flat_map(|e| {
             full_bid(e).map(|b: FullBid| ChannelBid {
                 channel: Word::new(&b.channel),

@@ -56,7 +56,7 @@
 use super::{bid_rows, Cx, Shard, Spec};
 use crate::queries::common::QueryOption::{MaxDelayMs, StateTtlMs};
 use air_operators::graph::{KeyedProcessExt, KeyedProcessFunction, ProcessCx};
-use air_operators::sources::nexmark::{FullAuction, FullBid, FullEvent};
+use air_operators::sources::nexmark::{EventKind, FullAuction, FullBid, FullEvent};
 use air_runtime::dataflow::Dataflow;
 use serde::Serialize;
 
@@ -358,7 +358,7 @@ fn build(cx: &Cx<'_>, df: &Dataflow, shard: &Shard<'_>) {
         ttl: cx.args.state_ttl(),
     };
     let joined = df
-        .source(shard.read_full())
+        .source(shard.read_full_of(&[EventKind::Auction, EventKind::Bid]))
         .event_time(FullEvent::date_time, cx.args.max_delay())
         .flat_map(Q20In::of)
         .key_by(Q20In::auction_id)

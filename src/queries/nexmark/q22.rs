@@ -22,7 +22,7 @@
 
 use super::full::full_bid;
 use super::{bid_rows, Cx, Shard, Spec};
-use air_operators::sources::nexmark::FullBid;
+use air_operators::sources::nexmark::{EventKind, FullBid};
 use air_operators::sources::text::Word;
 use air_runtime::dataflow::{Dataflow, Head, Pipe, Stream};
 use serde::Serialize;
@@ -107,7 +107,7 @@ struct Q22Csv {
 /// generator, sorted at the end from files).
 fn build(cx: &Cx<'_>, df: &Dataflow, shard: &Shard<'_>) {
     let rows = df
-        .source(shard.read_full())
+        .source(shard.read_full_of(&[EventKind::Bid]))
         .flat_map(|e| full_bid(e).map(get_dirs));
     if cx.args.files() {
         // A file may be out of order: no watermark before its end.

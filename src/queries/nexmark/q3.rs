@@ -60,7 +60,7 @@
 use super::{bid_rows, Cx, Shard, Spec};
 use crate::queries::common::QueryOption::*;
 use air_operators::graph::{KeyedProcessExt, KeyedProcessFunction, ProcessCx};
-use air_operators::sources::nexmark::FullEvent;
+use air_operators::sources::nexmark::{EventKind, FullEvent};
 use air_operators::sources::text::Word;
 use air_runtime::dataflow::Dataflow;
 use serde::Serialize;
@@ -345,7 +345,7 @@ struct Q3Csv {
 /// time.
 fn build(cx: &Cx<'_>, df: &Dataflow, shard: &Shard<'_>) {
     let rows = df
-        .source(shard.read_full())
+        .source(shard.read_full_of(&[EventKind::Person, EventKind::Auction]))
         .event_time(FullEvent::date_time, cx.args.max_delay())
         .flat_map(Side::of)
         .key_by(Side::person_id)

@@ -40,6 +40,8 @@ const HOT_CHANNELS_RATIO: u64 = 2;
 
 /// Shortest random string (Beam's `MIN_STRING_LENGTH`).
 const MIN_STRING_LENGTH: u64 = 3;
+/// Longest `max_len` of [`next_string`] (the description's 100).
+const MAX_STRING_LENGTH: usize = 100;
 
 /// The full event `n` (0-based) of the stream of `cfg`: the compact event
 /// [`compact_event(cfg, n)`](super::compact_event) plus every string field.
@@ -50,20 +52,26 @@ pub fn full_event(cfg: &NexmarkConfig, n: u64) -> FullEvent {
 
 /// [`full_event`] with a prepared model.
 pub(crate) fn full_event_with(model: &Model, n: u64) -> FullEvent {
-    full_event_at(model, n, model.cfg.time_of(n))
+    full_event_at(model, n, model.cfg.time_of(n), None)
 }
 
-/// [`full_event`] with a prepared model and the event's time
-/// (`time_of(n)`).
-fn full_event_at(model: &Model, n: u64, date_time: u64) -> FullEvent {
+/// [`full_event`] with a prepared model, the event's time (`time_of(n)`)
+/// and, for a stream of events, a cache of the channels' names and URLs.
+fn full_event_at(
+    model: &Model,
+    n: u64,
+    date_time: u64,
+    channels: Option<&mut Channels>,
+) -> FullEvent {
     let mut rng = model.rng(n);
     match event_kind(n) {
         EventKind::Person => {
             let p = model.person(n, date_time, &mut rng);
             let name = p.name.as_str().to_owned();
-            let mut email_address = next_string(&mut rng, 7, b' ');
+            let mut email_address = String::with_capacity(16);
+            push_next_string(&mut rng, 7, b' ', &mut email_address);
             email_address.push('@');
-            email_address.push_str(&next_string(&mut rng, 5, b' '));
+            push_next_string(&mut rng, 5, b' ', &mut email_address);
             email_address.push_str(".com");
             let mut credit_card = String::with_capacity(19);
             for i in 0..4 {
@@ -109,15 +117,14 @@ fn full_event_at(model: &Model, n: u64, date_time: u64) -> FullEvent {
         }
         EventKind::Bid => {
             let b = model.bid(n, date_time, &mut rng);
-            let (channel, url) = if below(rng.next_u64(), HOT_CHANNELS_RATIO) > 0 {
-                let i = below(rng.next_u64(), HOT_CHANNELS.len() as u64);
-                (
-                    HOT_CHANNELS[i as usize].to_owned(),
-                    channel_url(model, CHANNELS_NUMBER + i),
-                )
+            let index = if below(rng.next_u64(), HOT_CHANNELS_RATIO) > 0 {
+                CHANNELS_NUMBER + below(rng.next_u64(), HOT_CHANNELS.len() as u64)
             } else {
-                let c = below(rng.next_u64(), CHANNELS_NUMBER);
-                (format!("channel-{c}"), channel_url(model, c))
+                below(rng.next_u64(), CHANNELS_NUMBER)
+            };
+            let (channel, url) = match channels {
+                Some(c) => c.get(model, index),
+                None => (channel_name(index), channel_url(model, index)),
             };
             let extra = next_extra(&mut rng, 4 * 8, model.cfg.avg_bid_byte_size);
             FullEvent::Bid(FullBid {
@@ -153,7 +160,12 @@ fn full_event_at(model: &Model, n: u64, date_time: u64) -> FullEvent {
 /// assert_eq!(full.fill(&mut a), 0);
 /// ```
 #[derive(Clone, Debug)]
-pub struct NexmarkFullGenerator(NexmarkGenerator);
+pub struct NexmarkFullGenerator {
+    /// The compact generator of the shard (event numbers and times).
+    gen: NexmarkGenerator,
+    /// The channels' names and URLs met so far.
+    channels: Channels,
+}
 
 impl NexmarkFullGenerator {
     /// The shard of worker `worker` of `workers` (as
@@ -162,19 +174,100 @@ impl NexmarkFullGenerator {
     /// # Panics
     /// As [`NexmarkGenerator::new`].
     pub fn new(cfg: &NexmarkConfig, worker: usize, workers: usize) -> NexmarkFullGenerator {
-        NexmarkFullGenerator(NexmarkGenerator::new(cfg, worker, workers))
+        NexmarkFullGenerator {
+            gen: NexmarkGenerator::new(cfg, worker, workers),
+            channels: Channels::default(),
+        }
     }
 
     /// Writes this shard's next events to the front of `out` and returns how
     /// many: `out.len()`, fewer at the end of the stream, 0 once exhausted.
     #[inline]
     pub fn fill(&mut self, out: &mut [FullEvent]) -> usize {
-        self.0.fill_with(out, full_event_at)
+        let channels = &mut self.channels;
+        self.gen.fill_with(out, |model, n, t| {
+            full_event_at(model, n, t, Some(channels))
+        })
+    }
+
+    /// Generates this shard's next events, up to `max` of them, and
+    /// appends those of the kinds in `kinds` to `out` (the others' strings
+    /// are not drawn). Returns how many events were generated (of every
+    /// kind): `max`, fewer at the end of the stream, 0 once exhausted.
+    /// Each event appended equals the one [`fill`](Self::fill) would give.
+    ///
+    /// ```
+    /// use air_operators::sources::nexmark::*;
+    /// let cfg = NexmarkConfig { events: Some(200), ..NexmarkConfig::default() };
+    /// let mut bids = Vec::new();
+    /// let mut g = NexmarkFullGenerator::new(&cfg, 0, 1);
+    /// assert_eq!(g.fill_kinds(&[EventKind::Bid], &mut bids, 150), 150);
+    /// assert_eq!(g.fill_kinds(&[EventKind::Bid], &mut bids, 150), 50);
+    /// assert_eq!(g.fill_kinds(&[EventKind::Bid], &mut bids, 150), 0);
+    /// let all: Vec<FullEvent> = (0..200).map(|n| full_event(&cfg, n)).collect();
+    /// let want: Vec<&FullEvent> = all.iter().filter(|e| e.kind() == EventKind::Bid).collect();
+    /// assert_eq!(bids.iter().collect::<Vec<_>>(), want);
+    /// ```
+    pub fn fill_kinds(
+        &mut self,
+        kinds: &[EventKind],
+        out: &mut Vec<FullEvent>,
+        max: usize,
+    ) -> usize {
+        let wanted = |k: EventKind| kinds.contains(&k);
+        let mask = [
+            wanted(EventKind::Person),
+            wanted(EventKind::Auction),
+            wanted(EventKind::Bid),
+        ];
+        let channels = &mut self.channels;
+        // Units, not events: `fill_with` walks the shard's event numbers
+        // and times; the events themselves are pushed (no allocation for a
+        // vector of `()`).
+        let mut units = vec![(); max];
+        self.gen.fill_with(&mut units, |model, n, t| {
+            let k = event_kind(n);
+            if mask[k as usize] {
+                out.push(full_event_at(model, n, t, Some(channels)));
+            }
+        })
     }
 
     /// The compact generator of the same shard at the same point.
     pub fn compact(&self) -> &NexmarkGenerator {
-        &self.0
+        &self.gen
+    }
+}
+
+/// The names and URLs of the channels a generator met so far, built on
+/// first use (a channel's URL is a pure function of the stream and the
+/// channel, as Flink's generator caches it): a bid then copies two short
+/// strings instead of drawing and formatting its URL.
+#[derive(Clone, Debug, Default)]
+struct Channels {
+    /// By channel index (`0..CHANNELS_NUMBER + 4`): `(name, url)`, or
+    /// `None` not yet met.
+    known: Vec<Option<(String, String)>>,
+}
+
+impl Channels {
+    /// The name and URL of channel `index` (see [`channel_url`]).
+    fn get(&mut self, model: &Model, index: u64) -> (String, String) {
+        if self.known.is_empty() {
+            self.known = vec![None; (CHANNELS_NUMBER as usize) + HOT_CHANNELS.len()];
+        }
+        self.known[index as usize]
+            .get_or_insert_with(|| (channel_name(index), channel_url(model, index)))
+            .clone()
+    }
+}
+
+/// The name of channel `index` (`0..10000`: `"channel-<index>"`,
+/// `10000 + i`: hot channel `i`).
+fn channel_name(index: u64) -> String {
+    match index.checked_sub(CHANNELS_NUMBER) {
+        Some(i) => HOT_CHANNELS[i as usize].to_owned(),
+        None => format!("channel-{index}"),
     }
 }
 
@@ -187,7 +280,7 @@ fn channel_url(model: &Model, index: u64) -> String {
     let mut url = String::with_capacity(80);
     url.push_str("https://www.nexmark.com/");
     for _ in 0..3 {
-        url.push_str(&next_string(&mut rng, 5, b'_'));
+        push_next_string(&mut rng, 5, b'_', &mut url);
         url.push('/');
     }
     url.push_str("item.htm?query=1");
@@ -202,20 +295,30 @@ fn channel_url(model: &Model, index: u64) -> String {
 /// 1/13; `space` is the character used) or a lowercase letter; trimmed when
 /// `space` is `' '` (Beam's `nextString`).
 fn next_string(rng: &mut WyRand, max_len: u64, space: u8) -> String {
+    let mut s = String::new();
+    push_next_string(rng, max_len, space, &mut s);
+    s
+}
+
+/// Appends [`next_string`]`(rng, max_len, space)` to `out` (one
+/// allocation at most). `max_len` is at most [`MAX_STRING_LENGTH`].
+fn push_next_string(rng: &mut WyRand, max_len: u64, space: u8, out: &mut String) {
+    debug_assert!(max_len <= MAX_STRING_LENGTH as u64);
     let len = MIN_STRING_LENGTH + below(rng.next_u64(), max_len - MIN_STRING_LENGTH);
-    let mut s = Vec::with_capacity(len as usize);
-    for _ in 0..len {
+    let mut buf = [0u8; MAX_STRING_LENGTH];
+    let s = &mut buf[..len as usize];
+    for c in s.iter_mut() {
         // One draw over 13 · 26 outcomes: 26 of them (1/13) a space, 12
         // per letter.
         let v = below(rng.next_u64(), 13 * 26);
-        s.push(if v < 26 { space } else { b'a' + (v % 26) as u8 });
+        *c = if v < 26 { space } else { b'a' + (v % 26) as u8 };
     }
     let s = if space == b' ' {
         s.trim_ascii()
     } else {
         &s[..]
     };
-    String::from_utf8(s.to_vec()).expect("ASCII")
+    out.push_str(std::str::from_utf8(s).expect("ASCII"));
 }
 
 /// A random string of exactly `len` lowercase letters (Beam's
@@ -223,17 +326,28 @@ fn next_string(rng: &mut WyRand, max_len: u64, space: u8) -> String {
 fn exact_string(rng: &mut WyRand, len: usize) -> String {
     let mut s = Vec::with_capacity(len);
     while s.len() < len {
-        let mut x = rng.next_u64();
-        for _ in 0..(len - s.len()).min(8) {
-            // Multiply-shift digit extraction: the next base-26 digit of
-            // the fraction x / 2^64.
-            let t = x as u128 * 26;
-            s.push(b'a' + (t >> 64) as u8);
-            x = t as u64;
-        }
+        let x = rng.next_u64() as u128;
+        let k = (len - s.len()).min(8);
+        // The first 8 base-26 digits of the fraction x / 2^64: digit `i`
+        // is ⌊x · 26^(i+1) / 2^64⌋ mod 26 (what multiplying the fraction
+        // by 26 and taking the integer part, 8 times over, gives; each
+        // digit computed on its own, so they do not wait on each other).
+        let digits = POW26.map(|p| b'a' + (((x * p) >> 64) % 26) as u8);
+        s.extend_from_slice(&digits[..k]);
     }
     String::from_utf8(s).expect("ASCII")
 }
+
+/// `26^1 ..= 26^8`: the multipliers of [`exact_string`]'s digits.
+const POW26: [u128; 8] = {
+    let mut p = [26u128; 8];
+    let mut i = 1;
+    while i < 8 {
+        p[i] = p[i - 1] * 26;
+        i += 1;
+    }
+    p
+};
 
 /// Padding so that `current + extra.len()` averages `average`: `""` if
 /// already larger, else a length uniform in `d - δ .. d + δ` with
@@ -275,6 +389,30 @@ mod tests {
         }
         assert_eq!(next_extra(&mut rng, 101, 100), "");
         assert_eq!(next_extra(&mut rng, 100, 100), "");
+    }
+
+    #[test]
+    fn exact_string_digits_are_sequential_ones() {
+        // The digits of x / 2^64 taken one by one (multiply by 26, take
+        // the integer part) equal `exact_string`'s.
+        let mut a = WyRand::new(9);
+        let mut b = WyRand::new(9);
+        for len in [0, 1, 7, 8, 9, 16, 67, 400] {
+            let got = exact_string(&mut a, len);
+            let mut want = Vec::new();
+            while want.len() < len {
+                let mut x = b.next_u64();
+                for _ in 0..(len - want.len()).min(8) {
+                    let t = x as u128 * 26;
+                    want.push(b'a' + (t >> 64) as u8);
+                    x = t as u64;
+                }
+            }
+            assert_eq!(got.as_bytes(), &want[..], "{len}");
+        }
+        // Extremes: the largest fraction gives all 'z'.
+        let p = POW26.map(|p| (((u64::MAX as u128 * p) >> 64) % 26) as u8);
+        assert_eq!(p, [25; 8]);
     }
 
     #[test]
