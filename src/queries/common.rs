@@ -464,7 +464,7 @@ pub enum QueryOption {
     Zipf,
     /// `--side-input` (NEXMark q13's table).
     SideInput,
-    /// `--state-ttl-ms` (NEXMark's unwindowed keyed state: q18, q19, q20).
+    /// `--state-ttl-ms` (NEXMark's unwindowed keyed state: q6, q18, q19, q20).
     StateTtlMs,
     /// `--out-dir` (NEXMark q10's partitioned files).
     OutDir,

@@ -41,7 +41,8 @@
 //!   the winning bid of each auction as it closes ([`winning`], on
 //!   [`air_operators::graph::KeyedProcessExt::process`]); q9 writes them,
 //!   q4 averages their prices per category in sliding windows, q6 per
-//!   seller over its last 10 (a second `process`, keyed by seller).
+//!   seller over its last 10 (a second `process`, keyed by seller; a
+//!   seller is forgotten after `--state-ttl-ms` without a sale).
 //! - q8: persons and auctions (each worker reads its shard twice, once per
 //!   side) → a window join on person id = seller whose pairs leave as soon
 //!   as both records are in ([`air_operators::graph::JoinedStreams::window_eager`]).
@@ -430,11 +431,14 @@ pub struct NexmarkArgs {
     /// row is written and its state freed (a later bid of the key starts
     /// new state and a second row). q20 keeps each auction and each bid
     /// waiting for its auction this long after its own time: a bid and its
-    /// auction join iff their times are at most this far apart. The
-    /// generator bids only on the last 100 auctions (Beam's
-    /// `numInFlightAuctions`), so at the default the
-    /// rows equal those of unbounded state at any rate above 30 events/s.
-    /// Queries that keep such state only [default: 60000].
+    /// auction join iff their times are at most this far apart. q6: a
+    /// seller with no winning bid closing for this long is forgotten (its
+    /// next sale's mean starts anew). The generator bids only on the last
+    /// 100 auctions (Beam's `numInFlightAuctions`) and sells only through
+    /// the last 1000 persons (`numActivePeople`), so at the default the
+    /// rows equal those of unbounded state at any rate above 30 events/s
+    /// (q6: 900 events/s). Queries that keep such state only [default:
+    /// 60000].
     #[arg(long, value_name = "MS", value_parser = super::common::parse::state_ttl_ms)]
     pub state_ttl_ms: Option<u64>,
     /// q10's output directory: every bid as CSV under

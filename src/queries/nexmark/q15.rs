@@ -26,9 +26,10 @@
 //! versions of the suite group by a `customTime` column; ours is the bid's
 //! `date_time`.) The suite's counts are all kept.
 //!
-//! Plan (Flink's "split distinct aggregation"): each bid becomes two
-//! records, one for its bidder and one for its auction → keyed by (kind,
-//! value) → tumbling windows: that value's bids per price rank
+//! Plan (Flink's "split distinct aggregation", [`split_distinct`], shared
+//! with q16 which groups by channel): each bid becomes two records, one
+//! for its bidder and one for its auction → keyed by (kind, value) →
+//! tumbling windows: that value's bids per price rank
 //! (three [`Filtered`] [`Count`]s, pre-aggregated per worker and merged at
 //! the value's owner, so each distinct value of a window comes out once) →
 //! keyed by window → the window's row: distinct values per rank are the
@@ -41,11 +42,14 @@ use super::{bid, Cx, Shard, Spec};
 use crate::queries::common::QueryOption::*;
 use crate::queries::driver::sink_window_rows;
 use air_operators::graph::{
-    AggregateFunction, Count, Filtered, KeyedWindowExt, Tumbling, Windowed,
+    AggregateFunction, Count, Filtered, KeyedWindowExt, Partial, Tumbling, Windowed,
 };
 use air_operators::sources::nexmark::Bid;
-use air_runtime::dataflow::Dataflow;
+use air_runtime::dataflow::{Dataflow, Head, Identity, Pipe, Stream};
+use air_runtime::Record;
 use serde::Serialize;
+use std::hash::Hash;
+use std::marker::PhantomData;
 
 /// A day, ms: q15's and q17's default window.
 pub const DAY_MS: u64 = 86_400_000;
@@ -86,9 +90,15 @@ pub const SPEC: Spec = Spec {
 /// The price rank of a bid (Flink's q15 and q17): 0 below 10 000 cents, 1
 /// below 1 000 000, else 2.
 pub(crate) fn rank(b: &Bid) -> usize {
-    if b.price < 10_000 {
+    price_rank(b.price)
+}
+
+/// The price rank of `price` cents: 0 below 10 000, 1 below 1 000 000,
+/// else 2.
+fn price_rank(price: u64) -> usize {
+    if price < 10_000 {
         0
-    } else if b.price < 1_000_000 {
+    } else if price < 1_000_000 {
         1
     } else {
         2
@@ -116,59 +126,196 @@ pub(crate) fn rank_counts() -> RankCounts {
     )
 }
 
+/// What the split distinct plan ([`split_distinct`]) reads of a bid.
+pub(crate) trait StatBid: Record {
+    /// The bidder's person id.
+    fn bidder(&self) -> u64;
+    /// The auction's id.
+    fn auction(&self) -> u64;
+    /// Price, cents.
+    fn price(&self) -> u64;
+    /// Event time, ms.
+    fn date_time(&self) -> u64;
+}
+
+impl StatBid for Bid {
+    #[inline(always)]
+    fn bidder(&self) -> u64 {
+        self.bidder
+    }
+    #[inline(always)]
+    fn auction(&self) -> u64 {
+        self.auction
+    }
+    #[inline(always)]
+    fn price(&self) -> u64 {
+        self.price
+    }
+    #[inline(always)]
+    fn date_time(&self) -> u64 {
+        self.date_time
+    }
+}
+
 /// A bid seen through one of its values: (kind: [`BIDDER`] or [`AUCTION`],
 /// the bid).
-type Seen = (u8, Bid);
+pub(crate) type Seen<T> = (u8, T);
 /// [`Seen`] through its bidder.
 const BIDDER: u8 = 0;
 /// [`Seen`] through its auction.
 const AUCTION: u8 = 1;
 
-/// One value's bids in a window: (kind, value) and its bids per rank.
-type ValueRow = Windowed<(u8, u64), (u64, u64, u64)>;
+/// A value's bids per price rank (rank 1, 2, 3).
+type ValueCounts<T> = (
+    Filtered<Seen<T>, fn(&Seen<T>) -> bool, Count>,
+    Filtered<Seen<T>, fn(&Seen<T>) -> bool, Count>,
+    Filtered<Seen<T>, fn(&Seen<T>) -> bool, Count>,
+);
 
-/// A window's row from its values' rows: `[bids, bids per rank, bidders,
-/// bidders per rank, auctions, auctions per rank]` (each value comes once
-/// per window; the bids are summed over the bidders). Accumulators add up.
-#[derive(Clone)]
-struct WindowStats;
+/// One value's bids in a group's window: (kind, group, value), its bids
+/// per rank and the extra statistic `E` over them.
+type ValueRow<G, E> = Windowed<(u8, G, u64), ((u64, u64, u64), E)>;
 
-impl AggregateFunction<ValueRow> for WindowStats {
-    type Acc = [u64; 12];
-    type Out = [u64; 12];
-    fn create(&self) -> [u64; 12] {
-        [0; 12]
+/// A group's statistics in a window: `[bids, bids per rank, bidders,
+/// bidders per rank, auctions, auctions per rank]` and the extra statistic
+/// `E` over its bids.
+pub(crate) type SplitStats<E> = ([u64; 12], E);
+
+/// A group's window from its values' rows (each value comes once per
+/// window; the bids are summed over the bidders, the extra statistic
+/// merged over them by `X`). Accumulators add up.
+struct GroupStats<X, T> {
+    extra: X,
+    _t: PhantomData<fn(&T)>,
+}
+
+impl<X: Clone, T> Clone for GroupStats<X, T> {
+    fn clone(&self) -> Self {
+        GroupStats {
+            extra: self.extra.clone(),
+            _t: PhantomData,
+        }
+    }
+}
+
+impl<G, T, X, E> AggregateFunction<ValueRow<G, E>> for GroupStats<X, T>
+where
+    G: 'static,
+    T: 'static,
+    E: Record,
+    SplitStats<E>: Record,
+    X: AggregateFunction<Seen<T>, Acc = E, Out = E>,
+{
+    type Acc = SplitStats<E>;
+    type Out = SplitStats<E>;
+    fn create(&self) -> SplitStats<E> {
+        ([0; 12], self.extra.create())
     }
     #[inline]
-    fn add(&self, acc: &mut [u64; 12], r: &ValueRow) {
-        let (r1, r2, r3) = r.value;
+    fn add(&self, acc: &mut SplitStats<E>, r: &ValueRow<G, E>) {
+        let ((r1, r2, r3), extra) = &r.value;
+        let (r1, r2, r3) = (*r1, *r2, *r3);
         let base = if r.key.0 == BIDDER {
-            for (n, c) in acc[..4].iter_mut().zip([r1 + r2 + r3, r1, r2, r3]) {
+            for (n, c) in acc.0[..4].iter_mut().zip([r1 + r2 + r3, r1, r2, r3]) {
                 *n += c;
             }
+            self.extra.merge(&mut acc.1, extra.clone());
             4
         } else {
             8
         };
-        for (n, c) in acc[base..base + 4].iter_mut().zip([1, r1, r2, r3]) {
+        for (n, c) in acc.0[base..base + 4].iter_mut().zip([1, r1, r2, r3]) {
             *n += u64::from(c > 0);
         }
     }
-    fn merge(&self, acc: &mut [u64; 12], other: [u64; 12]) {
-        for (n, o) in acc.iter_mut().zip(other) {
+    fn merge(&self, acc: &mut SplitStats<E>, other: SplitStats<E>) {
+        for (n, o) in acc.0.iter_mut().zip(other.0) {
             *n += o;
         }
+        self.extra.merge(&mut acc.1, other.1);
     }
-    fn result(&self, acc: &[u64; 12]) -> [u64; 12] {
-        *acc
+    fn result(&self, acc: &SplitStats<E>) -> SplitStats<E> {
+        acc.clone()
     }
 }
 
-/// A q15 CSV row.
+/// No extra statistic (q15's): [`split_distinct`]'s `extra`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct NoExtra;
+
+impl<In> AggregateFunction<In> for NoExtra {
+    type Acc = ();
+    type Out = ();
+    fn create(&self) {}
+    #[inline(always)]
+    fn add(&self, _acc: &mut (), _x: &In) {}
+    fn merge(&self, _acc: &mut (), _other: ()) {}
+    fn result(&self, _acc: &()) {}
+}
+
+/// Flink's split distinct aggregation, the plan of q15 and q16: per
+/// group (`group(bid)`: q15 `()`, q16 the channel) and tumbling window of
+/// `size` ms of the bids' times, [`SplitStats`] with `extra` (an aggregate
+/// whose accumulator is its result, e.g. q16's latest minute) over the
+/// group's bids. Each bid becomes two records, one for its bidder and one
+/// for its auction → keyed by (kind, group, value) → tumbling windows:
+/// that value's bids per price rank (three [`Filtered`] [`Count`]s, with
+/// `extra`; pre-aggregated per worker and merged at the value's owner, so
+/// each distinct value of a window comes out once) → keyed by (window,
+/// group) → the group's row: distinct values per rank are the values with
+/// bids there, bids per rank the sums over the bidders (pre-aggregated per
+/// worker again). Rows are keyed by (window start, group).
+pub(crate) fn split_distinct<H, P, T, G, X, E>(
+    bids: Stream<H, P>,
+    size: u64,
+    group: fn(&T) -> G,
+    extra: X,
+) -> Stream<impl Head<Out = Windowed<(u64, G), SplitStats<E>>>, Identity>
+where
+    H: Head,
+    P: Pipe<H::Out, Out = T>,
+    T: StatBid,
+    G: Record + Hash + Eq,
+    E: Record,
+    X: AggregateFunction<Seen<T>, Acc = E, Out = E>,
+    (u8, G, u64): Record,
+    (u64, G): Record,
+    ((u64, u64, u64), E): Record,
+    SplitStats<E>: Record,
+    Partial<(u8, G, u64), ((u64, u64, u64), E)>: Record,
+    Partial<(u64, G), SplitStats<E>>: Record,
+{
+    let r1: fn(&Seen<T>) -> bool = |s| price_rank(s.1.price()) == 0;
+    let r2: fn(&Seen<T>) -> bool = |s| price_rank(s.1.price()) == 1;
+    let r3: fn(&Seen<T>) -> bool = |s| price_rank(s.1.price()) == 2;
+    let counts: ValueCounts<T> = (
+        Filtered::new(r1, Count),
+        Filtered::new(r2, Count),
+        Filtered::new(r3, Count),
+    );
+    bids.flat_map(|b: T| [(BIDDER, b.clone()), (AUCTION, b)])
+        .key_by(move |s: &Seen<T>| {
+            let value = if s.0 == BIDDER {
+                s.1.bidder()
+            } else {
+                s.1.auction()
+            };
+            (s.0, group(&s.1), value)
+        })
+        .window(Tumbling::ms(size), |s: &Seen<T>| s.1.date_time())
+        .aggregate((counts, extra.clone()))
+        .key_by(|r: &ValueRow<G, E>| (r.start, r.key.1.clone()))
+        .window(Tumbling::ms(size), |r: &ValueRow<G, E>| r.start)
+        .aggregate(GroupStats {
+            extra,
+            _t: PhantomData,
+        })
+}
+
+/// The twelve count columns of [`SplitStats`], in the order of q15's and
+/// q16's CSV rows (`total_bids` … `rank3_auctions`).
 #[derive(Serialize)]
-struct Q15Csv {
-    window_start_ms: u64,
-    window_end_ms: u64,
+pub(crate) struct SplitCsv {
     total_bids: u64,
     rank1_bids: u64,
     rank2_bids: u64,
@@ -183,66 +330,56 @@ struct Q15Csv {
     rank3_auctions: u64,
 }
 
-/// Bids seen through their bidder and their auction → keyed by (kind,
-/// value) → per window, that value's bids per rank → keyed by window → the
-/// window's statistics (both steps pre-aggregated per worker).
+impl SplitCsv {
+    /// The columns of `v`.
+    pub(crate) fn of(v: &[u64; 12]) -> SplitCsv {
+        SplitCsv {
+            total_bids: v[0],
+            rank1_bids: v[1],
+            rank2_bids: v[2],
+            rank3_bids: v[3],
+            total_bidders: v[4],
+            rank1_bidders: v[5],
+            rank2_bidders: v[6],
+            rank3_bidders: v[7],
+            total_auctions: v[8],
+            rank1_auctions: v[9],
+            rank2_auctions: v[10],
+            rank3_auctions: v[11],
+        }
+    }
+}
+
+/// A q15 CSV row.
+#[derive(Serialize)]
+struct Q15Csv {
+    window_start_ms: u64,
+    window_end_ms: u64,
+    /// Written as its twelve columns.
+    counts: SplitCsv,
+}
+
+/// Bids → [`split_distinct`] with one group (no extra statistic) → a row
+/// per window.
 fn build(cx: &Cx<'_>, df: &Dataflow, shard: &Shard<'_>) {
-    let size = cx.args.window();
-    let r1: fn(&Seen) -> bool = |s| rank(&s.1) == 0;
-    let r2: fn(&Seen) -> bool = |s| rank(&s.1) == 1;
-    let r3: fn(&Seen) -> bool = |s| rank(&s.1) == 2;
-    let stats = df
+    let bids = df
         .source(shard.read())
         .flat_map(bid)
         .event_time(|b: &Bid| b.date_time, cx.args.max_delay())
-        .idle_after_ms(cx.args.idle_ms)
-        .flat_map(|b: Bid| [(BIDDER, b), (AUCTION, b)])
-        .key_by(|s: &Seen| {
-            (
-                s.0,
-                if s.0 == BIDDER {
-                    s.1.bidder
-                } else {
-                    s.1.auction
-                },
-            )
-        })
-        .window(Tumbling::ms(size), |s: &Seen| s.1.date_time)
-        .aggregate((
-            Filtered::new(r1, Count),
-            Filtered::new(r2, Count),
-            Filtered::new(r3, Count),
-        ))
-        .key_by(|r: &ValueRow| r.start)
-        .window(Tumbling::ms(size), |r: &ValueRow| r.start)
-        .aggregate(WindowStats)
-        .map(|r| Windowed {
-            start: r.start,
-            end: r.end,
-            key: (),
-            value: r.value,
-        });
+        .idle_after_ms(cx.args.idle_ms);
+    let stats = split_distinct(bids, cx.args.window(), |_: &Bid| (), NoExtra).map(|r| Windowed {
+        start: r.start,
+        end: r.end,
+        key: (),
+        value: r.value.0,
+    });
     sink_window_rows(
         stats,
         |_: &Windowed<(), [u64; 12]>| (),
-        |r| {
-            let v = r.value;
-            Q15Csv {
-                window_start_ms: r.start,
-                window_end_ms: r.end,
-                total_bids: v[0],
-                rank1_bids: v[1],
-                rank2_bids: v[2],
-                rank3_bids: v[3],
-                total_bidders: v[4],
-                rank1_bidders: v[5],
-                rank2_bidders: v[6],
-                rank3_bidders: v[7],
-                total_auctions: v[8],
-                rank1_auctions: v[9],
-                rank2_auctions: v[10],
-                rank3_auctions: v[11],
-            }
+        |r| Q15Csv {
+            window_start_ms: r.start,
+            window_end_ms: r.end,
+            counts: SplitCsv::of(&r.value),
         },
         cx.header,
         cx.to,
