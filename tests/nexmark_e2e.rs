@@ -8,7 +8,7 @@ mod common;
 
 use common::nexmark::{
     air, assert_equal_everywhere, assert_file_on_1_2_4_workers, export, generate, load, refused,
-    run, Events,
+    run, Events, GEN_20S,
 };
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -117,15 +117,7 @@ fn windows(query: &str, size: &str, slide: &str) -> Vec<String> {
 #[test]
 fn every_query_on_1_2_4_workers_equals_the_sequential_result() {
     let dir = common::tmpdir("nexmark", "eq");
-    let gen = [
-        "--events",
-        "40000",
-        "--events-per-s",
-        "2000",
-        "--seed",
-        "11",
-    ];
-    let (file, e) = generate(&dir, &gen);
+    let (file, e) = generate(&dir, &GEN_20S);
     // Proportions of the export (the generator's own tests check 1%).
     assert_eq!(e.persons.len() + e.auctions.len() + e.bids.len(), 40_000);
     assert_eq!(e.persons.len(), 800);
@@ -143,7 +135,7 @@ fn every_query_on_1_2_4_workers_equals_the_sequential_result() {
         let w = windows(query, size, slide);
         let w: Vec<&str> = w.iter().map(String::as_str).collect();
         // The generator itself gives what its export gives.
-        assert_equal_everywhere(query, &file, &gen, &w, &want);
+        assert_equal_everywhere(query, &file, &GEN_20S, &w, &want);
     }
 }
 

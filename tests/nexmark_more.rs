@@ -9,7 +9,7 @@ mod common;
 
 use common::nexmark::{
     assert_accepted, assert_equal_everywhere, assert_file_on_1_2_4_workers, assert_refused,
-    generate, load, query_refused, run, Events,
+    generate, load, query_refused, run, Events, GEN_20S,
 };
 use serde_json::json;
 use std::cmp::Reverse;
@@ -140,15 +140,7 @@ fn check_workers(query: &str, file: &std::path::Path, extra: &[&str], want: &[St
 #[test]
 fn q0_q11_q18_q19_on_1_2_4_workers_equal_the_sequential_result() {
     let dir = common::tmpdir("nexmore", "eq");
-    let gen = [
-        "--events",
-        "40000",
-        "--events-per-s",
-        "2000",
-        "--seed",
-        "11",
-    ];
-    let (file, e) = generate(&dir, &gen);
+    let (file, e) = generate(&dir, &GEN_20S);
     assert_eq!(e.bids.len(), 36_800);
     // The default gap (10 s) and a short one (1 s) that cuts the 20 s of
     // event time into many sessions; for q18 and q19 (`gap` is then the
@@ -227,7 +219,7 @@ fn q0_q11_q18_q19_on_1_2_4_workers_equal_the_sequential_result() {
             _ => {}
         }
         // The generator itself gives what its export gives.
-        assert_equal_everywhere(query, &file, &gen, &w, &want);
+        assert_equal_everywhere(query, &file, &GEN_20S, &w, &want);
     }
 }
 
@@ -407,17 +399,7 @@ fn options_a_query_does_not_honour_are_refused() {
 #[test]
 fn two_ranks_give_the_embedded_rows() {
     let dir = common::tmpdir("nexmore", "mpi");
-    let (file, e) = generate(
-        &dir,
-        &[
-            "--events",
-            "40000",
-            "--events-per-s",
-            "2000",
-            "--seed",
-            "11",
-        ],
-    );
+    let (file, e) = generate(&dir, &GEN_20S);
     for query in ["q19", "q11"] {
         let want = reference(&e, query, 10_000);
         assert!(!want.is_empty());

@@ -12,21 +12,13 @@
 mod common;
 
 use common::nexmark::{
-    assert_accepted, assert_equal_everywhere, generate, query_refused, run, runs_everywhere, Events,
+    assert_accepted, assert_equal_everywhere, generate, query_refused, run, runs_everywhere,
+    Events, GEN_20S,
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-const GEN: [&str; 6] = [
-    "--events",
-    "40000",
-    "--events-per-s",
-    "2000",
-    "--seed",
-    "11",
-];
 
 /// Each bidder's bids.
 fn bids_per_bidder(e: &Events) -> BTreeMap<u64, u64> {
@@ -66,7 +58,7 @@ fn q12_check(rows: &[String], size: u64, what: &str) -> (BTreeMap<u64, u64>, BTr
 #[test]
 fn q12_counts_every_bid_once_in_aligned_windows() {
     let dir = common::tmpdir("nexproc", "q12");
-    let (file, e) = generate(&dir, &GEN);
+    let (file, e) = generate(&dir, &GEN_20S);
     let want = bids_per_bidder(&e);
     // Not trivial: many bidders, most with several bids.
     assert!(want.len() > 100, "{} bidders", want.len());
@@ -75,7 +67,7 @@ fn q12_counts_every_bid_once_in_aligned_windows() {
     // The file on 1, 2 and 4 workers, and the generator itself: the same
     // bids.
     for (window, size) in [(&["--window-ms", "7"][..], 7), (&[][..], 10_000)] {
-        for (what, rows) in runs_everywhere("q12", &file, &GEN, window) {
+        for (what, rows) in runs_everywhere("q12", &file, &GEN_20S, window) {
             let (got, _) = q12_check(&rows, size, &what);
             assert_eq!(got, want, "{what}: bids per bidder");
         }
@@ -173,7 +165,7 @@ fn q13(e: &Events, table: &BTreeMap<u64, String>) -> Vec<String> {
 #[test]
 fn q13_joins_the_side_input_on_1_2_4_workers() {
     let dir = common::tmpdir("nexproc", "q13");
-    let (file, e) = generate(&dir, &GEN);
+    let (file, e) = generate(&dir, &GEN_20S);
     // Every third key missing, one value with a comma and a quote, one
     // empty value, and a key no bid can reach (≥ 10000).
     let mut table = BTreeMap::new();
@@ -209,13 +201,13 @@ fn q13_joins_the_side_input_on_1_2_4_workers() {
         .iter()
         .any(|r| r.starts_with("1003,") && r.ends_with(',')));
     let side_arg = ["--side-input", side.to_str().unwrap()];
-    assert_equal_everywhere("q13", &file, &GEN, &side_arg, &want);
+    assert_equal_everywhere("q13", &file, &GEN_20S, &side_arg, &want);
     // The default table (the Flink suite's: key k → "k"): every bid.
     let flink: BTreeMap<u64, String> = (0..10_000).map(|k| (k, k.to_string())).collect();
     let want = q13(&e, &flink);
     assert_eq!(want.len(), e.bids.len());
     let mut a = vec!["run", "nexmark", "--query", "q13", "--workers", "2"];
-    a.extend_from_slice(&GEN);
+    a.extend_from_slice(&GEN_20S);
     assert_eq!(run(&a, &dir.join("def.csv")), want, "default table");
 }
 

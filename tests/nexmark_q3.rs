@@ -11,7 +11,7 @@ mod common;
 
 use common::nexmark::{
     assert_accepted, assert_equal_everywhere, assert_file_on_1_2_4_workers, assert_refused, csv,
-    generate, load, run, Events,
+    generate, load, run, Events, GEN_20S,
 };
 use serde_json::json;
 use std::collections::{BTreeMap, BTreeSet};
@@ -90,19 +90,10 @@ fn reference_rows(e: &Events) -> Vec<String> {
     reference(e).into_iter().map(|r| r.3).collect()
 }
 
-const GEN: [&str; 6] = [
-    "--events",
-    "40000",
-    "--events-per-s",
-    "2000",
-    "--seed",
-    "11",
-];
-
 #[test]
 fn q3_on_1_2_4_workers_and_out_of_order_equals_the_sequential_result() {
     let dir = common::tmpdir("nexq3", "eq");
-    let (file, e) = generate(&dir, &GEN);
+    let (file, e) = generate(&dir, &GEN_20S);
     let rows = reference(&e);
     let want: Vec<String> = rows.iter().map(|r| r.3.clone()).collect();
     // Not trivial: many rows, all three states, not every category-10
@@ -118,7 +109,7 @@ fn q3_on_1_2_4_workers_and_out_of_order_equals_the_sequential_result() {
     assert_eq!(states, BTreeSet::from(["CA", "ID", "OR"]));
     let early = rows.iter().filter(|r| r.1 < r.2).count();
     assert!(early > 0, "an auction before its seller");
-    assert_equal_everywhere("q3", &file, &GEN, &[], &want);
+    assert_equal_everywhere("q3", &file, &GEN_20S, &[], &want);
 
     // The same events out of order: every block of 64 lines reversed (at
     // 2000 events/s, out of order by less than 40 ms), read with

@@ -10,7 +10,7 @@ mod common;
 
 use common::nexmark::{
     assert_accepted, assert_equal_everywhere, assert_file_on_1_2_4_workers, assert_refused,
-    generate, rank, run, Bid, Events,
+    generate, rank, run, Bid, Events, GEN_20S,
 };
 use serde_json::json;
 use std::collections::{BTreeMap, BTreeSet};
@@ -90,15 +90,7 @@ fn reference(e: &Events, query: &str, size: u64) -> Vec<String> {
 #[test]
 fn q15_and_q17_on_1_2_4_workers_equal_the_sequential_result() {
     let dir = common::tmpdir("nexstats", "eq");
-    let gen = [
-        "--events",
-        "40000",
-        "--events-per-s",
-        "2000",
-        "--seed",
-        "11",
-    ];
-    let (file, e) = generate(&dir, &gen);
+    let (file, e) = generate(&dir, &GEN_20S);
     assert!(e.bids.len() > 30_000);
     // 20 s of event time: 5-s windows (several, the last one partial),
     // and the default day.
@@ -106,11 +98,11 @@ fn q15_and_q17_on_1_2_4_workers_equal_the_sequential_result() {
         for query in ["q15", "q17"] {
             let want = reference(&e, query, size);
             // The generator itself gives what its export gives.
-            assert_equal_everywhere(query, &file, &gen, window, &want);
+            assert_equal_everywhere(query, &file, &GEN_20S, window, &want);
             // Small rings (4 KiB frames): no record holds a window's set of
             // bidders or auctions.
             let mut a = vec!["run", "nexmark", "--query", query, "--workers", "2"];
-            a.extend_from_slice(&gen);
+            a.extend_from_slice(&GEN_20S);
             a.extend_from_slice(window);
             a.extend_from_slice(&["--ring-bytes", "4096"]);
             assert_eq!(

@@ -11,7 +11,7 @@ mod common;
 
 use common::nexmark::{
     air, assert_accepted, assert_equal_everywhere, assert_file_on_1_2_4_workers, assert_refused,
-    csv, generate, rank, refused, run, Bid, Events,
+    csv, generate, rank, refused, run, Bid, Events, GEN_20S,
 };
 use serde_json::json;
 use std::collections::{BTreeMap, BTreeSet};
@@ -231,27 +231,18 @@ fn check_not_trivial(e: &Events, query: &str, rows: &[String]) {
     }
 }
 
-const GEN: [&str; 6] = [
-    "--events",
-    "40000",
-    "--events-per-s",
-    "2000",
-    "--seed",
-    "11",
-];
-
 #[test]
 fn q21_q22_q14_q16_on_1_2_4_workers_equal_the_sequential_result() {
     let dir = common::tmpdir("nexstr", "eq");
-    let (file, e) = generate(&dir, &GEN);
+    let (file, e) = generate(&dir, &GEN_20S);
     assert!(e.bids.len() > 30_000);
     for query in ["q21", "q22", "q14"] {
-        assert_query(&file, &e, &GEN, query, &[]);
+        assert_query(&file, &e, &GEN_20S, query, &[]);
     }
     // 20 s of event time: 5-s windows (several, the last one partial),
     // and the default day.
-    assert_query(&file, &e, &GEN, "q16", &["--window-ms", "5000"]);
-    assert_query(&file, &e, &GEN, "q16", &[]);
+    assert_query(&file, &e, &GEN_20S, "q16", &["--window-ms", "5000"]);
+    assert_query(&file, &e, &GEN_20S, "q16", &[]);
 }
 
 /// 11 hours of event time from 22:13 UTC: every kind of q14's hours, and

@@ -121,6 +121,18 @@ pub fn load(path: &Path) -> Events {
     e
 }
 
+/// `air gen nexmark` options most tests use: 40 000 events at 2000
+/// events/s (20 s of event time: 800 persons, 2400 auctions, 36 800
+/// bids), seed 11.
+pub const GEN_20S: [&str; 6] = [
+    "--events",
+    "40000",
+    "--events-per-s",
+    "2000",
+    "--seed",
+    "11",
+];
+
 /// A CSV field as `air` writes it: quoted (quotes doubled) if it holds a
 /// comma, a quote or a line break.
 pub fn csv(s: &str) -> String {
