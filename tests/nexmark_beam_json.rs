@@ -11,7 +11,7 @@ use air_operators::sources::nexmark::{
     parse_full_json_line, parse_json_line, FullAuction, FullBid, FullEvent, FullPerson, Name,
     NexEvent, Person,
 };
-use common::nexmark::{air, run};
+use common::nexmark::{assert_file_on_workers, csv_body, export, refused, run};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
@@ -27,13 +27,8 @@ const GEN: [&str; 6] = [
 /// `air gen nexmark GEN [--format beam] --out DIR/NAME`.
 fn gen(dir: &Path, name: &str, beam: bool) -> PathBuf {
     let file = dir.join(name);
-    let mut args = vec!["gen", "nexmark", "--out", file.to_str().unwrap()];
-    args.extend_from_slice(&GEN);
-    if beam {
-        args.extend_from_slice(&["--format", "beam"]);
-    }
-    let o = air(&args);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let format: &[&str] = if beam { &["--format", "beam"] } else { &[] };
+    export(&file, &[&GEN[..], format].concat());
     file
 }
 
@@ -115,21 +110,6 @@ fn both_forms_give_the_same_rows() {
     let mixed_file = dir.join("mixed.json");
     std::fs::write(&mixed_file, mixed).unwrap();
 
-    let out = dir.join("out.csv");
-    let rows = |query: &str, file: &Path, workers: &str, extra: &[&str]| {
-        let mut args = vec![
-            "run",
-            "nexmark",
-            "--query",
-            query,
-            "--input",
-            file.to_str().unwrap(),
-            "--workers",
-            workers,
-        ];
-        args.extend_from_slice(extra);
-        run(&args, &out)
-    };
     // q8 (compact events: persons and auctions), q14 (full: a bid's
     // extra), q21 (full: channel and url, which only our generator's Beam
     // file carries).
@@ -142,17 +122,14 @@ fn both_forms_give_the_same_rows() {
         ("q14", &[][..], vec![&beam, &beam_ms_file, &mixed_file]),
         ("q21", &[][..], vec![&beam, &mixed_file]),
     ] {
-        let want = rows(query, &ours, "1", extra);
+        let input = ours.to_str().unwrap();
+        let mut a = vec!["run", "nexmark", "--query", query, "--input", input];
+        a.extend_from_slice(&["--workers", "1"]);
+        a.extend_from_slice(extra);
+        let want = run(&a, &dir.join("out.csv"));
         assert!(want.len() >= 20, "{query}: {} rows", want.len());
-        for workers in ["1", "2"] {
-            assert_eq!(rows(query, &ours, workers, extra), want, "{query}");
-            for f in &files {
-                assert_eq!(
-                    rows(query, f, workers, extra),
-                    want,
-                    "{query} {f:?} {workers}"
-                );
-            }
+        for f in [&ours].into_iter().chain(files) {
+            assert_file_on_workers(query, f, &["1", "2"], extra, &want);
         }
     }
 }
@@ -198,9 +175,7 @@ fn bad_beam_lines_name_file_line_and_field() {
         let f = file.to_str().unwrap();
         // q0 reads compact events, q14 full ones.
         for query in ["q0", "q14"] {
-            let o = air(&["run", "nexmark", "--query", query, "--input", f]);
-            let err = String::from_utf8_lossy(&o.stderr);
-            assert_eq!(o.status.code(), Some(2), "{query}: {err}");
+            let err = refused(&["run", "nexmark", "--query", query, "--input", f]);
             assert!(
                 err.contains(&format!("bad.json:3: {field}")),
                 "{query}: {err}"
@@ -250,7 +225,7 @@ fn a_bad_line_loses_nothing_read_before_it() {
     text.push('\n');
     std::fs::write(&file, text).unwrap();
     let out = dir.join("out.csv");
-    let o = air(&[
+    let err = refused(&[
         "run",
         "nexmark",
         "--query",
@@ -260,18 +235,11 @@ fn a_bad_line_loses_nothing_read_before_it() {
         "--out",
         out.to_str().unwrap(),
     ]);
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(
         err.contains("f.json:51: field auction (bid): missing"),
         "{err}"
     );
-    let rows: Vec<String> = std::fs::read_to_string(&out)
-        .unwrap()
-        .lines()
-        .skip(1)
-        .map(str::to_owned)
-        .collect();
+    let rows = csv_body(&out);
     let want: Vec<String> = (0..50)
         .map(|i| format!("{},2,3,{}", 1000 + i, 10 + i))
         .collect();

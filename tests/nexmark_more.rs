@@ -7,7 +7,10 @@
 
 mod common;
 
-use common::nexmark::{air, generate, load, run, Events};
+use common::nexmark::{
+    assert_accepted, assert_equal_everywhere, assert_file_on_1_2_4_workers, assert_refused,
+    generate, load, query_refused, run, Events, GEN_20S,
+};
 use serde_json::json;
 use std::cmp::Reverse;
 use std::collections::BTreeMap;
@@ -128,41 +131,16 @@ fn reference_ttl(e: &Events, query: &str, gap: u64, ttl: u64) -> Vec<String> {
     }
 }
 
-/// Runs `query` over `file` on 1, 2 and 4 workers (with `extra` options)
-/// and checks every run gives `want`.
+/// Runs `query` over `file` on 1, 2 and 4 workers, unpinned, (with
+/// `extra` options) and checks every run gives `want`.
 fn check_workers(query: &str, file: &std::path::Path, extra: &[&str], want: &[String]) {
-    let dir = file.parent().unwrap();
-    for workers in ["1", "2", "4"] {
-        let mut a = vec![
-            "run",
-            "nexmark",
-            "--query",
-            query,
-            "--input",
-            file.to_str().unwrap(),
-            "--workers",
-            workers,
-            "--no-pin",
-        ];
-        a.extend_from_slice(extra);
-        let got = run(&a, &dir.join(format!("{query}-{workers}.csv")));
-        assert_eq!(got.len(), want.len(), "{query} on {workers} workers: rows");
-        assert_eq!(got, want, "{query} on {workers} workers (file)");
-    }
+    assert_file_on_1_2_4_workers(query, file, &[&["--no-pin"], extra].concat(), want);
 }
 
 #[test]
 fn q0_q11_q18_q19_on_1_2_4_workers_equal_the_sequential_result() {
     let dir = common::tmpdir("nexmore", "eq");
-    let gen = [
-        "--events",
-        "40000",
-        "--events-per-s",
-        "2000",
-        "--seed",
-        "11",
-    ];
-    let (file, e) = generate(&dir, &gen);
+    let (file, e) = generate(&dir, &GEN_20S);
     assert_eq!(e.bids.len(), 36_800);
     // The default gap (10 s) and a short one (1 s) that cuts the 20 s of
     // event time into many sessions; for q18 and q19 (`gap` is then the
@@ -199,7 +177,10 @@ fn q0_q11_q18_q19_on_1_2_4_workers_equal_the_sequential_result() {
         } else {
             "--window-ms"
         };
-        let w: Vec<&str> = gap.map(|g| vec![flag, g]).unwrap_or_default();
+        let mut w = vec!["--no-pin"];
+        if let Some(g) = gap {
+            w.extend([flag, g]);
+        }
         match query {
             "q0" => assert_eq!(want.len(), e.bids.len()),
             "q11" => {
@@ -237,24 +218,8 @@ fn q0_q11_q18_q19_on_1_2_4_workers_equal_the_sequential_result() {
             }
             _ => {}
         }
-        check_workers(query, &file, &w, &want);
         // The generator itself gives what its export gives.
-        let mut a = vec![
-            "run",
-            "nexmark",
-            "--query",
-            query,
-            "--workers",
-            "3",
-            "--no-pin",
-        ];
-        a.extend_from_slice(&gen);
-        a.extend_from_slice(&w);
-        assert_eq!(
-            run(&a, &dir.join("gen.csv")),
-            want,
-            "{query} {gap:?} from the generator"
-        );
+        assert_equal_everywhere(query, &file, &GEN_20S, &w, &want);
     }
 }
 
@@ -409,41 +374,23 @@ fn options_a_query_does_not_honour_are_refused() {
         ("q19", "--window-ms", "1000"),
         ("q19", "--slide-ms", "1000"),
     ] {
-        let o = air(&[
-            "run", "nexmark", "--query", query, "--events", "1000", opt, val,
-        ]);
-        assert_eq!(o.status.code(), Some(2), "{query} {opt}");
-        let err = String::from_utf8_lossy(&o.stderr);
+        let err = query_refused(query, &[opt, val]);
         assert!(err.contains(opt), "{query} {opt}: {err}");
     }
     // q11 honours its gap and the delay, and refuses a zero gap.
-    let o = air(&[
-        "run",
-        "nexmark",
-        "--query",
+    assert_accepted(
         "q11",
-        "--events",
-        "1000",
-        "--window-ms",
-        "500",
-        "--max-delay-ms",
-        "5",
-        "--workers",
-        "1",
-        "--no-pin",
-    ]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let o = air(&[
-        "run",
-        "nexmark",
-        "--query",
-        "q11",
-        "--events",
-        "1000",
-        "--window-ms",
-        "0",
-    ]);
-    assert_eq!(o.status.code(), Some(2));
+        &[
+            "--window-ms",
+            "500",
+            "--max-delay-ms",
+            "5",
+            "--workers",
+            "1",
+            "--no-pin",
+        ],
+    );
+    assert_refused("q11", &[&["--window-ms", "0"]]);
 }
 
 /// q19 and q11 under `mpirun -np 2`, node tier and `--force-network`,
@@ -451,61 +398,14 @@ fn options_a_query_does_not_honour_are_refused() {
 #[cfg(feature = "mpi")]
 #[test]
 fn two_ranks_give_the_embedded_rows() {
-    use std::process::Stdio;
     let dir = common::tmpdir("nexmore", "mpi");
-    let (file, e) = generate(
-        &dir,
-        &[
-            "--events",
-            "40000",
-            "--events-per-s",
-            "2000",
-            "--seed",
-            "11",
-        ],
-    );
+    let (file, e) = generate(&dir, &GEN_20S);
     for query in ["q19", "q11"] {
         let want = reference(&e, query, 10_000);
         assert!(!want.is_empty());
-        for extra in [&[][..], &["--force-network"][..]] {
-            let out = dir.join(format!("{query}-mpi.csv"));
-            let mut cmd = air_rdma::mpirun_command(2);
-            cmd.arg(env!("CARGO_BIN_EXE_air")).args([
-                "run",
-                "nexmark",
-                "--query",
-                query,
-                "--input",
-                file.to_str().unwrap(),
-                "--workers",
-                "2",
-                "--no-pin",
-                "--out",
-                out.to_str().unwrap(),
-            ]);
-            cmd.args(extra);
-            cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
-            let o = cmd.output().expect("start mpirun (is MPI installed?)");
-            assert!(
-                o.status.success(),
-                "{query} {extra:?}: {}",
-                String::from_utf8_lossy(&o.stderr)
-            );
-            let got: Vec<String> = std::fs::read_to_string(&out)
-                .unwrap()
-                .lines()
-                .skip(1)
-                .map(str::to_string)
-                .collect();
-            let first = got.iter().zip(&want).position(|(g, w)| g != w);
-            assert!(
-                got == want,
-                "{query} {extra:?} on 2 ranks: {} rows, want {}; first difference at {first:?}: {:?} vs {:?}",
-                got.len(),
-                want.len(),
-                first.map(|i| &got[i]),
-                first.map(|i| &want[i]),
-            );
-        }
+        let input = file.to_str().unwrap();
+        let args = ["run", "nexmark", "--query", query, "--input", input];
+        let args = [&args[..], &["--workers", "2", "--no-pin"]].concat();
+        common::nexmark::assert_two_ranks_give(&args, &dir, &want);
     }
 }

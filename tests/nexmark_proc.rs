@@ -11,20 +11,14 @@
 
 mod common;
 
-use common::nexmark::{air, generate, run, Events};
+use common::nexmark::{
+    assert_accepted, assert_equal_everywhere, generate, query_refused, run, runs_everywhere,
+    Events, GEN_20S,
+};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-const GEN: [&str; 6] = [
-    "--events",
-    "40000",
-    "--events-per-s",
-    "2000",
-    "--seed",
-    "11",
-];
 
 /// Each bidder's bids.
 fn bids_per_bidder(e: &Events) -> BTreeMap<u64, u64> {
@@ -64,29 +58,19 @@ fn q12_check(rows: &[String], size: u64, what: &str) -> (BTreeMap<u64, u64>, BTr
 #[test]
 fn q12_counts_every_bid_once_in_aligned_windows() {
     let dir = common::tmpdir("nexproc", "q12");
-    let (file, e) = generate(&dir, &GEN);
+    let (file, e) = generate(&dir, &GEN_20S);
     let want = bids_per_bidder(&e);
     // Not trivial: many bidders, most with several bids.
     assert!(want.len() > 100, "{} bidders", want.len());
     assert!(want.values().filter(|&&n| n > 1).count() > want.len() / 2);
     // Small windows (a run lasts longer than one), and the default 10 s.
+    // The file on 1, 2 and 4 workers, and the generator itself: the same
+    // bids.
     for (window, size) in [(&["--window-ms", "7"][..], 7), (&[][..], 10_000)] {
-        for workers in ["1", "2", "4"] {
-            let mut a = vec!["run", "nexmark", "--query", "q12", "--workers", workers];
-            a.extend_from_slice(&["--input", file.to_str().unwrap()]);
-            a.extend_from_slice(window);
-            let rows = run(&a, &dir.join("out.csv"));
-            let what = format!("file, {workers} workers, {window:?}");
+        for (what, rows) in runs_everywhere("q12", &file, &GEN_20S, window) {
             let (got, _) = q12_check(&rows, size, &what);
             assert_eq!(got, want, "{what}: bids per bidder");
         }
-        // The generator itself: the same bids.
-        let mut a = vec!["run", "nexmark", "--query", "q12", "--workers", "3"];
-        a.extend_from_slice(&GEN);
-        a.extend_from_slice(window);
-        let rows = run(&a, &dir.join("gen.csv"));
-        let (got, _) = q12_check(&rows, size, "generator");
-        assert_eq!(got, want, "generator, {window:?}: bids per bidder");
     }
 }
 
@@ -181,7 +165,7 @@ fn q13(e: &Events, table: &BTreeMap<u64, String>) -> Vec<String> {
 #[test]
 fn q13_joins_the_side_input_on_1_2_4_workers() {
     let dir = common::tmpdir("nexproc", "q13");
-    let (file, e) = generate(&dir, &GEN);
+    let (file, e) = generate(&dir, &GEN_20S);
     // Every third key missing, one value with a comma and a quote, one
     // empty value, and a key no bid can reach (≥ 10000).
     let mut table = BTreeMap::new();
@@ -217,26 +201,13 @@ fn q13_joins_the_side_input_on_1_2_4_workers() {
         .iter()
         .any(|r| r.starts_with("1003,") && r.ends_with(',')));
     let side_arg = ["--side-input", side.to_str().unwrap()];
-    for workers in ["1", "2", "4"] {
-        let mut a = vec!["run", "nexmark", "--query", "q13", "--workers", workers];
-        a.extend_from_slice(&["--input", file.to_str().unwrap()]);
-        a.extend_from_slice(&side_arg);
-        assert_eq!(
-            run(&a, &dir.join("out.csv")),
-            want,
-            "file, {workers} workers"
-        );
-    }
-    let mut a = vec!["run", "nexmark", "--query", "q13", "--workers", "3"];
-    a.extend_from_slice(&GEN);
-    a.extend_from_slice(&side_arg);
-    assert_eq!(run(&a, &dir.join("gen.csv")), want, "generator");
+    assert_equal_everywhere("q13", &file, &GEN_20S, &side_arg, &want);
     // The default table (the Flink suite's: key k → "k"): every bid.
     let flink: BTreeMap<u64, String> = (0..10_000).map(|k| (k, k.to_string())).collect();
     let want = q13(&e, &flink);
     assert_eq!(want.len(), e.bids.len());
     let mut a = vec!["run", "nexmark", "--query", "q13", "--workers", "2"];
-    a.extend_from_slice(&GEN);
+    a.extend_from_slice(&GEN_20S);
     assert_eq!(run(&a, &dir.join("def.csv")), want, "default table");
 }
 
@@ -244,11 +215,6 @@ fn q13_joins_the_side_input_on_1_2_4_workers() {
 fn bad_side_inputs_and_options_are_refused() {
     let dir = common::tmpdir("nexproc", "bad");
     let side = dir.join("side.csv");
-    let q13 = |extra: &[&str]| {
-        let mut a = vec!["run", "nexmark", "--query", "q13", "--events", "1000"];
-        a.extend_from_slice(extra);
-        air(&a)
-    };
     for (text, want) in [
         ("1,a\n2,b\nx,c\n", "line 3, field 1 (key)"),
         ("1,a\n-2,b\n", "line 2, field 1 (key)"),
@@ -266,22 +232,18 @@ fn bad_side_inputs_and_options_are_refused() {
         ("1,\"a\n", "line 1"),
     ] {
         std::fs::write(&side, text).unwrap();
-        let o = q13(&["--side-input", side.to_str().unwrap()]);
-        let err = String::from_utf8_lossy(&o.stderr);
-        assert_eq!(o.status.code(), Some(2), "{text:?}: {err}");
+        let err = query_refused("q13", &["--side-input", side.to_str().unwrap()]);
         assert!(
             err.contains(side.to_str().unwrap()) && err.contains(want),
             "{text:?}: {err}"
         );
     }
     let missing = dir.join("missing.csv");
-    let o = q13(&["--side-input", missing.to_str().unwrap()]);
-    assert_eq!(o.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("missing.csv"));
+    let err = query_refused("q13", &["--side-input", missing.to_str().unwrap()]);
+    assert!(err.contains("missing.csv"), "{err}");
     // A good file runs.
     std::fs::write(&side, "1,a\n").unwrap();
-    let o = q13(&["--side-input", side.to_str().unwrap()]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_accepted("q13", &["--side-input", side.to_str().unwrap()]);
     // --side-input is q13's only; q12 takes --window-ms only; q13 no window.
     let side = side.to_str().unwrap();
     for (query, bad) in [
@@ -294,27 +256,9 @@ fn bad_side_inputs_and_options_are_refused() {
         ("q13", &["--window-ms", "1000"]),
         ("q13", &["--max-delay-ms", "10"]),
     ] {
-        let mut a = vec!["run", "nexmark", "--query", query, "--events", "1000"];
-        a.extend_from_slice(bad);
-        let o = air(&a);
-        assert_eq!(
-            o.status.code(),
-            Some(2),
-            "{a:?}: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
+        query_refused(query, bad);
     }
-    let o = air(&[
-        "run",
-        "nexmark",
-        "--query",
-        "q12",
-        "--events",
-        "1000",
-        "--window-ms",
-        "1000",
-    ]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_accepted("q12", &["--window-ms", "1000"]);
 }
 
 /// q13 across two ranks (node tier, then `--force-network`) gives the
@@ -341,28 +285,5 @@ fn q13_runs_distributed() {
         "--side-input",
         side.to_str().unwrap(),
     ];
-    let mut a = query.to_vec();
-    a.extend_from_slice(&["--workers", "2"]);
-    let want = run(&a, &dir.join("emb.csv"));
-    assert!(want.len() > 10_000, "the embedded run has rows");
-    for extra in [&[][..], &["--force-network"]] {
-        let (d, rep) = (dir.join("dist.csv"), dir.join("dist.json"));
-        let mut args = query.to_vec();
-        args.extend_from_slice(&["--workers", "1", "--out", d.to_str().unwrap()]);
-        args.extend_from_slice(&["--report", rep.to_str().unwrap()]);
-        args.extend_from_slice(extra);
-        let mut cmd = air_rdma::mpirun_command(2);
-        cmd.arg(env!("CARGO_BIN_EXE_air")).args(&args);
-        cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
-        let o = cmd.output().expect("start mpirun (is MPI installed?)");
-        assert!(
-            o.status.success(),
-            "{extra:?}: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-        assert_eq!(data_lines(&d), want, "two ranks {extra:?}");
-        let report: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(&rep).unwrap()).unwrap();
-        assert_eq!(report["ranks"], 2, "{extra:?}");
-    }
+    common::nexmark::assert_two_ranks_equal_one_process(&query, &dir, 10_000);
 }

@@ -10,7 +10,7 @@
 
 mod common;
 
-use common::nexmark::{air, generate, Events};
+use common::nexmark::{air, csv, generate, refused, Events};
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -53,16 +53,6 @@ fn utc(ms: u64) -> (u64, u64, u64, u64, u64, u64, u64) {
         t / 1000 % 60,
         t % 1000,
     )
-}
-
-/// A CSV field: quoted (quotes doubled) if it holds a comma, a quote or a
-/// line break.
-fn csv(s: &str) -> String {
-    if s.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_string()
-    }
 }
 
 /// The reference: partition path → its rows, sorted.
@@ -288,15 +278,7 @@ fn q10_refuses_what_does_not_fit() {
         &["--query", "q7", "--out-dir", d, "--out", o],
     ];
     for c in cases {
-        let mut a = base.to_vec();
-        a.extend_from_slice(c);
-        let r = air(&a);
-        assert_eq!(
-            r.status.code(),
-            Some(2),
-            "{c:?}: {}",
-            String::from_utf8_lossy(&r.stderr)
-        );
+        refused(&[&base[..], c].concat());
         assert!(!Path::new(d).exists(), "{c:?} wrote nothing");
     }
     // A directory that is not empty is refused; an empty one is used.
@@ -304,14 +286,8 @@ fn q10_refuses_what_does_not_fit() {
     std::fs::write(tmp.join("out/old.csv"), "x\n").unwrap();
     let mut a = base.to_vec();
     a.extend_from_slice(&["--query", "q10", "--out-dir", d]);
-    let r = air(&a);
-    assert_eq!(
-        r.status.code(),
-        Some(2),
-        "{}",
-        String::from_utf8_lossy(&r.stderr)
-    );
-    assert!(String::from_utf8_lossy(&r.stderr).contains("not empty"));
+    let err = refused(&a);
+    assert!(err.contains("not empty"), "{err}");
     std::fs::remove_file(tmp.join("out/old.csv")).unwrap();
     let r = air(&a);
     assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
@@ -326,25 +302,16 @@ fn q10_refuses_what_does_not_fit() {
 #[cfg(feature = "mpi")]
 #[test]
 fn q10_runs_distributed() {
-    use std::process::Stdio;
     let tmp = common::tmpdir("nexq10", "mpi");
     let (file, events) = generate(&tmp, &GEN);
     let want = q10(&events);
-    for (i, extra) in [&[][..], &["--force-network"]].into_iter().enumerate() {
+    for (i, extra) in common::nexmark::TIERS.into_iter().enumerate() {
         let dir = tmp.join(format!("dist{i}"));
         let mut args = vec!["run", "nexmark", "--query", "q10", "--workers", "1"];
         args.extend_from_slice(&["--input", file.to_str().unwrap()]);
         args.extend_from_slice(&["--out-dir", dir.to_str().unwrap()]);
         args.extend_from_slice(extra);
-        let mut cmd = air_rdma::mpirun_command(2);
-        cmd.arg(env!("CARGO_BIN_EXE_air")).args(&args);
-        cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
-        let o = cmd.output().expect("start mpirun (is MPI installed?)");
-        assert!(
-            o.status.success(),
-            "{extra:?}: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
+        common::nexmark::mpirun2(&args);
         let got = read_out(&dir, 2);
         assert_eq!(rows_of(&got), want, "two ranks {extra:?}");
         // Each rank's worker reads its byte range of the file (some

@@ -9,20 +9,13 @@
 
 mod common;
 
-use common::nexmark::{air, generate, run, Events};
+use common::nexmark::{
+    assert_accepted, assert_equal_everywhere, assert_file_on_1_2_4_workers, assert_refused, csv,
+    generate, Events,
+};
 use serde_json::{json, Value};
 use std::collections::{BTreeSet, HashMap};
 use std::path::Path;
-
-/// A CSV field: quoted (quotes doubled) if it holds a comma, a quote or a
-/// line break.
-fn csv(s: &str) -> String {
-    if s.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_string()
-    }
-}
 
 /// Each auction's `extra` by id (the shared loader does not keep it).
 fn auction_extras(file: &Path) -> HashMap<u64, String> {
@@ -91,28 +84,6 @@ fn reference(e: &Events, extras: &HashMap<u64, String>, ttl: Option<u64>) -> Vec
     rows.into_iter().map(|(_, r)| r).collect()
 }
 
-/// `air run nexmark --query q20 --input FILE --workers W EXTRA` for W = 1,
-/// 2, 4 gives `want`.
-fn assert_on_1_2_4_workers(file: &Path, extra: &[&str], want: &[String]) {
-    let dir = file.parent().unwrap();
-    for workers in ["1", "2", "4"] {
-        let mut a = vec![
-            "run",
-            "nexmark",
-            "--query",
-            "q20",
-            "--input",
-            file.to_str().unwrap(),
-            "--workers",
-            workers,
-        ];
-        a.extend_from_slice(extra);
-        let got = run(&a, &dir.join("out.csv"));
-        assert_eq!(got.len(), want.len(), "{extra:?} on {workers} workers");
-        assert_eq!(got, want, "{extra:?} on {workers} workers (file)");
-    }
-}
-
 /// 80 s of event time at 500 events/s: longer than the default TTL (a
 /// minute), so its state is freed inside the stream.
 const GEN: [&str; 6] = ["--events", "40000", "--events-per-s", "500", "--seed", "11"];
@@ -144,14 +115,7 @@ fn q20_on_1_2_4_workers_and_the_generator_equals_the_unbounded_join() {
     let last = e.bids.last().unwrap().date_time - e.bids[0].date_time;
     assert!(last > 70_000, "{last} ms of event time");
     assert_eq!(reference(&e, &extras, Some(60_000)), want);
-    assert_on_1_2_4_workers(&file, &[], &want);
-    let mut a = vec!["run", "nexmark", "--query", "q20", "--workers", "3"];
-    a.extend_from_slice(&GEN);
-    assert_eq!(
-        run(&a, &dir.join("gen.csv")),
-        want,
-        "the generator on 3 workers"
-    );
+    assert_equal_everywhere("q20", &file, &GEN, &[], &want);
 }
 
 /// A TTL of a second on the same events: pairs more than a second apart
@@ -169,7 +133,7 @@ fn a_small_ttl_drops_the_pairs_further_apart_than_it() {
         want.len(),
         unbounded.len()
     );
-    assert_on_1_2_4_workers(&file, &["--state-ttl-ms", "1000"], &want);
+    assert_file_on_1_2_4_workers("q20", &file, &["--state-ttl-ms", "1000"], &want);
 }
 
 #[test]
@@ -224,14 +188,14 @@ fn the_ttl_frees_an_auction_and_a_later_bid_is_not_joined() {
             .collect()
     };
     assert_eq!(joined(&short), [(7, 50), (7, 100), (8, 1100)]);
-    assert_on_1_2_4_workers(&file, &["--state-ttl-ms", "100"], &short);
+    assert_file_on_1_2_4_workers("q20", &file, &["--state-ttl-ms", "100"], &short);
     // The default (a minute) joins them all, as the unbounded join does.
     let all = reference(&e, &extras, None);
     assert_eq!(
         joined(&all),
         [(7, 50), (7, 100), (7, 1000), (8, 1100), (9, 1200)]
     );
-    assert_on_1_2_4_workers(&file, &[], &all);
+    assert_file_on_1_2_4_workers("q20", &file, &[], &all);
     // Every column, the auction's strings quoted where they hold a comma.
     assert_eq!(
         all[0],
@@ -241,38 +205,17 @@ fn the_ttl_frees_an_auction_and_a_later_bid_is_not_joined() {
 
 #[test]
 fn options_q20_does_not_honour_are_refused() {
-    let base = ["run", "nexmark", "--events", "1000", "--query"];
-    for (query, bad) in [
-        ("q20", &["--window-ms", "1000"][..]),
-        ("q20", &["--slide-ms", "1000"]),
-        ("q20", &["--state-ttl-ms", "0"]),
-        ("q20", &["--side-input", "/nonexistent"]),
-        ("q21", &["--state-ttl-ms", "1000"]),
-    ] {
-        let mut a = base.to_vec();
-        a.push(query);
-        a.extend_from_slice(bad);
-        let o = air(&a);
-        assert_eq!(
-            o.status.code(),
-            Some(2),
-            "{a:?}: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-    }
-    let o = air(&[
-        "run",
-        "nexmark",
-        "--query",
+    assert_refused(
         "q20",
-        "--events",
-        "1000",
-        "--state-ttl-ms",
-        "1000",
-        "--max-delay-ms",
-        "10",
-    ]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        &[
+            &["--window-ms", "1000"],
+            &["--slide-ms", "1000"],
+            &["--state-ttl-ms", "0"],
+            &["--side-input", "/nonexistent"],
+        ],
+    );
+    assert_refused("q21", &[&["--state-ttl-ms", "1000"]]);
+    assert_accepted("q20", &["--state-ttl-ms", "1000", "--max-delay-ms", "10"]);
 }
 
 /// q20 across two ranks (node tier, then `--force-network`) gives the rows
@@ -280,7 +223,6 @@ fn options_q20_does_not_honour_are_refused() {
 #[cfg(feature = "mpi")]
 #[test]
 fn q20_runs_distributed() {
-    use std::process::Stdio;
     let dir = common::tmpdir("nexq20", "mpi");
     let query = [
         "run",
@@ -294,34 +236,5 @@ fn q20_runs_distributed() {
         "--state-ttl-ms",
         "2000",
     ];
-    let emb = dir.join("emb.csv");
-    let mut a = query.to_vec();
-    a.extend_from_slice(&["--workers", "2"]);
-    let want = run(&a, &emb);
-    assert!(want.len() > 1000, "the embedded run has rows");
-    for extra in [&[][..], &["--force-network"]] {
-        let (d, rep) = (dir.join("dist.csv"), dir.join("dist.json"));
-        let mut args = query.to_vec();
-        args.extend_from_slice(&["--workers", "1", "--out", d.to_str().unwrap()]);
-        args.extend_from_slice(&["--report", rep.to_str().unwrap()]);
-        args.extend_from_slice(extra);
-        let mut cmd = air_rdma::mpirun_command(2);
-        cmd.arg(env!("CARGO_BIN_EXE_air")).args(&args);
-        cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
-        let o = cmd.output().expect("start mpirun (is MPI installed?)");
-        assert!(
-            o.status.success(),
-            "{extra:?}: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-        let got: Vec<String> = std::fs::read_to_string(&d)
-            .unwrap()
-            .lines()
-            .skip(1)
-            .map(str::to_string)
-            .collect();
-        assert_eq!(got, want, "two ranks {extra:?}");
-        let report: Value = serde_json::from_str(&std::fs::read_to_string(&rep).unwrap()).unwrap();
-        assert_eq!(report["ranks"], 2, "{extra:?}");
-    }
+    common::nexmark::assert_two_ranks_equal_one_process(&query, &dir, 1000);
 }

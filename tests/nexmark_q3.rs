@@ -9,23 +9,15 @@
 
 mod common;
 
-use common::nexmark::{air, generate, load, run, Events};
+use common::nexmark::{
+    assert_accepted, assert_equal_everywhere, assert_file_on_1_2_4_workers, assert_refused, csv,
+    generate, load, run, Events, GEN_20S,
+};
 use serde_json::json;
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
 
 /// Beam's `maxAuctionsWaitingTime` default, ms.
 const WAIT: u64 = 600_000;
-
-/// A CSV field: quoted (quotes doubled) if it holds a comma, a quote or a
-/// line break.
-fn csv(s: &str) -> String {
-    if s.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_string()
-    }
-}
 
 /// One event of a person id, as the reference orders them.
 #[derive(PartialEq, Eq, PartialOrd, Ord, Debug)]
@@ -98,40 +90,10 @@ fn reference_rows(e: &Events) -> Vec<String> {
     reference(e).into_iter().map(|r| r.3).collect()
 }
 
-/// `air run nexmark --query q3 --input FILE --workers W EXTRA` for W = 1,
-/// 2, 4 gives `want`.
-fn assert_on_1_2_4_workers(file: &Path, extra: &[&str], want: &[String]) {
-    let dir = file.parent().unwrap();
-    for workers in ["1", "2", "4"] {
-        let mut a = vec![
-            "run",
-            "nexmark",
-            "--query",
-            "q3",
-            "--input",
-            file.to_str().unwrap(),
-            "--workers",
-            workers,
-        ];
-        a.extend_from_slice(extra);
-        let got = run(&a, &dir.join("out.csv"));
-        assert_eq!(got, want, "q3 {extra:?} on {workers} workers (file)");
-    }
-}
-
-const GEN: [&str; 6] = [
-    "--events",
-    "40000",
-    "--events-per-s",
-    "2000",
-    "--seed",
-    "11",
-];
-
 #[test]
 fn q3_on_1_2_4_workers_and_out_of_order_equals_the_sequential_result() {
     let dir = common::tmpdir("nexq3", "eq");
-    let (file, e) = generate(&dir, &GEN);
+    let (file, e) = generate(&dir, &GEN_20S);
     let rows = reference(&e);
     let want: Vec<String> = rows.iter().map(|r| r.3.clone()).collect();
     // Not trivial: many rows, all three states, not every category-10
@@ -147,10 +109,7 @@ fn q3_on_1_2_4_workers_and_out_of_order_equals_the_sequential_result() {
     assert_eq!(states, BTreeSet::from(["CA", "ID", "OR"]));
     let early = rows.iter().filter(|r| r.1 < r.2).count();
     assert!(early > 0, "an auction before its seller");
-    assert_on_1_2_4_workers(&file, &[], &want);
-    let mut a = vec!["run", "nexmark", "--query", "q3", "--workers", "3"];
-    a.extend_from_slice(&GEN);
-    assert_eq!(run(&a, &dir.join("gen.csv")), want, "from the generator");
+    assert_equal_everywhere("q3", &file, &GEN_20S, &[], &want);
 
     // The same events out of order: every block of 64 lines reversed (at
     // 2000 events/s, out of order by less than 40 ms), read with
@@ -193,7 +152,7 @@ fn q3_on_1_2_4_workers_and_out_of_order_equals_the_sequential_result() {
         .count();
     assert!(reordered > 0, "an auction read before its older seller");
     assert_eq!(reference_rows(&m), want, "the same events");
-    assert_on_1_2_4_workers(&shuffled, &["--max-delay-ms", "100"], &want);
+    assert_file_on_1_2_4_workers("q3", &shuffled, &["--max-delay-ms", "100"], &want);
 }
 
 /// Beam's timer on hand-made events: a person is forgotten when its id has
@@ -258,28 +217,22 @@ fn beams_timer_on_its_edges() {
         "\"Gus, Jr.\",Eugene,OR,13",
     ];
     assert_eq!(reference_rows(&e), want);
-    assert_on_1_2_4_workers(&file, &[], &want.map(String::from));
+    assert_file_on_1_2_4_workers("q3", &file, &[], &want.map(String::from));
 }
 
 #[test]
 fn options_q3_does_not_honour_are_refused() {
-    let base = ["run", "nexmark", "--query", "q3", "--events", "1000"];
-    for bad in [
-        &["--window-ms", "1000"][..],
-        &["--slide-ms", "1000"],
-        &["--state-ttl-ms", "1000"],
-        &["--rate", "1000", "--duration", "1", "--idle-ms", "100"],
-        &["--max-delay-ms", "x"],
-    ] {
-        let mut a = base.to_vec();
-        a.extend_from_slice(bad);
-        let o = air(&a);
-        assert_eq!(o.status.code(), Some(2), "{a:?}");
-    }
-    let mut a = base.to_vec();
-    a.extend_from_slice(&["--max-delay-ms", "10"]);
-    let o = air(&a);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_refused(
+        "q3",
+        &[
+            &["--window-ms", "1000"],
+            &["--slide-ms", "1000"],
+            &["--state-ttl-ms", "1000"],
+            &["--rate", "1000", "--duration", "1", "--idle-ms", "100"],
+            &["--max-delay-ms", "x"],
+        ],
+    );
+    assert_accepted("q3", &["--max-delay-ms", "10"]);
 }
 
 #[test]
@@ -310,7 +263,6 @@ fn a_paced_run_has_rows() {
 #[cfg(feature = "mpi")]
 #[test]
 fn q3_runs_distributed() {
-    use std::process::Stdio;
     let dir = common::tmpdir("nexq3", "mpi");
     let query = [
         "run",
@@ -322,31 +274,5 @@ fn q3_runs_distributed() {
         "--events-per-s",
         "5000",
     ];
-    let emb = dir.join("emb.csv");
-    let mut a = query.to_vec();
-    a.extend_from_slice(&["--workers", "2"]);
-    let want = run(&a, &emb);
-    assert!(want.len() > 100, "the embedded run has rows");
-    for extra in [&[][..], &["--force-network"]] {
-        let d = dir.join("dist.csv");
-        let mut args = query.to_vec();
-        args.extend_from_slice(&["--workers", "1", "--out", d.to_str().unwrap()]);
-        args.extend_from_slice(extra);
-        let mut cmd = air_rdma::mpirun_command(2);
-        cmd.arg(env!("CARGO_BIN_EXE_air")).args(&args);
-        cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
-        let o = cmd.output().expect("start mpirun (is MPI installed?)");
-        assert!(
-            o.status.success(),
-            "{extra:?}: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-        let got: Vec<String> = std::fs::read_to_string(&d)
-            .unwrap()
-            .lines()
-            .skip(1)
-            .map(str::to_string)
-            .collect();
-        assert_eq!(got, want, "two ranks {extra:?}");
-    }
+    common::nexmark::assert_two_ranks_equal_one_process(&query, &dir, 100);
 }

@@ -8,20 +8,12 @@
 
 mod common;
 
-use common::nexmark::{air, generate, run, Bid, Events};
+use common::nexmark::{
+    assert_accepted, assert_equal_everywhere, assert_file_on_1_2_4_workers, assert_refused,
+    generate, rank, run, Bid, Events, GEN_20S,
+};
 use serde_json::json;
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
-
-/// The price rank of Flink's q15 and q17: 0 below 10 000 cents, 1 below
-/// 1 000 000, else 2.
-fn rank(price: u64) -> usize {
-    match price {
-        0..=9_999 => 0,
-        10_000..=999_999 => 1,
-        _ => 2,
-    }
-}
 
 /// The bids of every tumbling window of `size` ms with bids, by start.
 fn by_window(e: &Events, size: u64) -> BTreeMap<u64, Vec<&Bid>> {
@@ -95,59 +87,22 @@ fn reference(e: &Events, query: &str, size: u64) -> Vec<String> {
     }
 }
 
-/// `air run nexmark --query QUERY --input FILE --workers W [--window-ms]`
-/// for W = 1, 2, 4 gives `want`.
-fn assert_on_1_2_4_workers(query: &str, file: &Path, window: &[&str], want: &[String]) {
-    let dir = file.parent().unwrap();
-    for workers in ["1", "2", "4"] {
-        let mut a = vec![
-            "run",
-            "nexmark",
-            "--query",
-            query,
-            "--input",
-            file.to_str().unwrap(),
-            "--workers",
-            workers,
-        ];
-        a.extend_from_slice(window);
-        let got = run(&a, &dir.join("out.csv"));
-        assert_eq!(got, want, "{query} {window:?} on {workers} workers (file)");
-    }
-}
-
 #[test]
 fn q15_and_q17_on_1_2_4_workers_equal_the_sequential_result() {
     let dir = common::tmpdir("nexstats", "eq");
-    let gen = [
-        "--events",
-        "40000",
-        "--events-per-s",
-        "2000",
-        "--seed",
-        "11",
-    ];
-    let (file, e) = generate(&dir, &gen);
+    let (file, e) = generate(&dir, &GEN_20S);
     assert!(e.bids.len() > 30_000);
     // 20 s of event time: 5-s windows (several, the last one partial),
     // and the default day.
     for (window, size) in [(&["--window-ms", "5000"][..], 5000), (&[][..], 86_400_000)] {
         for query in ["q15", "q17"] {
             let want = reference(&e, query, size);
-            assert_on_1_2_4_workers(query, &file, window, &want);
             // The generator itself gives what its export gives.
-            let mut a = vec!["run", "nexmark", "--query", query, "--workers", "3"];
-            a.extend_from_slice(&gen);
-            a.extend_from_slice(window);
-            assert_eq!(
-                run(&a, &dir.join("gen.csv")),
-                want,
-                "{query} {window:?} from the generator"
-            );
+            assert_equal_everywhere(query, &file, &GEN_20S, window, &want);
             // Small rings (4 KiB frames): no record holds a window's set of
             // bidders or auctions.
             let mut a = vec!["run", "nexmark", "--query", query, "--workers", "2"];
-            a.extend_from_slice(&gen);
+            a.extend_from_slice(&GEN_20S);
             a.extend_from_slice(window);
             a.extend_from_slice(&["--ring-bytes", "4096"]);
             assert_eq!(
@@ -225,47 +180,28 @@ fn rank_edges_window_edges_and_empty_windows() {
     for (query, want) in [("q15", &q15_want[..]), ("q17", &q17_want[..])] {
         let r = reference(&e, query, 10);
         assert_eq!(r, want, "{query}: the reference agrees with the hand count");
-        assert_on_1_2_4_workers(query, &file, &["--window-ms", "10"], &r);
+        assert_file_on_1_2_4_workers(query, &file, &["--window-ms", "10"], &r);
     }
     // The mean rounds down: 1 + 2 over two bids is 1.
     std::fs::write(&file, [b(5, 1, 1, 0), b(5, 2, 2, 1)].join("\n") + "\n").unwrap();
     let e = common::nexmark::load(&file);
     assert_eq!(q17(&e, 10), ["0,10,5,2,2,0,0,1,2,1,3"]);
-    assert_on_1_2_4_workers("q17", &file, &["--window-ms", "10"], &q17(&e, 10));
+    assert_file_on_1_2_4_workers("q17", &file, &["--window-ms", "10"], &q17(&e, 10));
 }
 
 #[test]
 fn options_the_queries_do_not_honour_are_refused() {
     for query in ["q15", "q17"] {
-        for bad in [
-            &["--slide-ms", "1000"][..],
-            &["--window-ms", "0"],
-            &["--window-ms", "1000", "--slide-ms", "500"],
-        ] {
-            let mut a = vec!["run", "nexmark", "--query", query, "--events", "1000"];
-            a.extend_from_slice(bad);
-            let o = air(&a);
-            assert_eq!(
-                o.status.code(),
-                Some(2),
-                "{a:?}: {}",
-                String::from_utf8_lossy(&o.stderr)
-            );
-        }
-        // The same run with honoured options succeeds.
-        let o = air(&[
-            "run",
-            "nexmark",
-            "--query",
+        assert_refused(
             query,
-            "--events",
-            "1000",
-            "--window-ms",
-            "1000",
-            "--max-delay-ms",
-            "10",
-        ]);
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+            &[
+                &["--slide-ms", "1000"],
+                &["--window-ms", "0"],
+                &["--window-ms", "1000", "--slide-ms", "500"],
+            ],
+        );
+        // The same run with honoured options succeeds.
+        assert_accepted(query, &["--window-ms", "1000", "--max-delay-ms", "10"]);
     }
 }
 
@@ -274,7 +210,6 @@ fn options_the_queries_do_not_honour_are_refused() {
 #[cfg(feature = "mpi")]
 #[test]
 fn q17_runs_distributed() {
-    use std::process::Stdio;
     let dir = common::tmpdir("nexstats", "mpi");
     let query = [
         "run",
@@ -288,35 +223,5 @@ fn q17_runs_distributed() {
         "--window-ms",
         "2000",
     ];
-    let emb = dir.join("emb.csv");
-    let mut a = query.to_vec();
-    a.extend_from_slice(&["--workers", "2"]);
-    let want = run(&a, &emb);
-    assert!(want.len() > 100, "the embedded run has rows");
-    for extra in [&[][..], &["--force-network"]] {
-        let (d, rep) = (dir.join("dist.csv"), dir.join("dist.json"));
-        let mut args = query.to_vec();
-        args.extend_from_slice(&["--workers", "1", "--out", d.to_str().unwrap()]);
-        args.extend_from_slice(&["--report", rep.to_str().unwrap()]);
-        args.extend_from_slice(extra);
-        let mut cmd = air_rdma::mpirun_command(2);
-        cmd.arg(env!("CARGO_BIN_EXE_air")).args(&args);
-        cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
-        let o = cmd.output().expect("start mpirun (is MPI installed?)");
-        assert!(
-            o.status.success(),
-            "{extra:?}: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-        let got: Vec<String> = std::fs::read_to_string(&d)
-            .unwrap()
-            .lines()
-            .skip(1)
-            .map(str::to_string)
-            .collect();
-        assert_eq!(got, want, "two ranks {extra:?}");
-        let report: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(&rep).unwrap()).unwrap();
-        assert_eq!(report["ranks"], 2, "{extra:?}");
-    }
+    common::nexmark::assert_two_ranks_equal_one_process(&query, &dir, 100);
 }

@@ -9,7 +9,10 @@
 
 mod common;
 
-use common::nexmark::{air, generate, run, Bid, Events};
+use common::nexmark::{
+    air, assert_accepted, assert_equal_everywhere, assert_file_on_1_2_4_workers, assert_refused,
+    csv, generate, rank, refused, run, Bid, Events, GEN_20S,
+};
 use serde_json::json;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -25,16 +28,6 @@ fn channel_id(b: &Bid) -> Option<String> {
         .split('&')
         .find_map(|piece| piece.strip_prefix("channel_id="))
         .map(str::to_string)
-}
-
-/// A CSV field: quoted (quotes doubled) if it holds a comma, a quote or a
-/// line break.
-fn csv(s: &str) -> String {
-    if s.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_string()
-    }
 }
 
 /// Sorts rows given as (sort key, text) and returns the texts.
@@ -138,16 +131,6 @@ fn q14(e: &Events) -> Vec<String> {
     )
 }
 
-/// The price rank of Flink's q15 and q16: 0 below 10 000 cents, 1 below
-/// 1 000 000, else 2.
-fn rank(price: u64) -> usize {
-    match price {
-        0..=9_999 => 0,
-        10_000..=999_999 => 1,
-        _ => 2,
-    }
-}
-
 fn q16(e: &Events, size: u64) -> Vec<String> {
     let mut groups: BTreeMap<(u64, &str), Vec<&Bid>> = BTreeMap::new();
     for b in &e.bids {
@@ -201,43 +184,14 @@ fn reference(e: &Events, query: &str, window: u64) -> Vec<String> {
     }
 }
 
-/// `air run nexmark --query QUERY --input FILE --workers W EXTRA` for W =
-/// 1, 2, 4 gives `want`.
-fn assert_on_1_2_4_workers(query: &str, file: &Path, extra: &[&str], want: &[String]) {
-    let dir = file.parent().unwrap();
-    for workers in ["1", "2", "4"] {
-        let mut a = vec![
-            "run",
-            "nexmark",
-            "--query",
-            query,
-            "--input",
-            file.to_str().unwrap(),
-            "--workers",
-            workers,
-        ];
-        a.extend_from_slice(extra);
-        let got = run(&a, &dir.join("out.csv"));
-        assert_eq!(got, want, "{query} {extra:?} on {workers} workers (file)");
-    }
-}
-
 /// The file on 1, 2, 4 workers and the generator on 3 give the reference.
-fn assert_query(dir: &Path, file: &Path, e: &Events, gen: &[&str], query: &str, window: &[&str]) {
+fn assert_query(file: &Path, e: &Events, gen: &[&str], query: &str, window: &[&str]) {
     let size = match window {
         [_, w] => w.parse().unwrap(),
         _ => 86_400_000,
     };
     let want = reference(e, query, size);
-    assert_on_1_2_4_workers(query, file, window, &want);
-    let mut a = vec!["run", "nexmark", "--query", query, "--workers", "3"];
-    a.extend_from_slice(gen);
-    a.extend_from_slice(window);
-    assert_eq!(
-        run(&a, &dir.join("gen.csv")),
-        want,
-        "{query} {window:?} from the generator"
-    );
+    assert_equal_everywhere(query, file, gen, window, &want);
     check_not_trivial(e, query, &want);
 }
 
@@ -277,27 +231,18 @@ fn check_not_trivial(e: &Events, query: &str, rows: &[String]) {
     }
 }
 
-const GEN: [&str; 6] = [
-    "--events",
-    "40000",
-    "--events-per-s",
-    "2000",
-    "--seed",
-    "11",
-];
-
 #[test]
 fn q21_q22_q14_q16_on_1_2_4_workers_equal_the_sequential_result() {
     let dir = common::tmpdir("nexstr", "eq");
-    let (file, e) = generate(&dir, &GEN);
+    let (file, e) = generate(&dir, &GEN_20S);
     assert!(e.bids.len() > 30_000);
     for query in ["q21", "q22", "q14"] {
-        assert_query(&dir, &file, &e, &GEN, query, &[]);
+        assert_query(&file, &e, &GEN_20S, query, &[]);
     }
     // 20 s of event time: 5-s windows (several, the last one partial),
     // and the default day.
-    assert_query(&dir, &file, &e, &GEN, "q16", &["--window-ms", "5000"]);
-    assert_query(&dir, &file, &e, &GEN, "q16", &[]);
+    assert_query(&file, &e, &GEN_20S, "q16", &["--window-ms", "5000"]);
+    assert_query(&file, &e, &GEN_20S, "q16", &[]);
 }
 
 /// 11 hours of event time from 22:13 UTC: every kind of q14's hours, and
@@ -307,13 +252,13 @@ fn q14_and_q16_over_hours_and_days() {
     let dir = common::tmpdir("nexstr", "hours");
     let gen = ["--events", "20000", "--events-per-s", "0.5", "--seed", "3"];
     let (file, e) = generate(&dir, &gen);
-    assert_query(&dir, &file, &e, &gen, "q14", &[]);
+    assert_query(&file, &e, &gen, "q14", &[]);
     let rows = q14(&e);
     for kind in ["dayTime", "nightTime", "otherTime"] {
         assert!(rows.iter().any(|r| r.contains(kind)), "{kind}");
     }
     let want = q16(&e, 86_400_000);
-    assert_on_1_2_4_workers("q16", &file, &[], &want);
+    assert_file_on_1_2_4_workers("q16", &file, &[], &want);
     let days: BTreeSet<&str> = want.iter().map(|r| r.split(',').next().unwrap()).collect();
     assert_eq!(days.len(), 2, "two UTC days");
     assert!(
@@ -386,7 +331,7 @@ fn edges_of_the_definitions() {
     );
     for query in ["q14", "q21", "q22"] {
         let want = reference(&e, query, 0);
-        assert_on_1_2_4_workers(query, &file, &[], &want);
+        assert_file_on_1_2_4_workers(query, &file, &[], &want);
     }
     // The quoted channel is written as CSV quotes it.
     let got = run(
@@ -441,7 +386,7 @@ fn edges_of_the_definitions() {
             "0,3600000000,b,00:00,1,1,0,0,1,1,0,0,1,1,0,0",
         ]
     );
-    assert_on_1_2_4_workers("q16", &file, &["--window-ms", "3600000000"], &want);
+    assert_file_on_1_2_4_workers("q16", &file, &["--window-ms", "3600000000"], &want);
 }
 
 #[test]
@@ -457,9 +402,7 @@ fn a_bad_full_record_names_its_file_line_and_field() {
     std::fs::write(&file, [good.clone(), no_url, good].join("\n") + "\n").unwrap();
     let f = file.to_str().unwrap();
     for query in ["q21", "q16"] {
-        let o = air(&["run", "nexmark", "--query", query, "--input", f]);
-        let err = String::from_utf8_lossy(&o.stderr);
-        assert_eq!(o.status.code(), Some(2), "{err}");
+        let err = refused(&["run", "nexmark", "--query", query, "--input", f]);
         assert!(
             err.contains("events.json:2: field url (bid): missing"),
             "{err}"
@@ -517,39 +460,18 @@ fn paced_runs_read_full_events() {
 
 #[test]
 fn options_the_queries_do_not_honour_are_refused() {
-    let base = ["run", "nexmark", "--events", "1000", "--query"];
     for query in ["q14", "q21", "q22"] {
-        for bad in [
-            &["--window-ms", "1000"][..],
-            &["--slide-ms", "1000"],
-            &["--max-delay-ms", "10"],
-        ] {
-            let mut a = base.to_vec();
-            a.push(query);
-            a.extend_from_slice(bad);
-            let o = air(&a);
-            assert_eq!(o.status.code(), Some(2), "{a:?}");
-        }
+        assert_refused(
+            query,
+            &[
+                &["--window-ms", "1000"],
+                &["--slide-ms", "1000"],
+                &["--max-delay-ms", "10"],
+            ],
+        );
     }
-    for bad in [&["--slide-ms", "1000"][..], &["--window-ms", "0"]] {
-        let mut a = base.to_vec();
-        a.push("q16");
-        a.extend_from_slice(bad);
-        assert_eq!(air(&a).status.code(), Some(2), "{a:?}");
-    }
-    let o = air(&[
-        "run",
-        "nexmark",
-        "--query",
-        "q16",
-        "--events",
-        "1000",
-        "--window-ms",
-        "1000",
-        "--max-delay-ms",
-        "10",
-    ]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_refused("q16", &[&["--slide-ms", "1000"], &["--window-ms", "0"]]);
+    assert_accepted("q16", &["--window-ms", "1000", "--max-delay-ms", "10"]);
 }
 
 /// q16 across two ranks (node tier, then `--force-network`) gives the
@@ -557,7 +479,6 @@ fn options_the_queries_do_not_honour_are_refused() {
 #[cfg(feature = "mpi")]
 #[test]
 fn q16_runs_distributed() {
-    use std::process::Stdio;
     let dir = common::tmpdir("nexstr", "mpi");
     let query = [
         "run",
@@ -571,35 +492,5 @@ fn q16_runs_distributed() {
         "--window-ms",
         "2000",
     ];
-    let emb = dir.join("emb.csv");
-    let mut a = query.to_vec();
-    a.extend_from_slice(&["--workers", "2"]);
-    let want = run(&a, &emb);
-    assert!(want.len() > 100, "the embedded run has rows");
-    for extra in [&[][..], &["--force-network"]] {
-        let (d, rep) = (dir.join("dist.csv"), dir.join("dist.json"));
-        let mut args = query.to_vec();
-        args.extend_from_slice(&["--workers", "1", "--out", d.to_str().unwrap()]);
-        args.extend_from_slice(&["--report", rep.to_str().unwrap()]);
-        args.extend_from_slice(extra);
-        let mut cmd = air_rdma::mpirun_command(2);
-        cmd.arg(env!("CARGO_BIN_EXE_air")).args(&args);
-        cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
-        let o = cmd.output().expect("start mpirun (is MPI installed?)");
-        assert!(
-            o.status.success(),
-            "{extra:?}: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-        let got: Vec<String> = std::fs::read_to_string(&d)
-            .unwrap()
-            .lines()
-            .skip(1)
-            .map(str::to_string)
-            .collect();
-        assert_eq!(got, want, "two ranks {extra:?}");
-        let report: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(&rep).unwrap()).unwrap();
-        assert_eq!(report["ranks"], 2, "{extra:?}");
-    }
+    common::nexmark::assert_two_ranks_equal_one_process(&query, &dir, 100);
 }

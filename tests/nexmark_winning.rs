@@ -10,7 +10,10 @@
 
 mod common;
 
-use common::nexmark::{air, load, run, Auction, Bid, Event, Events};
+use common::nexmark::{
+    assert_accepted, assert_equal_everywhere, assert_file_on_1_2_4_workers, assert_refused,
+    generate, load, Auction, Bid, Event, Events,
+};
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
@@ -133,25 +136,10 @@ fn reference(e: &Events, query: &str, size: u64, slide: u64) -> Vec<String> {
     }
 }
 
-/// Runs `query` over `file` on 1, 2 and 4 workers and checks the rows.
+/// Runs `query` over `file` on 1, 2 and 4 workers, unpinned, and checks
+/// the rows.
 fn check_file(query: &str, file: &Path, extra: &[&str], want: &[String]) {
-    let dir = file.parent().unwrap();
-    for workers in ["1", "2", "4"] {
-        let mut a = vec![
-            "run",
-            "nexmark",
-            "--query",
-            query,
-            "--input",
-            file.to_str().unwrap(),
-            "--workers",
-            workers,
-            "--no-pin",
-        ];
-        a.extend_from_slice(extra);
-        let got = run(&a, &dir.join(format!("{query}-{workers}.csv")));
-        assert_eq!(got, want, "{query} {extra:?} on {workers} workers (file)");
-    }
+    assert_file_on_1_2_4_workers(query, file, &[&["--no-pin"], extra].concat(), want);
 }
 
 #[test]
@@ -160,12 +148,8 @@ fn generated_streams_give_the_sequential_results() {
     // events/s: up to ~1.7 s of 20 s.
     for rate in ["200", "2000"] {
         let dir = common::tmpdir("nexwin", &format!("gen{rate}"));
-        let file = dir.join("events.json");
         let gen = ["--events", "40000", "--events-per-s", rate, "--seed", "11"];
-        let mut args = vec!["gen", "nexmark", "--out", file.to_str().unwrap()];
-        args.extend_from_slice(&gen);
-        assert!(air(&args).status.success());
-        let e = load(&file);
+        let (file, e) = generate(&dir, &gen);
         assert_eq!(e.auctions.len(), 2400);
 
         // The reference is not trivial: many auctions close with a winner,
@@ -212,24 +196,9 @@ fn generated_streams_give_the_sequential_results() {
             };
             let want = reference(&e, query, size, slide);
             assert!(want.len() >= 20, "{query} at {rate}/s: {} rows", want.len());
-            check_file(query, &file, extra, &want);
             // The generator gives what its export gives.
-            let mut a = vec![
-                "run",
-                "nexmark",
-                "--query",
-                query,
-                "--workers",
-                "3",
-                "--no-pin",
-            ];
-            a.extend_from_slice(&gen);
-            a.extend_from_slice(extra);
-            assert_eq!(
-                run(&a, &dir.join("gen.csv")),
-                want,
-                "{query} {extra:?} from the generator at {rate}/s"
-            );
+            let unpinned = [&["--no-pin"], extra].concat();
+            assert_equal_everywhere(query, &file, &gen, &unpinned, &want);
         }
     }
 }
@@ -338,40 +307,23 @@ fn edges_of_auctions_and_windows() {
 
 #[test]
 fn options_the_queries_do_not_honour_are_refused() {
-    for (query, extra) in [
-        ("q9", &["--window-ms", "1000"][..]),
-        ("q9", &["--slide-ms", "1000"][..]),
-        ("q6", &["--window-ms", "1000"][..]),
-        ("q6", &["--slide-ms", "1000"][..]),
-        // q4's slide must not exceed its size (default 10 s).
-        ("q4", &["--slide-ms", "20000"][..]),
-    ] {
-        let mut a = vec!["run", "nexmark", "--query", query, "--events", "1000"];
-        a.extend_from_slice(extra);
-        let o = air(&a);
-        assert_eq!(
-            o.status.code(),
-            Some(2),
-            "{query} {extra:?}: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
+    for query in ["q9", "q6"] {
+        assert_refused(query, &[&["--window-ms", "1000"], &["--slide-ms", "1000"]]);
     }
+    // q4's slide must not exceed its size (default 10 s).
+    assert_refused("q4", &[&["--slide-ms", "20000"]]);
     // What they honour runs.
-    let o = air(&[
-        "run",
-        "nexmark",
-        "--query",
+    assert_accepted(
         "q4",
-        "--events",
-        "1000",
-        "--window-ms",
-        "2000",
-        "--slide-ms",
-        "500",
-        "--max-delay-ms",
-        "5",
-    ]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        &[
+            "--window-ms",
+            "2000",
+            "--slide-ms",
+            "500",
+            "--max-delay-ms",
+            "5",
+        ],
+    );
 }
 
 /// q9 and q6 across 2 ranks (node tier and `--force-network`) equal one
@@ -379,54 +331,15 @@ fn options_the_queries_do_not_honour_are_refused() {
 #[cfg(feature = "mpi")]
 #[test]
 fn winning_bids_across_ranks_equal_one_process() {
-    use std::process::Stdio;
     let dir = common::tmpdir("nexwin", "mpi");
     let gen = ["--events", "40000", "--events-per-s", "200", "--seed", "11"];
     for query in ["q9", "q6"] {
-        let one = dir.join(format!("{query}-one.csv"));
-        let mut a = vec![
-            "run",
-            "nexmark",
-            "--query",
-            query,
-            "--workers",
-            "4",
-            "--no-pin",
-        ];
-        a.extend_from_slice(&gen);
-        let want = run(&a, &one);
+        let a = ["run", "nexmark", "--query", query, "--no-pin"];
+        let one = [&a[..], &["--workers", "4"], &gen].concat();
+        let want = common::nexmark::run(&one, &dir.join(format!("{query}-one.csv")));
         assert!(want.len() > 300, "{query}: {} rows", want.len());
-        for extra in [&[][..], &["--force-network"][..]] {
-            let out = dir.join(format!("{query}-mpi.csv"));
-            let mut a = vec![
-                "run",
-                "nexmark",
-                "--query",
-                query,
-                "--workers",
-                "2",
-                "--no-pin",
-                "--out",
-                out.to_str().unwrap(),
-            ];
-            a.extend_from_slice(&gen);
-            a.extend_from_slice(extra);
-            let mut cmd = air_rdma::mpirun_command(2);
-            cmd.arg(env!("CARGO_BIN_EXE_air")).args(&a);
-            cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
-            let o = cmd.output().expect("start mpirun (is MPI installed?)");
-            assert!(
-                o.status.success(),
-                "mpirun -np 2 {a:?}: {}",
-                String::from_utf8_lossy(&o.stderr)
-            );
-            let got: Vec<String> = std::fs::read_to_string(&out)
-                .unwrap()
-                .lines()
-                .skip(1)
-                .map(str::to_string)
-                .collect();
-            assert_eq!(got, want, "{query} {extra:?} on 2 ranks × 2 workers");
-        }
+        // 2 ranks × 2 workers.
+        let two = [&a[..], &["--workers", "2"], &gen].concat();
+        common::nexmark::assert_two_ranks_give(&two, &dir, &want);
     }
 }

@@ -17,13 +17,15 @@
 //! [`air_operators::sources::text::Word`]) right after the source, before
 //! any exchange.
 
-use super::{Piece, Shard, Sources};
+use super::{bid_rows, Cx, Piece, Shard, Sources};
 use crate::queries::lagwatch::Watched;
+use air_operators::graph::Windowed;
 use air_operators::sources::nexmark::{
     EventKind, FullBid, FullEvent, NexmarkConfig, NexmarkFullFileReader, NexmarkFullGenerator,
     ReaderOptions,
 };
-use air_runtime::dataflow::{Source, SourcePoll, Stats};
+use air_runtime::dataflow::{Dataflow, Source, SourcePoll, Stats};
+use serde::Serialize;
 use std::sync::{Arc, Mutex};
 
 /// A worker's full-event source: its generator shard, paced or not, or its
@@ -235,6 +237,42 @@ pub(crate) fn full_bid(e: FullEvent) -> Option<FullBid> {
     match e {
         FullEvent::Bid(b) => Some(b),
         _ => None,
+    }
+}
+
+/// The rows of a query that makes at most one record of each bid (q14,
+/// q21, q22): `f` of every full bid of the shard (`None`: dropped), each
+/// record a row of the millisecond `time(record)` (ms) it happened in
+/// ([`bid_rows`]), sorted by `sort` and written as `row`. As q1's rows: in
+/// time order from the generator (each worker's generated times never
+/// decrease), sorted at the end from files (a file may be out of order: no
+/// watermark before its end).
+pub(crate) fn full_bid_rows<T, F, TF, S, SF, R, RF>(
+    cx: &Cx<'_>,
+    df: &Dataflow,
+    shard: &Shard<'_>,
+    mut f: F,
+    time: TF,
+    sort: SF,
+    row: RF,
+) where
+    T: 'static,
+    Windowed<(), T>: air_runtime::Record,
+    F: FnMut(FullBid) -> Option<T> + 'static,
+    TF: Fn(&T) -> u64 + Copy + 'static,
+    S: Ord + 'static,
+    SF: Fn(&Windowed<(), T>) -> S + 'static,
+    R: Serialize + 'static,
+    RF: FnMut(Windowed<(), T>) -> R + 'static,
+{
+    let rows = df
+        .source(shard.read_full_of(&[EventKind::Bid]))
+        .flat_map(move |e| full_bid(e).and_then(&mut f));
+    let end = move |r: &T| time(r).saturating_add(1);
+    if cx.args.files() {
+        bid_rows(rows, end, sort, row, cx);
+    } else {
+        bid_rows(rows.event_time(time, 0), end, sort, row, cx);
     }
 }
 

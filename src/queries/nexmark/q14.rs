@@ -25,10 +25,10 @@
 //! string of about 60 random letters); we keep only its count of `c`s, so
 //! the record that crosses to the writer stays small (no string).
 
-use super::full::{full_bid, utc_hour};
-use super::{bid_rows, Cx, Shard, Spec};
-use air_operators::sources::nexmark::{EventKind, FullBid};
-use air_runtime::dataflow::{Dataflow, Head, Pipe, Stream};
+use super::full::{full_bid_rows, utc_hour};
+use super::{Cx, Shard, Spec};
+use air_operators::sources::nexmark::FullBid;
+use air_runtime::dataflow::Dataflow;
 use serde::Serialize;
 
 /// q14 as the driver runs it.
@@ -110,31 +110,15 @@ struct Q14Csv {
     c_counts: u64,
 }
 
-/// Full bids → kept and calculated → rows (as q1's: in time order from
-/// the generator, sorted at the end from files).
+/// Full bids → kept and calculated → rows, each of the millisecond it
+/// happened in ([`full_bid_rows`]).
 fn build(cx: &Cx<'_>, df: &Dataflow, shard: &Shard<'_>) {
-    let rows = df
-        .source(shard.read_full_of(&[EventKind::Bid]))
-        .flat_map(|e| full_bid(e).and_then(calculate));
-    if cx.args.files() {
-        // A file may be out of order: no watermark before its end.
-        q14_rows(rows, cx);
-    } else {
-        // Each worker's generated times never decrease.
-        q14_rows(rows.event_time(|r: &Calculated| r.date_time, 0), cx);
-    }
-}
-
-/// The rows: each of the millisecond it happened in, so the writer
-/// releases them in time order as the watermark passes.
-fn q14_rows<H, P>(rows: Stream<H, P>, cx: &Cx<'_>)
-where
-    H: Head,
-    P: Pipe<H::Out, Out = Calculated>,
-{
-    bid_rows(
-        rows,
-        |r: &Calculated| r.date_time.saturating_add(1),
+    full_bid_rows(
+        cx,
+        df,
+        shard,
+        calculate,
+        |r: &Calculated| r.date_time,
         |w| {
             let r = &w.value;
             (r.date_time, r.auction, r.bidder, r.milli_euros, r.c_counts)
@@ -150,7 +134,6 @@ where
                 c_counts: r.c_counts,
             }
         },
-        cx,
     );
 }
 

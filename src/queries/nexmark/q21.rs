@@ -23,11 +23,11 @@
 //! carried as inline words ([`Word`], heap beyond 23 bytes), projected
 //! from the full bid before any exchange.
 
-use super::full::full_bid;
-use super::{bid_rows, Cx, Shard, Spec};
-use air_operators::sources::nexmark::{EventKind, FullBid};
+use super::full::full_bid_rows;
+use super::{Cx, Shard, Spec};
+use air_operators::sources::nexmark::FullBid;
 use air_operators::sources::text::Word;
-use air_runtime::dataflow::{Dataflow, Head, Pipe, Stream};
+use air_runtime::dataflow::Dataflow;
 use serde::Serialize;
 
 /// q21 as the driver runs it.
@@ -127,31 +127,15 @@ struct Q21Csv {
     date_time_ms: u64,
 }
 
-/// Full bids → their channel id, kept or dropped → rows (as q1's: in time
-/// order from the generator, sorted at the end from files).
+/// Full bids → their channel id, kept or dropped → rows, each of the
+/// millisecond it happened in ([`full_bid_rows`]).
 fn build(cx: &Cx<'_>, df: &Dataflow, shard: &Shard<'_>) {
-    let rows = df
-        .source(shard.read_full_of(&[EventKind::Bid]))
-        .flat_map(|e| full_bid(e).and_then(add_channel_id));
-    if cx.args.files() {
-        // A file may be out of order: no watermark before its end.
-        q21_rows(rows, cx);
-    } else {
-        // Each worker's generated times never decrease.
-        q21_rows(rows.event_time(|r: &ChannelBid| r.date_time, 0), cx);
-    }
-}
-
-/// The rows: each of the millisecond it happened in, so the writer
-/// releases them in time order as the watermark passes.
-fn q21_rows<H, P>(rows: Stream<H, P>, cx: &Cx<'_>)
-where
-    H: Head,
-    P: Pipe<H::Out, Out = ChannelBid>,
-{
-    bid_rows(
-        rows,
-        |r: &ChannelBid| r.date_time.saturating_add(1),
+    full_bid_rows(
+        cx,
+        df,
+        shard,
+        add_channel_id,
+        |r: &ChannelBid| r.date_time,
         |w| {
             let r = &w.value;
             (
@@ -174,7 +158,6 @@ where
                 date_time_ms: r.date_time,
             }
         },
-        cx,
     );
 }
 

@@ -20,11 +20,11 @@
 //! ([`Word`], heap beyond 23 bytes), projected from the full bid before any
 //! exchange.
 
-use super::full::full_bid;
-use super::{bid_rows, Cx, Shard, Spec};
-use air_operators::sources::nexmark::{EventKind, FullBid};
+use super::full::full_bid_rows;
+use super::{Cx, Shard, Spec};
+use air_operators::sources::nexmark::FullBid;
 use air_operators::sources::text::Word;
-use air_runtime::dataflow::{Dataflow, Head, Pipe, Stream};
+use air_runtime::dataflow::Dataflow;
 use serde::Serialize;
 
 /// q22 as the driver runs it.
@@ -103,31 +103,15 @@ struct Q22Csv {
     date_time_ms: u64,
 }
 
-/// Full bids → their directories → rows (as q1's: in time order from the
-/// generator, sorted at the end from files).
+/// Full bids → their directories → rows, each of the millisecond it
+/// happened in ([`full_bid_rows`]).
 fn build(cx: &Cx<'_>, df: &Dataflow, shard: &Shard<'_>) {
-    let rows = df
-        .source(shard.read_full_of(&[EventKind::Bid]))
-        .flat_map(|e| full_bid(e).map(get_dirs));
-    if cx.args.files() {
-        // A file may be out of order: no watermark before its end.
-        q22_rows(rows, cx);
-    } else {
-        // Each worker's generated times never decrease.
-        q22_rows(rows.event_time(|r: &DirBid| r.date_time, 0), cx);
-    }
-}
-
-/// The rows: each of the millisecond it happened in, so the writer
-/// releases them in time order as the watermark passes.
-fn q22_rows<H, P>(rows: Stream<H, P>, cx: &Cx<'_>)
-where
-    H: Head,
-    P: Pipe<H::Out, Out = DirBid>,
-{
-    bid_rows(
-        rows,
-        |r: &DirBid| r.date_time.saturating_add(1),
+    full_bid_rows(
+        cx,
+        df,
+        shard,
+        |b| Some(get_dirs(b)),
+        |r: &DirBid| r.date_time,
         |w| {
             let r = &w.value;
             (
@@ -153,7 +137,6 @@ where
                 date_time_ms: r.date_time,
             }
         },
-        cx,
     );
 }
 
