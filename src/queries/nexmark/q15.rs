@@ -38,7 +38,7 @@
 //! window's values: one set per window would be a single record of every
 //! bidder and auction of the day, larger than a channel's frame.
 
-use super::{bid, Cx, Shard, Spec};
+use super::{Cx, Shard, Spec};
 use crate::queries::common::QueryOption::*;
 use crate::queries::driver::sink_window_rows;
 use air_operators::graph::{
@@ -363,8 +363,7 @@ struct Q15Csv {
 /// per window.
 fn build(cx: &Cx<'_>, df: &Dataflow, shard: &Shard<'_>) {
     let bids = df
-        .source(shard.read())
-        .flat_map(bid)
+        .source(shard.read_bids())
         .event_time(|b: &Bid| b.date_time, cx.args.max_delay())
         .idle_after_ms(cx.args.idle_ms);
     let stats = split_distinct(bids, cx.args.window(), |_: &Bid| (), NoExtra).map(|r| Windowed {

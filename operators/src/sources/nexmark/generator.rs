@@ -100,14 +100,16 @@ pub(crate) fn price(r: u64) -> u64 {
     let k = (y >> 122) as u64; // 0..20
     let j = (y >> 116) as usize & 63;
     // ρ = the next 52 bits of the fraction, from 2^-7 down to 2^-58.
-    let rho = ((y >> 64) as u64 & ((1 << 52) - 1)) as i64 as f64 * (1.0 / (1u64 << 58) as f64);
-    let t = rho * std::f64::consts::LN_2;
+    // t = ρ ln 2, from the next 52 bits as an integer (one product).
+    const T_SCALE: f64 = std::f64::consts::LN_2 / (1u64 << 58) as f64;
+    let t = ((y >> 64) as u64 & ((1 << 52) - 1)) as i64 as f64 * T_SCALE;
     // 1 + t + t²/2 + t³/6 + t⁴/24 + t⁵/120, in Estrin's form (shorter
     // dependency chains than Horner's).
     let t2 = t * t;
     let p = (1.0 + t) + t2 * ((0.5 + t * (1.0 / 6.0)) + t2 * (1.0 / 24.0 + t * (1.0 / 120.0)));
-    let two_k = f64::from_bits((k + 1023) << 52);
-    let cents = EXP2_TABLE[j] * p * two_k * 100.0;
+    // 100 · 2^(j/64) · 2^k: k added to the table value's exponent (exact:
+    // every value is normal and far from overflow).
+    let cents = f64::from_bits(EXP2_CENTS[j].to_bits() + (k << 52)) * p;
     // Round to an integer below 2^52 by adding 2^52: the sum's low
     // mantissa bits are the integer.
     const MAGIC: f64 = (1u64 << 52) as f64;
@@ -120,6 +122,17 @@ static EXP2_TABLE: [f64; 64] = {
     let mut j = 0;
     while j < 64 {
         t[j] = exp_series(j as f64 / 64.0 * std::f64::consts::LN_2);
+        j += 1;
+    }
+    t
+};
+
+/// `100 · 2^(j/64)`: [`EXP2_TABLE`] in cents.
+static EXP2_CENTS: [f64; 64] = {
+    let mut t = [0.0; 64];
+    let mut j = 0;
+    while j < 64 {
+        t[j] = EXP2_TABLE[j] * 100.0;
         j += 1;
     }
     t
@@ -283,33 +296,23 @@ impl Model {
     /// (`time_of(n)`); draws 3 numbers.
     #[inline(always)]
     pub(crate) fn bid(&self, n: u64, date_time: u64, rng: &mut WyRand) -> Bid {
-        self.bid_in_epoch(n / PROPORTION_DENOMINATOR, date_time, rng)
+        self.bid_in_epoch(BidEpoch::of(n / PROPORTION_DENOMINATOR), date_time, rng)
     }
 
-    /// [`bid`](Self::bid) of a bid event of epoch `epoch` (`n / 50`, its
-    /// last person; its last auction is the epoch's third), `rng` being
-    /// `self.rng(n)`.
+    /// [`bid`](Self::bid) of a bid event of epoch `e` (`n / 50`), `rng`
+    /// being `self.rng(n)`.
     #[inline(always)]
-    fn bid_in_epoch(&self, epoch: u64, date_time: u64, rng: &mut WyRand) -> Bid {
+    fn bid_in_epoch(&self, e: BidEpoch, date_time: u64, rng: &mut WyRand) -> Bid {
         // Three draws, always (see `auction`): one per id, hot choice and
         // random id from the same draw (`pick_hot_with`), and the price.
         let (r_auction, r_bidder) = (rng.next_u64(), rng.next_u64());
-        let last_auction = epoch * AUCTION_PROPORTION + AUCTION_PROPORTION - 1;
-        // The hot auction is the first of the current block of 100.
-        let auction = Self::pick_hot_with(
-            r_auction,
-            self.cfg.hot_auction_ratio,
-            last_auction / HOT_BLOCK * HOT_BLOCK,
-            |r| self.random_auction_after(last_auction, r),
-        );
-        // The hot bidder is the second person of the current block of 100
-        // (the first is the hot seller).
-        let bidder = Self::pick_hot_with(
-            r_bidder,
-            self.cfg.hot_bidders_ratio,
-            epoch / HOT_BLOCK * HOT_BLOCK + 1,
-            |r| self.random_person_after(epoch, r),
-        );
+        let auction =
+            Self::pick_hot_with(r_auction, self.cfg.hot_auction_ratio, e.hot_auction, |r| {
+                self.random_auction_after(e.last_auction, r)
+            });
+        let bidder = Self::pick_hot_with(r_bidder, self.cfg.hot_bidders_ratio, e.hot_bidder, |r| {
+            self.random_person_after(e.epoch, r)
+        });
         Bid {
             auction: FIRST_AUCTION_ID + auction,
             bidder: FIRST_PERSON_ID + bidder,
@@ -326,6 +329,36 @@ impl Model {
             EventKind::Bid => NexEvent::Bid(self.bid(n, date_time, &mut rng)),
             EventKind::Auction => NexEvent::Auction(self.auction(n, date_time, &mut rng)),
             EventKind::Person => NexEvent::Person(self.person(n, date_time, &mut rng)),
+        }
+    }
+}
+
+/// What a bid of epoch `epoch` (event numbers `50 · epoch ..`) draws its
+/// ids from: the epoch's last person and auction (0-based) and the hot
+/// ones, computed once per epoch by the stepped bid loop.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct BidEpoch {
+    /// The epoch, also the last person (`last_base0_person_id`).
+    epoch: u64,
+    /// The last auction (`last_base0_auction_id` of a bid: the epoch's
+    /// third).
+    last_auction: u64,
+    /// The hot auction: the first of the last auction's block of 100.
+    hot_auction: u64,
+    /// The hot bidder: the second person of the epoch's block of 100 (the
+    /// first is the hot seller).
+    hot_bidder: u64,
+}
+
+impl BidEpoch {
+    #[inline(always)]
+    fn of(epoch: u64) -> BidEpoch {
+        let last_auction = epoch * AUCTION_PROPORTION + AUCTION_PROPORTION - 1;
+        BidEpoch {
+            epoch,
+            last_auction,
+            hot_auction: last_auction / HOT_BLOCK * HOT_BLOCK,
+            hot_bidder: epoch / HOT_BLOCK * HOT_BLOCK + 1,
         }
     }
 }
@@ -655,10 +688,14 @@ impl NexmarkGenerator {
             (step / PROPORTION_DENOMINATOR, step % PROPORTION_DENOMINATOR);
         let mut left = budget;
         let mut k = 0;
+        let mut e = BidEpoch::of(epoch);
         while k < out.len() && left > 0 {
             if offset >= PERSON_PROPORTION + AUCTION_PROPORTION {
+                if e.epoch != epoch {
+                    e = BidEpoch::of(epoch);
+                }
                 let mut rng = model.rng(n);
-                out[k] = model.bid_in_epoch(epoch, base.saturating_add(t), &mut rng);
+                out[k] = model.bid_in_epoch(e, base.saturating_add(t), &mut rng);
                 k += 1;
             }
             n += step;
