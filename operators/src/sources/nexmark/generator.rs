@@ -688,14 +688,18 @@ impl NexmarkGenerator {
             (step / PROPORTION_DENOMINATOR, step % PROPORTION_DENOMINATOR);
         let mut left = budget;
         let mut k = 0;
-        let mut e = BidEpoch::of(epoch);
+        // Two passes. The first steps through the events and notes each
+        // bid's event number, epoch and time in its slot; the second makes
+        // the bids, a loop of independent iterations with nothing carried
+        // from one to the next (the CPU overlaps them).
         while k < out.len() && left > 0 {
             if offset >= PERSON_PROPORTION + AUCTION_PROPORTION {
-                if e.epoch != epoch {
-                    e = BidEpoch::of(epoch);
-                }
-                let mut rng = model.rng(n);
-                out[k] = model.bid_in_epoch(e, base.saturating_add(t), &mut rng);
+                out[k] = Bid {
+                    auction: n,
+                    bidder: epoch,
+                    price: 0,
+                    date_time: base.saturating_add(t),
+                };
                 k += 1;
             }
             n += step;
@@ -715,6 +719,15 @@ impl NexmarkGenerator {
         }
         // The stepper now holds the time of `n`, the next event number.
         (st.n, st.t, st.rem) = (Some(n), t, rem);
+        let mut e = BidEpoch::of(out.first().map_or(0, |b| b.bidder));
+        for b in &mut out[..k] {
+            let (n, epoch) = (b.auction, b.bidder);
+            if e.epoch != epoch {
+                e = BidEpoch::of(epoch);
+            }
+            let mut rng = model.rng(n);
+            *b = model.bid_in_epoch(e, b.date_time, &mut rng);
+        }
         let events = budget - left;
         self.next = n;
         self.remaining -= events;
