@@ -364,6 +364,7 @@ fn outputs_never_overwrite_inputs_and_windows_are_bounded() {
 fn paced_queries_report_input_lag_and_latency_and_count_every_event() {
     let dir = common::tmpdir("nexmark", "paced");
     let rep = dir.join("r.json");
+    let tl = dir.join("timeline.csv");
     let report =
         || -> Value { serde_json::from_str(&std::fs::read_to_string(&rep).unwrap()).unwrap() };
     // 300 000 events/s for 1.5 s: 450 000 events (a multiple of 50: 1 person,
@@ -384,9 +385,13 @@ fn paced_queries_report_input_lag_and_latency_and_count_every_event() {
             "--no-pin",
             "--report",
             rep.to_str().unwrap(),
+            "--timeline",
+            tl.to_str().unwrap(),
+            "--timeline-s",
+            "0.5",
         ];
-        // q1 and q2 have no windows (and refuse window options).
-        if !matches!(query, "q1" | "q2") {
+        // q1, q2 and q3 have no windows (and refuse window options).
+        if !matches!(query, "q1" | "q2" | "q3") {
             args.extend_from_slice(&["--window-ms", "100"]);
         }
         args.extend_from_slice(extra);
@@ -408,6 +413,15 @@ fn paced_queries_report_input_lag_and_latency_and_count_every_event() {
             })
             .sum();
         assert_eq!(sum, 450_000);
+        // The timeline counts every event read too, also those a source
+        // reading bids alone steps over.
+        let timeline = std::fs::read_to_string(&tl).unwrap();
+        let last = timeline.lines().last().unwrap();
+        assert_eq!(
+            last.split(',').nth(1),
+            Some("450000"),
+            "{query}: {timeline}"
+        );
         assert!(r["input_lag_max_ms"].as_f64().is_some(), "{query}: {r}");
         let secs = r["elapsed_s"].as_f64().unwrap();
         let wall = started.elapsed().as_secs_f64();
@@ -416,6 +430,8 @@ fn paced_queries_report_input_lag_and_latency_and_count_every_event() {
     };
     // q1: every bid converted (counted without --out), no latency (no
     // windows).
+    // q3 reads persons and auctions alone (full events).
+    paced("q3", &[]);
     let r = paced("q1", &[]);
     assert_eq!(r["rows"].as_u64(), Some(450_000 / 50 * 46), "{r}");
     assert!(r["latency_ms"].is_null(), "{r}");

@@ -66,6 +66,15 @@ pub trait Source: Send + 'static {
     fn take_error(&mut self) -> Option<String> {
         None
     }
+    /// Input events the last `poll` read, for the live timeline
+    /// ([`crate::timeline`]), given the records it `yielded`. Default: the
+    /// records yielded. A source that drops events as it reads (a filter
+    /// pushed into it) counts those too; a second read of an input that
+    /// another source already counts returns 0.
+    #[inline]
+    fn events_read(&self, yielded: usize) -> u64 {
+        yielded as u64
+    }
     /// Adds the source's counters (records read, bad records…) to `stats`
     /// once the job ended.
     fn report(&mut self, stats: &mut Stats) {
@@ -746,7 +755,7 @@ where
         let poll = self.head.source.poll(&mut self.buf, super::batch_records());
         let n = self.buf.len();
         self.records += n as u64;
-        crate::timeline::add_events(n as u64);
+        crate::timeline::add_events(self.head.source.events_read(n));
         let SourceSeg {
             me,
             head,

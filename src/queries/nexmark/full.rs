@@ -153,6 +153,8 @@ pub(crate) struct FullGraphSource {
     kinds: &'static [EventKind],
     error: Arc<Mutex<Option<String>>>,
     events: u64,
+    /// Events of every kind the last poll read.
+    last_read: u64,
 }
 
 impl Source for FullGraphSource {
@@ -161,7 +163,12 @@ impl Source for FullGraphSource {
     fn poll(&mut self, buf: &mut Vec<FullEvent>, max: usize) -> SourcePoll {
         let (p, read) = self.src.poll(self.kinds, buf, max);
         self.events += read as u64;
+        self.last_read = read as u64;
         p
+    }
+    /// Events of every kind, not just those yielded.
+    fn events_read(&self, _yielded: usize) -> u64 {
+        self.last_read
     }
     fn report(&mut self, stats: &mut Stats) {
         stats.add("nexmark_events", self.events);
@@ -198,6 +205,7 @@ impl Shard<'_> {
             kinds,
             error: self.error.clone(),
             events: 0,
+            last_read: 0,
         }
     }
 }

@@ -140,7 +140,7 @@ pub mod winning;
 /// described by its [`Spec`]).
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum NexQuery {
-    /// Pass-through: every bid unchanged.
+    /// Pass-through: every bid (auction, bidder, price, time).
     Q0,
     /// Currency conversion (map).
     Q1,
@@ -1087,6 +1087,9 @@ pub(crate) struct GraphSource {
     /// shard does not).
     counted: bool,
     events: u64,
+    /// Events the last poll read, as the timeline counts them (0 when not
+    /// `counted`).
+    last_read: u64,
 }
 
 impl Source for GraphSource {
@@ -1095,7 +1098,13 @@ impl Source for GraphSource {
     fn poll(&mut self, buf: &mut Vec<NexEvent>, max: usize) -> SourcePoll {
         let p = self.src.poll(buf, max);
         self.events += buf.len() as u64;
+        self.last_read = if self.counted { buf.len() as u64 } else { 0 };
         p
+    }
+    /// The events read, or none for a second read of the shard (q8's
+    /// other side), which the first already counts.
+    fn events_read(&self, _yielded: usize) -> u64 {
+        self.last_read
     }
     fn report(&mut self, stats: &mut Stats) {
         if self.counted {
@@ -1136,6 +1145,7 @@ impl Source for BidGraphSource {
             let f = g.fill_bids(buf);
             buf.truncate(f.bids);
             self.inner.events += f.events;
+            self.inner.last_read = f.events;
             return if f.events == 0 {
                 SourcePoll::Done
             } else {
@@ -1146,6 +1156,10 @@ impl Source for BidGraphSource {
         buf.clear();
         buf.extend(self.scratch.iter().filter_map(|e| bid(*e)));
         p
+    }
+    /// Events of every kind, not just the bids yielded.
+    fn events_read(&self, _yielded: usize) -> u64 {
+        self.inner.last_read
     }
     fn report(&mut self, stats: &mut Stats) {
         self.inner.report(stats)
@@ -1186,6 +1200,7 @@ impl Shard<'_> {
             error: self.error.clone(),
             counted,
             events: 0,
+            last_read: 0,
         }
     }
 }

@@ -20,7 +20,7 @@ use serde::Serialize;
 
 /// q0 as the driver runs it.
 pub const SPEC: Spec = Spec {
-    what: "pass-through: every bid unchanged (the Flink suite's q0)",
+    what: "pass-through: every bid's auction, bidder, price and time (the Flink suite's q0, without `extra`)",
     nature: "a pass-through: no windows",
     columns: &["auction", "bidder", "price", "date_time_ms"],
     order: "date_time, auction, bidder, price",
