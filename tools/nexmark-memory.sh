@@ -18,6 +18,8 @@
 #   TIMELINE_S=10        seconds per timeline row
 #   AIR=path             the air binary to run (default: build target/release/air)
 #   BOUND=0.10           allowed deviation from the median RSS
+#   JUDGE_ONLY=1         judge OUT_DIR's timelines of an earlier run again
+#                        (same SOAK_S, RATE, WARMUP_S), running nothing
 #   ARGS_qN="..."        extra options of query qN. Defaults: q10 writes its
 #                        partitions under OUT_DIR/q10-out (it requires
 #                        --out-dir); q15, q16, q17 use minute windows
@@ -63,7 +65,9 @@ run_one() {
 }
 export -f run_one
 export AIR OUT RATE SOAK_S WORKERS TIMELINE_S
-printf '%s\n' $QUERIES | xargs -P "$JOBS" -I{} bash -c 'run_one {}'
+if [ -z "${JUDGE_ONLY:-}" ]; then
+    printf '%s\n' $QUERIES | xargs -P "$JOBS" -I{} bash -c 'run_one {}'
+fi
 
 python3 - "$OUT" "$WARMUP_S" "$BOUND" "$RATE" "$SOAK_S" "$WORKERS" $QUERIES <<'EOF'
 import csv, json, os, statistics, subprocess, sys
@@ -89,7 +93,10 @@ for q in queries:
         lines.append(f"| {q} | | | | | | | | failed: {e} |")
         bad.append(q)
         continue
-    judged = [r for r in rows if float(r["elapsed_s"]) >= warm][:-1]  # last row: partial
+    # Not the last row (partial), nor rows after the paced input ended
+    # (elapsed past the soak): they show the final drain of every window
+    # and session, not the steady state.
+    judged = [r for r in rows[:-1] if warm <= float(r["elapsed_s"]) <= float(soak) + 1]
     rss = [int(r["rss_bytes"]) for r in judged]
     if not rss:
         lines.append(f"| {q} | {rep.get('events', 0):,} | 0 | | | | | | too short |")
