@@ -126,34 +126,17 @@ pub(crate) fn rank_counts() -> RankCounts {
     )
 }
 
-/// What the split distinct plan ([`split_distinct`]) reads of a bid.
+/// What the split distinct plan ([`split_distinct`]) reads of a record:
+/// its bid's bidder, auction, price and time.
 pub(crate) trait StatBid: Record {
-    /// The bidder's person id.
-    fn bidder(&self) -> u64;
-    /// The auction's id.
-    fn auction(&self) -> u64;
-    /// Price, cents.
-    fn price(&self) -> u64;
-    /// Event time, ms.
-    fn date_time(&self) -> u64;
+    /// The record's bid.
+    fn bid(&self) -> &Bid;
 }
 
 impl StatBid for Bid {
     #[inline(always)]
-    fn bidder(&self) -> u64 {
-        self.bidder
-    }
-    #[inline(always)]
-    fn auction(&self) -> u64 {
-        self.auction
-    }
-    #[inline(always)]
-    fn price(&self) -> u64 {
-        self.price
-    }
-    #[inline(always)]
-    fn date_time(&self) -> u64 {
-        self.date_time
+    fn bid(&self) -> &Bid {
+        self
     }
 }
 
@@ -285,9 +268,9 @@ where
     Partial<(u8, G, u64), ((u64, u64, u64), E)>: Record,
     Partial<(u64, G), SplitStats<E>>: Record,
 {
-    let r1: fn(&Seen<T>) -> bool = |s| price_rank(s.1.price()) == 0;
-    let r2: fn(&Seen<T>) -> bool = |s| price_rank(s.1.price()) == 1;
-    let r3: fn(&Seen<T>) -> bool = |s| price_rank(s.1.price()) == 2;
+    let r1: fn(&Seen<T>) -> bool = |s| price_rank(s.1.bid().price) == 0;
+    let r2: fn(&Seen<T>) -> bool = |s| price_rank(s.1.bid().price) == 1;
+    let r3: fn(&Seen<T>) -> bool = |s| price_rank(s.1.bid().price) == 2;
     let counts: ValueCounts<T> = (
         Filtered::new(r1, Count),
         Filtered::new(r2, Count),
@@ -296,13 +279,13 @@ where
     bids.flat_map(|b: T| [(BIDDER, b.clone()), (AUCTION, b)])
         .key_by(move |s: &Seen<T>| {
             let value = if s.0 == BIDDER {
-                s.1.bidder()
+                s.1.bid().bidder
             } else {
-                s.1.auction()
+                s.1.bid().auction
             };
             (s.0, group(&s.1), value)
         })
-        .window(Tumbling::ms(size), |s: &Seen<T>| s.1.date_time())
+        .window(Tumbling::ms(size), |s: &Seen<T>| s.1.bid().date_time)
         .aggregate((counts, extra.clone()))
         .key_by(|r: &ValueRow<G, E>| (r.start, r.key.1.clone()))
         .window(Tumbling::ms(size), |r: &ValueRow<G, E>| r.start)

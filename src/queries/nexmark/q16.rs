@@ -45,7 +45,7 @@ use super::{Cx, Shard, Spec};
 use crate::queries::common::QueryOption::*;
 use crate::queries::driver::sink_window_rows;
 use air_operators::graph::{Max, Windowed};
-use air_operators::sources::nexmark::{EventKind, FullBid};
+use air_operators::sources::nexmark::{Bid, EventKind, FullBid};
 use air_operators::sources::text::Word;
 use air_runtime::dataflow::Dataflow;
 use serde::Serialize;
@@ -89,28 +89,14 @@ pub const SPEC: Spec = Spec {
 #[derive(Clone, Debug, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
 struct ChannelBid {
     channel: Word,
-    bidder: u64,
-    auction: u64,
-    price: u64,
-    date_time: u64,
+    /// The bid's bidder, auction, price and time.
+    bid: Bid,
 }
 
 impl StatBid for ChannelBid {
     #[inline(always)]
-    fn bidder(&self) -> u64 {
-        self.bidder
-    }
-    #[inline(always)]
-    fn auction(&self) -> u64 {
-        self.auction
-    }
-    #[inline(always)]
-    fn price(&self) -> u64 {
-        self.price
-    }
-    #[inline(always)]
-    fn date_time(&self) -> u64 {
-        self.date_time
+    fn bid(&self) -> &Bid {
+        &self.bid
     }
 }
 
@@ -139,19 +125,21 @@ fn build(cx: &Cx<'_>, df: &Dataflow, shard: &Shard<'_>) {
         .flat_map(|e| {
             full_bid(e).map(|b: FullBid| ChannelBid {
                 channel: Word::new(&b.channel),
-                bidder: b.bidder,
-                auction: b.auction,
-                price: b.price,
-                date_time: b.date_time,
+                bid: Bid {
+                    auction: b.auction,
+                    bidder: b.bidder,
+                    price: b.price,
+                    date_time: b.date_time,
+                },
             })
         })
-        .event_time(|b: &ChannelBid| b.date_time, cx.args.max_delay())
+        .event_time(|b: &ChannelBid| b.bid.date_time, cx.args.max_delay())
         .idle_after_ms(cx.args.idle_ms);
     let stats = split_distinct(
         bids,
         cx.args.window(),
         |b: &ChannelBid| b.channel.clone(),
-        Max::of(|s: &Seen<ChannelBid>| minute_of_day(s.1.date_time)),
+        Max::of(|s: &Seen<ChannelBid>| minute_of_day(s.1.bid.date_time)),
     )
     .map(|r| Windowed {
         start: r.start,
