@@ -71,10 +71,12 @@ impl Source for Counter {
     }
 }
 
-/// Sends record `v` to worker `v mod W`.
+/// Sends record `v` to worker `v mod W`; at the end it waits `end_delay`
+/// between its final watermark and its End frame.
 struct ByResidue {
     out: Outbox<u64>,
     workers: u64,
+    end_delay: Duration,
 }
 
 impl Tail<u64> for ByResidue {
@@ -88,6 +90,7 @@ impl Tail<u64> for ByResidue {
         self.out.flush(cx)
     }
     fn end(&mut self, final_wm: u64, cx: &mut Cx<'_, '_>) {
+        std::thread::sleep(self.end_delay);
         self.out.end(final_wm, cx)
     }
 }
@@ -153,6 +156,7 @@ fn wire(
     source: Counter,
     hold: Option<u64>,
     while_zero: Option<Arc<AtomicUsize>>,
+    end_delay: Duration,
     all: &Arc<Mutex<Vec<Option<Seen>>>>,
 ) {
     let edge = df.new_edge("by residue");
@@ -167,6 +171,7 @@ fn wire(
         .end_in(ByResidue {
             out,
             workers: workers as u64,
+            end_delay,
         });
     let seen = Rc::new(RefCell::new(Seen {
         me: me as u64,
@@ -196,7 +201,14 @@ fn every_record_reaches_its_owner_once() {
         let n = 20_000u64;
         let all = Arc::new(Mutex::new(Vec::new()));
         let out = run_graph(&cfg(workers, ring, batch), |df| {
-            wire(df, Counter::new(df.index(), n), None, None, &all)
+            wire(
+                df,
+                Counter::new(df.index(), n),
+                None,
+                None,
+                Duration::ZERO,
+                &all,
+            )
         })
         .unwrap();
         let seen = std::mem::take(&mut *all.lock().unwrap());
@@ -233,6 +245,33 @@ fn every_record_reaches_its_owner_once() {
 }
 
 #[test]
+fn the_final_watermark_reaches_an_operator_once_when_end_comes_later() {
+    // Every feeder sends its final watermark (MAX), then waits 100 ms
+    // before its End frame: the receivers poll in between and see the
+    // minimum at MAX with no input ended yet. `on_end` alone delivers it.
+    let workers = 2;
+    let all = Arc::new(Mutex::new(Vec::new()));
+    run_graph(&cfg(workers, 1 << 16, 64), |df| {
+        let c = Counter::new(df.index(), 1000);
+        wire(df, c, None, None, Duration::from_millis(100), &all)
+    })
+    .unwrap();
+    let seen = std::mem::take(&mut *all.lock().unwrap());
+    for s in seen
+        .iter()
+        .map(|s| s.as_ref().expect("every worker reported"))
+    {
+        assert_eq!(s.wms.last().copied(), Some(u64::MAX));
+        assert_eq!(
+            s.wms.iter().filter(|&&w| w == u64::MAX).count(),
+            1,
+            "the final watermark once: {:?}",
+            s.wms
+        );
+    }
+}
+
+#[test]
 fn an_operators_watermark_is_the_minimum_over_its_feeders() {
     // Worker 0 holds its watermark at 5 and ends last; the others run ahead
     // and end (their end-of-stream is watermark MAX): every watermark an
@@ -252,7 +291,7 @@ fn an_operators_watermark_is_the_minimum_over_its_feeders() {
             c.done_flag = Some(done.clone());
             None
         };
-        wire(df, c, hold, Some(w0_done.clone()), &all)
+        wire(df, c, hold, Some(w0_done.clone()), Duration::ZERO, &all)
     })
     .unwrap();
     let mut while_held = 0;
@@ -281,7 +320,7 @@ fn a_panicking_worker_fails_the_job_without_hanging() {
         if df.index() == 1 {
             c.panic_after = Some(1_000);
         }
-        wire(df, c, None, None, &all)
+        wire(df, c, None, None, Duration::ZERO, &all)
     });
     match r {
         Err(RuntimeError::WorkerPanicked { worker, message }) => {
@@ -319,7 +358,14 @@ fn each_worker_thread_runs_on_exactly_its_planned_cpu() {
                 .unwrap()
                 .push((i.index, i.core, mask, i.placement.clone()));
         }
-        wire(df, Counter::new(df.index(), 1000), None, None, &all)
+        wire(
+            df,
+            Counter::new(df.index(), 1000),
+            None,
+            None,
+            Duration::ZERO,
+            &all,
+        )
     })
     .unwrap();
     let mut seen = seen.into_inner().unwrap();

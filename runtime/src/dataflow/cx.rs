@@ -383,6 +383,9 @@ pub(crate) fn poll_edge<'c>(
     // The watermark event comes last in a poll; it is held until the poll
     // returns: when it is the final one (every input ended), `on_end`
     // delivers it, so an operator never sees its final watermark twice.
+    // A watermark of `u64::MAX` is always final: a source sends it just
+    // before its End frame, which may land in a later poll (each frame is
+    // published on its own), so it is held for `on_end` too.
     let mut advanced = None;
     let frames = r.inputs.poll_raw(budget, &mut |ev| {
         let (from, bytes) = match ev {
@@ -399,7 +402,7 @@ pub(crate) fn poll_edge<'c>(
             None => Ok(n),
         }
     })?;
-    if let (Some(wm), false) = (advanced, r.inputs.all_ended()) {
+    if let (Some(wm @ ..u64::MAX), false) = (advanced, r.inputs.all_ended()) {
         let mut cx = Cx::new(&mut *tx_later, &mut *later, edge + 1, &mut *error);
         r.consumer.on_watermark(wm, &mut cx);
         if let Some(e) = cx.error.take() {
