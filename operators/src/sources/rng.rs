@@ -25,9 +25,8 @@ impl WyRand {
     /// The next 64 random bits.
     #[inline(always)]
     pub(crate) fn next_u64(&mut self) -> u64 {
-        self.state = self.state.wrapping_add(P0);
-        let t = (self.state as u128).wrapping_mul((self.state ^ P1) as u128);
-        (t >> 64) as u64 ^ t as u64
+        self.state = self.state.wrapping_add(WY_STEP);
+        wymix(self.state)
     }
 
     /// The next 128 random bits.
@@ -35,6 +34,19 @@ impl WyRand {
     pub(crate) fn next_u128(&mut self) -> u128 {
         ((self.next_u64() as u128) << 64) | self.next_u64() as u128
     }
+}
+
+/// What wyrand's state advances by per draw: draw `i` (from 1) of a
+/// generator whose state starts at `s` is `wymix(s + i · WY_STEP)`, so any
+/// draw of the sequence is computed directly from its position.
+pub(crate) const WY_STEP: u64 = P0;
+
+/// wyrand's output of state `s`: the high and low halves of the 128-bit
+/// product `s · (s ^ P1)`, xored.
+#[inline(always)]
+pub(crate) fn wymix(s: u64) -> u64 {
+    let t = (s as u128).wrapping_mul((s ^ P1) as u128);
+    (t >> 64) as u64 ^ t as u64
 }
 
 /// SplitMix64's finaliser: a bijective mix of a 64-bit value (Steele, Lea,

@@ -402,7 +402,7 @@ pub(crate) fn poll_edge<'c>(
             None => Ok(n),
         }
     })?;
-    if let (Some(wm @ ..u64::MAX), false) = (advanced, r.inputs.all_ended()) {
+    if let Some(wm) = advanced.filter(|&wm| wm < u64::MAX && !r.inputs.all_ended()) {
         let mut cx = Cx::new(&mut *tx_later, &mut *later, edge + 1, &mut *error);
         r.consumer.on_watermark(wm, &mut cx);
         if let Some(e) = cx.error.take() {

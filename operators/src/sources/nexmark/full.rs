@@ -116,7 +116,7 @@ fn full_event_at(
             })
         }
         EventKind::Bid => {
-            let b = model.bid(n, date_time, &mut rng);
+            let b = model.bid(n, date_time);
             let index = if below(rng.next_u64(), HOT_CHANNELS_RATIO) > 0 {
                 CHANNELS_NUMBER + below(rng.next_u64(), HOT_CHANNELS.len() as u64)
             } else {

@@ -7,15 +7,17 @@
 //! nexmark/nexmark): the kind of event `n` from `n % 50`, ids derived from
 //! `n`, hot auctions / sellers / bidders, log-uniform prices, auction
 //! lengths from the in-flight horizon. The random source differs (wyrand
-//! seeded per event from `(seed, n)` instead of `java.util.Random(n)`), so
-//! values are not bit-identical to Beam's, but every distribution is.
+//! seeded per event from `(seed, n)` instead of `java.util.Random(n)`; a
+//! bid's three draws are positions `4n + 1 ..= 4n + 3` of one wyrand
+//! sequence, see `Model::bid_draws`), so values are not bit-identical to
+//! Beam's, but every distribution is.
 
 use super::config::{
     NexmarkConfig, AUCTION_PROPORTION, FIRST_AUCTION_ID, FIRST_CATEGORY_ID, FIRST_PERSON_ID,
     HOT_BLOCK, NUM_CATEGORIES, PERSON_PROPORTION, PROPORTION_DENOMINATOR,
 };
 use super::model::{Auction, Bid, EventKind, Name, NexEvent, Person};
-use crate::sources::rng::{below, splitmix64, WyRand};
+use crate::sources::rng::{below, splitmix64, wymix, WyRand, WY_STEP};
 
 /// First names of generated persons (Beam's `PersonGenerator.FIRST_NAMES`).
 pub(crate) const FIRST_NAMES: [&str; 11] = [
@@ -158,6 +160,9 @@ pub(crate) struct Model {
     pub(crate) cfg: NexmarkConfig,
     /// Seed of the per-event generators (`key ^ n`).
     key: u64,
+    /// Start of the bids' draws: bid `n` draws positions `4n + 1 ..= 4n + 3`
+    /// of the wyrand sequence from this state ([`Model::bid_draws`]).
+    bid_key: u64,
     /// Events until `num_in_flight_auctions` more auctions are generated
     /// (`num_in_flight_auctions · 50 / 3`): the auction-length horizon.
     horizon_events: u64,
@@ -165,12 +170,15 @@ pub(crate) struct Model {
 
 /// Salt of the per-event seeds ("NEXMARK\0").
 const EVENT_SALT: u64 = 0x4e45_584d_4152_4b00;
+/// Salt of the bids' draws ("BIDDRAWS").
+const BID_SALT: u64 = 0x4249_4444_5241_5753;
 
 impl Model {
     pub(crate) fn new(cfg: &NexmarkConfig) -> Model {
         Model {
             cfg: *cfg,
             key: splitmix64(cfg.seed ^ EVENT_SALT),
+            bid_key: splitmix64(cfg.seed ^ BID_SALT),
             horizon_events: cfg
                 .num_in_flight_auctions
                 .saturating_mul(PROPORTION_DENOMINATOR)
@@ -182,6 +190,24 @@ impl Model {
     #[inline(always)]
     pub(crate) fn rng(&self, n: u64) -> WyRand {
         WyRand::new(self.key ^ n)
+    }
+
+    /// The three random draws of bid `n`: positions `4n + 1 ..= 4n + 3`
+    /// of one wyrand sequence (seeded from the stream's seed), each
+    /// computed from its position (one multiply for the base, one mix per
+    /// draw, nothing carried from bid to bid). The sequence is wyrand's own,
+    /// so the draws of all bids together are as random as consecutive
+    /// wyrand output; no seed is mixed per event.
+    #[inline(always)]
+    pub(crate) fn bid_draws(&self, n: u64) -> [u64; 3] {
+        let s = self
+            .bid_key
+            .wrapping_add(n.wrapping_mul(WY_STEP.wrapping_mul(4)));
+        [
+            wymix(s.wrapping_add(WY_STEP)),
+            wymix(s.wrapping_add(WY_STEP.wrapping_mul(2))),
+            wymix(s.wrapping_add(WY_STEP.wrapping_mul(3))),
+        ]
     }
 
     /// A second, independent key for values that are a function of the
@@ -228,16 +254,6 @@ impl Model {
         let num_people = last_person + 1;
         let active = num_people.min(self.cfg.num_active_people);
         num_people - active + below(r, active + self.cfg.person_id_lead)
-    }
-
-    /// A random in-flight auction (0-based) from `r`, the last auction being
-    /// `max` (`last_base0_auction_id(n)` of event `n`): one of the last
-    /// `num_in_flight_auctions + 1`, or up to `auction_id_lead` beyond the
-    /// last (Beam's `nextBase0AuctionId`).
-    #[inline(always)]
-    fn random_auction_after(&self, max: u64, r: u64) -> u64 {
-        let min = max.saturating_sub(self.cfg.num_in_flight_auctions);
-        min + below(r, max - min + 1 + self.cfg.auction_id_lead)
     }
 
     /// The compact person of event `n` (a person event) at `date_time`
@@ -293,30 +309,36 @@ impl Model {
     }
 
     /// The compact bid of event `n` (a bid event) at `date_time`
-    /// (`time_of(n)`); draws 3 numbers.
+    /// (`time_of(n)`); its 3 random draws are [`bid_draws`]
+    /// (Self::bid_draws)`(n)`, not from the event's [`rng`](Self::rng).
     #[inline(always)]
-    pub(crate) fn bid(&self, n: u64, date_time: u64, rng: &mut WyRand) -> Bid {
-        self.bid_in_epoch(BidEpoch::of(n / PROPORTION_DENOMINATOR), date_time, rng)
+    pub(crate) fn bid(&self, n: u64, date_time: u64) -> Bid {
+        self.bid_in_epoch(
+            BidEpoch::of(&self.cfg, n / PROPORTION_DENOMINATOR),
+            n,
+            date_time,
+        )
     }
 
-    /// [`bid`](Self::bid) of a bid event of epoch `e` (`n / 50`), `rng`
-    /// being `self.rng(n)`.
+    /// [`bid`](Self::bid) of bid event `n` of epoch `e` (`n / 50`).
     #[inline(always)]
-    fn bid_in_epoch(&self, e: BidEpoch, date_time: u64, rng: &mut WyRand) -> Bid {
-        // Three draws, always (see `auction`): one per id, hot choice and
-        // random id from the same draw (`pick_hot_with`), and the price.
-        let (r_auction, r_bidder) = (rng.next_u64(), rng.next_u64());
+    fn bid_in_epoch(&self, e: BidEpoch, n: u64, date_time: u64) -> Bid {
+        // One draw per id, hot choice and random id from the same draw
+        // (`pick_hot_with`), and one for the price. The random ids are
+        // Beam's `nextBase0AuctionId` / `nextBase0PersonId`, their ranges
+        // computed once per epoch.
+        let [r_auction, r_bidder, r_price] = self.bid_draws(n);
         let auction =
             Self::pick_hot_with(r_auction, self.cfg.hot_auction_ratio, e.hot_auction, |r| {
-                self.random_auction_after(e.last_auction, r)
+                e.auction_lo + below(r, e.auction_span)
             });
         let bidder = Self::pick_hot_with(r_bidder, self.cfg.hot_bidders_ratio, e.hot_bidder, |r| {
-            self.random_person_after(e.epoch, r)
+            e.person_lo + below(r, e.person_span)
         });
         Bid {
             auction: FIRST_AUCTION_ID + auction,
             bidder: FIRST_PERSON_ID + bidder,
-            price: price(rng.next_u64()),
+            price: price(r_price),
             date_time,
         }
     }
@@ -326,7 +348,7 @@ impl Model {
     pub(crate) fn event(&self, n: u64, date_time: u64) -> NexEvent {
         let mut rng = self.rng(n);
         match event_kind(n) {
-            EventKind::Bid => NexEvent::Bid(self.bid(n, date_time, &mut rng)),
+            EventKind::Bid => NexEvent::Bid(self.bid(n, date_time)),
             EventKind::Auction => NexEvent::Auction(self.auction(n, date_time, &mut rng)),
             EventKind::Person => NexEvent::Person(self.person(n, date_time, &mut rng)),
         }
@@ -334,31 +356,43 @@ impl Model {
 }
 
 /// What a bid of epoch `epoch` (event numbers `50 · epoch ..`) draws its
-/// ids from: the epoch's last person and auction (0-based) and the hot
-/// ones, computed once per epoch by the stepped bid loop.
+/// ids from, computed once per epoch: the hot auction and bidder, and the
+/// ranges of the random ones.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct BidEpoch {
-    /// The epoch, also the last person (`last_base0_person_id`).
-    epoch: u64,
-    /// The last auction (`last_base0_auction_id` of a bid: the epoch's
-    /// third).
-    last_auction: u64,
-    /// The hot auction: the first of the last auction's block of 100.
+    /// The hot auction: the first of the last auction's block of 100 (the
+    /// last auction of a bid is the epoch's third).
     hot_auction: u64,
     /// The hot bidder: the second person of the epoch's block of 100 (the
     /// first is the hot seller).
     hot_bidder: u64,
+    /// A random auction is `auction_lo + below(r, auction_span)`: one of
+    /// the last `num_in_flight_auctions + 1` or up to `auction_id_lead`
+    /// beyond (Beam's `nextBase0AuctionId`).
+    auction_lo: u64,
+    auction_span: u64,
+    /// A random bidder is `person_lo + below(r, person_span)`: one of the
+    /// last `num_active_people` or up to `person_id_lead` beyond (Beam's
+    /// `nextBase0PersonId`; [`Model::random_person_after`]).
+    person_lo: u64,
+    person_span: u64,
 }
 
 impl BidEpoch {
     #[inline(always)]
-    fn of(epoch: u64) -> BidEpoch {
+    fn of(cfg: &NexmarkConfig, epoch: u64) -> BidEpoch {
         let last_auction = epoch * AUCTION_PROPORTION + AUCTION_PROPORTION - 1;
+        let auction_lo = last_auction.saturating_sub(cfg.num_in_flight_auctions);
+        // The epoch is also its last person (`last_base0_person_id`).
+        let num_people = epoch + 1;
+        let active = num_people.min(cfg.num_active_people);
         BidEpoch {
-            epoch,
-            last_auction,
             hot_auction: last_auction / HOT_BLOCK * HOT_BLOCK,
             hot_bidder: epoch / HOT_BLOCK * HOT_BLOCK + 1,
+            auction_lo,
+            auction_span: last_auction - auction_lo + 1 + cfg.auction_id_lead,
+            person_lo: num_people - active,
+            person_span: active + cfg.person_id_lead,
         }
     }
 }
@@ -398,6 +432,45 @@ struct Stepper {
     /// `floor(n · 1000 / rate)` and `n · 1000 % rate`.
     t: u64,
     rem: u64,
+    /// Division by `rate` as a multiply, for times computed from the event
+    /// number alone (`None` below 2 events/s).
+    recip: Option<Reciprocal>,
+}
+
+/// `floor(x / d)` for every `x < 2^52` by one multiply and a shift
+/// (Granlund and Montgomery's method, rounding the reciprocal up):
+/// `m = ceil(2^k / d)` with `k = max(52 + ceil(log2 d), 64)`. Exact: with
+/// `m = 2^k / d + e`, `0 ≤ e < 1`, `x · m / 2^k = x / d + x · e / 2^k`, and
+/// `x · e / 2^k < 2^52 · d / 2^(52 + ceil(log2 d)) / d ≤ 1 / d`, less than
+/// the gap from `x / d` to the next integer. `m < 2^64` for `d ≥ 2`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Reciprocal {
+    m: u64,
+    /// `k - 64`.
+    shift: u32,
+}
+
+impl Reciprocal {
+    /// The reciprocal of `d`, for `2 ≤ d < 2^52` (else `None`).
+    fn new(d: u64) -> Option<Reciprocal> {
+        if !(2..1 << 52).contains(&d) {
+            return None;
+        }
+        let log = 64 - (d - 1).leading_zeros(); // ceil(log2 d)
+        let k = (52 + log).max(64);
+        let m = ((1u128 << k) + d as u128 - 1) / d as u128;
+        Some(Reciprocal {
+            m: u64::try_from(m).ok()?,
+            shift: k - 64,
+        })
+    }
+
+    /// `floor(x / d)`, for `x < 2^52`.
+    #[inline(always)]
+    fn div(self, x: u64) -> u64 {
+        debug_assert!(x < 1 << 52);
+        ((x as u128 * self.m as u128) >> 64) as u64 >> self.shift
+    }
 }
 
 impl Stepper {
@@ -419,6 +492,7 @@ impl Stepper {
             n: None,
             t: 0,
             rem: 0,
+            recip: Reciprocal::new(rate),
         })
     }
 
@@ -632,7 +706,7 @@ impl NexmarkGenerator {
     /// ```
     #[inline]
     pub fn fill_bids(&mut self, out: &mut [Bid]) -> BidFill {
-        if let Some(f) = self.fill_bids_stepped(out) {
+        if let Some(f) = self.fill_bids_runs(out) {
             return f;
         }
         let (model, step, clock) = (&self.model, self.step, &mut self.clock);
@@ -644,8 +718,7 @@ impl NexmarkGenerator {
             // from one event number of the shard to the next.
             let t = clock.time(&model.cfg, n);
             if n % PROPORTION_DENOMINATOR >= PERSON_PROPORTION + AUCTION_PROPORTION {
-                let mut rng = model.rng(n);
-                out[k] = model.bid(n, t, &mut rng);
+                out[k] = model.bid(n, t);
                 k += 1;
             }
             n = n.wrapping_add(step);
@@ -660,75 +733,54 @@ impl NexmarkGenerator {
 
     /// [`fill_bids`](Self::fill_bids) at an integral rate with every event
     /// number of the call below [`Stepper::LIMIT`] (else `None`, nothing
-    /// done): time, epoch and offset in the epoch are stepped in integers
-    /// from one event number to the next, no division per event. Consumes
-    /// at most `2 · out.len() + 50` events (a shard may hold few bids or
-    /// none: with 50 workers, worker 0 gets the persons alone).
+    /// done), epoch by epoch: the bids of an epoch are a run of the shard's
+    /// event numbers (offsets 4..50 in the epoch), made in one loop whose
+    /// iterations share nothing but the epoch's constants ([`BidEpoch`]),
+    /// the time of each computed from its event number
+    /// ([`Reciprocal`]); persons and auctions are stepped over in one add.
+    /// Consumes at most `2 · out.len() + 50` events (a shard may hold few
+    /// bids or none: with 50 workers, worker 0 gets the persons alone).
     #[inline(always)]
-    fn fill_bids_stepped(&mut self, out: &mut [Bid]) -> Option<BidFill> {
+    fn fill_bids_runs(&mut self, out: &mut [Bid]) -> Option<BidFill> {
+        let recip = self.clock.stepper.as_ref()?.recip?;
+        let step = self.step;
         let budget = (out.len() as u64)
             .saturating_mul(2)
             .saturating_add(PROPORTION_DENOMINATOR)
             .min(self.remaining);
+        // One past the last event number this call may consume.
         let end = budget
-            .checked_mul(self.step)
+            .checked_mul(step)
             .and_then(|d| d.checked_add(self.next))?;
-        let st = self.clock.stepper.as_mut()?;
         if end >= Stepper::LIMIT {
             return None;
         }
         let model = &self.model;
         let base = model.cfg.base_time_ms;
+        const FIRST_BID: u64 = PERSON_PROPORTION + AUCTION_PROPORTION;
         let mut n = self.next;
-        st.ms(n);
-        let (q, r, rate, step) = (st.q, st.r, st.rate, self.step);
-        let (mut t, mut rem) = (st.t, st.rem);
-        let (mut epoch, mut offset) = (n / PROPORTION_DENOMINATOR, n % PROPORTION_DENOMINATOR);
-        let (step_epochs, step_offset) =
-            (step / PROPORTION_DENOMINATOR, step % PROPORTION_DENOMINATOR);
-        let mut left = budget;
         let mut k = 0;
-        // Two passes. The first steps through the events and notes each
-        // bid's event number, epoch and time in its slot; the second makes
-        // the bids, a loop of independent iterations with nothing carried
-        // from one to the next (the CPU overlaps them).
-        while k < out.len() && left > 0 {
-            if offset >= PERSON_PROPORTION + AUCTION_PROPORTION {
-                out[k] = Bid {
-                    auction: n,
-                    bidder: epoch,
-                    price: 0,
-                    date_time: base.saturating_add(t),
-                };
-                k += 1;
+        while k < out.len() && n < end {
+            let (epoch, offset) = (n / PROPORTION_DENOMINATOR, n % PROPORTION_DENOMINATOR);
+            if offset < FIRST_BID {
+                // The epoch's persons and auctions of this shard.
+                n += (FIRST_BID - offset).div_ceil(step) * step;
+                continue;
             }
-            n += step;
-            left -= 1;
-            t += q;
-            rem += r;
-            if rem >= rate {
-                rem -= rate;
-                t += 1;
+            let epoch_end = ((epoch + 1) * PROPORTION_DENOMINATOR).min(end);
+            let run = ((epoch_end - n).div_ceil(step) as usize).min(out.len() - k);
+            let e = BidEpoch::of(&model.cfg, epoch);
+            for (i, b) in out[k..k + run].iter_mut().enumerate() {
+                let m = n + i as u64 * step;
+                *b = model.bid_in_epoch(e, m, base.saturating_add(recip.div(m * 1000)));
             }
-            epoch += step_epochs;
-            offset += step_offset;
-            if offset >= PROPORTION_DENOMINATOR {
-                offset -= PROPORTION_DENOMINATOR;
-                epoch += 1;
-            }
+            k += run;
+            n += run as u64 * step;
         }
-        // The stepper now holds the time of `n`, the next event number.
-        (st.n, st.t, st.rem) = (Some(n), t, rem);
-        let mut e = BidEpoch::of(out.first().map_or(0, |b| b.bidder));
-        for b in &mut out[..k] {
-            let (n, epoch) = (b.auction, b.bidder);
-            if e.epoch != epoch {
-                e = BidEpoch::of(epoch);
-            }
-            let mut rng = model.rng(n);
-            *b = model.bid_in_epoch(e, b.date_time, &mut rng);
-        }
-        let events = budget - left;
+        // A step over persons and auctions may pass `end`: the events past
+        // it are not consumed.
+        let n = n.min(end);
+        let events = (n - self.next) / step;
         self.next = n;
         self.remaining -= events;
         self.generated += events;
@@ -938,6 +990,77 @@ mod tests {
         assert_eq!(g.fill(&mut buf), 8);
         assert_eq!(g.next_event_number(), Some(8));
         assert_eq!(g.watermark_ms(), unbounded.time_of(8));
+    }
+
+    /// `Reciprocal::div` equals integer division for every `x < 2^52`:
+    /// edge divisors (2, powers of two and their neighbours, Beam's and
+    /// Flink's rates, the largest) and pseudo-random ones, against edge
+    /// numerators (multiples of `d` and their neighbours, the largest)
+    /// and pseudo-random ones.
+    #[test]
+    fn reciprocal_division_is_exact() {
+        assert_eq!(Reciprocal::new(0), None);
+        assert_eq!(Reciprocal::new(1), None);
+        assert_eq!(Reciprocal::new(1 << 52), None);
+        let mut rng = WyRand::new(5);
+        let mut divisors = vec![2, 3, 4, 5, 7, 1000, 1023, 1024, 1025, 4096, 4097];
+        divisors.extend([10_000, 10_000_000, 1 << 30, (1 << 52) - 1, (1 << 51) + 1]);
+        divisors.extend((0..200).map(|_| 2 + below(rng.next_u64(), (1 << 52) - 2)));
+        divisors.extend((0..200).map(|_| 2 + below(rng.next_u64(), 100_000)));
+        const X_MAX: u64 = (1 << 52) - 1;
+        for d in divisors {
+            let r = Reciprocal::new(d).expect("2 <= d < 2^52");
+            let q_max = X_MAX / d;
+            let mut xs = vec![0, 1, d - 1, d, d + 1, X_MAX, X_MAX - 1];
+            xs.extend([q_max * d, q_max * d - 1, (q_max / 2) * d - 1]);
+            xs.extend((0..300).map(|_| below(rng.next_u64(), X_MAX + 1)));
+            for x in xs.into_iter().filter(|&x| x <= X_MAX) {
+                assert_eq!(r.div(x), x / d, "{x} / {d}");
+            }
+        }
+    }
+
+    /// A bid's random ids follow Beam's `nextBase0AuctionId` and
+    /// `nextBase0PersonId` ranges through the per-epoch constants: over the
+    /// bids of an early epoch (fewer people than `num_active_people`) and a
+    /// late one, under 5000 seeds, every id is in range and both ends of
+    /// each range occur. (Hot ratio 1: never hot.)
+    #[test]
+    fn bid_ids_cover_beams_ranges() {
+        for epoch in [3u64, 40_000] {
+            let mut seen = [(u64::MAX, 0), (u64::MAX, 0)];
+            let mut want = [(0, 0), (0, 0)];
+            for seed in 0..5000 {
+                let cfg = NexmarkConfig {
+                    seed,
+                    hot_auction_ratio: 1,
+                    hot_bidders_ratio: 1,
+                    ..NexmarkConfig::default()
+                };
+                let last_auction = epoch * 3 + 2;
+                let people = epoch + 1;
+                want = [
+                    (
+                        last_auction.saturating_sub(cfg.num_in_flight_auctions),
+                        last_auction + cfg.auction_id_lead,
+                    ),
+                    (
+                        people - people.min(cfg.num_active_people),
+                        people - 1 + cfg.person_id_lead,
+                    ),
+                ];
+                let model = Model::new(&cfg);
+                for n in epoch * 50 + 4..epoch * 50 + 50 {
+                    let b = model.bid(n, 0);
+                    let ids = [b.auction - FIRST_AUCTION_ID, b.bidder - FIRST_PERSON_ID];
+                    for ((id, s), w) in ids.into_iter().zip(&mut seen).zip(want) {
+                        assert!((w.0..=w.1).contains(&id), "id {id} of epoch {epoch}");
+                        *s = (s.0.min(id), s.1.max(id));
+                    }
+                }
+            }
+            assert_eq!(seen, want, "epoch {epoch}: (auction, bidder) ranges");
+        }
     }
 
     /// `fill_bids` yields exactly the bids of `fill`, consuming the same
