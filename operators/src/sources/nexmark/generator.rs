@@ -323,6 +323,16 @@ impl Model {
     /// [`bid`](Self::bid) of bid event `n` of epoch `e` (`n / 50`).
     #[inline(always)]
     fn bid_in_epoch(&self, e: BidEpoch, n: u64, date_time: u64) -> Bid {
+        let mut b = self.bid_in_epoch_unpriced(e, n, date_time);
+        b.price = price(b.price);
+        b
+    }
+
+    /// [`bid_in_epoch`](Self::bid_in_epoch) with the price's random draw in
+    /// place of the price ([`price`] of it is the price): a loop over many
+    /// bids prices them in a second loop of its own.
+    #[inline(always)]
+    fn bid_in_epoch_unpriced(&self, e: BidEpoch, n: u64, date_time: u64) -> Bid {
         // One draw per id, hot choice and random id from the same draw
         // (`pick_hot_with`), and one for the price. The random ids are
         // Beam's `nextBase0AuctionId` / `nextBase0PersonId`, their ranges
@@ -338,7 +348,7 @@ impl Model {
         Bid {
             auction: FIRST_AUCTION_ID + auction,
             bidder: FIRST_PERSON_ID + bidder,
-            price: price(r_price),
+            price: r_price,
             date_time,
         }
     }
@@ -770,9 +780,15 @@ impl NexmarkGenerator {
             let epoch_end = ((epoch + 1) * PROPORTION_DENOMINATOR).min(end);
             let run = ((epoch_end - n).div_ceil(step) as usize).min(out.len() - k);
             let e = BidEpoch::of(&model.cfg, epoch);
-            for (i, b) in out[k..k + run].iter_mut().enumerate() {
+            let bids = &mut out[k..k + run];
+            for (i, b) in bids.iter_mut().enumerate() {
                 let m = n + i as u64 * step;
-                *b = model.bid_in_epoch(e, m, base.saturating_add(recip.div(m * 1000)));
+                *b = model.bid_in_epoch_unpriced(e, m, base.saturating_add(recip.div(m * 1000)));
+            }
+            // Prices in a loop of their own: a float chain per bid, many
+            // bids in flight at once.
+            for b in bids {
+                b.price = price(b.price);
             }
             k += run;
             n += run as u64 * step;
