@@ -111,6 +111,28 @@ enum BenchCommand {
     Nexmark(Box<queries::nexbench::BenchNexmarkArgs>),
 }
 
+/// glibc's malloc serves blocks of at least this many bytes (window and
+/// join tables) from their own mappings, returned to the system when freed.
+const MMAP_THRESHOLD_BYTES: i32 = 4 << 20;
+
+/// Fixes glibc's mmap threshold at [`MMAP_THRESHOLD_BYTES`] unless the user
+/// set `MALLOC_MMAP_THRESHOLD_`. By default glibc raises the threshold each
+/// time a mapped block is freed (up to 32 MiB), so the next windows'
+/// tables come from the heap, whose freed pages it keeps: in 10-minute
+/// paced NEXMark runs q15 and q17 then step up to 72 and 54–99 MiB,
+/// against flat 35 and 32 MiB with the threshold fixed (docs/performance.md,
+/// "Ten-minute paced runs"); the CPU cost was within noise.
+fn fix_mmap_threshold() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    if std::env::var_os("MALLOC_MMAP_THRESHOLD_").is_none() {
+        // SAFETY: mallopt only sets a malloc parameter; called first thing
+        // in main, before any other thread allocates.
+        unsafe {
+            libc::mallopt(libc::M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES);
+        }
+    }
+}
+
 fn main() {
     // `air topo | head -1` ends quietly, as a Unix tool does: Rust ignores
     // SIGPIPE (then `println!` panics on a closed pipe); restore the default.
@@ -119,6 +141,7 @@ fn main() {
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
+    fix_mmap_threshold();
     let cli = parse_cli();
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::new(&cli.log))
