@@ -468,7 +468,7 @@ impl Reciprocal {
         }
         let log = 64 - (d - 1).leading_zeros(); // ceil(log2 d)
         let k = (52 + log).max(64);
-        let m = ((1u128 << k) + d as u128 - 1) / d as u128;
+        let m = (1u128 << k).div_ceil(d as u128);
         Some(Reciprocal {
             m: u64::try_from(m).ok()?,
             shift: k - 64,
