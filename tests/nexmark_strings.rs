@@ -389,6 +389,44 @@ fn edges_of_the_definitions() {
     assert_file_on_1_2_4_workers("q16", &file, &["--window-ms", "3600000000"], &want);
 }
 
+/// q16 keys a channel by a code: the generator's names exact, any other
+/// name hashed. Names next to the generator's (a leading zero, out of
+/// range, other case, empty) stay apart from them, in one window and
+/// across windows.
+#[test]
+fn q16_tells_channels_near_the_generators_apart() {
+    let dir = common::tmpdir("nexstr", "codes");
+    let file = dir.join("events.json");
+    let names = [
+        "channel-7",
+        "channel-07",
+        "channel-9999",
+        "channel-10000",
+        "Google",
+        "google",
+        "",
+        "Apple",
+    ];
+    let lines: Vec<String> = (0..400u64)
+        .map(|i| {
+            let price = [50, 50_000, 5_000_000][(i % 3) as usize];
+            json!({"type":"bid","auction":1000 + i % 13,"bidder":2000 + i % 7,"price":price,
+                "channel":names[(i * 5 % 8) as usize],"url":"u","dateTime":i * 25,"extra":""})
+            .to_string()
+        })
+        .collect();
+    std::fs::write(&file, lines.join("\n") + "\n").unwrap();
+    let e = common::nexmark::load(&file);
+    for size in [10_000, 3_000] {
+        let want = q16(&e, size);
+        // Every name in every window of 10 s.
+        assert!(want.len() >= names.len(), "{want:?}");
+        let extra = ["--window-ms".to_string(), size.to_string()];
+        let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
+        assert_file_on_1_2_4_workers("q16", &file, &extra, &want);
+    }
+}
+
 #[test]
 fn a_bad_full_record_names_its_file_line_and_field() {
     let dir = common::tmpdir("nexstr", "bad");

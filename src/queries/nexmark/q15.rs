@@ -27,16 +27,17 @@
 //! `date_time`.) The suite's counts are all kept.
 //!
 //! Plan (Flink's "split distinct aggregation", [`split_distinct`], shared
-//! with q16 which groups by channel): each bid becomes two records, one
-//! for its bidder and one for its auction → keyed by (kind, value) →
-//! tumbling windows: that value's bids per price rank
-//! (three [`Filtered`] [`Count`]s, pre-aggregated per worker and merged at
-//! the value's owner, so each distinct value of a window comes out once) →
-//! keyed by window → the window's row: distinct values per rank are the
-//! values with bids there, bids per rank the sums over the bidders
-//! (pre-aggregated per worker again). No record holds a set of the
-//! window's values: one set per window would be a single record of every
-//! bidder and auction of the day, larger than a channel's frame.
+//! with q16 which groups by channel): the bids go two ways. Keyed by
+//! window only → the window's bids per price rank. And each bid as two
+//! small records, one for its bidder and one for its auction → keyed by
+//! (kind, value) → tumbling windows: the price ranks of that value's bids
+//! (a byte per distinct value, each record at the value's owner, so each
+//! distinct value of a window comes out once). Both
+//! → keyed by window → the window's row: distinct values per rank are the
+//! values with bids there (pre-aggregated per worker again). No record
+//! holds a set of the window's values: one set per window would be a
+//! single record of every bidder and auction of the day, larger than a
+//! channel's frame.
 
 use super::{Cx, Shard, Spec};
 use crate::queries::common::QueryOption::*;
@@ -140,33 +141,96 @@ impl StatBid for Bid {
     }
 }
 
-/// A bid seen through one of its values: (kind: [`BIDDER`] or [`AUCTION`],
-/// the bid).
-pub(crate) type Seen<T> = (u8, T);
-/// [`Seen`] through its bidder.
+/// A value of a bid: [`BIDDER`] or [`AUCTION`].
 const BIDDER: u8 = 0;
-/// [`Seen`] through its auction.
+/// A value of a bid: [`BIDDER`] or [`AUCTION`].
 const AUCTION: u8 = 1;
 
-/// A value's bids per price rank (rank 1, 2, 3).
-type ValueCounts<T> = (
-    Filtered<Seen<T>, fn(&Seen<T>) -> bool, Count>,
-    Filtered<Seen<T>, fn(&Seen<T>) -> bool, Count>,
-    Filtered<Seen<T>, fn(&Seen<T>) -> bool, Count>,
-);
+/// A bid seen through one of its values (its bidder or its auction), as
+/// the distinct stage of [`split_distinct`] keeps it: a few words, not the
+/// record.
+#[derive(Clone, Copy, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+pub(crate) struct ValueSeen<G> {
+    /// [`BIDDER`] or [`AUCTION`].
+    kind: u8,
+    /// The bid's price rank (0, 1, 2: [`price_rank`]).
+    rank: u8,
+    /// The bid's group.
+    group: G,
+    /// The bidder or the auction.
+    value: u64,
+    /// The bid's time, ms.
+    time: u64,
+}
 
-/// One value's bids in a group's window: (kind, group, value), its bids
-/// per rank and the extra statistic `E` over them.
-type ValueRow<G, E> = Windowed<(u8, G, u64), ((u64, u64, u64), E)>;
+/// The price ranks a value's bids had in a window: bit `r` for rank `r`
+/// (0, 1, 2). The accumulator of each (kind, group, value) of
+/// [`split_distinct`]: one byte.
+#[derive(Clone, Copy, Debug)]
+struct RankMask;
+
+impl<G: 'static> AggregateFunction<ValueSeen<G>> for RankMask {
+    type Acc = u8;
+    type Out = u8;
+    fn create(&self) -> u8 {
+        0
+    }
+    #[inline(always)]
+    fn add(&self, acc: &mut u8, s: &ValueSeen<G>) {
+        *acc |= 1 << s.rank;
+    }
+    fn merge(&self, acc: &mut u8, other: u8) {
+        *acc |= other;
+    }
+    fn result(&self, acc: &u8) -> u8 {
+        *acc
+    }
+}
+
+/// A group's bids per price rank (`[rank 1, rank 2, rank 3]`).
+#[derive(Clone, Copy, Debug)]
+struct RankBids;
+
+impl<T: StatBid> AggregateFunction<T> for RankBids {
+    type Acc = [u64; 3];
+    type Out = [u64; 3];
+    fn create(&self) -> [u64; 3] {
+        [0; 3]
+    }
+    #[inline(always)]
+    fn add(&self, acc: &mut [u64; 3], t: &T) {
+        acc[price_rank(t.bid().price)] += 1;
+    }
+    fn merge(&self, acc: &mut [u64; 3], other: [u64; 3]) {
+        for (a, o) in acc.iter_mut().zip(other) {
+            *a += o;
+        }
+    }
+    fn result(&self, acc: &[u64; 3]) -> [u64; 3] {
+        *acc
+    }
+}
+
+/// A row of the first stage of [`split_distinct`] on its way to its
+/// group's row: a group's bids per rank with the extra statistic, or one
+/// distinct value (kind, rank mask).
+#[derive(Clone)]
+enum Part<E> {
+    /// The group's bids per price rank and its extra statistic.
+    Bids([u64; 3], E),
+    /// One distinct value of the group: its kind ([`BIDDER`] or
+    /// [`AUCTION`]) and the ranks of its bids ([`RankMask`]).
+    Value(u8, u8),
+}
 
 /// A group's statistics in a window: `[bids, bids per rank, bidders,
 /// bidders per rank, auctions, auctions per rank]` and the extra statistic
 /// `E` over its bids.
 pub(crate) type SplitStats<E> = ([u64; 12], E);
 
-/// A group's window from its values' rows (each value comes once per
-/// window; the bids are summed over the bidders, the extra statistic
-/// merged over them by `X`). Accumulators add up.
+/// A group's window from its [`Part`]s (one per distinct value, and the
+/// bids per rank with the extra statistic, merged by `X`). Accumulators
+/// add up.
 struct GroupStats<X, T> {
     extra: X,
     _t: PhantomData<fn(&T)>,
@@ -181,13 +245,13 @@ impl<X: Clone, T> Clone for GroupStats<X, T> {
     }
 }
 
-impl<G, T, X, E> AggregateFunction<ValueRow<G, E>> for GroupStats<X, T>
+impl<G, T, X, E> AggregateFunction<Windowed<G, Part<E>>> for GroupStats<X, T>
 where
     G: 'static,
     T: 'static,
     E: Record,
     SplitStats<E>: Record,
-    X: AggregateFunction<Seen<T>, Acc = E, Out = E>,
+    X: AggregateFunction<T, Acc = E, Out = E>,
 {
     type Acc = SplitStats<E>;
     type Out = SplitStats<E>;
@@ -195,20 +259,21 @@ where
         ([0; 12], self.extra.create())
     }
     #[inline]
-    fn add(&self, acc: &mut SplitStats<E>, r: &ValueRow<G, E>) {
-        let ((r1, r2, r3), extra) = &r.value;
-        let (r1, r2, r3) = (*r1, *r2, *r3);
-        let base = if r.key.0 == BIDDER {
-            for (n, c) in acc.0[..4].iter_mut().zip([r1 + r2 + r3, r1, r2, r3]) {
-                *n += c;
+    fn add(&self, acc: &mut SplitStats<E>, r: &Windowed<G, Part<E>>) {
+        match &r.value {
+            Part::Bids([r1, r2, r3], extra) => {
+                for (n, c) in acc.0[..4].iter_mut().zip([r1 + r2 + r3, *r1, *r2, *r3]) {
+                    *n += c;
+                }
+                self.extra.merge(&mut acc.1, extra.clone());
             }
-            self.extra.merge(&mut acc.1, extra.clone());
-            4
-        } else {
-            8
-        };
-        for (n, c) in acc.0[base..base + 4].iter_mut().zip([1, r1, r2, r3]) {
-            *n += u64::from(c > 0);
+            Part::Value(kind, mask) => {
+                let base = if *kind == BIDDER { 4 } else { 8 };
+                acc.0[base] += 1;
+                for (r, n) in acc.0[base + 1..base + 4].iter_mut().enumerate() {
+                    *n += u64::from(mask >> r & 1);
+                }
+            }
         }
     }
     fn merge(&self, acc: &mut SplitStats<E>, other: SplitStats<E>) {
@@ -237,17 +302,26 @@ impl<In> AggregateFunction<In> for NoExtra {
 }
 
 /// Flink's split distinct aggregation, the plan of q15 and q16: per
-/// group (`group(bid)`: q15 `()`, q16 the channel) and tumbling window of
-/// `size` ms of the bids' times, [`SplitStats`] with `extra` (an aggregate
-/// whose accumulator is its result, e.g. q16's latest minute) over the
-/// group's bids. Each bid becomes two records, one for its bidder and one
-/// for its auction → keyed by (kind, group, value) → tumbling windows:
-/// that value's bids per price rank (three [`Filtered`] [`Count`]s, with
-/// `extra`; pre-aggregated per worker and merged at the value's owner, so
-/// each distinct value of a window comes out once) → keyed by (window,
-/// group) → the group's row: distinct values per rank are the values with
-/// bids there, bids per rank the sums over the bidders (pre-aggregated per
-/// worker again). Rows are keyed by (window start, group).
+/// group (`group(bid)`: q15 `()`, q16 the channel's code) and tumbling
+/// window of `size` ms of the bids' times, [`SplitStats`] with `extra` (an
+/// aggregate whose accumulator is its result, e.g. q16's latest minute)
+/// over the group's bids. The bids go two ways: keyed by group → tumbling
+/// windows: the group's bids per price rank and `extra` (a table of
+/// groups); and each bid as two small records, one for its bidder and one
+/// for its auction → keyed by (kind, group, value) → tumbling windows: the
+/// price ranks of that value's bids (one byte, [`RankMask`]), each record
+/// at the value's owner (not pre-aggregated: most values of a day are
+/// seen once or twice, and pre-aggregation would keep each in a worker's
+/// table and again in its owner's), so each distinct value of a window
+/// comes out once. Both → keyed by (window, group) → the group's row:
+/// distinct values per rank are the values with bids there
+/// (pre-aggregated per worker). Rows are keyed by (window start, group).
+///
+/// Cost: the distinct stage's table holds a (kind, group, value) key and a
+/// byte per distinct value (plus the window's slot), so `G` should be small
+/// (an id, not a string). That stage measures latency once per window
+/// ([`latency_per_window`](air_operators::graph::WindowedStream::latency_per_window)):
+/// its rows are not the query's.
 pub(crate) fn split_distinct<H, P, T, G, X, E>(
     bids: Stream<H, P>,
     size: u64,
@@ -260,35 +334,58 @@ where
     T: StatBid,
     G: Record + Hash + Eq,
     E: Record,
-    X: AggregateFunction<Seen<T>, Acc = E, Out = E>,
+    X: AggregateFunction<T, Acc = E, Out = E>,
     (u8, G, u64): Record,
     (u64, G): Record,
-    ((u64, u64, u64), E): Record,
+    ([u64; 3], E): Record,
     SplitStats<E>: Record,
-    Partial<(u8, G, u64), ((u64, u64, u64), E)>: Record,
+    Partial<G, ([u64; 3], E)>: Record,
+    Partial<(u8, G, u64), u8>: Record,
+    ValueSeen<G>: Record,
     Partial<(u64, G), SplitStats<E>>: Record,
 {
-    let r1: fn(&Seen<T>) -> bool = |s| price_rank(s.1.bid().price) == 0;
-    let r2: fn(&Seen<T>) -> bool = |s| price_rank(s.1.bid().price) == 1;
-    let r3: fn(&Seen<T>) -> bool = |s| price_rank(s.1.bid().price) == 2;
-    let counts: ValueCounts<T> = (
-        Filtered::new(r1, Count),
-        Filtered::new(r2, Count),
-        Filtered::new(r3, Count),
-    );
-    bids.flat_map(|b: T| [(BIDDER, b.clone()), (AUCTION, b)])
-        .key_by(move |s: &Seen<T>| {
-            let value = if s.0 == BIDDER {
-                s.1.bid().bidder
-            } else {
-                s.1.bid().auction
+    let (values, groups) = bids.tee();
+    let values = values
+        .flat_map(move |t: T| {
+            let b = t.bid();
+            let (rank, time) = (price_rank(b.price) as u8, b.date_time);
+            let g = group(&t);
+            let seen = |kind, group, value| ValueSeen {
+                kind,
+                rank,
+                group,
+                value,
+                time,
             };
-            (s.0, group(&s.1), value)
+            [
+                seen(BIDDER, g.clone(), b.bidder),
+                seen(AUCTION, g, b.auction),
+            ]
         })
-        .window(Tumbling::ms(size), |s: &Seen<T>| s.1.bid().date_time)
-        .aggregate((counts, extra.clone()))
-        .key_by(|r: &ValueRow<G, E>| (r.start, r.key.1.clone()))
-        .window(Tumbling::ms(size), |r: &ValueRow<G, E>| r.start)
+        .key_by(|s: &ValueSeen<G>| (s.kind, s.group.clone(), s.value))
+        .window(Tumbling::ms(size), |s: &ValueSeen<G>| s.time)
+        .latency_per_window()
+        .aggregate_every_event(RankMask)
+        .map(|r| Windowed {
+            start: r.start,
+            end: r.end,
+            key: r.key.1,
+            value: Part::Value(r.key.0, r.value),
+        });
+    let groups = groups
+        .key_by(move |t: &T| group(t))
+        .window(Tumbling::ms(size), |t: &T| t.bid().date_time)
+        .aggregate((RankBids, extra.clone()))
+        .map(|r| Windowed {
+            start: r.start,
+            end: r.end,
+            key: r.key,
+            value: Part::Bids(r.value.0, r.value.1),
+        });
+    groups
+        .union(values)
+        .key_by(|r: &Windowed<G, Part<E>>| (r.start, r.key.clone()))
+        .window(Tumbling::ms(size), |r: &Windowed<G, Part<E>>| r.start)
         .aggregate(GroupStats {
             extra,
             _t: PhantomData,
