@@ -124,7 +124,7 @@ fn build(cx: &Cx<'_>, df: &Dataflow, shard: &Shard<'_>) {
         .source(shard.read_full_of(&[EventKind::Bid]))
         .flat_map(|e| {
             full_bid(e).map(|b: FullBid| ChannelBid {
-                channel: Word::new(&b.channel),
+                channel: Word::new(&b.channel.to_cow()),
                 bid: Bid {
                     auction: b.auction,
                     bidder: b.bidder,
