@@ -331,14 +331,15 @@ fn full_events_have_the_spec_fields_and_sizes() {
                 )
             }
             FullEvent::Bid(b) => {
+                let (channel, url) = (b.channel.to_string(), b.url.to_string());
                 assert!(
-                    HOT_CHANNELS.contains(&b.channel.as_str())
-                        || b.channel
+                    HOT_CHANNELS.contains(&channel.as_str())
+                        || channel
                             .strip_prefix("channel-")
                             .is_some_and(|c| c.parse::<u64>().is_ok_and(|c| c < CHANNELS_NUMBER)),
                     "{b:?}"
                 );
-                assert!(b.url.starts_with("https://www.nexmark.com/"), "{b:?}");
+                assert!(url.starts_with("https://www.nexmark.com/"), "{b:?}");
                 (2, 32 + b.extra.len())
             }
         };

@@ -187,50 +187,118 @@ pub trait PartitionedExt<H: Head, P: Pipe<H::Out>> {
     /// left open by a stop) count what it did.
     fn sink_partitioned<F>(self, files: PartitionedCsv<F>) -> Dataflow
     where
-        F: FnMut(&P::Out, &mut String) -> u64 + 'static;
+        F: FnMut(&P::Out, &mut String) -> u64 + 'static,
+        P::Out: serde::Serialize;
+
+    /// [`sink_partitioned`](Self::sink_partitioned) with each row's text
+    /// written by `write(row, out)`, which appends the row's bytes, line
+    /// end included, to `out` (the part file's buffer: no serde, no copy)
+    /// and must leave what is already there. For rows whose CSV is faster
+    /// written by hand; quoting is then the writer's job.
+    ///
+    /// ```
+    /// use air_operators::graph::*;
+    /// use air_runtime::dataflow::{run_graph, VecSource};
+    /// use air_runtime::JobConfig;
+    /// use std::io::Write as _;
+    ///
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let root = dir.path().join("t");
+    /// let r = root.clone();
+    /// let cfg = JobConfig { workers: 1, pin: false, ..JobConfig::default() };
+    /// run_graph(&cfg, move |df| {
+    ///     // (sensor, time ms)
+    ///     df.source(VecSource::new(vec![(7u32, 10u64), (8, 1_500)]))
+    ///         .event_time(|c| c.1, 0)
+    ///         .sink_partitioned_with(
+    ///             PartitionedCsv::new(r.clone(), |c: &(u32, u64), path: &mut String| {
+    ///                 path.push_str(if c.1 < 1000 { "s=0" } else { "s=1" });
+    ///                 (c.1 / 1000 + 1) * 1000
+    ///             }),
+    ///             |c: &(u32, u64), out: &mut Vec<u8>| writeln!(out, "{};{}", c.0, c.1).unwrap(),
+    ///         );
+    /// })
+    /// .unwrap();
+    /// assert_eq!(std::fs::read_to_string(root.join("s=0/part-r0-w0.csv")).unwrap(), "7;10\n");
+    /// assert_eq!(std::fs::read_to_string(root.join("s=1/part-r0-w0.csv")).unwrap(), "8;1500\n");
+    /// ```
+    fn sink_partitioned_with<F, W>(self, files: PartitionedCsv<F>, write: W) -> Dataflow
+    where
+        F: FnMut(&P::Out, &mut String) -> u64 + 'static,
+        W: FnMut(&P::Out, &mut Vec<u8>) + 'static;
 }
 
 impl<H, P> PartitionedExt<H, P> for Stream<H, P>
 where
     H: Head,
     P: Pipe<H::Out>,
-    P::Out: serde::Serialize,
 {
     fn sink_partitioned<F>(self, files: PartitionedCsv<F>) -> Dataflow
     where
         F: FnMut(&P::Out, &mut String) -> u64 + 'static,
+        P::Out: serde::Serialize,
     {
-        let df = self.dataflow().clone();
-        let (me, workers) = (df.index(), df.workers());
-        let per_rank = files.workers_per_rank.unwrap_or(workers.max(1));
-        let name = format!("r{}-w{}", me / per_rank, me % per_rank);
         let out = Staged::default();
-        let tail = PartitionTail {
-            cfg: files,
-            name,
-            me,
-            workers,
-            csv: csv::WriterBuilder::new()
-                .has_headers(false)
-                .from_writer(out.clone()),
-            out,
-            path: String::new(),
-            open: HashMap::new(),
-            last: None,
-            min_end: u64::MAX,
-            wm: 0,
-            wm_written: None,
-            wm_at: None,
-            fresh_commits: false,
-            dir_made: false,
-            rows: 0,
-            bytes: 0,
-            commits: 0,
-            late: 0,
-            uncommitted: 0,
+        let mut csv = csv::WriterBuilder::new()
+            .has_headers(false)
+            .from_writer(out.clone());
+        let write = move |row: &P::Out, buf: &mut Vec<u8>| {
+            csv.serialize(row)
+                .and_then(|_| csv.flush().map_err(Into::into))
+                .map_err(|e| format!("CSV row: {e}"))?;
+            buf.append(&mut out.0.borrow_mut());
+            Ok(())
         };
-        self.end_in(tail)
+        sink(self, files, write)
     }
+
+    fn sink_partitioned_with<F, W>(self, files: PartitionedCsv<F>, mut write: W) -> Dataflow
+    where
+        F: FnMut(&P::Out, &mut String) -> u64 + 'static,
+        W: FnMut(&P::Out, &mut Vec<u8>) + 'static,
+    {
+        sink(self, files, move |row: &P::Out, buf: &mut Vec<u8>| {
+            write(row, buf);
+            Ok(())
+        })
+    }
+}
+
+/// The partitioned sink writing rows with `write` (appends a row's bytes
+/// or fails with a message).
+fn sink<H, P, F, W>(stream: Stream<H, P>, files: PartitionedCsv<F>, write: W) -> Dataflow
+where
+    H: Head,
+    P: Pipe<H::Out>,
+    F: FnMut(&P::Out, &mut String) -> u64 + 'static,
+    W: FnMut(&P::Out, &mut Vec<u8>) -> Result<(), String> + 'static,
+{
+    let df = stream.dataflow().clone();
+    let (me, workers) = (df.index(), df.workers());
+    let per_rank = files.workers_per_rank.unwrap_or(workers.max(1));
+    let name = format!("r{}-w{}", me / per_rank, me % per_rank);
+    let tail = PartitionTail {
+        cfg: files,
+        name,
+        me,
+        workers,
+        write,
+        path: String::new(),
+        open: HashMap::new(),
+        last: None,
+        min_end: u64::MAX,
+        wm: 0,
+        wm_written: None,
+        wm_at: None,
+        fresh_commits: false,
+        dir_made: false,
+        rows: 0,
+        bytes: 0,
+        commits: 0,
+        late: 0,
+        uncommitted: 0,
+    };
+    stream.end_in(tail)
 }
 
 /// The bytes of a row the CSV writer wrote, taken by the sink.
@@ -293,15 +361,14 @@ impl Part {
     }
 }
 
-struct PartitionTail<F> {
+struct PartitionTail<F, W> {
     cfg: PartitionedCsv<F>,
     /// `r<rank>-w<local>`.
     name: String,
     me: usize,
     workers: usize,
-    csv: csv::Writer<Staged>,
-    /// What `csv` wrote of the current row.
-    out: Staged,
+    /// Appends a row's bytes to a part's buffer.
+    write: W,
     /// The current row's partition path (reused).
     path: String,
     open: HashMap<String, Part>,
@@ -349,7 +416,7 @@ fn check_path(p: &str) -> Result<(), String> {
     Ok(())
 }
 
-impl<F> PartitionTail<F> {
+impl<F, W> PartitionTail<F, W> {
     fn fail(&self, message: String, cx: &mut Cx<'_, '_>) {
         cx.fail_with(RuntimeError::Operator {
             worker: self.me,
@@ -417,9 +484,10 @@ impl<F> PartitionTail<F> {
         Ok(())
     }
 
-    fn push_row<T: serde::Serialize>(&mut self, row: T) -> Result<(), String>
+    fn push_row<T>(&mut self, row: T) -> Result<(), String>
     where
         F: FnMut(&T, &mut String) -> u64,
+        W: FnMut(&T, &mut Vec<u8>) -> Result<(), String>,
     {
         self.path.clear();
         let end = (self.cfg.partition)(&row, &mut self.path);
@@ -455,12 +523,8 @@ impl<F> PartitionTail<F> {
             }
             self.last = Some(self.path.clone());
         }
-        self.csv
-            .serialize(&row)
-            .and_then(|_| self.csv.flush().map_err(Into::into))
-            .map_err(|e| format!("CSV row: {e}"))?;
         let part = self.open.get_mut(self.path.as_str()).expect("opened above");
-        part.buf.append(&mut self.out.0.borrow_mut());
+        (self.write)(&row, &mut part.buf)?;
         part.rows += 1;
         self.rows += 1;
         if part.buf.len() >= PART_BUFFER {
@@ -470,10 +534,10 @@ impl<F> PartitionTail<F> {
     }
 }
 
-impl<T, F> Tail<T> for PartitionTail<F>
+impl<T, F, W> Tail<T> for PartitionTail<F, W>
 where
-    T: serde::Serialize,
     F: FnMut(&T, &mut String) -> u64 + 'static,
+    W: FnMut(&T, &mut Vec<u8>) -> Result<(), String> + 'static,
 {
     #[inline]
     fn push(&mut self, row: T, cx: &mut Cx<'_, '_>) {

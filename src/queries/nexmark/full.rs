@@ -10,12 +10,19 @@
 //! enter the graph (the `nexmark_events` count still counts every event
 //! read).
 //!
-//! Cost: each event's strings are allocated by the generator or the file
-//! reader (a channel's name and URL are built once per generator and
-//! copied); the graph's source moves events out of its batch. A query
+//! Cost: a person's and an auction's strings are allocated by the
+//! generator or the file reader; a bid's are [`Text`]s: the generator
+//! shares each channel's name and URL (built once per generator, cloned
+//! by a count) and keeps `extra` as letters drawn only when read (q10
+//! draws them straight into its part file's buffer; q16, q21 and q22
+//! never draw them); the file reader allocates each string it reads once
+//! (shared by the clones). The
+//! graph's source moves events out of its batch. A query
 //! projects a full event to a small record (inline strings,
 //! [`air_operators::sources::text::Word`]) right after the source, before
 //! any exchange.
+//!
+//! [`Text`]: air_operators::sources::nexmark::Text
 
 use super::{bid_rows, Cx, Piece, Shard, Sources};
 use crate::queries::lagwatch::Watched;

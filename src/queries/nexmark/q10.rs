@@ -54,10 +54,10 @@
 use super::full::full_bid;
 use super::{Cx, Shard, Spec};
 use air_operators::graph::{PartitionedCsv, PartitionedExt};
-use air_operators::sources::nexmark::{EventKind, FullBid};
+use air_operators::sources::nexmark::{EventKind, FullBid, Text};
 use air_runtime::dataflow::{Dataflow, Head, Pipe, Stream};
-use serde::Serialize;
 use std::fmt::Write as _;
+use std::io::Write as _;
 
 /// q10 as the driver runs it.
 pub const SPEC: Spec = Spec {
@@ -134,30 +134,105 @@ impl std::fmt::Display for DateTime {
     }
 }
 
-impl Serialize for DateTime {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(self)
-    }
-}
-
-/// A q10 CSV row (the columns of [`SPEC`]).
-#[derive(Serialize)]
-struct Q10Csv {
+/// A q10 row (the columns of [`SPEC`]); written by [`RowWriter`].
+struct Q10Row {
     auction: u64,
     bidder: u64,
     price: u64,
-    date_time: DateTime,
-    extra: String,
+    /// ms since the Unix epoch.
+    date_time: u64,
+    /// Drawn (when lazy) straight into the part file's buffer.
+    extra: Text,
 }
 
-fn row(b: FullBid) -> Q10Csv {
-    Q10Csv {
+fn row(b: FullBid) -> Q10Row {
+    Q10Row {
         auction: b.auction,
         bidder: b.bidder,
         price: b.price,
-        date_time: DateTime(b.date_time),
+        date_time: b.date_time,
         extra: b.extra,
     }
+}
+
+/// Writes q10's CSV rows by hand, byte for byte what the `csv` crate's
+/// default writer makes of them (a field holding `,`, `"`, `\r` or `\n`
+/// quoted, its quotes doubled; `\n` line ends), without serde or a
+/// per-row allocation: the date's text up to the second is kept for the
+/// rows of the same second.
+#[derive(Default)]
+struct RowWriter {
+    /// The second (ms / 1000) of `prefix`, `None` before the first row.
+    second: Option<u64>,
+    /// `yyyy-MM-dd HH:mm:ss.` of `second`.
+    prefix: Vec<u8>,
+}
+
+impl RowWriter {
+    /// Appends `r`'s CSV line to `out`.
+    fn write(&mut self, r: &Q10Row, out: &mut Vec<u8>) {
+        push_u64(out, r.auction);
+        out.push(b',');
+        push_u64(out, r.bidder);
+        out.push(b',');
+        push_u64(out, r.price);
+        out.push(b',');
+        let second = r.date_time / 1000;
+        if self.second != Some(second) {
+            self.prefix.clear();
+            let _ = write!(self.prefix, "{}", DateTime(second * 1000));
+            // Drop the milliseconds, `000`.
+            self.prefix.truncate(self.prefix.len() - 3);
+            self.second = Some(second);
+        }
+        out.extend_from_slice(&self.prefix);
+        let ms = r.date_time % 1000;
+        out.extend_from_slice(&[
+            b'0' + (ms / 100) as u8,
+            b'0' + (ms / 10 % 10) as u8,
+            b'0' + (ms % 10) as u8,
+            b',',
+        ]);
+        push_csv_text(out, &r.extra);
+        out.push(b'\n');
+    }
+}
+
+/// Appends `v` in decimal.
+fn push_u64(out: &mut Vec<u8>, mut v: u64) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[at..]);
+}
+
+/// Appends `t` as a CSV field: as is, or quoted (quotes doubled) if it
+/// holds `,`, `"`, `\r` or `\n` (the `csv` crate's `QuoteStyle::Necessary`).
+fn push_csv_text(out: &mut Vec<u8>, t: &Text) {
+    let Some(s) = t.as_stored() else {
+        // Lazy letters: `a..=z` only, never quoted.
+        t.write_to(out);
+        return;
+    };
+    if !s.bytes().any(|c| matches!(c, b',' | b'"' | b'\r' | b'\n')) {
+        out.extend_from_slice(s.as_bytes());
+        return;
+    }
+    out.push(b'"');
+    for c in s.bytes() {
+        if c == b'"' {
+            out.push(b'"');
+        }
+        out.push(c);
+    }
+    out.push(b'"');
 }
 
 /// Full bids → rows → each worker's part files of their minutes.
@@ -169,7 +244,7 @@ fn build(cx: &Cx<'_>, df: &Dataflow, shard: &Shard<'_>) {
     // are older are late: dropped, counted), so minutes commit as the
     // watermark passes them, from files as from the generator.
     q10_files(
-        rows.event_time(|r: &Q10Csv| r.date_time.0, cx.args.max_delay()),
+        rows.event_time(|r: &Q10Row| r.date_time, cx.args.max_delay()),
         cx,
     );
 }
@@ -178,7 +253,7 @@ fn build(cx: &Cx<'_>, df: &Dataflow, shard: &Shard<'_>) {
 fn q10_files<H, P>(rows: Stream<H, P>, cx: &Cx<'_>)
 where
     H: Head,
-    P: Pipe<H::Out, Out = Q10Csv>,
+    P: Pipe<H::Out, Out = Q10Row>,
 {
     let dir = cx
         .args
@@ -187,21 +262,23 @@ where
         .expect("validated: q10 has --out-dir");
     // The last minute's path, reused while rows stay in it.
     let mut last: Option<(u64, String)> = None;
-    let partition = move |r: &Q10Csv, path: &mut String| {
-        let minute = r.date_time.0 / PARTITION_MS;
+    let partition = move |r: &Q10Row, path: &mut String| {
+        let minute = r.date_time / PARTITION_MS;
         match &last {
             Some((m, p)) if *m == minute => path.push_str(p),
             _ => {
-                partition_path(r.date_time.0, path);
+                partition_path(r.date_time, path);
                 last = Some((minute, path.clone()));
             }
         }
         (minute + 1).saturating_mul(PARTITION_MS)
     };
-    rows.sink_partitioned(
+    let mut writer = RowWriter::default();
+    rows.sink_partitioned_with(
         PartitionedCsv::new(dir, partition)
             .max_open(MAX_OPEN_MINUTES)
             .workers_per_rank(cx.args.runtime.job_config().workers),
+        move |r: &Q10Row, out: &mut Vec<u8>| writer.write(r, out),
     );
 }
 
@@ -240,6 +317,75 @@ mod tests {
         assert_eq!(
             DateTime(4_102_444_800_123).to_string(),
             "2100-01-01 00:00:00.123"
+        );
+    }
+
+    /// What the `csv` crate's writer made of a row (the writer before
+    /// [`RowWriter`]).
+    #[derive(serde::Serialize)]
+    struct SerdeRow {
+        auction: u64,
+        bidder: u64,
+        price: u64,
+        date_time: String,
+        extra: String,
+    }
+
+    #[test]
+    fn hand_written_rows_equal_the_csv_crates() {
+        let extras = [
+            Text::from(""),
+            Text::from("plain letters"),
+            Text::from("a,b"),
+            Text::from("say \"hi\""),
+            Text::from("two\nlines\r"),
+            Text::from("\""),
+            Text::from(" é, ü "),
+        ];
+        let times = [
+            0,
+            999,
+            1_000,
+            1_700_000_000_000,
+            1_700_000_000_001,
+            1_700_000_000_999,
+            1_700_000_001_000,
+            1_700_000_000_500, // back to an earlier second
+            1_709_251_199_999,
+            4_102_444_800_123,
+            u64::MAX,
+        ];
+        let mut w = RowWriter::default();
+        let mut got = Vec::new();
+        let mut csv = csv::WriterBuilder::new()
+            .has_headers(false)
+            .from_writer(Vec::new());
+        let mut n = 0u64;
+        for &t in &times {
+            for e in &extras {
+                n += 1;
+                let r = Q10Row {
+                    auction: n * 1_000_003,
+                    bidder: u64::MAX - n,
+                    price: n % 3,
+                    date_time: t,
+                    extra: e.clone(),
+                };
+                w.write(&r, &mut got);
+                csv.serialize(SerdeRow {
+                    auction: r.auction,
+                    bidder: r.bidder,
+                    price: r.price,
+                    date_time: DateTime(t).to_string(),
+                    extra: e.to_string(),
+                })
+                .unwrap();
+            }
+        }
+        let want = csv.into_inner().unwrap();
+        assert_eq!(
+            String::from_utf8(got).unwrap(),
+            String::from_utf8(want).unwrap()
         );
     }
 }

@@ -95,7 +95,9 @@ fn calculate(b: FullBid) -> Option<Calculated> {
         bidder: b.bidder,
         milli_euros: t as u64,
         date_time: b.date_time,
-        c_counts: b.extra.bytes().filter(|&c| c == b'c').count() as u64,
+        c_counts: b
+            .extra
+            .with_str(|s| s.bytes().filter(|&c| c == b'c').count()) as u64,
     })
 }
 

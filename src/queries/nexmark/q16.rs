@@ -224,11 +224,11 @@ fn build(cx: &Cx<'_>, df: &Dataflow, shard: &Shard<'_>) {
         .source(shard.read_full_of(&[EventKind::Bid]))
         .flat_map(|e| {
             full_bid(e).map(|b: FullBid| {
-                let name: &str = &b.channel;
-                let (code, generator) = channel_code(name);
+                let name = b.channel.to_cow();
+                let (code, generator) = channel_code(&name);
                 ChannelBid {
                     code,
-                    name: (!generator).then(|| Word::new(name)),
+                    name: (!generator).then(|| Word::new(&name)),
                     bid: Bid {
                         auction: b.auction,
                         bidder: b.bidder,

@@ -181,10 +181,10 @@ fn bid(b: FullBid) -> Q20Bid {
         auction: b.auction,
         bidder: b.bidder,
         price: b.price,
-        channel: b.channel,
-        url: b.url,
+        channel: b.channel.into_string(),
+        url: b.url.into_string(),
         date_time: b.date_time,
-        extra: b.extra,
+        extra: b.extra.into_string(),
     }
 }
 

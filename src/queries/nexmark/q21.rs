@@ -102,16 +102,17 @@ pub(crate) fn url_channel_id(url: &str) -> Option<&str> {
 
 /// q21 of one bid: its row, or `None` if dropped.
 fn add_channel_id(b: FullBid) -> Option<ChannelBid> {
-    let id = match hot_id(&b.channel) {
+    let (channel, url) = (b.channel.to_cow(), b.url.to_cow());
+    let id = match hot_id(&channel) {
         Some(id) => id,
-        None => url_channel_id(&b.url)?,
+        None => url_channel_id(&url)?,
     };
     Some(ChannelBid {
         auction: b.auction,
         bidder: b.bidder,
         price: b.price,
         date_time: b.date_time,
-        channel: Word::new(&b.channel),
+        channel: Word::new(&channel),
         channel_id: Word::new(id),
     })
 }

@@ -85,8 +85,8 @@ fn get_dirs(b: FullBid) -> DirBid {
         bidder: b.bidder,
         price: b.price,
         date_time: b.date_time,
-        channel: Word::new(&b.channel),
-        dirs: url_dirs(&b.url).map(|d| d.map(Word::new)),
+        channel: Word::new(&b.channel.to_cow()),
+        dirs: url_dirs(&b.url.to_cow()).map(|d| d.map(Word::new)),
     }
 }
 

@@ -128,10 +128,10 @@ pub fn write_beam_json_line(e: &FullEvent, out: &mut Vec<u8>) {
             w.int(b.auction);
             w.key_int(b"bidder", b.bidder);
             w.key_int(b"price", b.price);
-            w.key_str(b"channel", &b.channel);
-            w.key_str(b"url", &b.url);
+            w.key_text(b"channel", &b.channel);
+            w.key_text(b"url", &b.url);
             instant(&mut w, b"dateTime", b.date_time);
-            w.key_str(b"extra", &b.extra);
+            w.key_text(b"extra", &b.extra);
             w.raw(b"}}");
         }
     }
@@ -731,7 +731,7 @@ mod tests {
             match &mut want {
                 FullEvent::Person(p) => p.extra.insert(0, 'A'),
                 FullEvent::Auction(a) => a.extra.insert(0, 'A'),
-                FullEvent::Bid(b) => b.extra.insert(0, 'A'),
+                FullEvent::Bid(b) => b.extra = format!("A{}", b.extra).into(),
             }
             assert_eq!(parse_full_json_line(escaped.as_bytes()), Ok(want));
         }
@@ -740,8 +740,13 @@ mod tests {
             panic!()
         };
         assert_eq!(
-            (b.auction, b.date_time, b.channel.as_str(), b.url.as_str()),
-            (1, 4, "", "")
+            (
+                b.auction,
+                b.date_time,
+                b.channel.to_string(),
+                b.url.to_string()
+            ),
+            (1, 4, String::new(), String::new())
         );
     }
 

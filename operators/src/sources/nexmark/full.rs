@@ -13,6 +13,7 @@ use std::fmt::Write;
 use super::config::NexmarkConfig;
 use super::generator::{event_kind, Model, NexmarkGenerator};
 use super::model::{EventKind, FullAuction, FullBid, FullEvent, FullPerson};
+use super::text::{push_letters, Text};
 use crate::sources::rng::{below, WyRand};
 
 /// US states of generated persons (Beam's `PersonGenerator.US_STATES`).
@@ -124,9 +125,15 @@ fn full_event_at(
             };
             let (channel, url) = match channels {
                 Some(c) => c.get(model, index),
-                None => (channel_name(index), channel_url(model, index)),
+                None => (
+                    Text::from(channel_name(index)),
+                    Text::from(channel_url(model, index)),
+                ),
             };
-            let extra = next_extra(&mut rng, 4 * 8, model.cfg.avg_bid_byte_size);
+            // Lazy: the letters are drawn from this state when read (no
+            // later field draws from `rng`).
+            let len = extra_len(&mut rng, 4 * 8, model.cfg.avg_bid_byte_size);
+            let extra = Text::letters(rng, len);
             FullEvent::Bid(FullBid {
                 auction: b.auction,
                 bidder: b.bidder,
@@ -143,8 +150,10 @@ fn full_event_at(
 /// One shard of the NEXMark stream as full events: the events of the
 /// [`NexmarkGenerator`] of the same config and shard, each with every
 /// string field ([`full_event`]; `compact` of each is the compact
-/// generator's event). Allocates the strings of every event: for queries
-/// that read them, not for the compact hot path.
+/// generator's event). Allocates the strings of every person and auction;
+/// a bid's channel and URL are shared per channel and its `extra` is
+/// drawn only when read ([`Text`]). For queries that read strings, not for
+/// the compact hot path.
 ///
 /// ```
 /// use air_operators::sources::nexmark::*;
@@ -241,23 +250,28 @@ impl NexmarkFullGenerator {
 
 /// The names and URLs of the channels a generator met so far, built on
 /// first use (a channel's URL is a pure function of the stream and the
-/// channel, as Flink's generator caches it): a bid then copies two short
-/// strings instead of drawing and formatting its URL.
+/// channel, as Flink's generator caches it): a bid then clones two shared
+/// texts (two count increments) instead of drawing and formatting its URL.
 #[derive(Clone, Debug, Default)]
 struct Channels {
     /// By channel index (`0..CHANNELS_NUMBER + 4`): `(name, url)`, or
     /// `None` not yet met.
-    known: Vec<Option<(String, String)>>,
+    known: Vec<Option<(Text, Text)>>,
 }
 
 impl Channels {
     /// The name and URL of channel `index` (see [`channel_url`]).
-    fn get(&mut self, model: &Model, index: u64) -> (String, String) {
+    fn get(&mut self, model: &Model, index: u64) -> (Text, Text) {
         if self.known.is_empty() {
             self.known = vec![None; (CHANNELS_NUMBER as usize) + HOT_CHANNELS.len()];
         }
         self.known[index as usize]
-            .get_or_insert_with(|| (channel_name(index), channel_url(model, index)))
+            .get_or_insert_with(|| {
+                (
+                    Text::from(channel_name(index)),
+                    Text::from(channel_url(model, index)),
+                )
+            })
             .clone()
     }
 }
@@ -322,50 +336,36 @@ fn push_next_string(rng: &mut WyRand, max_len: u64, space: u8, out: &mut String)
 }
 
 /// A random string of exactly `len` lowercase letters (Beam's
-/// `nextExactString`): 8 letters per 64 random bits.
+/// `nextExactString`): 8 letters per 64 random bits ([`push_letters`]).
 fn exact_string(rng: &mut WyRand, len: usize) -> String {
-    let mut s = Vec::with_capacity(len);
-    while s.len() < len {
-        let x = rng.next_u64() as u128;
-        let k = (len - s.len()).min(8);
-        // The first 8 base-26 digits of the fraction x / 2^64: digit `i`
-        // is ⌊x · 26^(i+1) / 2^64⌋ mod 26 (what multiplying the fraction
-        // by 26 and taking the integer part, 8 times over, gives; each
-        // digit computed on its own, so they do not wait on each other).
-        let digits = POW26.map(|p| b'a' + (((x * p) >> 64) % 26) as u8);
-        s.extend_from_slice(&digits[..k]);
-    }
+    let mut s = Vec::new();
+    push_letters(rng, len, &mut s);
     String::from_utf8(s).expect("ASCII")
 }
-
-/// `26^1 ..= 26^8`: the multipliers of [`exact_string`]'s digits.
-const POW26: [u128; 8] = {
-    let mut p = [26u128; 8];
-    let mut i = 1;
-    while i < 8 {
-        p[i] = p[i - 1] * 26;
-        i += 1;
-    }
-    p
-};
 
 /// Padding so that `current + extra.len()` averages `average`: `""` if
 /// already larger, else a length uniform in `d - δ .. d + δ` with
 /// `d = average - current`, `δ = round(d / 5)` (Beam's `nextExtra`).
 fn next_extra(rng: &mut WyRand, current: usize, average: u32) -> String {
+    let len = extra_len(rng, current, average);
+    exact_string(rng, len)
+}
+
+/// The length of [`next_extra`]`(rng, current, average)`, drawn from
+/// `rng` (its letters are the next draws).
+fn extra_len(rng: &mut WyRand, current: usize, average: u32) -> usize {
     let average = average as usize;
     if current > average {
-        return String::new();
+        return 0;
     }
     let d = average - current;
     let delta = (d as f64 * 0.2).round() as usize;
-    let size = d - delta
+    d - delta
         + if delta == 0 {
             0
         } else {
             below(rng.next_u64(), 2 * delta as u64) as usize
-        };
-    exact_string(rng, size)
+        }
 }
 
 #[cfg(test)]
@@ -410,9 +410,9 @@ mod tests {
             }
             assert_eq!(got.as_bytes(), &want[..], "{len}");
         }
-        // Extremes: the largest fraction gives all 'z'.
-        let p = POW26.map(|p| (((u64::MAX as u128 * p) >> 64) % 26) as u8);
-        assert_eq!(p, [25; 8]);
+        // Extremes: the largest fraction gives all 'z', 0 all 'a'.
+        assert_eq!(super::super::text::eight_letters(u64::MAX), [b'z'; 8]);
+        assert_eq!(super::super::text::eight_letters(0), [b'a'; 8]);
     }
 
     #[test]

@@ -54,6 +54,7 @@ use super::model::{
     Auction, Bid, EventKind, FullAuction, FullBid, FullEvent, FullPerson, Name, NameTooLong,
     NexEvent, Person, NAME_CAP,
 };
+use super::text::Text;
 use crate::sources::json_scan::{format_u64, object_members, skip_ws, string_end, NotAnObject};
 
 /// A member of the NEXMark JSON schema that the parser reads.
@@ -433,10 +434,10 @@ pub fn write_json_line(e: &FullEvent, out: &mut Vec<u8>) {
             w.int(b.auction);
             w.key_int(b"bidder", b.bidder);
             w.key_int(b"price", b.price);
-            w.key_str(b"channel", &b.channel);
-            w.key_str(b"url", &b.url);
+            w.key_text(b"channel", &b.channel);
+            w.key_text(b"url", &b.url);
             w.key_int(b"dateTime", b.date_time);
-            w.key_str(b"extra", &b.extra);
+            w.key_text(b"extra", &b.extra);
         }
     }
     w.raw(b"}\n");
@@ -477,6 +478,13 @@ impl Writer<'_> {
     pub(super) fn key_str(&mut self, key: &[u8], s: &str) {
         self.key(key);
         write_json_string(s, self.out);
+    }
+
+    /// [`key_str`](Self::key_str) of a [`Text`] (lazy letters drawn on
+    /// the stack).
+    #[inline]
+    pub(super) fn key_text(&mut self, key: &[u8], t: &Text) {
+        t.with_str(|s| self.key_str(key, s));
     }
 }
 
@@ -574,7 +582,7 @@ fn other_parse_full(line: &[u8]) -> Result<FullEvent, FieldError> {
 /// use air_operators::sources::nexmark::*;
 /// let line = br#"{"type":"bid","auction":1,"bidder":2,"price":3,"channel":"Apple","url":"https://a/b","dateTime":4,"extra":"x"}"#;
 /// let FullEvent::Bid(b) = parse_full_json_line(line).unwrap() else { panic!() };
-/// assert_eq!((b.channel.as_str(), b.url.as_str(), b.extra.as_str()), ("Apple", "https://a/b", "x"));
+/// assert_eq!((b.channel, b.url, b.extra), ("Apple".into(), "https://a/b".into(), "x".into()));
 /// let no_url = br#"{"type":"bid","auction":1,"bidder":2,"price":3,"channel":"Apple","dateTime":4,"extra":""}"#;
 /// assert_eq!(parse_full_json_line(no_url).unwrap_err().to_string(), "field url (bid): missing");
 /// assert!(parse_json_line(no_url).is_ok()); // the compact parser needs no url
@@ -688,10 +696,10 @@ impl Values<'_> {
                 auction: b.auction,
                 bidder: b.bidder,
                 price: b.price,
-                channel: s(Field::Channel),
-                url: s(Field::Url),
+                channel: Text::from(self.strs[Field::Channel as usize]),
+                url: Text::from(self.strs[Field::Url as usize]),
                 date_time: b.date_time,
-                extra: s(Field::Extra),
+                extra: Text::from(self.strs[Field::Extra as usize]),
             }),
         })
     }
@@ -1096,7 +1104,7 @@ mod tests {
             channel: "Apple".into(),
             url: "https://x".into(),
             date_time: 4,
-            extra: String::new(),
+            extra: Text::default(),
         });
         write_json_line(&b, &mut out);
         assert_eq!(

@@ -70,6 +70,7 @@ mod generator;
 mod json;
 mod model;
 mod reader;
+mod text;
 
 pub use crate::sources::ysb::{split_ranges, OnBadRecord};
 pub use beam::{parse_instant, write_beam_json_line, write_instant, JsonForm, MAX_ISO_MS};
@@ -97,3 +98,4 @@ pub use reader::{
     EventFileReader, JsonEvent, NexmarkFileReader, NexmarkFullFileReader, ReaderOptions,
     SourceError, SourceErrorKind, DEFAULT_MAX_LINE_LEN,
 };
+pub use text::Text;

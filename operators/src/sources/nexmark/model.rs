@@ -2,6 +2,7 @@
 //! [`Person`], [`Auction`], [`Bid`], with an inline [`Name`]) and the full
 //! ones of the specification ([`FullEvent`]), for files.
 
+use super::text::Text;
 use std::fmt;
 use std::hash::{Hash, Hasher};
 
@@ -497,16 +498,18 @@ pub struct FullBid {
     /// Bid price, cents.
     pub price: u64,
     /// Where the bid came from: one of four hot channels (`"Google"`,
-    /// `"Facebook"`, `"Baidu"`, `"Apple"`) or `"channel-<0..10000>"`.
-    pub channel: String,
-    /// The channel's URL.
-    pub url: String,
+    /// `"Facebook"`, `"Baidu"`, `"Apple"`) or `"channel-<0..10000>"`. The
+    /// generator shares one text per channel (a clone, no copy).
+    pub channel: Text,
+    /// The channel's URL (shared per channel by the generator).
+    pub url: Text,
     /// Event time, ms since the Unix epoch.
     pub date_time: u64,
     /// Padding letters bringing the bid to about
     /// [`avg_bid_byte_size`](super::NexmarkConfig::avg_bid_byte_size) bytes on
-    /// average.
-    pub extra: String,
+    /// average. The generator's are lazy: drawn each time they are read
+    /// (see [`Text`]); a query that never reads them never draws them.
+    pub extra: Text,
 }
 
 /// One NEXMark event with every field (for files; see [`NexEvent`] for the
