@@ -340,7 +340,8 @@ where
         (w as u128) * (w as u128),
         edges,
         &format!("{w} workers and {} exchange edge(s)", edges.len()),
-    )?;
+    )
+    .map_err(RuntimeError::refusal)?;
     let share = cfg
         .pin
         .then(placement::topology)
