@@ -226,6 +226,22 @@ pub fn plan(workers: usize, ranks_on_node: usize, local_rank: usize, smt: bool) 
     }
 }
 
+/// The warning of a job run without a plan (`--no-pin`) whose workers
+/// outnumber the CPUs: `workers` threads in each of `ranks_on_node`
+/// processes on this node (all free to run on any CPU this process may
+/// use) and fewer allowed CPUs than that share them, as an oversubscribed
+/// plan does. `None` when they fit.
+pub fn unpinned_oversubscription(workers: usize, ranks_on_node: usize) -> Option<String> {
+    let threads = workers * ranks_on_node.max(1);
+    let cpus = available_cores();
+    (threads > cpus).then(|| {
+        format!(
+            "{threads} workers on this node but {cpus} CPUs (--no-pin): workers share them \
+             (lower --workers)"
+        )
+    })
+}
+
 /// Pins the calling thread to OS CPU `pu`; returns it, or `None` if
 /// pinning is not possible here.
 pub fn pin_current_to(pu: usize) -> Option<usize> {
