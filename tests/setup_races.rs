@@ -125,17 +125,17 @@ fn refused_job_reports_once_exits_2_and_leaves_no_temp_files() {
     let per = dir.join("p.csv");
     std::fs::write(&out, "previous\n").unwrap();
     let (out_s, rep_s) = (out.to_str().unwrap(), rep.to_str().unwrap());
-    // 2 ranks × 2 workers: 8 input rings of 8 GiB per rank.
+    // 2 ranks × 4 workers: 32 input rings of 16 GiB per rank.
     let refused = [
         "run",
         "ysb",
         "--workers",
-        "2",
+        "4",
         "--no-pin",
         "--events",
         "1000",
         "--ring-bytes",
-        "8589934592",
+        "17179869184",
     ];
     let o = run(
         mpirun(
