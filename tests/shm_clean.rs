@@ -111,11 +111,12 @@ fn clean_removes_only_this_users_unheld_segments_and_lists_them() {
 fn clean_skips_and_counts_segments_younger_than_2_s() {
     // SAFETY: getuid has no preconditions.
     let uid = unsafe { libc::getuid() };
-    let young = PathBuf::from("/dev/shm").join(format!(
-        "air-{uid}-youngtest{}-g0-g1",
-        std::process::id()
-    ));
-    std::fs::File::create(&young).unwrap().set_len(4096).unwrap();
+    let young =
+        PathBuf::from("/dev/shm").join(format!("air-{uid}-youngtest{}-g0-g1", std::process::id()));
+    std::fs::File::create(&young)
+        .unwrap()
+        .set_len(4096)
+        .unwrap();
     // A dry run: a real one would race the other test's segments.
     let done = clean(&["--dry-run"]);
     assert!(young.exists(), "a young segment was removed: {done}");

@@ -262,3 +262,26 @@ pub fn current_affinity() -> Vec<usize> {
             .collect()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{available_cores, unpinned_oversubscription};
+
+    #[test]
+    fn unpinned_workers_beyond_the_cpus_are_said_to_share_them() {
+        let cpus = available_cores();
+        assert_eq!(unpinned_oversubscription(cpus, 1), None);
+        assert_eq!(unpinned_oversubscription(1, cpus), None);
+        let w = unpinned_oversubscription(cpus + 1, 1).expect("a warning");
+        assert!(
+            w.contains(&format!(
+                "{} workers on this node but {cpus} CPUs",
+                cpus + 1
+            )),
+            "{w}"
+        );
+        // Every local rank's workers count: 2 ranks of `cpus` workers.
+        let w = unpinned_oversubscription(cpus, 2).expect("a warning");
+        assert!(w.contains(&format!("{} workers", 2 * cpus)), "{w}");
+    }
+}
