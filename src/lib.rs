@@ -224,7 +224,8 @@ impl Job {
     /// torn down collectively (peers may be dead or blocked on this rank):
     /// the rank prints the error (`air: rank R: error: …`) and ends the
     /// whole job with `MPI_Abort` (exit code 1, or 2 for a graph that cannot
-    /// run) instead of returning.
+    /// run or a job refused at setup, which rank 0 alone prints) instead of
+    /// returning.
     pub fn run<B>(&self, build: B) -> Result<GraphOutput, Error>
     where
         B: Fn(&air_runtime::dataflow::Dataflow) + Sync,
@@ -233,11 +234,18 @@ impl Job {
         #[cfg(feature = "mpi")]
         if let (Err(e), Some(m)) = (&r, &self.mpi) {
             if m.size() > 1 {
-                eprintln!("air: rank {}: error: {e}", m.rank());
+                // A refusal is every rank's at once: rank 0 says it.
+                if !matches!(e, Error::Refused(_)) || m.rank() == 0 {
+                    eprintln!("air: rank {}: error: {e}", m.rank());
+                }
                 // Give the launcher's proxy a moment to forward the line
                 // before MPI_Abort has it kill every rank.
                 std::thread::sleep(std::time::Duration::from_millis(200));
-                let code = if matches!(e, Error::Setup(_)) { 2 } else { 1 };
+                let code = if matches!(e, Error::Setup(_) | Error::Refused(_)) {
+                    2
+                } else {
+                    1
+                };
                 m.abort(code);
             }
         }

@@ -311,8 +311,9 @@ fn run_query(
 fn shm_clean(dry_run: bool) -> Result<(), CliError> {
     let dir = air_shm::shm_dir();
     let found = air_shm::clean_stale(&dir, dry_run).map_err(|e| CliError::Other(e.into()))?;
-    let mut removed = 0;
+    let (mut removed, mut young) = (0, 0);
     for (path, what) in &found {
+        young += usize::from(*what == air_shm::CleanOutcome::TooYoung);
         let what = match what {
             air_shm::CleanOutcome::Removed if dry_run => "stale (would remove)",
             air_shm::CleanOutcome::Removed => {
@@ -324,8 +325,14 @@ fn shm_clean(dry_run: bool) -> Result<(), CliError> {
         };
         println!("{}: {what}", path.display());
     }
+    // Younger than 2 s: a job may be creating it (not yet locked).
+    let skipped = if young > 0 {
+        format!(", {young} younger than 2 s skipped")
+    } else {
+        String::new()
+    };
     println!(
-        "{} segment(s) of this user in {}, {removed} removed",
+        "{} segment(s) of this user in {}, {removed} removed{skipped}",
         found.len(),
         dir.display()
     );

@@ -763,9 +763,11 @@ fn a_dev_shm_too_small_for_the_node_rings_fails_before_start() {
         "a run with a small /dev/shm",
         Duration::from_secs(60),
     );
-    assert!(!o.status.success(), "{}", text(&o));
+    // A refusal (a bad option): exit code 2, said once, by rank 0.
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(took < Duration::from_secs(30), "{took:?}");
     let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(err.matches("not enough shared memory").count(), 1, "{err}");
     // Whole pages, as tmpfs allocates them. YSB's graph has two edges: the
     // partial aggregates (rings of --ring-bytes) and the rows on their way
     // to one writer (small rings).

@@ -925,7 +925,8 @@ fn outputs_are_replaced_whole_or_left_alone() {
             "--report",
             rep.to_str().unwrap(),
         ]);
-        assert_eq!(o.status.code(), Some(1), "{query}: {}", stderr(&o));
+        // A job refused at setup is a bad option: exit code 2.
+        assert_eq!(o.status.code(), Some(2), "{query}: {}", stderr(&o));
         assert!(stderr(&o).contains("job setup"), "{query}: {}", stderr(&o));
         assert_eq!(
             std::fs::read_to_string(&out).unwrap(),

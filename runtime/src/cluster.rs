@@ -14,9 +14,13 @@
 //! numbers (ranks, tiers, `W`, ring size), which are checked to agree first.
 //! Two threads per rank notice lost ranks (see [`air_rdma::Liveness`]).
 //!
-//! After an error the job's ranks are in no state for collective teardown:
-//! the window is leaked, and the caller must end the job with
-//! [`air_rdma::Mpi::abort`] (which `air` does).
+//! Before anything is made, the ranks agree on whether the job fits (ring
+//! capacity, memory, `/dev/shm` after local rank 0 removed stale segments
+//! and a barrier): a refusal is [`RuntimeError::Refused`] on every rank at
+//! once, and MPI stays usable. After any other error the job's ranks are
+//! in no state for collective teardown: the window is leaked, and the
+//! caller must end the job with [`air_rdma::Mpi::abort`] (which `air`
+//! does).
 
 use crate::channel::{ChannelRx, ChannelTx};
 use crate::job::{
@@ -93,8 +97,9 @@ pub fn tier(c: &ClusterConfig, a: usize, b: usize) -> Tier {
 /// Checks, before any segment exists, that the shared-memory directory
 /// (`/dev/shm`) holds every node-tier ring of this node: one segment of
 /// `HEADER_BYTES + ring_bytes` bytes per pair of workers on different ranks
-/// of the node. Every rank of the node computes the same figure, so all of
-/// them refuse together.
+/// of the node. Every rank of the node computes the same figure; the free
+/// space each reads is its own (after the node's stale segments were
+/// removed), so the caller agrees on the verdict across ranks.
 ///
 /// # Errors
 /// [`RuntimeError::Setup`] with the bytes needed and free, and what to
@@ -403,6 +408,36 @@ pub fn cpu_split(masks: &[u64], node_of: &[usize], me: usize) -> (usize, usize) 
     }
 }
 
+/// Every rank's own verdict on whether the job can run (`local`), made
+/// one verdict they share (collective: every rank calls it once, at the
+/// same step). If any rank refused, every rank returns
+/// [`RuntimeError::Refused`]: rank 0 with the first refusing rank's own
+/// message (prefixed with that rank when it is not 0), so that it can be
+/// printed once; the other ranks with their own, or one naming that rank.
+fn agree_to_run(mpi: &Mpi, local: Result<(), RuntimeError>) -> Result<(), RuntimeError> {
+    let refused = mpi.all_gather_u64(u64::from(local.is_err()));
+    let Some(first) = refused.iter().position(|&r| r != 0) else {
+        return Ok(());
+    };
+    let mine = local.err().map(|e| match e {
+        RuntimeError::Setup(m) | RuntimeError::Refused(m) => m,
+        e => e.to_string(),
+    });
+    let said = mpi.gather_bytes(0, mine.as_deref().unwrap_or_default().as_bytes());
+    let msg = match said {
+        Ok(Some(all)) => {
+            let m = String::from_utf8_lossy(&all[first]).into_owned();
+            if first == 0 {
+                m
+            } else {
+                format!("rank {first}: {m}")
+            }
+        }
+        _ => mine.unwrap_or_else(|| format!("rank {first} refused the job")),
+    };
+    Err(RuntimeError::Refused(msg))
+}
+
 /// Runs this rank's share of a job across every rank of `cluster.mpi`
 /// (collective: every rank calls it with the same `cfg.workers`,
 /// `cfg.ring_bytes` and `edges`).
@@ -432,27 +467,34 @@ where
             }),
         ),
     ] {
+        // Every rank sees the same gathered values: all refuse together.
         let all = mpi.all_gather_u64(v);
         if all.iter().any(|&x| x != v) {
-            return Err(RuntimeError::Setup(format!(
+            return Err(RuntimeError::Refused(format!(
                 "ranks disagree on {what}: {all:?} (every rank must run the same command)"
             )));
         }
     }
-    for &b in edges {
-        air_rdma::ring::check_capacity(b).map_err(|e| RuntimeError::Setup(e.to_string()))?;
+    // What this rank alone can tell about the job: whether it fits. The
+    // figures are the same on every rank, but the free memory each reads
+    // is its own; every rank takes the same collective steps below
+    // whatever it finds, and the verdict is agreed before anyone acts.
+    let mut fits = edges.iter().try_for_each(|&b| {
+        air_rdma::ring::check_capacity(b).map_err(|e| RuntimeError::Setup(e.to_string()))
+    });
+    if fits.is_ok() {
+        // This rank consumes one ring from every worker of the job, per worker.
+        let g = mpi.size() * w;
+        fits = check_memory(
+            (g as u128) * (w as u128),
+            edges,
+            &format!(
+                "{w} workers on each of {} ranks and {} exchange edge(s)",
+                mpi.size(),
+                edges.len()
+            ),
+        );
     }
-    // This rank consumes one ring from every worker of the job, per worker.
-    let g = mpi.size() * w;
-    check_memory(
-        (g as u128) * (w as u128),
-        edges,
-        &format!(
-            "{w} workers on each of {} ranks and {} exchange edge(s)",
-            mpi.size(),
-            edges.len()
-        ),
-    )?;
     if mpi.local_rank() == 0 {
         // Segments of this user that no live process holds (a job killed
         // while it set up its channels leaves some): removed before this
@@ -470,7 +512,13 @@ where
             Err(e) => tracing::warn!("cleaning stale segments: {e}"),
         }
     }
-    check_node_shm(cluster, edges, w)?;
+    // The cleanup happens-before every rank's look at the free space of
+    // /dev/shm (a dead job's segment would otherwise still count).
+    mpi.barrier();
+    if fits.is_ok() {
+        fits = check_node_shm(cluster, edges, w);
+    }
+    agree_to_run(mpi, fits)?;
     let nonce = if mpi.rank() == 0 {
         let t = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)

@@ -340,7 +340,8 @@ where
         (w as u128) * (w as u128),
         edges,
         &format!("{w} workers and {} exchange edge(s)", edges.len()),
-    )?;
+    )
+    .map_err(RuntimeError::refusal)?;
     let share = cfg
         .pin
         .then(placement::topology)
@@ -391,6 +392,19 @@ where
             }
         }
     }
+    // Without a plan (--no-pin), workers outnumbering the CPUs are as
+    // oversubscribed as a plan's: said the same way.
+    let unpinned_shared = (!cfg.pin)
+        .then(|| placement::unpinned_oversubscription(w, wiring.ranks_on_node()))
+        .flatten();
+    if let Some(warning) = &unpinned_shared {
+        if wiring.ranks_on_node() > 1 {
+            tracing::warn!("local rank {}: {warning}", wiring.local_rank());
+        } else {
+            tracing::warn!("{warning}");
+        }
+    }
+    let unpinned_shared = unpinned_shared.is_some();
     let plan = plan.as_ref();
     std::thread::scope(|s| {
         let handles: Vec<_> = (0..w)
@@ -401,7 +415,7 @@ where
                     .name(format!("air-w{}", wiring.first() + me))
                     .spawn_scoped(s, move || {
                         let slot = plan.and_then(|p| p.slots.get(me)).copied();
-                        let shared = plan.is_some_and(|p| p.oversubscribed);
+                        let shared = plan.is_some_and(|p| p.oversubscribed) || unpinned_shared;
                         worker((slot, shared), me, wiring, edges, barrier, body)
                     })
                     .expect("spawn worker thread")

@@ -89,6 +89,14 @@ pub enum RuntimeError {
     /// The job could not be set up.
     #[error("job setup: {0}")]
     Setup(String),
+    /// The job was refused before any worker or channel was made: it does
+    /// not fit (memory, `/dev/shm`, ring capacity) or its ranks disagree on
+    /// the command. Under MPI every rank returns it together (the ranks
+    /// agreed on the refusal first), so no rank needs to end the others; the
+    /// message is the first refusing rank's own on rank 0 and names that
+    /// rank elsewhere. `air` exits with code 2 (a bad option).
+    #[error("job setup: {0}")]
+    Refused(String),
 }
 
 /// The message (what `main` returning an error prints is then readable).
@@ -99,6 +107,15 @@ impl std::fmt::Debug for RuntimeError {
 }
 
 impl RuntimeError {
+    /// A setup error that refuses the job before anything was made, as
+    /// [`RuntimeError::Refused`] (other errors unchanged).
+    pub(crate) fn refusal(self) -> Self {
+        match self {
+            RuntimeError::Setup(m) => RuntimeError::Refused(m),
+            e => e,
+        }
+    }
+
     pub(crate) fn channel(from: usize, to: usize, source: impl Into<ChannelError>) -> Self {
         RuntimeError::Channel {
             from,

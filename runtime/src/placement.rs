@@ -226,6 +226,22 @@ pub fn plan(workers: usize, ranks_on_node: usize, local_rank: usize, smt: bool) 
     }
 }
 
+/// The warning of a job run without a plan (`--no-pin`) whose workers
+/// outnumber the CPUs: `workers` threads in each of `ranks_on_node`
+/// processes on this node (all free to run on any CPU this process may
+/// use) and fewer allowed CPUs than that share them, as an oversubscribed
+/// plan does. `None` when they fit.
+pub fn unpinned_oversubscription(workers: usize, ranks_on_node: usize) -> Option<String> {
+    let threads = workers * ranks_on_node.max(1);
+    let cpus = available_cores();
+    (threads > cpus).then(|| {
+        format!(
+            "{threads} workers on this node but {cpus} CPUs (--no-pin): workers share them \
+             (lower --workers)"
+        )
+    })
+}
+
 /// Pins the calling thread to OS CPU `pu`; returns it, or `None` if
 /// pinning is not possible here.
 pub fn pin_current_to(pu: usize) -> Option<usize> {
@@ -244,5 +260,28 @@ pub fn current_affinity() -> Vec<usize> {
         (0..libc::CPU_SETSIZE as usize)
             .filter(|&c| libc::CPU_ISSET(c, &set))
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{available_cores, unpinned_oversubscription};
+
+    #[test]
+    fn unpinned_workers_beyond_the_cpus_are_said_to_share_them() {
+        let cpus = available_cores();
+        assert_eq!(unpinned_oversubscription(cpus, 1), None);
+        assert_eq!(unpinned_oversubscription(1, cpus), None);
+        let w = unpinned_oversubscription(cpus + 1, 1).expect("a warning");
+        assert!(
+            w.contains(&format!(
+                "{} workers on this node but {cpus} CPUs",
+                cpus + 1
+            )),
+            "{w}"
+        );
+        // Every local rank's workers count: 2 ranks of `cpus` workers.
+        let w = unpinned_oversubscription(cpus, 2).expect("a warning");
+        assert!(w.contains(&format!("{} workers", 2 * cpus)), "{w}");
     }
 }

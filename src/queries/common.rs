@@ -590,6 +590,19 @@ impl CliError {
     }
 }
 
+/// The message of a job the runtime refused before it made anything
+/// ([`air_runtime::RuntimeError::Refused`]: it does not fit, or its ranks
+/// disagree), if `e` is one, anywhere in its chain. Under MPI every rank
+/// gets it together; `air` reports it as a bad option (exit code 2).
+pub fn refusal(e: &CliError) -> Option<String> {
+    let CliError::Other(e) = e else { return None };
+    e.chain()
+        .find_map(|c| match c.downcast_ref::<air_runtime::RuntimeError>() {
+            Some(r @ air_runtime::RuntimeError::Refused(_)) => Some(r.to_string()),
+            _ => None,
+        })
+}
+
 impl std::fmt::Display for CliError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {

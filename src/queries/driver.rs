@@ -570,6 +570,9 @@ pub fn run<Q: Query>(q: &Q, dist: &Dist, print: bool) -> Result<Option<Report>, 
     let timeline = match q.runtime().start_timeline(dist.rank(), dist.ranks()) {
         Ok(t) => t,
         Err(e) => {
+            // The abort ends this process at once: its unwritten outputs'
+            // temp files go first.
+            drop((out_file, report_file, rank_file));
             dist.abort_if_distributed(&e.to_string(), e.exit_code());
             return Err(e);
         }
@@ -590,6 +593,21 @@ pub fn run<Q: Query>(q: &Q, dist: &Dist, print: bool) -> Result<Option<Report>, 
             p
         }
         Err(e) => {
+            if let Some(msg) = super::common::refusal(&e) {
+                // Every rank refused the job together, before anything was
+                // made (`RuntimeError::Refused`): MPI is intact and no rank
+                // is in the job, so no abort. Rank 0 says why, once; every
+                // rank exits 2 (a bad option); the outputs' temp files go
+                // with them on return.
+                return Err(if root {
+                    CliError::BadInput(msg)
+                } else {
+                    CliError::Quiet(2)
+                });
+            }
+            // The abort ends this process at once: its unwritten outputs'
+            // temp files go first.
+            drop((out_file, report_file, rank_file));
             dist.abort_if_distributed(&e.to_string(), e.exit_code());
             return Err(e);
         }
