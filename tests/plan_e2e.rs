@@ -22,9 +22,8 @@ fn text(o: &Output) -> String {
 /// `air plan ARGS --json`, parsed.
 fn plan(args: &[&str]) -> Value {
     let o = Command::new(AIR)
-        .arg("plan")
+        .args(["plan", "--json"])
         .args(args)
-        .arg("--json")
         .env_remove("SLURM_JOB_ID")
         .env_remove("AIR_EMULATE_RANKS_PER_NODE")
         .output()
