@@ -76,11 +76,14 @@ pub fn small_ring_bytes(ring_bytes: usize) -> usize {
     (ring_bytes / 16).max(64 << 10).min(ring_bytes)
 }
 
+/// Exchange edges as (name, ring capacity in bytes).
+type EdgeSizes = Vec<(String, usize)>;
+
 thread_local! {
     static BATCH_RECORDS: Cell<usize> = const { Cell::new(1024) };
     /// `Some` while [`dry_run`] runs on this thread: the edges of the first
     /// graph [`run_graph`] planned, once it did.
-    static DRY_RUN: std::cell::RefCell<Option<Option<Vec<(String, usize)>>>> =
+    static DRY_RUN: std::cell::RefCell<Option<Option<EdgeSizes>>> =
         const { std::cell::RefCell::new(None) };
 }
 
