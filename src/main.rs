@@ -33,6 +33,10 @@ enum Command {
     /// The machine (packages, cores, PUs, NUMA, allowed CPUs) and the
     /// placement plan for a number of workers.
     Topo(queries::topo::TopoArgs),
+    /// The channel figures of a job before running it: rings per tier,
+    /// memory per node (process memory, /dev/shm, MPI windows), windows per
+    /// rank, control traffic at idle, and whether it fits this machine.
+    Plan(Box<queries::plan::PlanArgs>),
 }
 
 #[derive(Subcommand, Debug)]
@@ -170,6 +174,7 @@ fn main() {
         }
         Command::Shm(ShmCommand::Clean { dry_run }) => shm_clean(dry_run),
         Command::Topo(args) => queries::topo::main(&args),
+        Command::Plan(args) => queries::plan::main(&args, &plan_graph),
         Command::Bench(BenchCommand::Ysb(args)) => {
             run_query(|dist| queries::sustainable::main(&args, dist))
         }
@@ -235,6 +240,58 @@ fn parse_cli() -> Cli {
     Cli::from_arg_matches_mut(&mut matches)
         .map_err(|e| e.format(&mut Cli::command()))
         .unwrap_or_else(|e| e.exit())
+}
+
+/// The graph `air run <words>` would run, built by the query's own code
+/// with its graph planned and not run ([`air_runtime::dataflow::dry_run`]).
+fn plan_graph(words: &[String]) -> Result<queries::plan::PlannedQuery, CliError> {
+    let argv = ["air", "run"]
+        .into_iter()
+        .map(String::from)
+        .chain(words.iter().cloned());
+    let cli = Cli::try_parse_from(argv).map_err(|e| {
+        CliError::BadInput(format!("`air run {}`: {}", words.join(" "), e.render()))
+    })?;
+    let Command::Run(cmd) = cli.command else {
+        unreachable!("parsed as `air run`")
+    };
+    let dist = queries::dist::Dist::default();
+    let mut failed = None;
+    let (runtime, edges) = match cmd {
+        RunCommand::Ysb(a) => (
+            a.runtime.clone(),
+            air_runtime::dataflow::dry_run(|| {
+                failed = queries::ysb::run(&a, &dist, false).err();
+            }),
+        ),
+        RunCommand::Wa(a) => (
+            a.runtime.clone(),
+            air_runtime::dataflow::dry_run(|| {
+                failed = queries::driver::run(a.as_ref(), &dist, false).err();
+            }),
+        ),
+        RunCommand::Nexmark(a) => (
+            a.runtime.clone(),
+            air_runtime::dataflow::dry_run(|| {
+                failed = queries::driver::run(a.as_ref(), &dist, false).err();
+            }),
+        ),
+        RunCommand::Wordcount(a) => (
+            a.runtime.clone(),
+            air_runtime::dataflow::dry_run(|| {
+                failed = queries::driver::run(a.as_ref(), &dist, false).err();
+            }),
+        ),
+    };
+    match edges {
+        Some(edges) => Ok(queries::plan::PlannedQuery { edges, runtime }),
+        None => Err(failed.unwrap_or_else(|| {
+            CliError::Other(anyhow::anyhow!(
+                "`air run {}` builds no dataflow graph to plan",
+                words.join(" ")
+            ))
+        })),
+    }
 }
 
 /// How long the final barrier and `MPI_Finalize` may take before a rank

@@ -24,16 +24,15 @@
 
 use crate::channel::{ChannelRx, ChannelTx};
 use crate::job::{
-    check_memory, describe_rings, missing_channel, run_wired, EdgeChannels, JobConfig, ThreadSlots,
-    Wiring, WorkerInfo,
+    missing_channel, run_wired, EdgeChannels, JobConfig, ThreadSlots, Wiring, WorkerInfo,
 };
+use crate::plan::{ChannelPlan, Created, JobShape};
 use crate::RuntimeError;
 use air_rdma::{
-    heartbeat_bytes, ring_region_bytes, Epoch, Liveness, Mpi, RmaConsumer, RmaProducer, Window,
-    CREDIT_BYTES,
+    ring_region_bytes, Epoch, Liveness, Mpi, RmaConsumer, RmaProducer, Window, CREDIT_BYTES,
 };
 use air_shm::{FrameRing, SegmentName, WaitPolicy};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -68,82 +67,47 @@ pub struct ClusterConfig {
     pub emulate_ranks_per_node: Option<usize>,
 }
 
-/// The channel tier between two workers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Tier {
-    /// Same process: a ring in process memory.
-    Thread,
-    /// Same node: a ring in a `/dev/shm` segment.
-    Node,
-    /// Different nodes (or forced): a remote ring over MPI RMA.
-    Network,
-}
+pub use crate::plan::Tier;
 
 /// The tier between a worker on rank `a` and one on rank `b`.
 pub fn tier(c: &ClusterConfig, a: usize, b: usize) -> Tier {
-    let same_node = c.mpi.node_of(a) == c.mpi.node_of(b)
-        && c.emulate_ranks_per_node
-            .is_none_or(|n| a / n.max(1) == b / n.max(1));
-    if a == b {
-        Tier::Thread
-    } else if !c.force_network && same_node {
-        Tier::Node
-    } else {
-        Tier::Network
+    crate::plan::tier_between(
+        a,
+        b,
+        c.mpi.node_of(a) == c.mpi.node_of(b),
+        c.force_network,
+        c.emulate_ranks_per_node,
+    )
+}
+
+/// The shape of the job `cfg` describes across the ranks of `c.mpi`, with
+/// exchange edges of ring capacities `edges` (bytes): what its channel
+/// figures ([`ChannelPlan`]) are computed from.
+pub fn job_shape(cfg: &JobConfig, c: &ClusterConfig, edges: &[usize]) -> JobShape {
+    JobShape {
+        node_of: (0..c.mpi.size()).map(|r| c.mpi.node_of(r)).collect(),
+        force_network: c.force_network,
+        emulate_ranks_per_node: c.emulate_ranks_per_node,
+        flush: cfg.flush,
+        ..JobShape::uniform(1, 1, cfg.workers, edges)
     }
 }
 
 /// Checks, before any segment exists, that the shared-memory directory
-/// (`/dev/shm`) holds every node-tier ring of this node: one segment of
-/// `HEADER_BYTES + ring_bytes` bytes per pair of workers on different ranks
-/// of the node. Every rank of the node computes the same figure; the free
-/// space each reads is its own (after the node's stale segments were
-/// removed), so the caller agrees on the verdict across ranks.
+/// (`/dev/shm`) holds every node-tier segment of this node
+/// ([`ChannelPlan::check_shm`]). Every rank of the node computes the same
+/// figure; the free space each reads is its own (after the node's stale
+/// segments were removed), so the caller agrees on the verdict across ranks.
 ///
 /// # Errors
-/// [`RuntimeError::Setup`] with the bytes needed and free, and what to
-/// change (a tmpfs limit such as Docker's default 64 MiB `--shm-size` is
-/// the common cause), when the node's segments would not fit.
-fn check_node_shm(
-    c: &ClusterConfig,
-    ring_bytes: &[usize],
-    workers: usize,
-) -> Result<(), RuntimeError> {
-    let mpi = &c.mpi;
-    let me = mpi.rank();
-    let local: Vec<usize> = (0..mpi.size())
-        .filter(|&r| mpi.node_of(r) == mpi.node_of(me))
-        .collect();
-    let pairs = local
-        .iter()
-        .flat_map(|&a| local.iter().map(move |&b| (a, b)))
-        .filter(|&(a, b)| tier(c, a, b) == Tier::Node)
-        .count() as u128;
-    if pairs == 0 {
+/// [`RuntimeError::Setup`] with the bytes needed and free.
+fn check_node_shm(plan: &ChannelPlan) -> Result<(), RuntimeError> {
+    if plan.memory_per_node.shm_segments == 0 {
         return Ok(());
     }
-    // tmpfs allocates whole pages.
-    // SAFETY: sysconf has no preconditions.
-    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as usize;
-    let (rings, need) = describe_rings(
-        pairs * (workers as u128) * (workers as u128),
-        ring_bytes,
-        air_shm::HEADER_BYTES,
-        page,
-    );
     let dir = air_shm::shm_dir();
     let free = air_shm::region::free_bytes(&dir).map_err(|e| RuntimeError::Setup(e.to_string()))?;
-    if need > free as u128 {
-        return Err(RuntimeError::Setup(format!(
-            "not enough shared memory in {}: the {} ranks on this node need {rings} = \
-             {need} bytes, {free} bytes free (enlarge the tmpfs, e.g. \
-             `docker run --shm-size`, or lower --ring-bytes or --workers)",
-            dir.display(),
-            local.len()
-        )));
-    }
-    Ok(())
+    plan.check_shm(&dir, free)
 }
 
 /// Byte layout of every rank's window part.
@@ -158,12 +122,16 @@ struct Layout {
 }
 
 impl Layout {
-    fn new(c: &ClusterConfig, ring_bytes: &[usize], workers: usize) -> Layout {
+    fn new(c: &ClusterConfig, shape: &JobShape) -> Layout {
         let p = c.mpi.size();
         Layout {
-            regions: ring_bytes.iter().map(|&b| ring_region_bytes(b)).collect(),
-            workers,
-            heartbeats: heartbeat_bytes(p).next_multiple_of(128),
+            regions: shape
+                .edge_ring_bytes
+                .iter()
+                .map(|&b| ring_region_bytes(b))
+                .collect(),
+            workers: shape.workers,
+            heartbeats: shape.heartbeat_area_bytes(),
             net_peers: (0..p)
                 .map(|r| (0..p).filter(|&s| tier(c, r, s) == Tier::Network).collect())
                 .collect(),
@@ -221,6 +189,10 @@ struct MpiWiring<'e> {
     workers: usize,
     /// Ring capacity of each edge, bytes.
     ring_bytes: Vec<usize>,
+    /// Node-tier segments created by this rank's workers.
+    segments: AtomicU64,
+    /// Network-tier rings this rank's workers consume.
+    network: AtomicU64,
 }
 
 impl MpiWiring<'_> {
@@ -273,6 +245,7 @@ impl Wiring for MpiWiring<'_> {
                         self.ring_bytes[edge],
                     )
                     .map_err(|e| ch(e.into()))?;
+                    self.segments.fetch_add(1, Ordering::Relaxed);
                     Box::new(
                         ring.consumer(WaitPolicy::default())
                             .map_err(|e| ch(e.into()))?,
@@ -290,6 +263,9 @@ impl Wiring for MpiWiring<'_> {
                     .map_err(|e| ch(e.into()))?,
                 ),
             };
+            if tier(self.cluster, rank, me) == Tier::Network {
+                self.network.fetch_add(1, Ordering::Relaxed);
+            }
             rx.push(end);
         }
         Ok(rx)
@@ -447,7 +423,7 @@ pub(crate) fn run<R, B>(
     edges: &[usize],
     signature: u64,
     body: B,
-) -> Result<Vec<R>, RuntimeError>
+) -> Result<(Vec<R>, Created), RuntimeError>
 where
     R: Send,
     B: for<'c> Fn(&WorkerInfo, Vec<EdgeChannels<'c>>) -> Result<R, RuntimeError> + Sync,
@@ -482,18 +458,14 @@ where
     let mut fits = edges.iter().try_for_each(|&b| {
         air_rdma::ring::check_capacity(b).map_err(|e| RuntimeError::Setup(e.to_string()))
     });
+    // This node's rings, segments and windows (air plan's figures): refuse
+    // what the machine cannot hold.
+    let shape = job_shape(cfg, cluster, edges);
+    let plan = ChannelPlan::for_rank(&shape, mpi.rank());
     if fits.is_ok() {
-        // This rank consumes one ring from every worker of the job, per worker.
-        let g = mpi.size() * w;
-        fits = check_memory(
-            (g as u128) * (w as u128),
-            edges,
-            &format!(
-                "{w} workers on each of {} ranks and {} exchange edge(s)",
-                mpi.size(),
-                edges.len()
-            ),
-        );
+        if let Some(avail) = crate::job::available_memory() {
+            fits = plan.check_memory(avail);
+        }
     }
     if mpi.local_rank() == 0 {
         // Segments of this user that no live process holds (a job killed
@@ -516,7 +488,7 @@ where
     // /dev/shm (a dead job's segment would otherwise still count).
     mpi.barrier();
     if fits.is_ok() {
-        fits = check_node_shm(cluster, edges, w);
+        fits = check_node_shm(&plan);
     }
     agree_to_run(mpi, fits)?;
     let nonce = if mpi.rank() == 0 {
@@ -529,9 +501,17 @@ where
     };
     // Segment names must agree across ranks: rank 0's nonce names the job.
     let job = format!("mpi{:x}", mpi.broadcast_u64(0, nonce));
-    let layout = Layout::new(cluster, edges, w);
+    let layout = Layout::new(cluster, &shape);
     let setup = |e: air_rdma::RdmaError| RuntimeError::Setup(e.to_string());
-    let window = Window::allocate(mpi, layout.part_bytes(mpi.rank())).map_err(setup)?;
+    // The window is the size the plan says; the layout must fill it exactly.
+    let window_bytes = plan.window_per_rank.bytes as usize;
+    if layout.part_bytes(mpi.rank()) != window_bytes {
+        return Err(RuntimeError::Setup(format!(
+            "window layout of {} bytes, planned {window_bytes} (a bug)",
+            layout.part_bytes(mpi.rank())
+        )));
+    }
+    let window = Window::allocate(mpi, window_bytes).map_err(setup)?;
     let epoch = window.lock_all().map_err(setup)?;
     let me = mpi.rank();
     let live = Liveness::with_nodes(mpi, &|r| {
@@ -559,6 +539,8 @@ where
         job,
         workers: w,
         ring_bytes: edges.to_vec(),
+        segments: AtomicU64::new(0),
+        network: AtomicU64::new(0),
     };
     let result = std::thread::scope(|s| {
         let beater = std::thread::Builder::new()
@@ -608,12 +590,18 @@ where
         let _ = checker.join();
         r
     });
+    let created = Created {
+        thread_rings: wiring.slots.created.load(Ordering::Relaxed),
+        shm_segments: wiring.segments.load(Ordering::Relaxed),
+        network_rings: wiring.network.load(Ordering::Relaxed),
+        window_bytes: window.len() as u64,
+    };
     drop(wiring);
     match result {
         Ok(out) => {
             drop(epoch);
             drop(window);
-            Ok(out)
+            Ok((out, created))
         }
         Err(e) => {
             // Peers may be dead or stuck: collective teardown could hang.

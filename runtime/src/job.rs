@@ -6,9 +6,11 @@
 use crate::channel::thread_channel;
 use crate::channel::{ChannelRx, ChannelTx};
 use crate::placement;
+use crate::plan::{ChannelPlan, Created, JobShape};
 use crate::topology::{Slot, WorkerPlacement};
 use crate::RuntimeError;
 use air_shm::Producer;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Barrier, Mutex};
 use std::time::Duration;
 
@@ -130,6 +132,8 @@ pub(crate) struct ThreadSlots {
     slots: Mutex<Vec<Vec<Vec<Option<Producer>>>>>,
     /// Ring capacity of each edge, bytes.
     ring_bytes: Vec<usize>,
+    /// Rings created so far.
+    pub(crate) created: AtomicU64,
 }
 
 impl ThreadSlots {
@@ -145,6 +149,7 @@ impl ThreadSlots {
                     .collect(),
             ),
             ring_bytes: ring_bytes.to_vec(),
+            created: AtomicU64::new(0),
         }
     }
 
@@ -157,6 +162,7 @@ impl ThreadSlots {
         to: usize,
     ) -> Result<air_shm::Consumer, air_shm::ShmError> {
         let (p, c) = thread_channel(self.ring_bytes[edge])?;
+        self.created.fetch_add(1, Ordering::Relaxed);
         self.slots.lock().unwrap_or_else(|e| e.into_inner())[edge][from][to] = Some(p);
         Ok(c)
     }
@@ -227,57 +233,6 @@ pub(crate) fn missing_channel(from: usize, to: usize) -> RuntimeError {
     ))
 }
 
-/// "N rings of B bytes" for `per_edge` rings of each edge's capacity
-/// (`ring_bytes`), and the bytes they take with `each` more per ring
-/// (rounded up to `round`).
-pub(crate) fn describe_rings(
-    per_edge: u128,
-    ring_bytes: &[usize],
-    each: usize,
-    round: usize,
-) -> (String, u128) {
-    let mut sizes: Vec<usize> = ring_bytes.to_vec();
-    sizes.sort_unstable();
-    sizes.dedup();
-    let need: u128 = ring_bytes
-        .iter()
-        .map(|&b| per_edge * (b + each).next_multiple_of(round.max(1)) as u128)
-        .sum();
-    let rings = per_edge * ring_bytes.len() as u128;
-    let text = if sizes.len() == 1 {
-        format!("{rings} rings of {} bytes", sizes[0])
-    } else {
-        let by: Vec<String> = sizes
-            .iter()
-            .map(|&b| {
-                let n = per_edge * ring_bytes.iter().filter(|&&x| x == b).count() as u128;
-                format!("{n} of {b} bytes")
-            })
-            .collect();
-        format!("{rings} rings ({})", by.join(", "))
-    };
-    (text, need)
-}
-
-/// Refuses rings that would take more than half the available memory:
-/// `per_edge` rings of every edge's capacity (`ring_bytes`).
-pub(crate) fn check_memory(
-    per_edge: u128,
-    ring_bytes: &[usize],
-    what: &str,
-) -> Result<(), RuntimeError> {
-    let (rings, need) = describe_rings(per_edge, ring_bytes, air_shm::HEADER_BYTES, 1);
-    if let Some(avail) = available_memory() {
-        if need > avail as u128 / 2 {
-            return Err(RuntimeError::Setup(format!(
-                "{what} need {rings} = {need} bytes, more than half of the {avail} bytes of \
-                 available memory (lower --workers or --ring-bytes)"
-            )));
-        }
-    }
-    Ok(())
-}
-
 /// One worker's channels of one exchange edge, both indexed by global
 /// worker: its receiving ends (one from every worker of the job) and its
 /// sending ends (one to every worker of the job).
@@ -327,6 +282,24 @@ where
     R: Send,
     B: for<'c> Fn(&WorkerInfo, Vec<EdgeChannels<'c>>) -> Result<R, RuntimeError> + Sync,
 {
+    run_workers_counted(cfg, edges, signature, body).map(|(out, _)| out)
+}
+
+/// [`run_workers_signed`], also returning what this process's channel
+/// setup made ([`Created`]: rings, segments, window bytes).
+///
+/// # Errors
+/// As [`run_workers_signed`].
+pub fn run_workers_counted<R, B>(
+    cfg: &JobConfig,
+    edges: &[usize],
+    signature: u64,
+    body: B,
+) -> Result<(Vec<R>, Created), RuntimeError>
+where
+    R: Send,
+    B: for<'c> Fn(&WorkerInfo, Vec<EdgeChannels<'c>>) -> Result<R, RuntimeError> + Sync,
+{
     let _ = signature;
     if let Some(cluster) = &cfg.cluster {
         #[cfg(feature = "mpi")]
@@ -336,12 +309,9 @@ where
     }
     let w = cfg.workers.max(1);
     // E·W² rings, each touched up front: refuse what the machine cannot hold.
-    check_memory(
-        (w as u128) * (w as u128),
-        edges,
-        &format!("{w} workers and {} exchange edge(s)", edges.len()),
-    )
-    .map_err(RuntimeError::refusal)?;
+    job_plan(cfg, edges)
+        .check_here()
+        .map_err(RuntimeError::refusal)?;
     let share = cfg
         .pin
         .then(placement::topology)
@@ -353,7 +323,41 @@ where
         slots: ThreadSlots::new(edges, w),
         share,
     };
-    run_wired(cfg, &wiring, edges.len(), body)
+    let out = run_wired(cfg, &wiring, edges.len(), body)?;
+    let created = Created {
+        thread_rings: wiring.slots.created.load(Ordering::Relaxed),
+        ..Created::default()
+    };
+    Ok((out, created))
+}
+
+/// The shape of the job `cfg` describes with exchange edges of ring
+/// capacities `edges` (bytes): this process alone, or every rank of its
+/// MPI job (`cfg.cluster`).
+pub fn job_shape(cfg: &JobConfig, edges: &[usize]) -> JobShape {
+    if let Some(cluster) = &cfg.cluster {
+        #[cfg(feature = "mpi")]
+        return crate::cluster::job_shape(cfg, cluster, edges);
+        #[cfg(not(feature = "mpi"))]
+        match *cluster {}
+    }
+    JobShape {
+        flush: cfg.flush,
+        ..JobShape::uniform(1, 1, cfg.workers, edges)
+    }
+}
+
+/// The channel figures of this process's rank (and its node) in the job
+/// `cfg` describes ([`job_shape`]).
+pub fn job_plan(cfg: &JobConfig, edges: &[usize]) -> ChannelPlan {
+    let rank = match &cfg.cluster {
+        #[cfg(feature = "mpi")]
+        Some(c) => c.mpi.rank(),
+        #[cfg(not(feature = "mpi"))]
+        Some(c) => match *c {},
+        None => 0,
+    };
+    ChannelPlan::for_rank(&job_shape(cfg, edges), rank)
 }
 
 /// Runs this process's workers over `wiring`.

@@ -21,6 +21,7 @@ pub mod hwloc;
 pub mod job;
 pub mod metrics;
 pub mod placement;
+pub mod plan;
 pub mod stop;
 pub mod timeline;
 pub mod topology;

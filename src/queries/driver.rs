@@ -114,6 +114,26 @@ pub struct RankPart<R> {
     /// windows that had rows), for [`Query::report_extra`].
     #[serde(default)]
     pub extra: serde_json::Value,
+    /// The rank's channel figures ([`channel_figures`]).
+    #[serde(default)]
+    pub channels: serde_json::Value,
+}
+
+/// A rank's channel figures for its [`RankPart`]: `{"plan": the
+/// `ChannelPlan` of the rank and its node, "created": what its setup made}`.
+pub fn channel_figures(out: &air_runtime::dataflow::GraphOutput) -> serde_json::Value {
+    serde_json::json!({ "plan": out.plan, "created": out.created })
+}
+
+/// The channels section of a report.
+#[derive(Debug, Clone, Serialize)]
+pub struct ChannelsReport {
+    /// Rank 0's figures (`air plan`'s for this shape): rings per tier,
+    /// memory per node, window per rank, control traffic at idle.
+    pub plan: serde_json::Value,
+    /// Per rank, in rank order: thread rings, `/dev/shm` segments and
+    /// network rings its setup created, and the bytes of its window.
+    pub created_per_rank: Vec<serde_json::Value>,
 }
 
 /// The JSON report of a query run.
@@ -164,6 +184,8 @@ pub struct Report {
     pub placement: super::ysb::PlacementReport,
     /// The MPI run; `null` when alone.
     pub mpi: Option<MpiReport>,
+    /// The job's channels: planned figures and what was created.
+    pub channels: ChannelsReport,
     /// Per-worker figures, every rank's workers in global order.
     pub per_worker: Vec<WorkerFigures>,
     /// Query-specific fields of the report ([`Query::report_extra`]), at
@@ -687,8 +709,18 @@ fn merge<Q: Query>(
     let (mut stopped, mut unfired) = (air_runtime::stop::requested(), 0);
     let mut peak_rss = 0;
     let mut extras = Vec::new();
+    let mut channels = ChannelsReport {
+        plan: serde_json::Value::Null,
+        created_per_rank: Vec::new(),
+    };
     for p in parts {
         extras.push(p.extra);
+        if channels.plan.is_null() {
+            channels.plan = p.channels["plan"].clone();
+        }
+        channels
+            .created_per_rank
+            .push(p.channels["created"].clone());
         peak_rss = p.peak_rss_bytes.max(peak_rss);
         stopped |= p.stopped;
         unfired += p.unfired_windows;
@@ -752,6 +784,7 @@ fn merge<Q: Query>(
             oversubscribed: per_worker.iter().any(|p| p.placement.oversubscribed),
         },
         mpi,
+        channels,
         per_worker,
         extra: serde_json::Map::new(),
     };
@@ -783,10 +816,40 @@ pub fn summary_head(r: &Report, suffix: &str, out: &mut dyn Write) -> std::io::R
     )
 }
 
+/// The summary line of the job's channels (rank 0's plan: rings by tier
+/// and memory on its node).
+///
+/// # Errors
+/// Writing fails.
+pub fn summary_channels(r: &Report, out: &mut dyn Write) -> std::io::Result<()> {
+    let p = &r.channels.plan;
+    let n = |v: &serde_json::Value| thousands(v.as_u64().unwrap_or(0));
+    let mib = |v: &serde_json::Value| v.as_u64().unwrap_or(0) as f64 / (1u64 << 20) as f64;
+    if p.is_null() {
+        return Ok(());
+    }
+    let (rings, mem) = (&p["rings_per_node"], &p["memory_per_node"]);
+    writeln!(
+        out,
+        "  channels: {} rings on node 0 (thread {}, node {}, network {}), {:.1} MiB (process \
+         {:.1}, /dev/shm {:.1}, windows {:.1}); {} in the job (`air plan` explains)",
+        n(&rings["total"]),
+        n(&rings["thread"]),
+        n(&rings["node"]),
+        n(&rings["network"]),
+        mib(&mem["total_bytes"]),
+        mib(&mem["thread_bytes"]),
+        mib(&mem["shm_bytes"]),
+        mib(&mem["window_bytes"]),
+        n(&p["rings"]["total"])
+    )
+}
+
 /// The summary every query prints unless it has its own
 /// ([`Query::summary`]).
 fn print_summary(r: &Report, out: &mut dyn Write) -> std::io::Result<()> {
     summary_head(r, "", out)?;
+    summary_channels(r, out)?;
     writeln!(
         out,
         "  rows {}, late {}, skipped {}",

@@ -8,6 +8,7 @@ pub mod driver;
 pub mod lagwatch;
 pub mod nexbench;
 pub mod nexmark;
+pub mod plan;
 pub mod plots;
 pub mod scale;
 pub mod sustainable;

@@ -299,6 +299,7 @@ impl Query for WaArgs {
             unfired_windows: st.get("unfired_windows") + st.get("unfired_collected_windows"),
             peak_rss_bytes: 0,
             extra: Default::default(),
+            channels: super::driver::channel_figures(&out),
         })
     }
     fn finish(&self, mut rows: Vec<WaRow>) -> Vec<WaRow> {

@@ -178,6 +178,7 @@ impl Query for WordCountArgs {
             unfired_windows: st.get("unfired_windows") + st.get("unfired_collected_windows"),
             peak_rss_bytes: 0,
             extra: Default::default(),
+            channels: super::driver::channel_figures(&out),
         })
     }
 

@@ -567,6 +567,7 @@ impl Query for YsbArgs {
             ""
         };
         super::driver::summary_head(r, shuffle, out)?;
+        super::driver::summary_channels(r, out)?;
         writeln!(
             out,
             "  filtered {} (not view), unmatched {}, late {}, skipped {}; windows {}, rows {}",
@@ -777,6 +778,7 @@ fn run_rank(args: &YsbArgs, dist: &Dist, to: &RowsTo) -> Result<RankPart<YsbRow>
         unfired_windows: st.get("unfired_windows"),
         peak_rss_bytes: 0,
         extra: json!({ "windows": windows }),
+        channels: super::driver::channel_figures(&out),
     })
 }
 

@@ -60,7 +60,7 @@ pub use stream::{
     UnionHead, VecSource,
 };
 
-use crate::job::{run_workers_signed, EdgeChannels, JobConfig, Progress, WorkerInfo};
+use crate::job::{run_workers_counted, EdgeChannels, JobConfig, Progress, WorkerInfo};
 use crate::metrics::{latency_histogram, ChannelMetrics, Histogram, LatencySummary};
 use crate::topology::WorkerPlacement;
 use crate::RuntimeError;
@@ -76,8 +76,33 @@ pub fn small_ring_bytes(ring_bytes: usize) -> usize {
     (ring_bytes / 16).max(64 << 10).min(ring_bytes)
 }
 
+/// Exchange edges as (name, ring capacity in bytes).
+type EdgeSizes = Vec<(String, usize)>;
+
 thread_local! {
     static BATCH_RECORDS: Cell<usize> = const { Cell::new(1024) };
+    /// `Some` while [`dry_run`] runs on this thread: the edges of the first
+    /// graph [`run_graph`] planned, once it did.
+    static DRY_RUN: std::cell::RefCell<Option<Option<EdgeSizes>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// The message of the [`RuntimeError::Setup`] a [`run_graph`] under
+/// [`dry_run`] fails with.
+pub const DRY_RUN_MESSAGE: &str = "dry run: the graph was planned, not run";
+
+/// Runs `f` with every [`run_graph`] it calls on this thread only planning
+/// its graph: the first graph's exchange edges are returned as (name, ring
+/// capacity in bytes, as `run_graph` gives them), and `run_graph` fails
+/// with [`RuntimeError::Setup`]`(`[`DRY_RUN_MESSAGE`]`)` before any check,
+/// ring or worker. `None` if `f` ran no graph. (What `air plan` reads a
+/// query's real edges with.)
+pub fn dry_run(f: impl FnOnce()) -> Option<Vec<(String, usize)>> {
+    let old = DRY_RUN.with(|d| d.borrow_mut().replace(None));
+    f();
+    DRY_RUN
+        .with(|d| std::mem::replace(&mut *d.borrow_mut(), old))
+        .flatten()
 }
 
 /// Records per staged batch and per source poll on this worker
@@ -178,6 +203,11 @@ pub struct GraphOutput {
     /// local workers × the edge's ring capacity (each ring is one
     /// consumer's input).
     pub ring_bytes: u64,
+    /// The channel figures of this process's rank and node
+    /// ([`crate::plan`], what `air plan` prints for the job's shape).
+    pub plan: crate::plan::ChannelPlan,
+    /// What this process's channel setup made (to hold against `plan`).
+    pub created: crate::plan::Created,
     /// Per worker of this process, in worker order.
     pub workers: Vec<WorkerReport>,
     /// Counters and latency merged over this process's workers.
@@ -334,9 +364,30 @@ where
         })
         .collect();
     let start = Instant::now();
-    let workers = run_workers_signed(cfg, &edge_ring_bytes, signature, |info, channels| {
-        run_worker(cfg, info, channels, &build, &planned)
-    })?;
+    let dry = DRY_RUN.with(|d| {
+        let mut d = d.borrow_mut();
+        match &mut *d {
+            Some(seen) => {
+                seen.get_or_insert_with(|| {
+                    planned
+                        .iter()
+                        .zip(&edge_ring_bytes)
+                        .map(|((n, _, _), &b)| (n.clone(), b))
+                        .collect()
+                });
+                true
+            }
+            None => false,
+        }
+    });
+    if dry {
+        return Err(RuntimeError::Setup(DRY_RUN_MESSAGE.into()));
+    }
+    let plan = crate::job::job_plan(cfg, &edge_ring_bytes);
+    let (workers, created) =
+        run_workers_counted(cfg, &edge_ring_bytes, signature, |info, channels| {
+            run_worker(cfg, info, channels, &build, &planned)
+        })?;
     let edges: Vec<String> = planned.into_iter().map(|(n, _, _)| n).collect();
     let mut stats = Stats::default();
     let mut channels = ChannelMetrics::default();
@@ -354,6 +405,8 @@ where
             .sum(),
         edge_ring_bytes,
         edges,
+        plan,
+        created,
         elapsed: workers.iter().map(|w| w.elapsed).max().unwrap_or_default(),
         workers,
         stats,

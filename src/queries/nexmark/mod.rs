@@ -1290,6 +1290,7 @@ impl NexmarkArgs {
             unfired_windows: st.get("unfired_windows") + st.get("unfired_collected_windows"),
             peak_rss_bytes: 0,
             extra: Default::default(),
+            channels: crate::queries::driver::channel_figures(&out),
         })
     }
 }

@@ -1,0 +1,798 @@
+//! The channel figures of a job, computed from its shape alone: how many
+//! rings of each tier it makes, the memory they take on a node (process
+//! memory, `/dev/shm` segments, MPI windows), the RMA window of each rank,
+//! and the control traffic the job sends when idle.
+//!
+//! This module is the one place these figures are computed: `air plan`
+//! prints them, and the runtime refuses a job that does not fit with the
+//! same figures ([`ChannelPlan::check_memory`], [`ChannelPlan::check_shm`],
+//! the window size [`JobShape::window_bytes`] a rank allocates). Formulas,
+//! with `P` ranks, `W` workers per rank, `G = P·W` workers, `E` exchange
+//! edges of ring capacities `c_e`:
+//!
+//! - every (edge, sending worker, receiving worker) has its own ring:
+//!   `E·G²` rings in the job; a rank's workers consume `E·G·W` of them,
+//!   `W²` per edge from each rank (its own: thread tier; another on its
+//!   node: node tier; else, or with `force_network`: network tier);
+//! - a thread-tier ring is one anonymous mapping of
+//!   `HEADER_BYTES + c_e` bytes, and a node-tier ring one `/dev/shm`
+//!   segment of as many bytes, both in whole pages;
+//! - a rank's window (one per rank when `P > 1`) holds the heartbeats
+//!   (`64·P` bytes, rounded up to 128), one ring region of
+//!   [`RMA_RING_CTRL_BYTES`]` + c_e` per incoming network ring and one
+//!   credit slot of [`RMA_CREDIT_BYTES`] per outgoing network ring;
+//! - at every flush interval in which it advanced, a worker sends a
+//!   watermark frame to every worker of every edge (`E·G` frames), and
+//!   every rank puts a heartbeat into every rank on another node every
+//!   [`HEARTBEAT_PERIOD`].
+
+use crate::RuntimeError;
+use std::time::Duration;
+
+/// Bytes before the data area of a network-tier ring region (the tail and
+/// closed words; `air_rdma::RING_CTRL_BYTES`).
+pub const RMA_RING_CTRL_BYTES: usize = 128;
+/// Bytes of one credit slot of a network-tier ring, in its sender's window
+/// (`air_rdma::CREDIT_BYTES`).
+pub const RMA_CREDIT_BYTES: usize = 64;
+/// Bytes of one heartbeat slot, one per rank at the start of every window
+/// (`air_rdma::liveness::HEARTBEAT_SLOT`).
+pub const HEARTBEAT_SLOT_BYTES: usize = 64;
+/// Bytes a heartbeat put carries (one `u64` counter).
+pub const HEARTBEAT_PUT_BYTES: usize = 8;
+/// Interval between two heartbeats of a rank to each rank on another node
+/// (`air_rdma::liveness::HEARTBEAT`).
+pub const HEARTBEAT_PERIOD: Duration = Duration::from_millis(100);
+
+// The figures above are air-rdma's own (it is only linked with `mpi`).
+#[cfg(feature = "mpi")]
+const _: () = {
+    assert!(RMA_RING_CTRL_BYTES == air_rdma::RING_CTRL_BYTES);
+    assert!(RMA_CREDIT_BYTES == air_rdma::CREDIT_BYTES);
+    assert!(HEARTBEAT_SLOT_BYTES == air_rdma::liveness::HEARTBEAT_SLOT);
+    assert!(HEARTBEAT_PERIOD.as_nanos() == air_rdma::liveness::HEARTBEAT.as_nanos());
+    assert!(air_rdma::heartbeat_bytes(3) == 3 * HEARTBEAT_SLOT_BYTES);
+    assert!(air_rdma::ring_region_bytes(4096) == RMA_RING_CTRL_BYTES + 4096);
+};
+
+/// The channel tier between two workers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Tier {
+    /// Same process: a ring in process memory.
+    Thread,
+    /// Same node: a ring in a `/dev/shm` segment.
+    Node,
+    /// Different nodes (or forced): a remote ring over MPI RMA.
+    Network,
+}
+
+/// Whether ranks `a` and `b` are in one emulated node of `emulate` ranks
+/// (always, without emulation).
+pub fn same_emulated_node(a: usize, b: usize, emulate: Option<usize>) -> bool {
+    emulate.is_none_or(|n| a / n.max(1) == b / n.max(1))
+}
+
+/// The tier between a worker of rank `a` and one of rank `b`, given
+/// whether they run on one machine (`same_machine`), `--force-network` and
+/// emulated nodes of `emulate` ranks: thread within a rank, node within a
+/// (real and emulated) node unless forced, network otherwise.
+pub fn tier_between(
+    a: usize,
+    b: usize,
+    same_machine: bool,
+    force_network: bool,
+    emulate: Option<usize>,
+) -> Tier {
+    if a == b {
+        Tier::Thread
+    } else if !force_network && same_machine && same_emulated_node(a, b, emulate) {
+        Tier::Node
+    } else {
+        Tier::Network
+    }
+}
+
+/// The page size of this machine, bytes (tmpfs and anonymous mappings
+/// allocate whole pages); 4096 if unknown.
+pub fn page_bytes() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if p > 0 {
+        p as usize
+    } else {
+        4096
+    }
+}
+
+/// The shape of a job: what the figures are computed from.
+#[derive(Debug, Clone)]
+pub struct JobShape {
+    /// The node of each rank (any numbering: ranks with equal numbers share
+    /// a machine); one entry per rank.
+    pub node_of: Vec<usize>,
+    /// Worker threads per rank.
+    pub workers: usize,
+    /// Ring capacity of each exchange edge, bytes (one entry per edge).
+    pub edge_ring_bytes: Vec<usize>,
+    /// Network tier between ranks of one node too (`--force-network`).
+    pub force_network: bool,
+    /// Nodes of this many consecutive ranks emulated on one machine
+    /// (`AIR_EMULATE_RANKS_PER_NODE`).
+    pub emulate_ranks_per_node: Option<usize>,
+    /// The flush interval (`--flush-us`): at most one watermark frame per
+    /// destination and edge per interval.
+    pub flush: Duration,
+    /// Page size, bytes.
+    pub page_bytes: usize,
+}
+
+impl JobShape {
+    /// `nodes` nodes of `ranks_per_node` ranks each (ranks numbered node by
+    /// node, as `mpirun`/`srun` place them by default), `workers` per rank,
+    /// one ring capacity per edge; no forced tier, 1 ms flush interval, this
+    /// machine's page size.
+    pub fn uniform(
+        nodes: usize,
+        ranks_per_node: usize,
+        workers: usize,
+        edge_ring_bytes: &[usize],
+    ) -> JobShape {
+        let rpn = ranks_per_node.max(1);
+        JobShape {
+            node_of: (0..nodes.max(1) * rpn).map(|r| r / rpn).collect(),
+            workers: workers.max(1),
+            edge_ring_bytes: edge_ring_bytes.to_vec(),
+            force_network: false,
+            emulate_ranks_per_node: None,
+            flush: Duration::from_millis(1),
+            page_bytes: page_bytes(),
+        }
+    }
+
+    /// Ranks in the job.
+    pub fn ranks(&self) -> usize {
+        self.node_of.len().max(1)
+    }
+
+    /// Whether ranks `a` and `b` count as one node for channels and
+    /// heartbeats: one machine and, when emulated, one emulated node.
+    pub fn same_node(&self, a: usize, b: usize) -> bool {
+        self.node_of.get(a) == self.node_of.get(b)
+            && same_emulated_node(a, b, self.emulate_ranks_per_node)
+    }
+
+    /// The tier between a worker of rank `a` and one of rank `b`.
+    pub fn tier(&self, a: usize, b: usize) -> Tier {
+        tier_between(
+            a,
+            b,
+            self.node_of.get(a) == self.node_of.get(b),
+            self.force_network,
+            self.emulate_ranks_per_node,
+        )
+    }
+
+    /// The ranks on the machine of rank `r` (ascending).
+    pub fn ranks_on_node_of(&self, r: usize) -> Vec<usize> {
+        (0..self.ranks())
+            .filter(|&q| self.node_of.get(q) == self.node_of.get(r))
+            .collect()
+    }
+
+    /// Ranks rank `r` talks to over the network tier.
+    pub fn network_peers(&self, r: usize) -> usize {
+        (0..self.ranks())
+            .filter(|&s| self.tier(r, s) == Tier::Network)
+            .count()
+    }
+
+    /// Bytes of the heartbeat area at the start of every window: one slot
+    /// per rank, rounded up to 128 so the rings after it start on a
+    /// 128-byte boundary.
+    pub fn heartbeat_area_bytes(&self) -> usize {
+        (self.ranks() * HEARTBEAT_SLOT_BYTES).next_multiple_of(128)
+    }
+
+    /// Bytes of rank `r`'s RMA window: heartbeats, a ring region
+    /// ([`RMA_RING_CTRL_BYTES`] + capacity) per network ring its workers
+    /// consume, a credit slot ([`RMA_CREDIT_BYTES`]) per network ring they
+    /// produce into. 0 for a job of one rank (no window).
+    pub fn window_bytes(&self, r: usize) -> u64 {
+        if self.ranks() < 2 {
+            return 0;
+        }
+        let per_edge = (self.network_peers(r) * self.workers * self.workers) as u128;
+        let regions: u128 = self
+            .edge_ring_bytes
+            .iter()
+            .map(|&c| per_edge * (RMA_RING_CTRL_BYTES + c) as u128)
+            .sum();
+        let credits = per_edge * self.edge_ring_bytes.len() as u128 * RMA_CREDIT_BYTES as u128;
+        sat(self.heartbeat_area_bytes() as u128 + regions + credits)
+    }
+
+    /// Bytes one ring of capacity `c` takes in process memory or in
+    /// `/dev/shm`: its header and data area, in whole pages.
+    pub fn ring_pages_bytes(&self, c: usize) -> u64 {
+        (air_shm::HEADER_BYTES + c).next_multiple_of(self.page_bytes.max(1)) as u64
+    }
+}
+
+/// `x`, or `u64::MAX` if larger (figures of shapes too large to run).
+fn sat(x: u128) -> u64 {
+    u64::try_from(x).unwrap_or(u64::MAX)
+}
+
+/// Ring counts by tier.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct TierRings {
+    /// Rings between workers of one process.
+    pub thread: u64,
+    /// Rings between ranks of one node (`/dev/shm` segments).
+    pub node: u64,
+    /// Rings between nodes (or forced): RMA ring regions.
+    pub network: u64,
+    /// All of them.
+    pub total: u64,
+}
+
+impl TierRings {
+    fn add(&mut self, tier: Tier, n: u64) {
+        match tier {
+            Tier::Thread => self.thread += n,
+            Tier::Node => self.node += n,
+            Tier::Network => self.network += n,
+        }
+        self.total += n;
+    }
+
+    fn plus(&mut self, o: &TierRings) {
+        self.thread += o.thread;
+        self.node += o.node;
+        self.network += o.network;
+        self.total += o.total;
+    }
+}
+
+/// One exchange edge's rings over the whole job.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct EdgeRings {
+    /// The edge's ring capacity, bytes.
+    pub ring_bytes: usize,
+    /// Its rings in the job, by tier (`G²` in all).
+    pub rings: TierRings,
+}
+
+/// The memory of one node's rings, bytes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct NodeMemory {
+    /// Thread-tier rings in the node's processes (anonymous mappings,
+    /// `HEADER_BYTES` + capacity each, in whole pages).
+    pub thread_bytes: u64,
+    /// `/dev/shm` segments of the node's node-tier rings (one per ring).
+    pub shm_segments: u64,
+    /// Bytes of those segments (`HEADER_BYTES` + capacity each, in whole
+    /// pages, as tmpfs allocates them).
+    pub shm_bytes: u64,
+    /// RMA windows of the node's ranks.
+    pub window_bytes: u64,
+    /// All of the above.
+    pub total_bytes: u64,
+}
+
+/// A rank's RMA window.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct RankWindow {
+    /// Windows the rank allocates: 1 under MPI with more than one rank,
+    /// else 0.
+    pub windows: usize,
+    /// Bytes of its window.
+    pub bytes: u64,
+    /// Of which heartbeat slots.
+    pub heartbeat_bytes: u64,
+    /// Network-tier rings whose region is in it (incoming).
+    pub ring_regions: u64,
+    /// Network-tier rings whose credit slot is in it (outgoing).
+    pub credit_slots: u64,
+}
+
+/// Control frames and heartbeats a job sends when idle (no records), at
+/// most: the watermark figures assume every source's watermark advances in
+/// every flush interval (wall-clock event time does).
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
+pub struct ControlTraffic {
+    /// The flush interval, µs.
+    pub flush_us: u64,
+    /// Watermark frames one worker sends per flush interval: one to every
+    /// worker of the job on every edge (`E·G`).
+    pub watermark_frames_per_flush_per_worker: u64,
+    /// The same per second.
+    pub watermark_frames_per_s_per_worker: f64,
+    /// Watermark frames per second sent by the workers of the node.
+    pub watermark_frames_per_s_per_node: f64,
+    /// Of those, frames per second that cross the network tier.
+    pub network_watermark_frames_per_s_per_node: f64,
+    /// Heartbeat puts per second of one rank (one to every rank on another
+    /// node, real or emulated, every [`HEARTBEAT_PERIOD`]).
+    pub heartbeats_per_s_per_rank: f64,
+    /// Heartbeat puts per second sent by the node's ranks.
+    pub heartbeats_per_s_per_node: f64,
+    /// Heartbeat payload bytes per second sent by the node's ranks.
+    pub heartbeat_bytes_per_s_per_node: f64,
+}
+
+/// What one process's channel setup actually made: counted by the runtime
+/// as it creates rings, to hold against the [`ChannelPlan`] of its rank.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Created {
+    /// Thread-tier rings created by this process's workers.
+    pub thread_rings: u64,
+    /// `/dev/shm` segments created by this process's workers (node-tier
+    /// rings they consume).
+    pub shm_segments: u64,
+    /// Network-tier rings this process's workers consume (ring regions in
+    /// its window).
+    pub network_rings: u64,
+    /// Bytes of the RMA window this process allocated (0: none).
+    pub window_bytes: u64,
+}
+
+/// The channel figures of a job, as seen from one rank and its node
+/// ([`ChannelPlan::for_rank`]) or from the node that needs the most memory
+/// ([`ChannelPlan::busiest`]).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct ChannelPlan {
+    /// Nodes (machines) in the job.
+    pub nodes: usize,
+    /// Ranks in the job.
+    pub ranks: usize,
+    /// Ranks on the node these figures are of.
+    pub ranks_on_node: usize,
+    /// Workers per rank.
+    pub workers_per_rank: usize,
+    /// Workers in the job (`G`).
+    pub workers: usize,
+    /// Network tier between ranks of one node too.
+    pub force_network: bool,
+    /// Emulated nodes of this many ranks, if any.
+    pub emulated_ranks_per_node: Option<usize>,
+    /// Page size the byte figures are rounded to.
+    pub page_bytes: usize,
+    /// The rank these figures are of (per-rank figures).
+    pub rank: usize,
+    /// Per exchange edge: its capacity and its rings in the job.
+    pub edges: Vec<EdgeRings>,
+    /// Rings of the job, by tier (`E·G²`).
+    pub rings: TierRings,
+    /// Rings the rank's workers consume, by tier (`E·G·W`).
+    pub rings_per_rank: TierRings,
+    /// Rings the node's workers consume, by tier.
+    pub rings_per_node: TierRings,
+    /// Memory of the node's rings.
+    pub memory_per_node: NodeMemory,
+    /// Memory of every node's rings, bytes (the whole job).
+    pub job_bytes: u64,
+    /// The rank's RMA window.
+    pub window_per_rank: RankWindow,
+    /// Control traffic at idle.
+    pub control: ControlTraffic,
+}
+
+impl ChannelPlan {
+    /// The figures of rank `rank` and its node in a job of shape `shape`.
+    pub fn for_rank(shape: &JobShape, rank: usize) -> ChannelPlan {
+        let p = shape.ranks();
+        let w = shape.workers.max(1);
+        let e = shape.edge_ring_bytes.len() as u64;
+        let ww = (w * w) as u64;
+        let g = (p * w) as u64;
+        // Rings rank r's workers consume, by tier.
+        let consumed = |r: usize| {
+            let mut t = TierRings::default();
+            for s in 0..p {
+                t.add(shape.tier(s, r), e * ww);
+            }
+            t
+        };
+        let mut edges: Vec<EdgeRings> = shape
+            .edge_ring_bytes
+            .iter()
+            .map(|&c| EdgeRings {
+                ring_bytes: c,
+                rings: TierRings::default(),
+            })
+            .collect();
+        let mut rings = TierRings::default();
+        for r in 0..p {
+            for s in 0..p {
+                let t = shape.tier(s, r);
+                for edge in &mut edges {
+                    edge.rings.add(t, ww);
+                }
+                rings.add(t, e * ww);
+            }
+        }
+        let node = shape.ranks_on_node_of(rank);
+        let mut rings_per_node = TierRings::default();
+        for &q in &node {
+            rings_per_node.plus(&consumed(q));
+        }
+        let mem = Self::node_memory(shape, &node);
+        let mut nodes: Vec<usize> = shape.node_of.clone();
+        nodes.sort_unstable();
+        nodes.dedup();
+        let job_bytes = sat(nodes
+            .iter()
+            .filter_map(|n| shape.node_of.iter().position(|x| x == n))
+            .map(|first| {
+                Self::node_memory(shape, &shape.ranks_on_node_of(first)).total_bytes as u128
+            })
+            .sum());
+        let peers = shape.network_peers(rank) as u64;
+        let window_per_rank = RankWindow {
+            windows: usize::from(p > 1),
+            bytes: shape.window_bytes(rank),
+            heartbeat_bytes: if p > 1 {
+                shape.heartbeat_area_bytes() as u64
+            } else {
+                0
+            },
+            ring_regions: e * peers * ww,
+            credit_slots: e * peers * ww,
+        };
+        let per_s = 1e6 / (shape.flush.as_micros().max(1) as f64);
+        let per_flush = e * g;
+        let node_workers = (node.len() * w) as f64;
+        // Destinations of a worker of rank q over the network tier: W per
+        // network peer, on every edge.
+        let net_frames: u64 = node
+            .iter()
+            .map(|&q| (w as u64) * e * shape.network_peers(q) as u64 * w as u64)
+            .sum();
+        let beat_peers = |q: usize| (0..p).filter(|&s| !shape.same_node(q, s)).count() as f64;
+        let beats_per_s = 1.0 / HEARTBEAT_PERIOD.as_secs_f64();
+        let node_beats: f64 = node.iter().map(|&q| beat_peers(q) * beats_per_s).sum();
+        ChannelPlan {
+            nodes: nodes.len(),
+            ranks: p,
+            ranks_on_node: node.len(),
+            workers_per_rank: w,
+            workers: p * w,
+            force_network: shape.force_network,
+            emulated_ranks_per_node: shape.emulate_ranks_per_node,
+            page_bytes: shape.page_bytes,
+            rank,
+            edges,
+            rings,
+            rings_per_rank: consumed(rank),
+            rings_per_node,
+            memory_per_node: mem,
+            job_bytes,
+            window_per_rank,
+            control: ControlTraffic {
+                flush_us: shape.flush.as_micros() as u64,
+                watermark_frames_per_flush_per_worker: per_flush,
+                watermark_frames_per_s_per_worker: per_flush as f64 * per_s,
+                watermark_frames_per_s_per_node: per_flush as f64 * per_s * node_workers,
+                network_watermark_frames_per_s_per_node: net_frames as f64 * per_s,
+                heartbeats_per_s_per_rank: beat_peers(rank) * beats_per_s,
+                heartbeats_per_s_per_node: node_beats,
+                heartbeat_bytes_per_s_per_node: node_beats * HEARTBEAT_PUT_BYTES as f64,
+            },
+        }
+    }
+
+    /// The figures of the node whose rings take the most memory (and of
+    /// its first rank): what decides whether the job fits.
+    pub fn busiest(shape: &JobShape) -> ChannelPlan {
+        let mut best: Option<(u64, usize)> = None;
+        for r in 0..shape.ranks() {
+            if shape.node_of[..r].contains(&shape.node_of[r]) {
+                continue; // not the node's first rank
+            }
+            let need = Self::node_memory(shape, &shape.ranks_on_node_of(r)).total_bytes;
+            if best.is_none_or(|(b, _)| need > b) {
+                best = Some((need, r));
+            }
+        }
+        Self::for_rank(shape, best.map_or(0, |b| b.1))
+    }
+
+    fn node_memory(shape: &JobShape, node: &[usize]) -> NodeMemory {
+        let ww = (shape.workers * shape.workers) as u128;
+        let per_ring: u128 = shape
+            .edge_ring_bytes
+            .iter()
+            .map(|&c| shape.ring_pages_bytes(c) as u128)
+            .sum();
+        let e = shape.edge_ring_bytes.len() as u128;
+        let (mut thread, mut segments, mut shm, mut window) = (0u128, 0u128, 0u128, 0u128);
+        for &q in node {
+            thread += ww * per_ring;
+            let node_peers = (0..shape.ranks())
+                .filter(|&s| shape.tier(s, q) == Tier::Node)
+                .count() as u128;
+            segments += node_peers * ww * e;
+            shm += node_peers * ww * per_ring;
+            window += shape.window_bytes(q) as u128;
+        }
+        NodeMemory {
+            thread_bytes: sat(thread),
+            shm_segments: sat(segments),
+            shm_bytes: sat(shm),
+            window_bytes: sat(window),
+            total_bytes: sat(thread + shm + window),
+        }
+    }
+
+    /// "N rings of B bytes" (or "N rings (a of B bytes, b of C bytes)")
+    /// for `per_edge` rings of each edge's capacity.
+    fn describe(&self, per_edge: u64) -> String {
+        let caps: Vec<usize> = self.edges.iter().map(|e| e.ring_bytes).collect();
+        let mut sizes = caps.clone();
+        sizes.sort_unstable();
+        sizes.dedup();
+        let rings = per_edge * caps.len() as u64;
+        if sizes.len() == 1 {
+            format!("{rings} rings of {} bytes", sizes[0])
+        } else {
+            let by: Vec<String> = sizes
+                .iter()
+                .map(|&b| {
+                    let n = per_edge * caps.iter().filter(|&&x| x == b).count() as u64;
+                    format!("{n} of {b} bytes")
+                })
+                .collect();
+            format!("{rings} rings ({})", by.join(", "))
+        }
+    }
+
+    /// What the job's shape is, for messages: "W workers and E exchange
+    /// edge(s)", or "W workers on each of P ranks (R on this node) and E
+    /// exchange edge(s)".
+    pub fn what(&self) -> String {
+        if self.ranks < 2 {
+            format!(
+                "{} workers and {} exchange edge(s)",
+                self.workers_per_rank,
+                self.edges.len()
+            )
+        } else {
+            format!(
+                "{} workers on each of {} ranks ({} on this node) and {} exchange edge(s)",
+                self.workers_per_rank,
+                self.ranks,
+                self.ranks_on_node,
+                self.edges.len()
+            )
+        }
+    }
+
+    /// Refuses a node whose rings would take more than half of `avail`
+    /// bytes of available memory (`MemAvailable`): thread-tier rings,
+    /// `/dev/shm` segments and windows of every rank of the node.
+    ///
+    /// # Errors
+    /// [`RuntimeError::Setup`] naming the rings and bytes.
+    pub fn check_memory(&self, avail: u64) -> Result<(), RuntimeError> {
+        let m = &self.memory_per_node;
+        if m.total_bytes <= avail / 2 {
+            return Ok(());
+        }
+        let per_edge = self.rings_per_node.total / (self.edges.len().max(1) as u64);
+        Err(RuntimeError::Setup(format!(
+            "{} need {} on this node = {} bytes ({} in process memory, {} in /dev/shm, {} in \
+             MPI windows), more than half of the {avail} bytes of available memory (lower \
+             --workers or --ring-bytes; `air plan` shows the figures)",
+            self.what(),
+            self.describe(per_edge),
+            m.total_bytes,
+            m.thread_bytes,
+            m.shm_bytes,
+            m.window_bytes
+        )))
+    }
+
+    /// Refuses a node whose `/dev/shm` segments would not fit in the `free`
+    /// bytes of the shared-memory directory `dir`.
+    ///
+    /// # Errors
+    /// [`RuntimeError::Setup`] with the bytes needed and free, and what to
+    /// change (a tmpfs limit such as Docker's default 64 MiB `--shm-size`
+    /// is the common cause).
+    pub fn check_shm(&self, dir: &std::path::Path, free: u64) -> Result<(), RuntimeError> {
+        let m = &self.memory_per_node;
+        if m.shm_bytes <= free {
+            return Ok(());
+        }
+        let per_edge = m.shm_segments / (self.edges.len().max(1) as u64);
+        Err(RuntimeError::Setup(format!(
+            "not enough shared memory in {}: the {} ranks on this node need {} = {} bytes, \
+             {free} bytes free (enlarge the tmpfs, e.g. `docker run --shm-size`, or lower \
+             --ring-bytes or --workers)",
+            dir.display(),
+            self.ranks_on_node,
+            self.describe(per_edge),
+            m.shm_bytes
+        )))
+    }
+
+    /// Checks this node against this machine: [`ChannelPlan::check_memory`]
+    /// with `MemAvailable` (skipped if unreadable) and
+    /// [`ChannelPlan::check_shm`] with the free bytes of `/dev/shm` (only
+    /// when the node has node-tier rings).
+    ///
+    /// # Errors
+    /// The first check that fails.
+    pub fn check_here(&self) -> Result<(), RuntimeError> {
+        if let Some(avail) = crate::job::available_memory() {
+            self.check_memory(avail)?;
+        }
+        if self.memory_per_node.shm_segments > 0 {
+            let dir = air_shm::shm_dir();
+            let free = air_shm::region::free_bytes(&dir)
+                .map_err(|e| RuntimeError::Setup(e.to_string()))?;
+            self.check_shm(&dir, free)?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shape(nodes: usize, rpn: usize, w: usize, edges: &[usize]) -> JobShape {
+        JobShape {
+            page_bytes: 4096,
+            ..JobShape::uniform(nodes, rpn, w, edges)
+        }
+    }
+
+    #[test]
+    fn one_process_has_only_thread_rings_and_no_window() {
+        // 3 workers, one edge of 4096 bytes: 9 rings of 4096 + 256 bytes,
+        // two pages each.
+        let p = ChannelPlan::busiest(&shape(1, 1, 3, &[4096]));
+        let hdr = air_shm::HEADER_BYTES as u64;
+        assert!(hdr > 0 && hdr <= 4096);
+        assert_eq!(
+            p.rings,
+            TierRings {
+                thread: 9,
+                node: 0,
+                network: 0,
+                total: 9
+            }
+        );
+        assert_eq!(p.rings_per_rank, p.rings);
+        assert_eq!(p.memory_per_node.thread_bytes, 9 * 8192);
+        assert_eq!(p.memory_per_node.shm_segments, 0);
+        assert_eq!(p.memory_per_node.window_bytes, 0);
+        assert_eq!(p.window_per_rank.windows, 0);
+        assert_eq!(p.job_bytes, 9 * 8192);
+        // 3 frames per 1 ms flush: 3,000/s per worker, 9,000/s for the node.
+        assert_eq!(p.control.watermark_frames_per_flush_per_worker, 3);
+        assert_eq!(p.control.watermark_frames_per_s_per_worker, 3000.0);
+        assert_eq!(p.control.watermark_frames_per_s_per_node, 9000.0);
+        assert_eq!(p.control.heartbeats_per_s_per_rank, 0.0);
+    }
+
+    #[test]
+    fn two_nodes_of_two_ranks_split_rings_over_the_three_tiers() {
+        // P = 4 ranks, W = 2, G = 8, two edges of 8192 and 4096 bytes.
+        let s = shape(2, 2, 2, &[8192, 4096]);
+        let p = ChannelPlan::for_rank(&s, 1);
+        // Job: 2·64 = 128 rings; thread 2·4·4 = 32, node 2·(2 pairs per
+        // node · 2 nodes)·4 = 32, network 2·(8 cross pairs)·4 = 64.
+        assert_eq!(
+            (p.rings.thread, p.rings.node, p.rings.network, p.rings.total),
+            (32, 32, 64, 128)
+        );
+        assert_eq!(p.edges[0].rings.total, 64);
+        // Rank 1 consumes E·G·W = 32: 8 thread, 8 node, 16 network.
+        assert_eq!(
+            (
+                p.rings_per_rank.thread,
+                p.rings_per_rank.node,
+                p.rings_per_rank.network
+            ),
+            (8, 8, 16)
+        );
+        assert_eq!(p.rings_per_node.total, 64);
+        // Pages: 8192 + header -> 3 pages, 4096 + header -> 2 pages.
+        let per_ring = 3 * 4096 + 2 * 4096;
+        assert_eq!(p.memory_per_node.thread_bytes, 2 * 4 * per_ring);
+        assert_eq!(p.memory_per_node.shm_segments, 2 * 2 * 4);
+        assert_eq!(p.memory_per_node.shm_bytes, 2 * 4 * per_ring);
+        // Window: 4·64 = 256 bytes of heartbeats; 2 network peers · 4
+        // rings per edge = 8 regions per edge, (128 + c) each, and 16
+        // credit slots of 64.
+        let win = 256 + 8 * (128 + 8192) + 8 * (128 + 4096) + 16 * 64;
+        assert_eq!(p.window_per_rank.bytes, win);
+        assert_eq!(p.window_per_rank.windows, 1);
+        assert_eq!(p.window_per_rank.ring_regions, 16);
+        assert_eq!(p.memory_per_node.window_bytes, 2 * win);
+        assert_eq!(
+            p.memory_per_node.total_bytes,
+            2 * 4 * per_ring * 2 + 2 * win
+        );
+        assert_eq!(p.job_bytes, 2 * p.memory_per_node.total_bytes);
+        // Watermarks: E·G = 16 frames per flush per worker; the node's 4
+        // workers send 64 per ms, of which 4 workers · 2 edges · 4 remote
+        // workers = 32 cross the network.
+        assert_eq!(p.control.watermark_frames_per_flush_per_worker, 16);
+        assert_eq!(p.control.watermark_frames_per_s_per_node, 64_000.0);
+        assert_eq!(p.control.network_watermark_frames_per_s_per_node, 32_000.0);
+        // Heartbeats: each rank to the 2 ranks of the other node, 10/s.
+        assert_eq!(p.control.heartbeats_per_s_per_rank, 20.0);
+        assert_eq!(p.control.heartbeats_per_s_per_node, 40.0);
+        assert_eq!(p.control.heartbeat_bytes_per_s_per_node, 320.0);
+    }
+
+    #[test]
+    fn forced_network_and_emulated_nodes_change_tiers_not_ring_counts() {
+        let mut s = shape(1, 3, 1, &[4096]);
+        s.force_network = true;
+        let p = ChannelPlan::for_rank(&s, 0);
+        assert_eq!((p.rings.thread, p.rings.node, p.rings.network), (3, 0, 6));
+        assert_eq!(p.memory_per_node.shm_segments, 0);
+        // Forced network on one node: no heartbeats (same host).
+        assert_eq!(p.control.heartbeats_per_s_per_rank, 0.0);
+        // 3 ranks, emulated nodes of 2: ranks 0 and 1 share a node.
+        s.force_network = false;
+        s.emulate_ranks_per_node = Some(2);
+        let p = ChannelPlan::for_rank(&s, 0);
+        assert_eq!((p.rings.thread, p.rings.node, p.rings.network), (3, 2, 4));
+        // The machine holds all 3 ranks: its segments are the 2 node rings.
+        assert_eq!(p.ranks_on_node, 3);
+        assert_eq!(p.memory_per_node.shm_segments, 2);
+        assert_eq!(p.window_per_rank.ring_regions, 1);
+        assert_eq!(
+            p.window_per_rank.bytes,
+            (3 * 64u64).next_multiple_of(128) + (128 + 4096) + 64
+        );
+        assert_eq!(p.control.heartbeats_per_s_per_rank, 10.0);
+    }
+
+    #[test]
+    fn the_issue_example_8_by_28() {
+        // 8 nodes × 1 rank × 28 workers, one 1 MiB edge: 224² = 50,176
+        // rings, 6,272 per node.
+        let p = ChannelPlan::busiest(&shape(8, 1, 28, &[1 << 20]));
+        assert_eq!(p.rings.total, 50_176);
+        assert_eq!(p.rings_per_node.total, 6_272);
+        assert_eq!(p.rings_per_node.thread, 784);
+        assert_eq!(p.rings_per_node.network, 5_488);
+        // ≈ 6.1 GiB per node, ≈ 49 GiB for the job.
+        let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
+        assert!((6.1..6.3).contains(&gib(p.memory_per_node.total_bytes)));
+        assert!((49.0..50.5).contains(&gib(p.job_bytes)));
+    }
+
+    #[test]
+    fn refusals_name_the_figures() {
+        let p = ChannelPlan::busiest(&shape(1, 2, 1, &[1 << 20, 65536]));
+        let need = p.memory_per_node.total_bytes;
+        assert!(p.check_memory(2 * need).is_ok());
+        let e = p.check_memory(2 * need - 2).unwrap_err().to_string();
+        assert!(e.contains(&format!("= {need} bytes")), "{e}");
+        assert!(
+            e.contains("1 workers on each of 2 ranks (2 on this node)"),
+            "{e}"
+        );
+        let shm = p.memory_per_node.shm_bytes;
+        assert!(p.check_shm(std::path::Path::new("/dev/shm"), shm).is_ok());
+        let e = p
+            .check_shm(std::path::Path::new("/dev/shm"), shm - 1)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("not enough shared memory in /dev/shm")
+                && e.contains("2 of 1048576 bytes")
+                && e.contains(&format!("= {shm} bytes")),
+            "{e}"
+        );
+    }
+}

@@ -1,0 +1,264 @@
+//! `air plan` against what runs create: its figures for a shape equal the
+//! rings, `/dev/shm` segments and window bytes a real run of that shape
+//! reports (`"channels"` in `--report`), embedded and under `mpirun` on all
+//! three tiers; and the 8 × 28 example.
+
+mod common;
+
+use serde_json::Value;
+use std::process::{Command, Output};
+
+const AIR: &str = env!("CARGO_BIN_EXE_air");
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}\nstdout:\n{}\nstderr:\n{}",
+        o.status,
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// `air plan ARGS --json`, parsed.
+fn plan(args: &[&str]) -> Value {
+    let o = Command::new(AIR)
+        .args(["plan", "--json"])
+        .args(args)
+        .env_remove("SLURM_JOB_ID")
+        .env_remove("AIR_EMULATE_RANKS_PER_NODE")
+        .output()
+        .expect("run air plan");
+    assert!(o.status.success(), "{}", text(&o));
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&o)))
+}
+
+fn u(v: &Value) -> u64 {
+    v.as_u64().unwrap_or_else(|| panic!("not a number: {v}"))
+}
+
+#[test]
+fn the_8_by_28_example_counts_every_edge_of_ysb() {
+    let p = plan(&["--nodes", "8", "--ranks-per-node", "1", "--workers", "28"]);
+    let edges = p["edges"].as_array().unwrap();
+    // YSB's real graph: the partial aggregates at --ring-bytes, the rows
+    // to their writer at a sixteenth (at least 64 KiB).
+    assert_eq!(edges.len(), 2, "{p}");
+    assert_eq!(u(&edges[0]["ring_bytes"]), 1 << 20);
+    assert_eq!(u(&edges[1]["ring_bytes"]), 64 << 10);
+    let plan = &p["plan"];
+    // 224² = 50,176 rings per edge; 6,272 per node per edge.
+    assert_eq!(u(&plan["edges"][0]["rings"]["total"]), 50_176);
+    assert_eq!(u(&plan["rings"]["total"]), 2 * 50_176);
+    assert_eq!(u(&plan["rings_per_node"]["total"]), 2 * 6_272);
+    assert_eq!(u(&plan["rings_per_node"]["thread"]), 2 * 784);
+    assert_eq!(u(&plan["rings_per_node"]["node"]), 0);
+    let gib = |v: &Value| u(v) as f64 / (1u64 << 30) as f64;
+    let node = gib(&plan["memory_per_node"]["total_bytes"]);
+    assert!((6.4..6.7).contains(&node), "{node} GiB per node");
+    assert!((51.5..53.5).contains(&gib(&plan["job_bytes"])), "{plan}");
+    assert_eq!(u(&plan["window_per_rank"]["windows"]), 1);
+    // Idle: 2 edges × 224 destinations per flush (1 ms).
+    assert_eq!(
+        u(&plan["control"]["watermark_frames_per_flush_per_worker"]),
+        448
+    );
+    // The table says the same.
+    let o = Command::new(AIR)
+        .args(["plan", "--nodes", "8", "--ranks-per-node", "1"])
+        .args(["--workers", "28"])
+        .env_remove("SLURM_JOB_ID")
+        .output()
+        .unwrap();
+    let t = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(t.contains("50,176") && t.contains("100,352"), "{t}");
+    assert!(t.contains("memory per node") && t.contains("GiB"), "{t}");
+}
+
+#[test]
+fn plan_options_and_queries_follow_air_run() {
+    // --ring-bytes and a query after `--`: WA has one keyed exchange
+    // (and a collect of its rows).
+    let p = plan(&["--workers", "3", "--ring-bytes", "65536", "--", "wa"]);
+    let edges = p["edges"].as_array().unwrap();
+    assert!(!edges.is_empty(), "{p}");
+    assert_eq!(u(&edges[0]["ring_bytes"]), 65536);
+    assert_eq!(
+        u(&p["plan"]["rings"]["total"]),
+        9 * edges.len() as u64,
+        "{p}"
+    );
+    // A bad option of the query is refused as `air run` refuses it.
+    let o = Command::new(AIR)
+        .args(["plan", "--", "ysb", "--no-such-option"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    // SLURM's allocation when no shape is given.
+    let o = Command::new(AIR)
+        .args(["plan", "--json"])
+        .env("SLURM_JOB_ID", "7")
+        .env("SLURM_JOB_NUM_NODES", "4")
+        .env("SLURM_TASKS_PER_NODE", "2(x4)")
+        .env("SLURM_CPUS_PER_TASK", "3")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    let p: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let plan = &p["plan"];
+    assert_eq!(
+        (
+            u(&plan["nodes"]),
+            u(&plan["ranks"]),
+            u(&plan["workers_per_rank"])
+        ),
+        (4, 8, 3),
+        "{p}"
+    );
+}
+
+#[test]
+fn an_embedded_run_creates_the_planned_rings() {
+    let dir = common::tmpdir("plan", "embedded");
+    let rep = dir.join("r.json");
+    let o = Command::new(AIR)
+        .args([
+            "run",
+            "ysb",
+            "--workers",
+            "2",
+            "--events",
+            "20000",
+            "--no-pin",
+        ])
+        .args(["--ring-bytes", "65536", "--report"])
+        .arg(&rep)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("channels: 8 rings"),
+        "{}",
+        text(&o)
+    );
+    let r: Value = serde_json::from_str(&std::fs::read_to_string(&rep).unwrap()).unwrap();
+    let p = plan(&["--workers", "2", "--ring-bytes", "65536"]);
+    // The run's own plan is `air plan`'s.
+    assert_eq!(r["channels"]["plan"], p["plan"], "{r}");
+    let created = &r["channels"]["created_per_rank"][0];
+    assert_eq!(
+        u(&created["thread_rings"]),
+        u(&p["plan"]["rings_per_rank"]["thread"])
+    );
+    assert_eq!(u(&created["thread_rings"]), 8);
+    assert_eq!(u(&created["shm_segments"]), 0);
+    assert_eq!(u(&created["window_bytes"]), 0);
+}
+
+#[cfg(feature = "mpi")]
+mod mpi {
+    use super::*;
+    use std::process::Stdio;
+    use std::time::Duration;
+
+    fn mpirun(np: usize, args: &[&str], env: &[(&str, &str)]) -> Output {
+        let mut cmd = air_rdma::mpirun_command(np);
+        cmd.arg(AIR).args(args).envs(env.iter().copied());
+        cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+        let child = cmd.spawn().expect("start mpirun (is MPI installed?)");
+        let pid = child.id();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(child.wait_with_output());
+        });
+        match rx.recv_timeout(Duration::from_secs(120)) {
+            Ok(o) => o.expect("wait"),
+            Err(_) => {
+                // SAFETY: plain kill of the launcher this test started.
+                unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+                panic!("mpirun -np {np} air {args:?} hung");
+            }
+        }
+    }
+
+    /// Runs YSB on `np` ranks × 2 workers with `env`, and checks every
+    /// rank's created rings, segments and window against `air plan` with
+    /// `plan_args` for the same shape (one machine: the node is all ranks).
+    fn check(np: usize, extra: &[&str], env: &[(&str, &str)], plan_args: &[&str]) -> Value {
+        let dir = common::tmpdir("plan", "mpi");
+        let rep = dir.join("r.json");
+        let rep_s = rep.to_string_lossy().into_owned();
+        let mut args = vec!["run", "ysb", "--workers", "2", "--events", "20000"];
+        args.extend(["--no-pin", "--ring-bytes", "65536", "--report", &rep_s]);
+        args.extend(extra);
+        let o = mpirun(np, &args, env);
+        assert!(o.status.success(), "{}", text(&o));
+        let r: Value = serde_json::from_str(&std::fs::read_to_string(&rep).unwrap()).unwrap();
+        let mut pa = vec!["--nodes", "1", "--workers", "2", "--ring-bytes", "65536"];
+        let n = np.to_string();
+        pa.extend(["--ranks-per-node", &n]);
+        pa.extend(plan_args);
+        let p = plan(&pa);
+        let plan = &p["plan"];
+        let created = r["channels"]["created_per_rank"].as_array().unwrap();
+        assert_eq!(created.len(), np, "{r}");
+        let sum = |k: &str| created.iter().map(|c| u(&c[k])).sum::<u64>();
+        // What the node's ranks created is what the plan says the node has.
+        assert_eq!(
+            sum("thread_rings"),
+            u(&plan["rings_per_node"]["thread"]),
+            "{r}\n{p}"
+        );
+        assert_eq!(
+            sum("shm_segments"),
+            u(&plan["memory_per_node"]["shm_segments"]),
+            "{r}\n{p}"
+        );
+        assert_eq!(
+            sum("network_rings"),
+            u(&plan["rings_per_node"]["network"]),
+            "{r}\n{p}"
+        );
+        assert_eq!(
+            sum("window_bytes"),
+            u(&plan["memory_per_node"]["window_bytes"]),
+            "{r}\n{p}"
+        );
+        // Rank 0's window is the planned window of rank 0.
+        assert_eq!(
+            u(&created[0]["window_bytes"]),
+            u(&r["channels"]["plan"]["window_per_rank"]["bytes"]),
+            "{r}"
+        );
+        assert_eq!(
+            r["channels"]["plan"]["memory_per_node"],
+            plan["memory_per_node"]
+        );
+        r
+    }
+
+    #[test]
+    fn three_ranks_on_all_tiers_create_the_planned_segments_and_windows() {
+        // Emulated nodes of 2: ranks 0 and 1 share /dev/shm rings, rank 2
+        // is on the network tier.
+        let r = check(
+            3,
+            &[],
+            &[("AIR_EMULATE_RANKS_PER_NODE", "2")],
+            &["--emulate-ranks-per-node", "2"],
+        );
+        let created = &r["channels"]["created_per_rank"];
+        // 2 edges × 2×2 rings from the other rank of the emulated node.
+        assert_eq!(u(&created[0]["shm_segments"]), 8, "{r}");
+        assert_eq!(u(&created[2]["shm_segments"]), 0, "{r}");
+        assert_eq!(u(&created[2]["network_rings"]), 16, "{r}");
+    }
+
+    #[test]
+    fn forced_network_ranks_allocate_the_planned_windows() {
+        let r = check(2, &["--force-network"], &[], &["--force-network"]);
+        let created = &r["channels"]["created_per_rank"];
+        assert_eq!(u(&created[1]["shm_segments"]), 0, "{r}");
+        assert_eq!(u(&created[1]["network_rings"]), 8, "{r}");
+    }
+}
