@@ -49,6 +49,16 @@ impl<'e> RmaOutbox<'e> {
         self.max_payload
     }
 
+    /// Publishes what any worker left pending and closes the ring (see
+    /// [`RmaProducer::close`]); later sends fail. Call it once every worker
+    /// of this rank is done with the ring; dropping the outbox does it too.
+    ///
+    /// # Errors
+    /// As [`RmaProducer::close`].
+    pub fn close(&self) -> Result<()> {
+        self.lock()?.close()
+    }
+
     fn lock(&self) -> Result<MutexGuard<'_, RmaProducer<'e>>> {
         // A worker that panicked inside `write` (while holding the lock)
         // left a frame half written but not committed: the ring's state is

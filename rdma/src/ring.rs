@@ -111,6 +111,7 @@ pub struct RmaProducer<'e> {
     seq: u64,
     word: Box<[u64; 1]>,
     full_polls: u32,
+    closed: bool,
 }
 
 impl std::fmt::Debug for RmaProducer<'_> {
@@ -176,6 +177,7 @@ impl<'e> RmaProducer<'e> {
             seq: 0,
             word: Box::new([0]),
             full_polls: 0,
+            closed: false,
         })
     }
 
@@ -303,19 +305,34 @@ impl<'e> RmaProducer<'e> {
     }
 }
 
+impl RmaProducer<'_> {
+    /// Publishes what is pending and tells the receiver this end is gone
+    /// (it reports [`RdmaError::Closed`] once it has read everything
+    /// published). Idempotent; dropping the producer does it too.
+    ///
+    /// # Errors
+    /// As [`RmaProducer::flush`].
+    pub fn close(&mut self) -> Result<()> {
+        if self.closed {
+            return Ok(());
+        }
+        self.closed = true;
+        self.flush()?;
+        self.word[0] = 1;
+        self.epoch
+            .put(
+                u64_bytes(&self.word[..]),
+                self.target,
+                self.ring_disp + CLOSED_AT,
+            )?
+            .flush()
+    }
+}
+
 impl Drop for RmaProducer<'_> {
     fn drop(&mut self) {
-        // Tell the receiver this end is gone (it reports Closed once it has
-        // read everything published). Errors are moot while dropping.
-        let _ = self.flush();
-        self.word[0] = 1;
-        if let Ok(p) = self.epoch.put(
-            u64_bytes(&self.word[..]),
-            self.target,
-            self.ring_disp + CLOSED_AT,
-        ) {
-            let _ = p.flush();
-        }
+        // Errors are moot while dropping.
+        let _ = self.close();
     }
 }
 
