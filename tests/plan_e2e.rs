@@ -46,16 +46,21 @@ fn the_8_by_28_example_counts_every_edge_of_ysb() {
     assert_eq!(u(&edges[0]["ring_bytes"]), 1 << 20);
     assert_eq!(u(&edges[1]["ring_bytes"]), 64 << 10);
     let plan = &p["plan"];
-    // 224² = 50,176 rings per edge; 6,272 per node per edge.
-    assert_eq!(u(&plan["edges"][0]["rings"]["total"]), 50_176);
-    assert_eq!(u(&plan["rings"]["total"]), 2 * 50_176);
-    assert_eq!(u(&plan["rings_per_node"]["total"]), 2 * 6_272);
+    // Per edge and node: 28² = 784 thread rings, and 7 peers × 28 workers
+    // = 196 network rings in (one per worker, shared by the sending rank's
+    // workers; a ring per worker pair would be 5,488): 7,840 per edge in
+    // the job, where one ring per pair of the 224 workers was 50,176.
+    assert_eq!(u(&plan["edges"][0]["rings"]["total"]), 7_840);
+    assert_eq!(u(&plan["rings"]["total"]), 2 * 7_840);
+    assert_eq!(u(&plan["rings_per_node"]["total"]), 2 * 980);
     assert_eq!(u(&plan["rings_per_node"]["thread"]), 2 * 784);
+    assert_eq!(u(&plan["rings_per_node"]["network"]), 2 * 196);
     assert_eq!(u(&plan["rings_per_node"]["node"]), 0);
     let gib = |v: &Value| u(v) as f64 / (1u64 << 30) as f64;
+    // 840 MiB of thread rings, 208 MiB of window, 208 MiB of send mirrors.
     let node = gib(&plan["memory_per_node"]["total_bytes"]);
-    assert!((6.4..6.7).contains(&node), "{node} GiB per node");
-    assert!((51.5..53.5).contains(&gib(&plan["job_bytes"])), "{plan}");
+    assert!((1.2..1.3).contains(&node), "{node} GiB per node");
+    assert!((9.5..10.0).contains(&gib(&plan["job_bytes"])), "{plan}");
     assert_eq!(u(&plan["window_per_rank"]["windows"]), 1);
     // Idle: 2 edges × 224 destinations per flush (1 ms).
     assert_eq!(
@@ -71,7 +76,7 @@ fn the_8_by_28_example_counts_every_edge_of_ysb() {
         .unwrap();
     let t = String::from_utf8_lossy(&o.stdout);
     assert!(o.status.success(), "{}", text(&o));
-    assert!(t.contains("50,176") && t.contains("100,352"), "{t}");
+    assert!(t.contains("7,840") && t.contains("15,680"), "{t}");
     assert!(t.contains("memory per node") && t.contains("GiB"), "{t}");
 }
 
@@ -251,7 +256,8 @@ mod mpi {
         // 2 edges × 2×2 rings from the other rank of the emulated node.
         assert_eq!(u(&created[0]["shm_segments"]), 8, "{r}");
         assert_eq!(u(&created[2]["shm_segments"]), 0, "{r}");
-        assert_eq!(u(&created[2]["network_rings"]), 16, "{r}");
+        // Rank 2: 2 edges × 2 peer ranks × one ring per worker (2).
+        assert_eq!(u(&created[2]["network_rings"]), 8, "{r}");
     }
 
     #[test]
@@ -259,6 +265,7 @@ mod mpi {
         let r = check(2, &["--force-network"], &[], &["--force-network"]);
         let created = &r["channels"]["created_per_rank"];
         assert_eq!(u(&created[1]["shm_segments"]), 0, "{r}");
-        assert_eq!(u(&created[1]["network_rings"]), 8, "{r}");
+        // 2 edges × 1 peer rank × one ring per worker (2).
+        assert_eq!(u(&created[1]["network_rings"]), 4, "{r}");
     }
 }

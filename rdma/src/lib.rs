@@ -6,13 +6,14 @@
 //! nodes, launcher mix-ups), [`Window`] / [`Epoch`] / [`Pending`] (RMA
 //! windows allocated by MPI, passive-target epochs, operations whose buffers
 //! stay borrowed until flushed), the remote frame ring ([`RmaProducer`],
-//! [`RmaConsumer`]) and [`Liveness`] (lost ranks). Errors come back as
+//! [`RmaConsumer`], and [`RmaOutbox`] for a ring several workers share) and [`Liveness`] (lost ranks). Errors come back as
 //! [`RdmaError`] (`MPI_ERRORS_RETURN`), never as aborts. This crate knows
 //! nothing of dataflows.
 #![deny(missing_docs)]
 
 mod error;
 pub mod liveness;
+pub mod outbox;
 pub mod ring;
 mod sys;
 pub mod win;
@@ -20,6 +21,7 @@ pub mod world;
 
 pub use error::{RdmaError, Result};
 pub use liveness::{heartbeat_bytes, Liveness};
+pub use outbox::{OutboxSender, RmaOutbox};
 pub use ring::{ring_region_bytes, RmaConsumer, RmaProducer, CREDIT_BYTES, RING_CTRL_BYTES};
 pub use win::{Epoch, Op, Pending, Window};
 pub use world::{launched_ranks, mpirun_command, Mpi};

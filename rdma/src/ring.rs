@@ -60,10 +60,14 @@ pub fn check_capacity(cap: usize) -> Result<()> {
     Ok(())
 }
 
-fn header(len: u32, kind: u8, seq: u64) -> [u8; FRAME_HEADER] {
+/// A frame header: `len` (u32 LE, bytes 0..4), `kind` (byte 4), the sending
+/// worker's index within its rank (u16 LE, bytes 6..8; 0 for a ring with one
+/// producer), `seq` (u64 LE, bytes 8..16). air-shm's checks ignore bytes 5..8.
+fn header(len: u32, kind: u8, from: u16, seq: u64) -> [u8; FRAME_HEADER] {
     let mut h = [0u8; FRAME_HEADER];
     h[..4].copy_from_slice(&len.to_le_bytes());
     h[4] = kind;
+    h[6..8].copy_from_slice(&from.to_le_bytes());
     h[8..16].copy_from_slice(&seq.to_le_bytes());
     h
 }
@@ -107,6 +111,7 @@ pub struct RmaProducer<'e> {
     seq: u64,
     word: Box<[u64; 1]>,
     full_polls: u32,
+    closed: bool,
 }
 
 impl std::fmt::Debug for RmaProducer<'_> {
@@ -172,6 +177,7 @@ impl<'e> RmaProducer<'e> {
             seq: 0,
             word: Box::new([0]),
             full_polls: 0,
+            closed: false,
         })
     }
 
@@ -187,6 +193,20 @@ impl<'e> RmaProducer<'e> {
     /// The frame reaches the receiver at the next [`RmaProducer::flush`].
     pub fn try_send(
         &mut self,
+        kind: FrameKind,
+        max_len: usize,
+        write: &mut dyn FnMut(&mut [u8]) -> Option<usize>,
+    ) -> Result<bool> {
+        self.try_send_from(0, kind, max_len, write)
+    }
+
+    /// [`RmaProducer::try_send`] for a ring that several workers of this
+    /// rank share (an [`RmaOutbox`]): the frame header carries `from`, the
+    /// sending worker's index within its rank, which the receiver gets from
+    /// [`RmaConsumer::try_recv_from`].
+    pub fn try_send_from(
+        &mut self,
+        from: u16,
         kind: FrameKind,
         max_len: usize,
         write: &mut dyn FnMut(&mut [u8]) -> Option<usize>,
@@ -211,6 +231,7 @@ impl<'e> RmaProducer<'e> {
                 (to_end - FRAME_HEADER) as u32,
                 KIND_PADDING,
                 0,
+                0,
             ));
             self.tail += to_end as u64;
             off = 0;
@@ -223,7 +244,8 @@ impl<'e> RmaProducer<'e> {
         let body = &mut m[off + FRAME_HEADER..off + FRAME_HEADER + max_len];
         if let Some(n) = write(body) {
             let n = n.min(max_len);
-            m[off..off + FRAME_HEADER].copy_from_slice(&header(n as u32, kind as u8, self.seq));
+            m[off..off + FRAME_HEADER]
+                .copy_from_slice(&header(n as u32, kind as u8, from, self.seq));
             self.seq += 1;
             self.tail += frame_size(n) as u64;
         }
@@ -283,19 +305,34 @@ impl<'e> RmaProducer<'e> {
     }
 }
 
+impl RmaProducer<'_> {
+    /// Publishes what is pending and tells the receiver this end is gone
+    /// (it reports [`RdmaError::Closed`] once it has read everything
+    /// published). Idempotent; dropping the producer does it too.
+    ///
+    /// # Errors
+    /// As [`RmaProducer::flush`].
+    pub fn close(&mut self) -> Result<()> {
+        if self.closed {
+            return Ok(());
+        }
+        self.closed = true;
+        self.flush()?;
+        self.word[0] = 1;
+        self.epoch
+            .put(
+                u64_bytes(&self.word[..]),
+                self.target,
+                self.ring_disp + CLOSED_AT,
+            )?
+            .flush()
+    }
+}
+
 impl Drop for RmaProducer<'_> {
     fn drop(&mut self) {
-        // Tell the receiver this end is gone (it reports Closed once it has
-        // read everything published). Errors are moot while dropping.
-        let _ = self.flush();
-        self.word[0] = 1;
-        if let Ok(p) = self.epoch.put(
-            u64_bytes(&self.word[..]),
-            self.target,
-            self.ring_disp + CLOSED_AT,
-        ) {
-            let _ = p.flush();
-        }
+        // Errors are moot while dropping.
+        let _ = self.close();
     }
 }
 
@@ -419,6 +456,16 @@ impl<'e> RmaConsumer<'e> {
     /// is read; [`RdmaError::Corrupt`] for bytes that break the protocol;
     /// [`RdmaError::RankLost`] when a rank of the job is gone.
     pub fn try_recv(&mut self, read: &mut dyn FnMut(FrameKind, &[u8])) -> Result<bool> {
+        self.try_recv_from(&mut |kind, _, payload| read(kind, payload))
+    }
+
+    /// [`RmaConsumer::try_recv`] that also hands `read` the sending worker's
+    /// index within its rank (from the frame header; see
+    /// [`RmaProducer::try_send_from`]).
+    ///
+    /// # Errors
+    /// As [`RmaConsumer::try_recv`].
+    pub fn try_recv_from(&mut self, read: &mut dyn FnMut(FrameKind, u16, &[u8])) -> Result<bool> {
         loop {
             if self.head == self.tail {
                 // An empty poll makes no MPI call (but every
@@ -484,7 +531,7 @@ impl<'e> RmaConsumer<'e> {
             // the sender does not write it again before we release it.
             let payload =
                 unsafe { std::slice::from_raw_parts(self.data.add(off + FRAME_HEADER), len) };
-            read(kind, payload);
+            read(kind, u16::from_le_bytes([h[6], h[7]]), payload);
             self.seq += 1;
             self.head += size as u64;
             return Ok(true);

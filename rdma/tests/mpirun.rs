@@ -89,3 +89,16 @@ fn a_single_process_started_by_a_launcher_for_several_ranks_fails_loudly() {
         "{stderr}"
     );
 }
+
+#[test]
+fn a_remote_ring_shared_by_several_senders_keeps_each_senders_order() {
+    // Three threads per rank share one 4 KiB ring to the next rank: wraps,
+    // padding, a full ring, and frames of different senders interleaved.
+    let args = ["outbox", "2000", "4096", "3"];
+    let out = run(2, &args, Duration::from_secs(120));
+    assert_ok(2, &args, &out);
+    // Three ranks in a cycle, the smallest ring.
+    let args = ["outbox", "300", "64", "2"];
+    let out = run(3, &args, Duration::from_secs(120));
+    assert_ok(3, &args, &out);
+}

@@ -55,8 +55,21 @@ pub trait ChannelTx: Send {
 
 /// The receiving end of a channel.
 pub trait ChannelRx: Send {
-    /// Hands the next frame (kind, payload in place) to `read` without blocking.
-    fn try_recv(&mut self, read: &mut dyn FnMut(FrameKind, &[u8])) -> Result<Recv, ChannelError>;
+    /// Hands the next frame to `read` without blocking: its kind, the index
+    /// of the worker that sent it among this channel's
+    /// [`ChannelRx::senders`] (always 0 for a channel with one sender), and
+    /// its payload in place.
+    fn try_recv(
+        &mut self,
+        read: &mut dyn FnMut(FrameKind, usize, &[u8]),
+    ) -> Result<Recv, ChannelError>;
+
+    /// How many workers send into this channel: 1 for a ring per worker
+    /// pair; the workers of the sending rank for a network ring they share
+    /// (their frames interleave; each sender's frames stay in its order).
+    fn senders(&self) -> usize {
+        1
+    }
 
     /// Returns credit for frames read so far (the transport may batch it).
     fn release(&mut self) -> Result<(), ChannelError>;
@@ -102,10 +115,13 @@ impl ChannelTx for Producer {
 
 impl ChannelRx for Consumer {
     #[inline]
-    fn try_recv(&mut self, read: &mut dyn FnMut(FrameKind, &[u8])) -> Result<Recv, ChannelError> {
+    fn try_recv(
+        &mut self,
+        read: &mut dyn FnMut(FrameKind, usize, &[u8]),
+    ) -> Result<Recv, ChannelError> {
         match self.try_peek() {
             Ok(Some(f)) => {
-                read(f.kind(), f.payload());
+                read(f.kind(), 0, f.payload());
                 f.release_deferred();
                 Ok(Recv::Frame)
             }
@@ -148,11 +164,29 @@ impl ChannelTx for air_rdma::RmaProducer<'_> {
     }
 }
 
+/// The receiving end of a network-tier ring that the workers of one remote
+/// rank share (see `docs/channels.md`): `senders` workers write into it,
+/// each frame header naming its sender.
 #[cfg(feature = "mpi")]
-impl ChannelRx for air_rdma::RmaConsumer<'_> {
+#[derive(Debug)]
+pub struct SharedRmaRx<'e> {
+    /// The ring.
+    pub rx: air_rdma::RmaConsumer<'e>,
+    /// Workers of the sending rank that write into it.
+    pub senders: usize,
+}
+
+#[cfg(feature = "mpi")]
+impl ChannelRx for SharedRmaRx<'_> {
     #[inline]
-    fn try_recv(&mut self, read: &mut dyn FnMut(FrameKind, &[u8])) -> Result<Recv, ChannelError> {
-        match air_rdma::RmaConsumer::try_recv(self, read) {
+    fn try_recv(
+        &mut self,
+        read: &mut dyn FnMut(FrameKind, usize, &[u8]),
+    ) -> Result<Recv, ChannelError> {
+        match self
+            .rx
+            .try_recv_from(&mut |kind, from, payload| read(kind, from as usize, payload))
+        {
             Ok(true) => Ok(Recv::Frame),
             Ok(false) => Ok(Recv::Empty),
             Err(air_rdma::RdmaError::Closed) => Ok(Recv::Closed),
@@ -160,13 +194,39 @@ impl ChannelRx for air_rdma::RmaConsumer<'_> {
         }
     }
 
+    fn senders(&self) -> usize {
+        self.senders
+    }
+
     #[inline]
     fn release(&mut self) -> Result<(), ChannelError> {
-        Ok(air_rdma::RmaConsumer::release(self)?)
+        Ok(self.rx.release()?)
     }
 
     fn numa_node(&self) -> Option<usize> {
-        air_rdma::RmaConsumer::numa_node(self)
+        self.rx.numa_node()
+    }
+}
+
+#[cfg(feature = "mpi")]
+impl ChannelTx for air_rdma::OutboxSender<'_, '_> {
+    #[inline]
+    fn try_send(
+        &mut self,
+        kind: FrameKind,
+        max_len: usize,
+        write: &mut dyn FnMut(&mut [u8]) -> Option<usize>,
+    ) -> Result<bool, ChannelError> {
+        Ok(air_rdma::OutboxSender::try_send(self, kind, max_len, write)?)
+    }
+
+    #[inline]
+    fn flush(&mut self) -> Result<(), ChannelError> {
+        Ok(air_rdma::OutboxSender::flush(self)?)
+    }
+
+    fn max_frame(&self) -> usize {
+        self.max_payload()
     }
 }
 

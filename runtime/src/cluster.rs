@@ -22,14 +22,15 @@
 //! caller must end the job with [`air_rdma::Mpi::abort`] (which `air`
 //! does).
 
-use crate::channel::{ChannelRx, ChannelTx};
+use crate::channel::{ChannelRx, ChannelTx, SharedRmaRx};
 use crate::job::{
     missing_channel, run_wired, EdgeChannels, JobConfig, ThreadSlots, Wiring, WorkerInfo,
 };
 use crate::plan::{ChannelPlan, Created, JobShape};
 use crate::RuntimeError;
 use air_rdma::{
-    ring_region_bytes, Epoch, Liveness, Mpi, RmaConsumer, RmaProducer, Window, CREDIT_BYTES,
+    ring_region_bytes, Epoch, Liveness, Mpi, RmaConsumer, RmaOutbox, RmaProducer, Window,
+    CREDIT_BYTES,
 };
 use air_shm::{FrameRing, SegmentName, WaitPolicy};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -144,13 +145,16 @@ impl Layout {
             .expect("network peer in layout")
     }
 
+    /// Network rings into rank `rank` (one per edge, remote peer rank and
+    /// worker of `rank`), which is also the number of its outboxes (one per
+    /// edge, peer and worker of the peer), each with a credit slot.
     fn rings(&self, rank: usize) -> usize {
-        self.regions.len() * self.net_peers[rank].len() * self.workers * self.workers
+        self.regions.len() * self.net_peers[rank].len() * self.workers
     }
 
     /// Bytes of the ring regions of edges `..edge` in rank `rank`'s part.
     fn ring_area(&self, rank: usize, edge: usize) -> usize {
-        let per_edge = self.net_peers[rank].len() * self.workers * self.workers;
+        let per_edge = self.net_peers[rank].len() * self.workers;
         self.regions[..edge].iter().map(|r| per_edge * r).sum()
     }
 
@@ -159,20 +163,26 @@ impl Layout {
         self.heartbeats + self.ring_area(rank, self.regions.len()) + self.rings(rank) * CREDIT_BYTES
     }
 
-    /// Where, in receiver `recv`'s part, the ring of `edge` from worker
-    /// `from` of rank `src` to worker `to` of `recv` starts.
-    fn ring_disp(&self, edge: usize, recv: usize, src: usize, from: usize, to: usize) -> usize {
-        let i = (self.peer_index(recv, src) * self.workers + from) * self.workers + to;
+    /// Where, in receiver `recv`'s part, the ring of `edge` from the workers
+    /// of rank `src` to worker `to` of `recv` starts.
+    fn ring_disp(&self, edge: usize, recv: usize, src: usize, to: usize) -> usize {
+        let i = self.peer_index(recv, src) * self.workers + to;
         self.heartbeats + self.ring_area(recv, edge) + i * self.regions[edge]
     }
 
-    /// Where, in sender `send`'s part, the credit slot of the ring of `edge`
-    /// from its worker `from` to worker `to` of rank `dst` is.
-    fn credit_disp(&self, edge: usize, send: usize, dst: usize, from: usize, to: usize) -> usize {
+    /// Index of sender `send`'s outbox of `edge` to worker `to` of rank
+    /// `dst` among its outboxes (edge-major, then peer, then worker).
+    fn outbox_index(&self, edge: usize, send: usize, dst: usize, to: usize) -> usize {
         let peers = self.net_peers[send].len();
-        let i =
-            ((edge * peers + self.peer_index(send, dst)) * self.workers + from) * self.workers + to;
-        self.heartbeats + self.ring_area(send, self.regions.len()) + i * CREDIT_BYTES
+        (edge * peers + self.peer_index(send, dst)) * self.workers + to
+    }
+
+    /// Where, in sender `send`'s part, the credit slot of its outbox of
+    /// `edge` to worker `to` of rank `dst` is.
+    fn credit_disp(&self, edge: usize, send: usize, dst: usize, to: usize) -> usize {
+        self.heartbeats
+            + self.ring_area(send, self.regions.len())
+            + self.outbox_index(edge, send, dst, to) * CREDIT_BYTES
     }
 }
 
@@ -193,6 +203,10 @@ struct MpiWiring<'e> {
     segments: AtomicU64,
     /// Network-tier rings this rank's workers consume.
     network: AtomicU64,
+    /// This rank's network-tier outboxes, by [`Layout::outbox_index`]: the
+    /// sending side of each ring into a remote worker, shared by this
+    /// rank's workers.
+    outboxes: Vec<RmaOutbox<'e>>,
 }
 
 impl MpiWiring<'_> {
@@ -251,17 +265,19 @@ impl Wiring for MpiWiring<'_> {
                             .map_err(|e| ch(e.into()))?,
                     )
                 }
-                Tier::Network => Box::new(
-                    RmaConsumer::new(
+                Tier::Network if from > 0 => continue,
+                Tier::Network => Box::new(SharedRmaRx {
+                    rx: RmaConsumer::new(
                         self.epoch,
                         self.live,
                         rank,
-                        self.layout.ring_disp(edge, me, rank, from, to),
+                        self.layout.ring_disp(edge, me, rank, to),
                         self.ring_bytes[edge],
-                        self.layout.credit_disp(edge, rank, me, from, to),
+                        self.layout.credit_disp(edge, rank, me, to),
                     )
                     .map_err(|e| ch(e.into()))?,
-                ),
+                    senders: self.workers,
+                }),
             };
             if tier(self.cluster, rank, me) == Tier::Network {
                 self.network.fetch_add(1, Ordering::Relaxed);
@@ -303,15 +319,8 @@ impl Wiring for MpiWiring<'_> {
                     )
                 }
                 Tier::Network => Box::new(
-                    RmaProducer::new(
-                        self.epoch,
-                        self.live,
-                        rank,
-                        self.layout.ring_disp(edge, rank, me, from, to),
-                        self.ring_bytes[edge],
-                        self.layout.credit_disp(edge, me, rank, from, to),
-                    )
-                    .map_err(|e| ch(e.into()))?,
+                    self.outboxes[self.layout.outbox_index(edge, me, rank, to)]
+                        .sender(from as u16),
                 ),
             };
             tx.push(end);
@@ -340,7 +349,8 @@ pub fn tier_counts(cluster: &ClusterConfig, workers: usize) -> TierCounts {
         match tier(cluster, r, mpi.rank()) {
             Tier::Thread => c.thread += n,
             Tier::Node => c.node += n,
-            Tier::Network => c.network += n,
+            // One ring per worker of this rank, shared by the peer's workers.
+            Tier::Network => c.network += workers,
         }
     }
     c
@@ -467,6 +477,13 @@ where
             fits = plan.check_memory(avail);
         }
     }
+    if fits.is_ok() && w > u16::MAX as usize + 1 {
+        // Frame headers of a shared network ring name the sender in 16 bits.
+        fits = Err(RuntimeError::Setup(format!(
+            "{w} workers per rank: at most {} under MPI",
+            u16::MAX as usize + 1
+        )));
+    }
     if mpi.local_rank() == 0 {
         // Segments of this user that no live process holds (a job killed
         // while it set up its channels leaves some): removed before this
@@ -528,6 +545,25 @@ where
     let masks = mpi.all_gather_u64(mask);
     let nodes: Vec<usize> = (0..mpi.size()).map(|r| mpi.node_of(r)).collect();
     let split = cpu_split(&masks, &nodes, me);
+    // The sending side of every network ring out of this rank, shared by
+    // its workers (their mirrors are touched here, on the main thread), in
+    // `Layout::outbox_index` order: edge, peer (ascending), worker.
+    let outboxes = (0..edges.len())
+        .flat_map(|e| layout.net_peers[me].iter().map(move |&p| (e, p)))
+        .flat_map(|(e, p)| (0..w).map(move |to| (e, p, to)))
+        .map(|(e, p, to)| {
+            RmaProducer::new(
+                &epoch,
+                &live,
+                p,
+                layout.ring_disp(e, p, me, to),
+                edges[e],
+                layout.credit_disp(e, me, p, to),
+            )
+            .map(RmaOutbox::new)
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(setup)?;
     let wiring = MpiWiring {
         mpi,
         split,
@@ -541,6 +577,7 @@ where
         ring_bytes: edges.to_vec(),
         segments: AtomicU64::new(0),
         network: AtomicU64::new(0),
+        outboxes,
     };
     let result = std::thread::scope(|s| {
         let beater = std::thread::Builder::new()
@@ -579,7 +616,14 @@ where
                 unsafe { libc::_exit(0) };
             });
         }
-        let r = run_wired(cfg, &wiring, edges.len(), body);
+        let mut r = run_wired(cfg, &wiring, edges.len(), body);
+        if r.is_ok() {
+            // Every worker sent its End frames: publish the last ones and
+            // close the shared network rings before the windows go.
+            if let Some(e) = wiring.outboxes.iter().find_map(|o| o.close().err()) {
+                r = Err(RuntimeError::Setup(format!("closing a network ring: {e}")));
+            }
+        }
         if r.is_ok() {
             // Every rank is done with every channel (producers flushed their
             // last frames and closed) before windows are unlocked and freed.

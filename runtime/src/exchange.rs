@@ -81,14 +81,25 @@ impl FastMod {
     }
 }
 
-/// The receiving side of an exchange at one worker: one channel per source
-/// worker, each with its own watermark.
+/// The receiving side of an exchange at one worker: its input channels, and
+/// one watermark per source worker. A channel has one sender (a ring per
+/// worker pair) or several (a network ring shared by the workers of a remote
+/// rank, whose frames interleave); either way watermarks and end-of-stream
+/// are tracked per source worker, so a shared ring ends when every one of its
+/// senders ended.
 pub struct Inputs<'c> {
     me: usize,
     rx: Vec<Box<dyn ChannelRx + 'c>>,
+    /// Per channel: the global index of its sender 0 (its senders are
+    /// consecutive workers).
+    first: Vec<usize>,
+    /// Per channel: senders that have not ended.
+    open: Vec<usize>,
+    /// Per source worker: watermark (ms) and whether it ended.
     wm: Vec<u64>,
     ended: Vec<bool>,
-    n_ended: usize,
+    /// Channels whose every sender ended.
+    n_done: usize,
     min_wm: u64,
     validate: bool,
     /// Counters of the receiving side.
@@ -102,15 +113,24 @@ impl<'c> Inputs<'c> {
         self
     }
 
-    /// Inputs at worker `me` from `rx` (indexed by source worker).
+    /// Inputs at worker `me` from `rx`, in source-worker order: channel `i`'s
+    /// senders are the [`ChannelRx::senders`] workers after those of the
+    /// channels before it (a ring per worker pair: one each).
     pub fn new(me: usize, rx: Vec<Box<dyn ChannelRx + 'c>>) -> Self {
-        let n = rx.len();
+        let mut first = Vec::with_capacity(rx.len());
+        let mut n = 0;
+        for r in &rx {
+            first.push(n);
+            n += r.senders();
+        }
         Inputs {
             me,
+            open: rx.iter().map(|r| r.senders()).collect(),
             rx,
+            first,
             wm: vec![0; n],
             ended: vec![false; n],
-            n_ended: 0,
+            n_done: 0,
             min_wm: 0,
             validate: false,
             metrics: ChannelMetrics::default(),
@@ -119,7 +139,7 @@ impl<'c> Inputs<'c> {
 
     /// Whether every input has delivered end-of-stream.
     pub fn all_ended(&self) -> bool {
-        self.n_ended == self.rx.len()
+        self.n_done == self.rx.len()
     }
 
     /// The minimum watermark over all inputs (ms).
@@ -127,33 +147,53 @@ impl<'c> Inputs<'c> {
         self.min_wm
     }
 
-    /// Reads up to `budget` frames from each input and hands every data
-    /// batch (in place) and every advance of the minimum watermark to `on`,
-    /// in channel order; `on` returns the records a batch held (counted in
-    /// the metrics). Returns the number of frames read. `on` errors stop
-    /// the poll and are returned.
+    /// Reads up to `budget` frames from each input channel and hands every
+    /// data batch (in place, with its source worker) and every advance of
+    /// the minimum watermark to `on`, in channel order; `on` returns the
+    /// records a batch held (counted in the metrics). Returns the number of
+    /// frames read. `on` errors stop the poll and are returned.
     pub fn poll_raw(
         &mut self,
         budget: usize,
         on: &mut dyn FnMut(InputEvent<'_>) -> Result<usize, RuntimeError>,
     ) -> Result<usize, RuntimeError> {
         let mut frames = 0;
-        for from in 0..self.rx.len() {
-            if self.ended[from] {
+        for ch in 0..self.rx.len() {
+            if self.open[ch] == 0 {
                 continue;
             }
+            let first = self.first[ch];
+            let senders = self.rx[ch].senders();
             let mut got = 0;
             let mut failed: Option<RuntimeError> = None;
             while got < budget {
-                let wm = &mut self.wm[from];
-                let ended = &mut self.ended[from];
+                let wm = &mut self.wm[first..first + senders];
+                let ended = &mut self.ended[first..first + senders];
+                let open = &mut self.open[ch];
                 let m = &mut self.metrics;
-                let r = self.rx[from]
-                    .try_recv(&mut |kind, payload| match kind {
-                        FrameKind::Data => {
-                            m.bytes_in += payload.len() as u64;
-                            m.batches_in += 1;
-                            if failed.is_none() {
+                let me = self.me;
+                let r = self.rx[ch]
+                    .try_recv(&mut |kind, sender, payload| {
+                        if failed.is_some() {
+                            return;
+                        }
+                        let from = first + sender;
+                        if sender >= senders || ended[sender] {
+                            failed = Some(RuntimeError::channel(
+                                first,
+                                me,
+                                air_shm::ShmError::PeerGone(if sender >= senders {
+                                    "a frame names a sender outside its channel"
+                                } else {
+                                    "a worker sent a frame after its end-of-stream"
+                                }),
+                            ));
+                            return;
+                        }
+                        match kind {
+                            FrameKind::Data => {
+                                m.bytes_in += payload.len() as u64;
+                                m.batches_in += 1;
                                 match on(InputEvent::Data {
                                     from,
                                     bytes: payload,
@@ -162,34 +202,37 @@ impl<'c> Inputs<'c> {
                                     Err(e) => failed = Some(e),
                                 }
                             }
-                        }
-                        FrameKind::Watermark => {
-                            let v = u64::from_le_bytes(payload[..8].try_into().unwrap_or([0; 8]));
-                            *wm = (*wm).max(v);
-                        }
-                        FrameKind::End => {
-                            let v =
-                                u64::from_le_bytes(payload[..8].try_into().unwrap_or([0xff; 8]));
-                            *wm = (*wm).max(v);
-                            *ended = true;
+                            FrameKind::Watermark => {
+                                let v =
+                                    u64::from_le_bytes(payload[..8].try_into().unwrap_or([0; 8]));
+                                wm[sender] = wm[sender].max(v);
+                            }
+                            FrameKind::End => {
+                                let v = u64::from_le_bytes(
+                                    payload[..8].try_into().unwrap_or([0xff; 8]),
+                                );
+                                wm[sender] = wm[sender].max(v);
+                                ended[sender] = true;
+                                *open -= 1;
+                            }
                         }
                     })
-                    .map_err(|e| RuntimeError::channel(from, self.me, e))?;
+                    .map_err(|e| RuntimeError::channel(first, self.me, e))?;
                 if let Some(e) = failed.take() {
                     return Err(e);
                 }
                 match r {
                     Recv::Frame => {
                         got += 1;
-                        if self.ended[from] {
-                            self.n_ended += 1;
+                        if self.open[ch] == 0 {
+                            self.n_done += 1;
                             break;
                         }
                     }
                     Recv::Empty => break,
                     Recv::Closed => {
                         return Err(RuntimeError::channel(
-                            from,
+                            first,
                             self.me,
                             air_shm::ShmError::PeerGone(
                                 "worker closed its channel before end-of-stream",
@@ -199,9 +242,9 @@ impl<'c> Inputs<'c> {
                 }
             }
             if got > 0 {
-                self.rx[from]
+                self.rx[ch]
                     .release()
-                    .map_err(|e| RuntimeError::channel(from, self.me, e))?;
+                    .map_err(|e| RuntimeError::channel(first, self.me, e))?;
             }
             frames += got;
         }

@@ -10,17 +10,21 @@
 //! with `P` ranks, `W` workers per rank, `G = P·W` workers, `E` exchange
 //! edges of ring capacities `c_e`:
 //!
-//! - every (edge, sending worker, receiving worker) has its own ring:
-//!   `E·G²` rings in the job; a rank's workers consume `E·G·W` of them,
-//!   `W²` per edge from each rank (its own: thread tier; another on its
-//!   node: node tier; else, or with `force_network`: network tier);
+//! - within a node, every (edge, sending worker, receiving worker) has its
+//!   own ring: a rank's workers consume `W²` per edge from itself (thread
+//!   tier) and from each other rank of its node (node tier);
+//! - across nodes (or with `force_network`), the workers of a sending rank
+//!   share one ring per (edge, receiving worker) (`docs/channels.md`): a
+//!   rank's workers consume `W` per edge from each network peer rank;
 //! - a thread-tier ring is one anonymous mapping of
 //!   `HEADER_BYTES + c_e` bytes, and a node-tier ring one `/dev/shm`
 //!   segment of as many bytes, both in whole pages;
 //! - a rank's window (one per rank when `P > 1`) holds the heartbeats
 //!   (`64·P` bytes, rounded up to 128), one ring region of
 //!   [`RMA_RING_CTRL_BYTES`]` + c_e` per incoming network ring and one
-//!   credit slot of [`RMA_CREDIT_BYTES`] per outgoing network ring;
+//!   credit slot of [`RMA_CREDIT_BYTES`] per outgoing network ring; each
+//!   outgoing network ring also has a `c_e`-byte mirror in its sender's
+//!   process memory;
 //! - at every flush interval in which it advanced, a worker sends a
 //!   watermark frame to every worker of every edge (`E·G` frames), and
 //!   every rank puts a heartbeat into every rank on another node every
@@ -194,15 +198,28 @@ impl JobShape {
         (self.ranks() * HEARTBEAT_SLOT_BYTES).next_multiple_of(128)
     }
 
+    /// Rings per edge from the workers of rank `s` to those of rank `r`:
+    /// `W²` within a node (one per worker pair), `W` over the network tier
+    /// (one per receiving worker, shared by the sending rank's workers).
+    pub fn rings_between(&self, s: usize, r: usize) -> u64 {
+        let w = self.workers.max(1) as u64;
+        match self.tier(s, r) {
+            Tier::Network => w,
+            Tier::Thread | Tier::Node => w * w,
+        }
+    }
+
     /// Bytes of rank `r`'s RMA window: heartbeats, a ring region
     /// ([`RMA_RING_CTRL_BYTES`] + capacity) per network ring its workers
-    /// consume, a credit slot ([`RMA_CREDIT_BYTES`]) per network ring they
-    /// produce into. 0 for a job of one rank (no window).
+    /// consume (one per edge, peer rank and worker of `r`), a credit slot
+    /// ([`RMA_CREDIT_BYTES`]) per network ring its workers produce into (one
+    /// per edge, peer rank and worker of the peer). 0 for a job of one rank
+    /// (no window).
     pub fn window_bytes(&self, r: usize) -> u64 {
         if self.ranks() < 2 {
             return 0;
         }
-        let per_edge = (self.network_peers(r) * self.workers * self.workers) as u128;
+        let per_edge = (self.network_peers(r) * self.workers) as u128;
         let regions: u128 = self
             .edge_ring_bytes
             .iter()
@@ -277,6 +294,9 @@ pub struct NodeMemory {
     pub shm_bytes: u64,
     /// RMA windows of the node's ranks.
     pub window_bytes: u64,
+    /// Sender mirrors of the network rings out of the node's ranks, in
+    /// process memory (one per outgoing ring, its capacity each).
+    pub mirror_bytes: u64,
     /// All of the above.
     pub total_bytes: u64,
 }
@@ -385,13 +405,12 @@ impl ChannelPlan {
         let p = shape.ranks();
         let w = shape.workers.max(1);
         let e = shape.edge_ring_bytes.len() as u64;
-        let ww = (w * w) as u64;
         let g = (p * w) as u64;
         // Rings rank r's workers consume, by tier.
         let consumed = |r: usize| {
             let mut t = TierRings::default();
             for s in 0..p {
-                t.add(shape.tier(s, r), e * ww);
+                t.add(shape.tier(s, r), e * shape.rings_between(s, r));
             }
             t
         };
@@ -407,10 +426,11 @@ impl ChannelPlan {
         for r in 0..p {
             for s in 0..p {
                 let t = shape.tier(s, r);
+                let n = shape.rings_between(s, r);
                 for edge in &mut edges {
-                    edge.rings.add(t, ww);
+                    edge.rings.add(t, n);
                 }
-                rings.add(t, e * ww);
+                rings.add(t, e * n);
             }
         }
         let node = shape.ranks_on_node_of(rank);
@@ -438,8 +458,8 @@ impl ChannelPlan {
             } else {
                 0
             },
-            ring_regions: e * peers * ww,
-            credit_slots: e * peers * ww,
+            ring_regions: e * peers * w as u64,
+            credit_slots: e * peers * w as u64,
         };
         let per_s = 1e6 / (shape.flush.as_micros().max(1) as f64);
         let per_flush = e * g;
@@ -508,7 +528,10 @@ impl ChannelPlan {
             .sum();
         let e = shape.edge_ring_bytes.len() as u128;
         let (mut thread, mut segments, mut shm, mut window) = (0u128, 0u128, 0u128, 0u128);
+        let mut mirror = 0u128;
+        let caps: u128 = shape.edge_ring_bytes.iter().map(|&c| c as u128).sum();
         for &q in node {
+            mirror += (shape.network_peers(q) * shape.workers) as u128 * caps;
             thread += ww * per_ring;
             let node_peers = (0..shape.ranks())
                 .filter(|&s| shape.tier(s, q) == Tier::Node)
@@ -522,7 +545,8 @@ impl ChannelPlan {
             shm_segments: sat(segments),
             shm_bytes: sat(shm),
             window_bytes: sat(window),
-            total_bytes: sat(thread + shm + window),
+            mirror_bytes: sat(mirror),
+            total_bytes: sat(thread + shm + window + mirror),
         }
     }
 
@@ -588,7 +612,7 @@ impl ChannelPlan {
             self.what(),
             self.describe(per_edge),
             m.total_bytes,
-            m.thread_bytes,
+            m.thread_bytes.saturating_add(m.mirror_bytes),
             m.shm_bytes,
             m.window_bytes
         )))
@@ -684,39 +708,44 @@ mod tests {
         // P = 4 ranks, W = 2, G = 8, two edges of 8192 and 4096 bytes.
         let s = shape(2, 2, 2, &[8192, 4096]);
         let p = ChannelPlan::for_rank(&s, 1);
-        // Job: 2·64 = 128 rings; thread 2·4·4 = 32, node 2·(2 pairs per
-        // node · 2 nodes)·4 = 32, network 2·(8 cross pairs)·4 = 64.
+        // Job: thread 2·4·4 = 32, node 2·(2 pairs per node · 2 nodes)·4 =
+        // 32, network 2·(8 cross pairs)·2 (one ring per receiving worker,
+        // shared by the sending rank's 2 workers) = 32.
         assert_eq!(
             (p.rings.thread, p.rings.node, p.rings.network, p.rings.total),
-            (32, 32, 64, 128)
+            (32, 32, 32, 96)
         );
-        assert_eq!(p.edges[0].rings.total, 64);
-        // Rank 1 consumes E·G·W = 32: 8 thread, 8 node, 16 network.
+        assert_eq!(p.edges[0].rings.total, 48);
+        // Rank 1 consumes, per edge, 4 thread, 4 node, 2·2 network.
         assert_eq!(
             (
                 p.rings_per_rank.thread,
                 p.rings_per_rank.node,
                 p.rings_per_rank.network
             ),
-            (8, 8, 16)
+            (8, 8, 8)
         );
-        assert_eq!(p.rings_per_node.total, 64);
+        assert_eq!(p.rings_per_node.total, 48);
         // Pages: 8192 + header -> 3 pages, 4096 + header -> 2 pages.
         let per_ring = 3 * 4096 + 2 * 4096;
         assert_eq!(p.memory_per_node.thread_bytes, 2 * 4 * per_ring);
         assert_eq!(p.memory_per_node.shm_segments, 2 * 2 * 4);
         assert_eq!(p.memory_per_node.shm_bytes, 2 * 4 * per_ring);
-        // Window: 4·64 = 256 bytes of heartbeats; 2 network peers · 4
-        // rings per edge = 8 regions per edge, (128 + c) each, and 16
-        // credit slots of 64.
-        let win = 256 + 8 * (128 + 8192) + 8 * (128 + 4096) + 16 * 64;
+        // Window: 4·64 = 256 bytes of heartbeats; 2 network peers · 2
+        // workers = 4 regions per edge, (128 + c) each, and 8 credit slots
+        // of 64 (one per outgoing ring: 2 peers · 2 of their workers · 2
+        // edges).
+        let win = 256 + 4 * (128 + 8192) + 4 * (128 + 4096) + 8 * 64;
         assert_eq!(p.window_per_rank.bytes, win);
         assert_eq!(p.window_per_rank.windows, 1);
-        assert_eq!(p.window_per_rank.ring_regions, 16);
+        assert_eq!(p.window_per_rank.ring_regions, 8);
         assert_eq!(p.memory_per_node.window_bytes, 2 * win);
+        // Each rank mirrors its 4 outgoing rings of each edge.
+        let mirrors = 2 * 4 * (8192 + 4096);
+        assert_eq!(p.memory_per_node.mirror_bytes, mirrors);
         assert_eq!(
             p.memory_per_node.total_bytes,
-            2 * 4 * per_ring * 2 + 2 * win
+            2 * 4 * per_ring * 2 + 2 * win + mirrors
         );
         assert_eq!(p.job_bytes, 2 * p.memory_per_node.total_bytes);
         // Watermarks: E·G = 16 frames per flush per worker; the node's 4
@@ -758,17 +787,21 @@ mod tests {
 
     #[test]
     fn the_issue_example_8_by_28() {
-        // 8 nodes × 1 rank × 28 workers, one 1 MiB edge: 224² = 50,176
-        // rings, 6,272 per node.
+        // 8 nodes × 1 rank × 28 workers, one 1 MiB edge. The issue's layout
+        // (a ring per worker pair) had 224² = 50,176 rings, 6,272 per node,
+        // ≈ 6.1 GiB per node. Multiplexed: 784 thread rings per node and
+        // 7 peers × 28 workers = 196 network rings in, 196 out.
         let p = ChannelPlan::busiest(&shape(8, 1, 28, &[1 << 20]));
-        assert_eq!(p.rings.total, 50_176);
-        assert_eq!(p.rings_per_node.total, 6_272);
+        assert_eq!(p.rings.total, 8 * 784 + 8 * 196);
+        assert_eq!(p.rings_per_node.total, 980);
         assert_eq!(p.rings_per_node.thread, 784);
-        assert_eq!(p.rings_per_node.network, 5_488);
-        // ≈ 6.1 GiB per node, ≈ 49 GiB for the job.
+        assert_eq!(p.rings_per_node.network, 196);
+        // 784 MiB of thread rings (+ a header page each), 196 MiB of window
+        // and 196 MiB of send mirrors: ≈ 1.15 GiB per node, ≈ 9.2 GiB in all.
         let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
-        assert!((6.1..6.3).contains(&gib(p.memory_per_node.total_bytes)));
-        assert!((49.0..50.5).contains(&gib(p.job_bytes)));
+        assert_eq!(p.memory_per_node.mirror_bytes, 196 << 20);
+        assert!((1.1..1.2).contains(&gib(p.memory_per_node.total_bytes)));
+        assert!((9.0..9.5).contains(&gib(p.job_bytes)));
     }
 
     #[test]

@@ -218,12 +218,13 @@ fn table(
     let _ = writeln!(
         s,
         "memory per node   {} = {} thread-tier rings (process memory) + {} /dev/shm ({} \
-         segments) + {} MPI windows",
+         segments) + {} MPI windows + {} network send mirrors (process memory)",
         bytes(m.total_bytes),
         bytes(m.thread_bytes),
         bytes(m.shm_bytes),
         thousands(m.shm_segments),
-        bytes(m.window_bytes)
+        bytes(m.window_bytes),
+        bytes(m.mirror_bytes)
     );
     let _ = writeln!(s, "memory, job       {}", bytes(plan.job_bytes));
     let _ = writeln!(

@@ -9,10 +9,14 @@
 //!   bytes and checks every byte, kind and order of what it receives from
 //!   the previous rank. The receiver only ever polls its ring (it makes no
 //!   other MPI call), so this also proves the ring drives MPI progress.
+//! - `outbox FRAMES CAP SENDERS`: as `ring`, but SENDERS threads of each rank
+//!   share the one ring to the next rank (an `RmaOutbox`), each sending
+//!   FRAMES frames and then End; the receiver checks each sender's frames
+//!   in that sender's order, by the sender index in the headers.
 
 use air_rdma::{
-    heartbeat_bytes, ring_region_bytes, Liveness, Mpi, Op, RmaConsumer, RmaProducer, Window,
-    CREDIT_BYTES,
+    heartbeat_bytes, ring_region_bytes, Liveness, Mpi, Op, RmaConsumer, RmaOutbox, RmaProducer,
+    Window, CREDIT_BYTES,
 };
 use air_shm::FrameKind;
 use std::sync::atomic::AtomicBool;
@@ -32,6 +36,12 @@ fn main() {
             let frames: u64 = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(100_000);
             let cap: usize = args.get(3).and_then(|s| s.parse().ok()).unwrap_or(4096);
             ring(&mpi, frames, cap)
+        }
+        "outbox" => {
+            let frames: u64 = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(20_000);
+            let cap: usize = args.get(3).and_then(|s| s.parse().ok()).unwrap_or(4096);
+            let senders: u16 = args.get(4).and_then(|s| s.parse().ok()).unwrap_or(3);
+            outbox(&mpi, frames, cap, senders)
         }
         "putbw" => putbw(&mpi),
         "info" => {
@@ -264,6 +274,132 @@ fn ring(mpi: &Mpi, frames: u64, cap: usize) -> Result<(), String> {
     drop(ep);
     drop(win);
     println!("rank {me}: received {frames} frames, {result} bytes from rank {prev}");
+    Ok(())
+}
+
+/// The frame a sender sends as its `i`-th: (payload length, first byte),
+/// a function of (rank, sender, i) only, so the receiver can predict it.
+fn outbox_frame(rank: usize, from: u16, i: u64, max: usize) -> (usize, u8) {
+    let mut x = (rank as u64) << 48 ^ (from as u64) << 32 ^ i;
+    let len = (splitmix(&mut x) as usize) % (max + 1);
+    (len, (splitmix(&mut x) & 0xff) as u8)
+}
+
+fn outbox(mpi: &Mpi, frames: u64, cap: usize, senders: u16) -> Result<(), String> {
+    let n = mpi.size();
+    let me = mpi.rank();
+    let next = (me + 1) % n;
+    let prev = (me + n - 1) % n;
+    let hb = heartbeat_bytes(n).next_multiple_of(128);
+    let ring_at = hb;
+    let credit_at = ring_at + ring_region_bytes(cap);
+    let win = Window::allocate(mpi, credit_at + CREDIT_BYTES).map_err(|e| e.to_string())?;
+    let ep = win.lock_all().map_err(|e| e.to_string())?;
+    let live = Liveness::new(mpi);
+    let tx = RmaOutbox::new(
+        RmaProducer::new(&ep, &live, next, ring_at, cap, credit_at).map_err(|e| e.to_string())?,
+    );
+    let mut rx =
+        RmaConsumer::new(&ep, &live, prev, ring_at, cap, credit_at).map_err(|e| e.to_string())?;
+    mpi.barrier();
+    let max = cap / 2;
+    let total = std::thread::scope(|s| -> Result<u64, String> {
+        let recv = s.spawn(move || -> Result<u64, String> {
+            // Per sender: frames received, End seen.
+            let mut got = vec![(0u64, false); senders as usize];
+            let mut total = 0u64;
+            let mut ends = 0;
+            while ends < senders {
+                let mut err = None;
+                let r = rx.try_recv_from(&mut |kind, from, payload| {
+                    let Some((i, ended)) = got.get_mut(from as usize) else {
+                        err = Some(format!("frame from unknown sender {from}"));
+                        return;
+                    };
+                    if *ended {
+                        err = Some(format!("frame from sender {from} after its End"));
+                    } else if kind == FrameKind::End {
+                        if *i != frames {
+                            err = Some(format!("sender {from}: End after {i} frames"));
+                        }
+                        *ended = true;
+                        ends += 1;
+                    } else {
+                        let (len, fill) = outbox_frame(prev, from, *i, max);
+                        if kind != FrameKind::Data || payload.len() != len {
+                            err = Some(format!(
+                                "sender {from} frame {i}: {kind:?} of {} bytes, expected Data \
+                                 of {len}",
+                                payload.len()
+                            ));
+                        } else if payload
+                            .iter()
+                            .enumerate()
+                            .any(|(j, &b)| b != fill.wrapping_add(j as u8))
+                        {
+                            err = Some(format!("sender {from} frame {i}: bytes differ"));
+                        }
+                        *i += 1;
+                        total += 1;
+                    }
+                });
+                match r {
+                    Ok(true) => {
+                        if let Some(e) = err {
+                            return Err(e);
+                        }
+                        rx.release().map_err(|e| e.to_string())?;
+                    }
+                    Ok(false) => std::thread::yield_now(),
+                    Err(e) => return Err(format!("receive after {total} frames: {e}")),
+                }
+            }
+            Ok(total)
+        });
+        let sends: Vec<_> = (0..senders)
+            .map(|from| {
+                let mut tx = tx.sender(from);
+                s.spawn(move || -> Result<(), String> {
+                    for i in 0..=frames {
+                        let (kind, len, fill) = if i == frames {
+                            (FrameKind::End, 0, 0)
+                        } else {
+                            let (len, fill) = outbox_frame(me, from, i, max);
+                            (FrameKind::Data, len, fill)
+                        };
+                        while !tx
+                            .try_send(kind, len, &mut |buf| {
+                                for (j, b) in buf[..len].iter_mut().enumerate() {
+                                    *b = fill.wrapping_add(j as u8);
+                                }
+                                Some(len)
+                            })
+                            .map_err(|e| e.to_string())?
+                        {
+                            tx.flush().map_err(|e| e.to_string())?;
+                            std::thread::yield_now();
+                        }
+                        if i % 8 == 7 {
+                            tx.flush().map_err(|e| e.to_string())?;
+                        }
+                    }
+                    tx.flush().map_err(|e| e.to_string())
+                })
+            })
+            .collect();
+        for h in sends {
+            h.join().map_err(|_| "sender panicked".to_string())??;
+        }
+        recv.join().map_err(|_| "receiver panicked".to_string())?
+    })?;
+    if total != frames * senders as u64 {
+        return Err(format!("received {total} data frames"));
+    }
+    drop(tx);
+    mpi.barrier();
+    drop(ep);
+    drop(win);
+    println!("rank {me}: received {total} frames from {senders} senders of rank {prev}");
     Ok(())
 }
 
