@@ -3,10 +3,11 @@
 //! instead of polling in 100 µs naps.
 //!
 //! The bound is loose for a loaded CI host: YSB paced at 1,000 events/s on
-//! 2 workers for 4 s must use at most 20% of one core (CPU time over wall
-//! time, setup included). Before doorbells the same run took 28–35% of a
-//! core in release builds; with them about 1–3% (docs/performance.md has
-//! the benchmark figures).
+//! 2 workers for 4 s must use at most 10% of one core (CPU time over wall
+//! time, setup included). Before doorbells the same run took 13–19% of a
+//! core on a loaded 2-core VM (28% in issue 18); with them 4–6% there
+//! (each of the ~1,000 wake-ups per second and worker costs ~20–40 µs of
+//! kernel time on that VM).
 
 use std::process::{Command, Stdio};
 use std::time::Instant;
@@ -63,7 +64,7 @@ fn a_paced_job_at_1000_events_per_second_stays_quiet() {
     );
     assert!(wall >= 3.5, "the paced run took only {wall:.2} s");
     assert!(
-        share <= 0.20,
+        share <= 0.10,
         "an almost idle job used {:.1}% of a core ({cpu:.3} s CPU in {wall:.2} s)",
         share * 100.0
     );
