@@ -32,7 +32,7 @@ use air_rdma::{
     ring_region_bytes, Epoch, Liveness, Mpi, RmaConsumer, RmaOutbox, RmaProducer, Window,
     CREDIT_BYTES,
 };
-use air_shm::{FrameRing, SegmentName, WaitPolicy};
+use air_shm::{Bell, Doorbells, FrameRing, SegmentName, WaitPolicy};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -207,6 +207,12 @@ struct MpiWiring<'e> {
     /// sending side of each ring into a remote worker, shared by this
     /// rank's workers.
     outboxes: Vec<RmaOutbox<'e>>,
+    /// This rank's doorbells (in its doorbell segment when a rank of this
+    /// node produces into its rings).
+    bells: Doorbells,
+    /// Per rank: its doorbells, opened from its segment, for the ranks this
+    /// one reaches over the node tier.
+    peer_bells: Vec<Option<Doorbells>>,
 }
 
 impl MpiWiring<'_> {
@@ -234,6 +240,10 @@ impl Wiring for MpiWiring<'_> {
 
     fn local_rank(&self) -> usize {
         self.split.1
+    }
+
+    fn doorbell(&self, local: usize) -> Option<Bell> {
+        Some(self.slots.bell(local))
     }
 
     fn inputs<'s>(
@@ -288,8 +298,10 @@ impl Wiring for MpiWiring<'_> {
     }
 
     fn between(&self) {
-        // Every rank has created its consumers (segments, ring regions).
+        // Every rank has created its consumers (segments, ring regions), and
+        // opened its node peers' doorbell segments before: the names can go.
         self.mpi.barrier();
+        self.bells.unlink();
     }
 
     fn outputs<'s>(
@@ -313,10 +325,13 @@ impl Wiring for MpiWiring<'_> {
                     let ring =
                         FrameRing::open_segment(&self.segment(edge, src, dst), SEGMENT_TIMEOUT)
                             .map_err(|e| ch(e.into()))?;
-                    Box::new(
-                        ring.producer(WaitPolicy::default())
-                            .map_err(|e| ch(e.into()))?,
-                    )
+                    let mut p = ring
+                        .producer(WaitPolicy::default())
+                        .map_err(|e| ch(e.into()))?;
+                    if let Some(b) = &self.peer_bells[rank] {
+                        p.set_doorbell(b.bell(to));
+                    }
+                    Box::new(p)
                 }
                 Tier::Network => Box::new(
                     self.outboxes[self.layout.outbox_index(edge, me, rank, to)]
@@ -536,8 +551,28 @@ where
             .emulate_ranks_per_node
             .is_none_or(|n| r / n.max(1) == me / n.max(1))
     });
-    // Every window is allocated and locked before any rank puts.
+    // This rank's doorbells: in one segment of W doorbells when another
+    // rank of the node produces into its rings, else in process memory.
+    let node_peers: Vec<usize> = (0..mpi.size())
+        .filter(|&r| r != me && tier(cluster, me, r) == Tier::Node)
+        .collect();
+    let bell_segment = |r: usize| SegmentName::new(&job, &format!("bells-r{r}"));
+    let bells = if node_peers.is_empty() {
+        Doorbells::new(w)
+    } else {
+        Doorbells::create_segment(&bell_segment(me), w)
+            .map_err(|e| RuntimeError::Setup(e.to_string()))?
+    };
+    // Every window is allocated and locked before any rank puts, and every
+    // doorbell segment exists before any rank opens one.
     mpi.barrier();
+    let mut peer_bells: Vec<Option<Doorbells>> = vec![None; mpi.size()];
+    for &r in &node_peers {
+        peer_bells[r] = Some(
+            Doorbells::open_segment(&bell_segment(r), w, SEGMENT_TIMEOUT)
+                .map_err(|e| RuntimeError::Setup(e.to_string()))?,
+        );
+    }
     let stop = AtomicBool::new(false);
     // Ranks of a node split its CPUs only if they see the same CPU set; a
     // launcher that bound each rank (srun --cpu-bind) already split them.
@@ -569,7 +604,7 @@ where
         split,
         cluster,
         layout,
-        slots: ThreadSlots::new(edges, w),
+        slots: ThreadSlots::new(edges, w, bells.clone()),
         epoch: &epoch,
         live: &live,
         job,
@@ -578,6 +613,8 @@ where
         segments: AtomicU64::new(0),
         network: AtomicU64::new(0),
         outboxes,
+        bells,
+        peer_bells,
     };
     let result = std::thread::scope(|s| {
         let beater = std::thread::Builder::new()

@@ -9,10 +9,10 @@ use crate::placement;
 use crate::plan::{ChannelPlan, Created, JobShape};
 use crate::topology::{Slot, WorkerPlacement};
 use crate::RuntimeError;
-use air_shm::Producer;
+use air_shm::{Bell, Doorbells, Producer, Ticket};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Barrier, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Shape of a job on one process.
 #[derive(Debug, Clone)]
@@ -22,7 +22,10 @@ pub struct JobConfig {
     /// Capacity of each channel's ring, bytes (W² rings per process).
     pub ring_bytes: usize,
     /// Staged batches are pushed at least this often, and watermarks are
-    /// sent at most this often (`--flush-us`).
+    /// sent at most this often (`--flush-us`). A worker that wakes from a
+    /// park within a quarter interval of its next flush tick runs the tick
+    /// then (so ticks are at least ¾ of this apart), and a paced source due
+    /// that close before the tick waits for it: one wake-up for both.
     pub flush: Duration,
     /// Records per staged batch (a full batch is pushed at once).
     pub batch_records: usize,
@@ -72,6 +75,9 @@ pub struct WorkerInfo {
     pub core: Option<usize>,
     /// Where it runs (plan) and where its input rings' memory is (measured).
     pub placement: WorkerPlacement,
+    /// Its doorbell: producers of its thread- and node-tier input rings ring
+    /// it when they publish while it is parked (`None`: it naps instead).
+    pub doorbell: Option<Bell>,
 }
 
 /// What one step of a source (or a worker's graph) did.
@@ -104,6 +110,12 @@ pub(crate) trait Wiring: Sync {
     fn local_rank(&self) -> usize {
         0
     }
+    /// Local worker `local`'s doorbell, which the producers of its thread-
+    /// and node-tier input rings ring.
+    fn doorbell(&self, local: usize) -> Option<Bell> {
+        let _ = local;
+        None
+    }
     /// Phase 1, on local worker `local`'s thread (so ring pages are first
     /// touched there): its receiving ends of exchange edge `edge`, one per
     /// global source worker.
@@ -134,10 +146,14 @@ pub(crate) struct ThreadSlots {
     ring_bytes: Vec<usize>,
     /// Rings created so far.
     pub(crate) created: AtomicU64,
+    /// The doorbells of this process's workers (in process memory, or in
+    /// this rank's doorbell segment under MPI).
+    bells: Doorbells,
 }
 
 impl ThreadSlots {
-    pub(crate) fn new(ring_bytes: &[usize], workers: usize) -> ThreadSlots {
+    /// Slots for `workers` local workers whose doorbells are `bells`.
+    pub(crate) fn new(ring_bytes: &[usize], workers: usize, bells: Doorbells) -> ThreadSlots {
         ThreadSlots {
             slots: Mutex::new(
                 (0..ring_bytes.len())
@@ -150,7 +166,13 @@ impl ThreadSlots {
             ),
             ring_bytes: ring_bytes.to_vec(),
             created: AtomicU64::new(0),
+            bells,
         }
+    }
+
+    /// Local worker `local`'s doorbell.
+    pub(crate) fn bell(&self, local: usize) -> Bell {
+        self.bells.bell(local)
     }
 
     /// Creates the ring of `edge` from local worker `from` to local worker
@@ -161,8 +183,9 @@ impl ThreadSlots {
         from: usize,
         to: usize,
     ) -> Result<air_shm::Consumer, air_shm::ShmError> {
-        let (p, c) = thread_channel(self.ring_bytes[edge])?;
+        let (mut p, c) = thread_channel(self.ring_bytes[edge])?;
         self.created.fetch_add(1, Ordering::Relaxed);
+        p.set_doorbell(self.bells.bell(to));
         self.slots.lock().unwrap_or_else(|e| e.into_inner())[edge][from][to] = Some(p);
         Ok(c)
     }
@@ -197,6 +220,9 @@ impl Wiring for LocalWiring {
     }
     fn local_rank(&self) -> usize {
         self.share.1
+    }
+    fn doorbell(&self, local: usize) -> Option<Bell> {
+        Some(self.slots.bell(local))
     }
     fn inputs<'s>(
         &'s self,
@@ -320,7 +346,7 @@ where
         .unwrap_or((1, 0));
     let wiring = LocalWiring {
         workers: w,
-        slots: ThreadSlots::new(edges, w),
+        slots: ThreadSlots::new(edges, w, Doorbells::new(w)),
         share,
     };
     let out = run_wired(cfg, &wiring, edges.len(), body)?;
@@ -509,27 +535,106 @@ where
             input_rings_numa,
             oversubscribed: shared,
         },
+        doorbell: wiring.doorbell(local),
     };
     body(&info, channels)
 }
 
-/// A worker's wait when a loop found nothing to do (`worked` false): spin
-/// briefly, then yield, then sleep in short naps (bounded well below the
-/// flush interval), so an idle or paced worker does not burn its core.
-/// `idle` counts the idle loops in a row (reset by work).
-#[inline]
-pub(crate) fn backoff(idle: &mut u32, worked: bool, flush: Duration) {
-    if worked {
-        *idle = 0;
-        return;
+/// How a worker waits when its loop found nothing to do: spin briefly,
+/// then yield, then park on its doorbell until a producer publishes into one
+/// of its rings or its next deadline (flush tick, a source's due time).
+///
+/// Parking takes two loops: the first idle loop past the yields announces
+/// the park ([`Bell::prepare`]) and the worker polls everything once more;
+/// if that loop finds nothing either, it sleeps on the ticket it took
+/// ([`Bell::park`]), so a frame published in between is never missed (see
+/// `air_shm::doorbell`). Without a doorbell it naps (≤ 100 µs) instead.
+///
+/// A worker woken from a park that finds a little work (a watermark, one
+/// batch) parks again without spinning or yielding: only work in two loops
+/// in a row brings the spin phase back. An idle job's workers thus pay a
+/// few loops per wake-up, not forty.
+pub(crate) struct Idler {
+    /// Idle loops in a row (reset by sustained work).
+    idle: u32,
+    /// Loops with work in a row.
+    streak: u32,
+    /// Parked since the last sustained work: park again at once.
+    quick: bool,
+    /// The last loop ended in a park (its wake-up may run the flush tick
+    /// early, see [`Idler::just_woke`]).
+    woke: bool,
+    bell: Option<Bell>,
+    /// Set between the announcing loop and the park.
+    ticket: Option<Ticket>,
+    /// Parks taken (futex waits), for reports.
+    pub(crate) parks: u64,
+}
+
+impl Idler {
+    pub(crate) fn new(bell: Option<Bell>) -> Idler {
+        Idler {
+            idle: 0,
+            streak: 0,
+            quick: false,
+            woke: false,
+            bell,
+            ticket: None,
+            parks: 0,
+        }
     }
-    *idle += 1;
-    if *idle < 32 {
-        std::hint::spin_loop();
-    } else if *idle < 40 {
-        std::thread::yield_now();
-    } else {
-        std::thread::sleep(flush.min(Duration::from_micros(100)));
+
+    /// Whether the loop about to run follows a park (so an imminent flush
+    /// tick may run now rather than cost a wake-up of its own).
+    #[inline]
+    pub(crate) fn just_woke(&self) -> bool {
+        self.woke
+    }
+
+    /// After one loop: `worked` says whether it did anything; `deadline`
+    /// is when the worker must run again whatever arrives.
+    #[inline]
+    pub(crate) fn after_loop(&mut self, worked: bool, deadline: Instant) {
+        self.woke = false;
+        if worked {
+            self.streak += 1;
+            if self.streak >= 2 {
+                self.idle = 0;
+                self.quick = false;
+            }
+            if self.ticket.take().is_some() {
+                if let Some(b) = &self.bell {
+                    b.cancel();
+                }
+            }
+            return;
+        }
+        self.streak = 0;
+        if let (Some(t), Some(b)) = (self.ticket.take(), &self.bell) {
+            let now = Instant::now();
+            b.park(t, deadline.saturating_duration_since(now));
+            self.parks += 1;
+            self.quick = true;
+            self.woke = true;
+            return;
+        }
+        self.idle = self.idle.saturating_add(1);
+        if self.quick || self.idle >= 40 {
+            if let Some(b) = &self.bell {
+                self.ticket = Some(b.prepare());
+            } else {
+                let now = Instant::now();
+                std::thread::sleep(
+                    deadline
+                        .saturating_duration_since(now)
+                        .min(Duration::from_micros(100)),
+                );
+            }
+        } else if self.idle < 32 {
+            std::hint::spin_loop();
+        } else {
+            std::thread::yield_now();
+        }
     }
 }
 

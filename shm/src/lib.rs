@@ -19,6 +19,7 @@
 //! ```
 #![deny(missing_docs)]
 
+pub mod doorbell;
 mod error;
 pub mod frame;
 mod futex;
@@ -28,6 +29,7 @@ pub mod ring;
 mod sync;
 mod wait;
 
+pub use doorbell::{Bell, Doorbell, Doorbells, Ticket, DOORBELL_BYTES};
 pub use error::{Result, ShmError};
 pub use region::{clean_stale, job_id, shm_dir, CleanOutcome, Region, SegmentName};
 pub use ring::{

@@ -41,6 +41,7 @@
 //! while the other side waits. A consumer reads every committed frame before
 //! it reports the end.
 
+use crate::doorbell::Bell;
 use crate::error::{Result, ShmError};
 use crate::futex;
 use crate::region::Region;
@@ -550,6 +551,7 @@ impl FrameRing {
             pending: 0,
             policy,
             full_waits: 0,
+            doorbell: None,
             closed: false,
         })
     }
@@ -662,13 +664,19 @@ fn peer_status(peer: &SideState, who: &'static str) -> Result<()> {
 }
 
 /// Increments `peer.wake` and wakes its futex if the peer is, or may be, parked.
+/// Then rings `bell` (the consuming worker's doorbell), if any, behind the
+/// same `SeqCst` fence: one more load when the worker is awake.
 #[inline(always)]
-fn notify(peer: &SideState) {
-    if peer.may_park.load(Ordering::Relaxed) != 0 {
+fn notify(peer: &SideState, bell: Option<&Bell>) {
+    let may_park = peer.may_park.load(Ordering::Relaxed) != 0;
+    if may_park || bell.is_some() {
         fence(Ordering::SeqCst);
-        if peer.sleeping.load(Ordering::Relaxed) != 0 {
+        if may_park && peer.sleeping.load(Ordering::Relaxed) != 0 {
             peer.wake.fetch_add(1, Ordering::Release);
             futex::wake(&peer.wake);
+        }
+        if let Some(b) = bell {
+            b.ring_fenced();
         }
     }
 }
@@ -718,6 +726,8 @@ pub struct Producer {
     pending: u32,
     policy: WaitPolicy,
     full_waits: u64,
+    /// The consuming worker's doorbell, rung after every publish and at close.
+    doorbell: Option<Bell>,
     closed: bool,
 }
 
@@ -761,6 +771,14 @@ impl Producer {
     /// Frames committed but not yet published.
     pub fn pending(&self) -> u32 {
         self.pending
+    }
+
+    /// Rings `bell` (the consuming worker's [`crate::Doorbell`]) after every
+    /// publish that finds it parked, and always when this side closes or
+    /// aborts (drop during a panic): a worker parked on its doorbell
+    /// learns of new frames and of the end without polling.
+    pub fn set_doorbell(&mut self, bell: Bell) {
+        self.doorbell = Some(bell);
     }
 
     /// Changes how this side waits.
@@ -938,7 +956,7 @@ impl Producer {
             h.tail.store(self.tail, Ordering::Release);
             self.published = self.tail;
             self.pending = 0;
-            notify(&h.consumer);
+            notify(&h.consumer, self.doorbell.as_ref());
         }
     }
 
@@ -962,6 +980,9 @@ impl Producer {
             self.publish();
             let h = self.shared.header();
             close_side(&h.producer, &h.consumer);
+            if let Some(b) = &self.doorbell {
+                b.wake();
+            }
         }
     }
 }
@@ -1331,7 +1352,7 @@ impl Consumer {
             let h = self.shared.header();
             h.head.store(self.head, Ordering::Release);
             self.published = self.head;
-            notify(&h.producer);
+            notify(&h.producer, None);
         }
     }
 

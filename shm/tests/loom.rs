@@ -86,3 +86,54 @@ fn batched_publish_and_credit() {
         t.join().unwrap();
     });
 }
+
+/// The doorbell protocol: a consumer announces a park (`prepare`), polls its
+/// ring once more and, finding nothing, would `futex_wait` on its ticket. In
+/// every interleaving with a producer that publishes a frame, either that
+/// last poll sees the frame or the producer rang after the ticket was taken
+/// (so the wait returns at once): no wake-up is lost. The producer stays
+/// open until the check (closing rings unconditionally and would hide a
+/// lost wake-up).
+#[test]
+fn doorbell_no_lost_wakeup() {
+    let mut builder = loom::model::Builder::new();
+    builder.preemption_bound = Some(3);
+    builder.check(|| {
+        let bells = air_shm::Doorbells::new(1);
+        let (mut tx, mut rx) =
+            FrameRing::with_policy(64, WaitPolicy::SPIN, WaitPolicy::SPIN).unwrap();
+        tx.set_doorbell(bells.bell(0));
+        let t = loom::thread::spawn(move || {
+            let mut f = tx.reserve(8).unwrap();
+            f.payload_mut().copy_from_slice(&7u64.to_le_bytes());
+            f.commit_deferred();
+            tx.publish();
+            tx
+        });
+        let bell = bells.bell(0);
+        let ticket = bell.prepare();
+        let found = match rx.try_peek().unwrap() {
+            Some(f) => {
+                assert_eq!(f.payload(), &7u64.to_le_bytes());
+                f.release();
+                true
+            }
+            None => false,
+        };
+        if found {
+            bell.cancel();
+        }
+        let tx = t.join().unwrap();
+        if !found {
+            assert!(
+                bell.rung_since(ticket),
+                "lost wake-up: the last poll saw nothing and nobody rang"
+            );
+            bell.park(ticket, std::time::Duration::from_millis(1));
+            let f = rx.try_peek().unwrap().expect("the frame after the wake-up");
+            assert_eq!(f.payload(), &7u64.to_le_bytes());
+            f.release();
+        }
+        drop(tx);
+    });
+}

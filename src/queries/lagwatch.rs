@@ -117,6 +117,10 @@ where
         }
         r
     }
+
+    fn next_due(&self) -> Option<std::time::Instant> {
+        self.inner.next_due()
+    }
 }
 
 /// What a watch saw.

@@ -138,6 +138,13 @@ impl Source for WaSource {
         }
     }
 
+    fn next_due(&self) -> Option<std::time::Instant> {
+        match self {
+            WaSource::Gen(_) => None,
+            WaSource::Paced(p) => p.next_due(),
+        }
+    }
+
     fn report(&mut self, stats: &mut Stats) {
         if let Some(lag) = self.input_lag_max_ms() {
             // µs: maxima are integers.

@@ -188,6 +188,13 @@ impl Source for YsbSource {
         r
     }
 
+    fn next_due(&self) -> Option<std::time::Instant> {
+        match self {
+            YsbSource::Paced(p) => p.next_due(),
+            _ => None,
+        }
+    }
+
     fn report(&mut self, stats: &mut Stats) {
         match self {
             YsbSource::Paced(p) => {

@@ -267,6 +267,8 @@ pub struct PacedSource<G: Generator> {
     scratch: Vec<G::Item>,
     /// Largest input lag seen.
     lag_max: Duration,
+    /// Events a poll waits for at modest rates (a quarter of its `max`).
+    want: u64,
 }
 
 impl<G: Generator> PacedSource<G> {
@@ -277,6 +279,7 @@ impl<G: Generator> PacedSource<G> {
             pacer,
             scratch: Vec::new(),
             lag_max: Duration::ZERO,
+            want: 1,
         }
     }
 
@@ -317,6 +320,7 @@ where
         let generated = self.gen.generated();
         let allowed = p.allowed(now);
         let want = (max as u64 / 4).max(1);
+        self.want = want;
         if allowed > generated
             && allowed - generated < want
             && !p.finished(generated, now)
@@ -350,6 +354,16 @@ where
             PacedFill::WaitUntil(_) => SourcePoll::Idle,
             PacedFill::Done => SourcePoll::Done,
         }
+    }
+
+    /// When `poll` will next yield: a quarter batch due, or the first due
+    /// event 1 ms old, whichever is first (`None` without a rate).
+    fn next_due(&self) -> Option<Instant> {
+        let p = &self.pacer;
+        p.worker_rate()?;
+        let g = self.gen.generated();
+        let first = p.due(g + 1)? + Duration::from_millis(1);
+        Some(p.due(g + self.want).map_or(first, |t| t.min(first)))
     }
 }
 

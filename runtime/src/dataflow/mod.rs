@@ -278,6 +278,7 @@ where
         workers,
         core: None,
         placement: WorkerPlacement::default(),
+        doorbell: None,
     };
     let df = Dataflow::new(info);
     build(&df);
@@ -476,7 +477,7 @@ where
     let start = Instant::now();
     let mut last_flush = start;
     let mut stopped = false;
-    let mut idle = 0u32;
+    let mut idler = crate::job::Idler::new(info.doorbell.clone());
     let mut error: Option<RuntimeError> = None;
     loop {
         let mut busy = false;
@@ -509,7 +510,14 @@ where
             frames += cx::poll_edge(&mut rx, k, 0, &mut tx, 0, 64, &mut error)?;
         }
         let now = Instant::now();
-        if now.duration_since(last_flush) >= cfg.flush {
+        // Woken from a park with the tick a quarter interval away or less:
+        // tick now, rather than park again and wake once more for it.
+        let slack = if idler.just_woke() {
+            cfg.flush / 4
+        } else {
+            Duration::ZERO
+        };
+        if now.duration_since(last_flush) + slack >= cfg.flush {
             last_flush = now;
             for (s, done) in sources.iter_mut() {
                 if !*done {
@@ -530,7 +538,21 @@ where
         if sources.iter().all(|s| s.1) && rx.iter().all(|r| r.done) {
             break;
         }
-        crate::job::backoff(&mut idle, busy || frames > 0, cfg.flush);
+        // Parks last until the next flush tick, or a source's next due
+        // time if sooner; a source due within a quarter interval of the
+        // tick waits for the tick (one wake-up for both).
+        let tick_at = last_flush + cfg.flush;
+        let mut deadline = tick_at;
+        if !busy {
+            for (s, done) in &sources {
+                if let Some(t) = s.next_due().filter(|_| !*done) {
+                    if t + cfg.flush / 4 < tick_at {
+                        deadline = deadline.min(t);
+                    }
+                }
+            }
+        }
+        idler.after_loop(busy || frames > 0, deadline);
     }
     for t in tx.iter_mut() {
         t.publish()?;

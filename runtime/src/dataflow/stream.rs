@@ -80,6 +80,14 @@ pub trait Source: Send + 'static {
     fn report(&mut self, stats: &mut Stats) {
         let _ = stats;
     }
+    /// After a `poll` that returned [`SourcePoll::Idle`]: the instant from
+    /// which it will have records again, if it knows (a paced source: its
+    /// next batch's due time). An idle worker parks until then at the
+    /// latest; without it (`None`, the default) it comes back at its next
+    /// flush tick (`JobConfig::flush`), or when a frame arrives.
+    fn next_due(&self) -> Option<std::time::Instant> {
+        None
+    }
 }
 
 /// A source over a vector (tests and examples).
@@ -294,6 +302,8 @@ impl<T, F: FnMut(T) + 'static> Sink<T> for F {
 /// A source-driven segment (type-erased).
 pub(crate) trait SourceDriver {
     fn step(&mut self, cx: &mut Cx<'_, '_>) -> Progress;
+    /// [`Source::next_due`].
+    fn next_due(&self) -> Option<std::time::Instant>;
     fn tick(&mut self, cx: &mut Cx<'_, '_>);
     fn finish(&mut self, stopped: bool, cx: &mut Cx<'_, '_>);
     fn report(&mut self, stats: &mut Stats);
@@ -789,6 +799,10 @@ where
             SourcePoll::Idle if n == 0 => Progress::Idle,
             _ => Progress::Busy,
         }
+    }
+
+    fn next_due(&self) -> Option<std::time::Instant> {
+        self.head.source.next_due()
     }
 
     fn tick(&mut self, cx: &mut Cx<'_, '_>) {
