@@ -775,7 +775,8 @@ fn a_dev_shm_too_small_for_the_node_rings_fails_before_start() {
     // to one writer (small rings).
     let small = air_runtime::dataflow::small_ring_bytes(ring as usize) as u64;
     let page = |b: u64| (b + air_shm::HEADER_BYTES as u64).next_multiple_of(4096);
-    let need = 2 * page(ring) + 2 * page(small);
+    // And each rank's doorbell segment (one worker: one page).
+    let need = 2 * page(ring) + 2 * page(small) + 2 * 4096;
     assert!(
         err.contains("not enough shared memory in /dev/shm")
             && err.contains(&format!("2 of {ring} bytes"))

@@ -253,8 +253,9 @@ mod mpi {
             &["--emulate-ranks-per-node", "2"],
         );
         let created = &r["channels"]["created_per_rank"];
-        // 2 edges × 2×2 rings from the other rank of the emulated node.
-        assert_eq!(u(&created[0]["shm_segments"]), 8, "{r}");
+        // 2 edges × 2×2 rings from the other rank of the emulated node, and
+        // the rank's doorbell segment.
+        assert_eq!(u(&created[0]["shm_segments"]), 9, "{r}");
         assert_eq!(u(&created[2]["shm_segments"]), 0, "{r}");
         // Rank 2: 2 edges × 2 peer ranks × one ring per worker (2).
         assert_eq!(u(&created[2]["network_rings"]), 8, "{r}");

@@ -217,7 +217,9 @@ impl ChannelTx for air_rdma::OutboxSender<'_, '_> {
         max_len: usize,
         write: &mut dyn FnMut(&mut [u8]) -> Option<usize>,
     ) -> Result<bool, ChannelError> {
-        Ok(air_rdma::OutboxSender::try_send(self, kind, max_len, write)?)
+        Ok(air_rdma::OutboxSender::try_send(
+            self, kind, max_len, write,
+        )?)
     }
 
     #[inline]

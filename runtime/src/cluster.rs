@@ -334,8 +334,7 @@ impl Wiring for MpiWiring<'_> {
                     Box::new(p)
                 }
                 Tier::Network => Box::new(
-                    self.outboxes[self.layout.outbox_index(edge, me, rank, to)]
-                        .sender(from as u16),
+                    self.outboxes[self.layout.outbox_index(edge, me, rank, to)].sender(from as u16),
                 ),
             };
             tx.push(end);
@@ -610,7 +609,8 @@ where
         job,
         workers: w,
         ring_bytes: edges.to_vec(),
-        segments: AtomicU64::new(0),
+        // The doorbell segment counts among the segments this rank made.
+        segments: AtomicU64::new(u64::from(!node_peers.is_empty())),
         network: AtomicU64::new(0),
         outboxes,
         bells,

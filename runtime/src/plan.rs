@@ -18,7 +18,9 @@
 //!   rank's workers consume `W` per edge from each network peer rank;
 //! - a thread-tier ring is one anonymous mapping of
 //!   `HEADER_BYTES + c_e` bytes, and a node-tier ring one `/dev/shm`
-//!   segment of as many bytes, both in whole pages;
+//!   segment of as many bytes, both in whole pages; a rank with node-tier
+//!   producers also has one `/dev/shm` segment of `W` doorbells (128 bytes
+//!   each, in whole pages);
 //! - a rank's window (one per rank when `P > 1`) holds the heartbeats
 //!   (`64·P` bytes, rounded up to 128), one ring region of
 //!   [`RMA_RING_CTRL_BYTES`]` + c_e` per incoming network ring and one
@@ -31,6 +33,7 @@
 //!   [`HEARTBEAT_PERIOD`].
 
 use crate::RuntimeError;
+use air_shm::DOORBELL_BYTES;
 use std::time::Duration;
 
 /// Bytes before the data area of a network-tier ring region (the tail and
@@ -287,7 +290,8 @@ pub struct NodeMemory {
     /// Thread-tier rings in the node's processes (anonymous mappings,
     /// `HEADER_BYTES` + capacity each, in whole pages).
     pub thread_bytes: u64,
-    /// `/dev/shm` segments of the node's node-tier rings (one per ring).
+    /// `/dev/shm` segments of the node's node-tier rings (one per ring),
+    /// and one doorbell segment per rank that has node-tier producers.
     pub shm_segments: u64,
     /// Bytes of those segments (`HEADER_BYTES` + capacity each, in whole
     /// pages, as tmpfs allocates them).
@@ -538,6 +542,13 @@ impl ChannelPlan {
                 .count() as u128;
             segments += node_peers * ww * e;
             shm += node_peers * ww * per_ring;
+            if node_peers > 0 {
+                // The rank's doorbells, for its node-tier producers: one
+                // segment of W × 128 bytes.
+                segments += 1;
+                shm += (shape.workers.max(1) * DOORBELL_BYTES)
+                    .next_multiple_of(shape.page_bytes.max(1)) as u128;
+            }
             window += shape.window_bytes(q) as u128;
         }
         NodeMemory {
@@ -630,14 +641,16 @@ impl ChannelPlan {
         if m.shm_bytes <= free {
             return Ok(());
         }
-        let per_edge = m.shm_segments / (self.edges.len().max(1) as u64);
+        let rings = self.rings_per_node.node;
+        let per_edge = rings / (self.edges.len().max(1) as u64);
         Err(RuntimeError::Setup(format!(
-            "not enough shared memory in {}: the {} ranks on this node need {} = {} bytes, \
-             {free} bytes free (enlarge the tmpfs, e.g. `docker run --shm-size`, or lower \
-             --ring-bytes or --workers)",
+            "not enough shared memory in {}: the {} ranks on this node need {} and {} \
+             doorbell segment(s) = {} bytes, {free} bytes free (enlarge the tmpfs, e.g. \
+             `docker run --shm-size`, or lower --ring-bytes or --workers)",
             dir.display(),
             self.ranks_on_node,
             self.describe(per_edge),
+            m.shm_segments.saturating_sub(rings),
             m.shm_bytes
         )))
     }
@@ -729,8 +742,10 @@ mod tests {
         // Pages: 8192 + header -> 3 pages, 4096 + header -> 2 pages.
         let per_ring = 3 * 4096 + 2 * 4096;
         assert_eq!(p.memory_per_node.thread_bytes, 2 * 4 * per_ring);
-        assert_eq!(p.memory_per_node.shm_segments, 2 * 2 * 4);
-        assert_eq!(p.memory_per_node.shm_bytes, 2 * 4 * per_ring);
+        // 2 ranks · 4 node rings per edge, and each rank's doorbell
+        // segment (2 workers · 128 bytes: one page).
+        assert_eq!(p.memory_per_node.shm_segments, 2 * 2 * 4 + 2);
+        assert_eq!(p.memory_per_node.shm_bytes, 2 * 4 * per_ring + 2 * 4096);
         // Window: 4·64 = 256 bytes of heartbeats; 2 network peers · 2
         // workers = 4 regions per edge, (128 + c) each, and 8 credit slots
         // of 64 (one per outgoing ring: 2 peers · 2 of their workers · 2
@@ -745,7 +760,7 @@ mod tests {
         assert_eq!(p.memory_per_node.mirror_bytes, mirrors);
         assert_eq!(
             p.memory_per_node.total_bytes,
-            2 * 4 * per_ring * 2 + 2 * win + mirrors
+            2 * 4 * per_ring * 2 + 2 * 4096 + 2 * win + mirrors
         );
         assert_eq!(p.job_bytes, 2 * p.memory_per_node.total_bytes);
         // Watermarks: E·G = 16 frames per flush per worker; the node's 4
@@ -774,9 +789,10 @@ mod tests {
         s.emulate_ranks_per_node = Some(2);
         let p = ChannelPlan::for_rank(&s, 0);
         assert_eq!((p.rings.thread, p.rings.node, p.rings.network), (3, 2, 4));
-        // The machine holds all 3 ranks: its segments are the 2 node rings.
+        // The machine holds all 3 ranks: its segments are the 2 node rings
+        // and the doorbell segments of ranks 0 and 1.
         assert_eq!(p.ranks_on_node, 3);
-        assert_eq!(p.memory_per_node.shm_segments, 2);
+        assert_eq!(p.memory_per_node.shm_segments, 4);
         assert_eq!(p.window_per_rank.ring_regions, 1);
         assert_eq!(
             p.window_per_rank.bytes,
