@@ -1,16 +1,17 @@
 //! A job across the ranks of an MPI job (feature `mpi`): `P` ranks × `W`
-//! workers, global worker `g = rank * W + w`, every pair of workers joined by
-//! a channel of the tier their placement allows:
+//! workers, global worker `g = rank * W + w`, workers joined by channels of
+//! the tier their placement allows (`docs/channels.md`):
 //!
 //! | between | tier | channel |
 //! |---|---|---|
 //! | workers of one rank | thread | a ring in process memory |
 //! | ranks of one node (`MPI_COMM_TYPE_SHARED`) | node | a ring in a `/dev/shm` segment, created by the consumer, named `air-<uid>-<job>-g<from>-g<to>` with the job id agreed over MPI, unlinked as soon as the producer opens it |
-//! | ranks of different nodes, or any two ranks with `force_network` | network | a remote ring in the receiver's RMA window ([`air_rdma::RmaProducer`]) |
+//! | ranks of different nodes, or any two ranks with `force_network` | network | a remote ring in the receiver's RMA window per (edge, sending rank, receiving worker), which the sending rank's workers share ([`air_rdma::RmaOutbox`]) |
 //!
 //! Each rank allocates one window: heartbeats, then one ring region per
-//! incoming network channel, then one credit slot per outgoing network
-//! channel. Every rank computes every other rank's layout from the same
+//! incoming network ring (edge, peer rank, worker of this rank), then one
+//! credit slot per outgoing network ring (edge, peer rank, worker of the
+//! peer). Every rank computes every other rank's layout from the same
 //! numbers (ranks, tiers, `W`, ring size), which are checked to agree first.
 //! Two threads per rank notice lost ranks (see [`air_rdma::Liveness`]).
 //!
