@@ -954,3 +954,21 @@ fn pacer_without_rate_ends_at_the_deadline() {
         PacedFill::Done
     );
 }
+
+/// A UTF-8 byte-order mark before the first line (as Windows editors
+/// write) is skipped: the file reads as without it, whole or by ranges.
+#[test]
+fn file_with_a_utf8_bom_reads_as_without() {
+    let dir = tempfile::tempdir().unwrap();
+    let evs = events(50, 11);
+    let mut bytes = b"\xEF\xBB\xBF".to_vec();
+    bytes.extend(json_lines(&evs));
+    let path = write(dir.path(), "bom.json", &bytes);
+    assert_eq!(read_all(&path).unwrap(), evs);
+    let len = bytes.len() as u64;
+    for cut in [1, 2, 3, 4, len / 2] {
+        let mut got = read_range(&path, 0..cut, ReaderOptions::default());
+        got.extend(read_range(&path, cut..len, ReaderOptions::default()));
+        assert_eq!(got, evs, "cut at {cut}");
+    }
+}

@@ -232,7 +232,7 @@ impl<E: LineError> LineRange<E> {
                     return Err(self.too_long(offset));
                 }
                 return Ok(Some(RawLine {
-                    start,
+                    start: self.skip_bom(start, start + k, offset),
                     end: start + k,
                     offset,
                     number: self.lines,
@@ -253,13 +253,24 @@ impl<E: LineError> LineRange<E> {
                 self.pos = self.buf.len();
                 self.lines += 1;
                 return Ok(Some(RawLine {
-                    start,
+                    start: self.skip_bom(start, self.pos, offset),
                     end: self.pos,
                     offset,
                     number: self.lines,
                 }));
             }
             self.refill()?;
+        }
+    }
+
+    /// Where the text of the line at `buf[start..end]` starts: after a
+    /// UTF-8 byte-order mark if the line is the file's first (`offset` 0),
+    /// which editors on Windows write and RFC 8259 lets a reader ignore.
+    fn skip_bom(&self, start: usize, end: usize, offset: u64) -> usize {
+        if offset == 0 && self.buf[start..end].starts_with(b"\xEF\xBB\xBF") {
+            start + 3
+        } else {
+            start
         }
     }
 
