@@ -1,11 +1,12 @@
 //! One channel interface, several transports.
 //!
-//! A channel is a single-producer single-consumer stream of frames (data
-//! batches, watermarks, end-of-stream) with backpressure. The runtime only
+//! A channel is a stream of frames (data batches, watermarks,
+//! end-of-stream) with backpressure, read by one worker. The runtime only
 //! sees [`ChannelTx`] and [`ChannelRx`]; the thread tier (a [`FrameRing`] in
 //! this process's memory) and the node tier (a [`FrameRing`] in a `/dev/shm`
-//! segment) implement them with the shared-memory ring, and the network tier
-//! (MPI RMA) will implement them with a remote ring.
+//! segment) implement them with the shared-memory ring, one producer each;
+//! the network tier (MPI RMA) with a remote ring that the workers of the
+//! sending rank share (`air_rdma::OutboxSender`, [`SharedRmaRx`]).
 
 use air_shm::{Consumer, FrameKind, FrameRing, Producer, ShmError, WaitPolicy};
 
@@ -139,28 +140,6 @@ impl ChannelRx for Consumer {
 
     fn numa_node(&self) -> Option<usize> {
         Consumer::numa_node(self)
-    }
-}
-
-#[cfg(feature = "mpi")]
-impl ChannelTx for air_rdma::RmaProducer<'_> {
-    #[inline]
-    fn try_send(
-        &mut self,
-        kind: FrameKind,
-        max_len: usize,
-        write: &mut dyn FnMut(&mut [u8]) -> Option<usize>,
-    ) -> Result<bool, ChannelError> {
-        Ok(air_rdma::RmaProducer::try_send(self, kind, max_len, write)?)
-    }
-
-    #[inline]
-    fn flush(&mut self) -> Result<(), ChannelError> {
-        Ok(air_rdma::RmaProducer::flush(self)?)
-    }
-
-    fn max_frame(&self) -> usize {
-        self.max_payload()
     }
 }
 
