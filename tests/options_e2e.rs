@@ -266,3 +266,55 @@ fn options_a_query_does_not_honour_are_refused_for_every_query() {
         refused(&args, &[flag, "does not apply"]);
     }
 }
+
+/// `--out FILE` and `--out-dir DIR` alike: the run creates the file or the
+/// directory, not their parents, and refuses a missing parent before it
+/// starts (a mistyped path fails at once, not after the run); an absent
+/// `--out-dir` whose parent exists is created.
+#[test]
+fn out_and_out_dir_refuse_a_missing_parent_alike() {
+    let tmp = common::tmpdir("options", "parents");
+    let missing = tmp.join("missing");
+    let file = missing.join("rows.csv");
+    let dir = missing.join("parts");
+    let base = ["run", "nexmark", "--events", "1000"];
+    refused(
+        &[
+            &base[..],
+            &["--query", "q1", "--out", file.to_str().unwrap()],
+        ]
+        .concat(),
+        &[file.to_str().unwrap(), "does not exist"],
+    );
+    refused(
+        &[
+            &base[..],
+            &["--query", "q10", "--out-dir", dir.to_str().unwrap()],
+        ]
+        .concat(),
+        &[
+            "--out-dir",
+            dir.to_str().unwrap(),
+            missing.to_str().unwrap(),
+            "does not exist",
+        ],
+    );
+    assert!(
+        !missing.exists(),
+        "a refused run created {}",
+        missing.display()
+    );
+    // With the parent there, both are created.
+    std::fs::create_dir(&missing).unwrap();
+    for args in [
+        &["--query", "q1", "--out", file.to_str().unwrap()][..],
+        &["--query", "q10", "--out-dir", dir.to_str().unwrap()],
+    ] {
+        let o = air(&[&base[..], args].concat());
+        assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+    }
+    assert!(std::fs::read_to_string(&file)
+        .unwrap()
+        .starts_with("auction,bidder,price"));
+    assert!(std::fs::read_dir(&dir).unwrap().next().is_some());
+}

@@ -632,7 +632,8 @@ impl NexmarkArgs {
     }
 
     /// `--out-dir`: required by the queries that honour it (they write
-    /// files there, not rows to `--out`), an empty or absent directory.
+    /// files there, not rows to `--out`), an empty directory or an absent
+    /// one whose parent exists (the run creates it).
     fn check_out_dir(&self) -> Result<(), CliError> {
         use super::common::QueryOption::OutDir;
         let bad = |m: String| Err(CliError::BadInput(m));
@@ -661,7 +662,24 @@ impl NexmarkArgs {
                     ));
                 }
             }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                // Created by the run, as `--out FILE` is, in a directory
+                // that exists: a mistyped path fails now, not after the
+                // run with its files somewhere unexpected.
+                let parent = match dir.parent() {
+                    Some(p) if !p.as_os_str().is_empty() => p,
+                    _ => std::path::Path::new("."),
+                };
+                if !parent.is_dir() {
+                    return bad(format!(
+                        "--out-dir {}: its parent directory {} does not exist (the run \
+                         creates DIR, not its parents, as --out creates a file but not its \
+                         directory)",
+                        dir.display(),
+                        parent.display()
+                    ));
+                }
+            }
             Err(e) => return bad(format!("--out-dir {}: {e}", dir.display())),
         }
         if let Some(input) = self.inputs().iter().find(|i| i.starts_with(dir)) {
