@@ -318,3 +318,71 @@ fn out_and_out_dir_refuse_a_missing_parent_alike() {
         .starts_with("auction,bidder,price"));
     assert!(std::fs::read_dir(&dir).unwrap().next().is_some());
 }
+
+/// `air gen ... --out -` writes the events to standard output, the same
+/// bytes as `--out FILE`, and no file named `-`; the summary goes to
+/// standard error. YSB's campaign map stays a file.
+#[test]
+fn gen_out_dash_writes_standard_output() {
+    let tmp = common::tmpdir("options", "gen-stdout");
+    let file = tmp.join("events");
+    let f = file.to_str().unwrap();
+    let camp = tmp.join("campaigns");
+    let c = camp.to_str().unwrap();
+    let camp2 = tmp.join("campaigns2");
+    let c2 = camp2.to_str().unwrap();
+    let cases: [(&[&str], &[&str], &[&str]); 4] = [
+        (&["gen", "nexmark", "--events", "3000"], &[], &[]),
+        (
+            &["gen", "nexmark", "--events", "300", "--format", "beam"],
+            &[],
+            &[],
+        ),
+        (&["gen", "wa", "--events", "3000", "--keys", "7"], &[], &[]),
+        (
+            &["gen", "ysb", "--events", "3000"],
+            &["--campaigns-out", c],
+            &["--campaigns-out", c2],
+        ),
+    ];
+    for (gen, to_file, to_stdout) in cases {
+        let o = air(&[gen, &["--out", f], to_file].concat());
+        assert!(o.status.success(), "{gen:?}: {}", stderr(&o));
+        let want = std::fs::read(&file).unwrap();
+        assert!(want.len() > 1000, "{gen:?}: {} bytes", want.len());
+        let args = [gen, &["--out", "-"], to_stdout].concat();
+        let o = Command::new(AIR)
+            .args(&args)
+            .current_dir(&*tmp)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+        assert!(
+            o.stdout == want,
+            "{args:?}: standard output differs from the file"
+        );
+        assert!(!tmp.join("-").exists(), "{args:?} wrote a file named -");
+        assert!(
+            stderr(&o).contains("standard output"),
+            "{args:?}: {}",
+            stderr(&o)
+        );
+    }
+    assert_eq!(
+        std::fs::read(&camp).unwrap(),
+        std::fs::read(&camp2).unwrap()
+    );
+    refused(
+        &[
+            "gen",
+            "ysb",
+            "--events",
+            "10",
+            "--out",
+            f,
+            "--campaigns-out",
+            "-",
+        ],
+        &["--campaigns-out -"],
+    );
+}

@@ -568,6 +568,12 @@ pub fn check_honoured(query: QueryKind, given: &[(QueryOption, bool)]) -> Result
     )))
 }
 
+/// Whether an output path is `-`: standard output (`air gen ... --out -`,
+/// `air run ... --out -`).
+pub fn is_stdout(p: &Path) -> bool {
+    p.as_os_str() == "-"
+}
+
 /// An error of `air`: bad input exits with code 2, anything else with 1.
 #[derive(Debug)]
 pub enum CliError {

@@ -350,7 +350,8 @@ pub struct GenWaArgs {
     /// Generator options (the same as `air run wa`'s: the same events).
     #[command(flatten)]
     pub gen: WaGenArgs,
-    /// The events as CSV `time_ms,key,value`, in event order.
+    /// The events as CSV `time_ms,key,value`, in event order; `-`:
+    /// standard output.
     #[arg(long)]
     pub out: PathBuf,
 }
@@ -359,12 +360,19 @@ pub struct GenWaArgs {
 pub fn gen(args: &GenWaArgs) -> Result<(), CliError> {
     let cfg = args.gen.config();
     cfg.validate().map_err(CliError::BadInput)?;
-    let file = std::fs::File::create(&args.out)
-        .map_err(|e| CliError::BadInput(format!("{}: {e}", args.out.display())))?;
+    let file: Box<dyn Write> = if super::common::is_stdout(&args.out) {
+        Box::new(std::io::stdout().lock())
+    } else {
+        Box::new(
+            std::fs::File::create(&args.out)
+                .map_err(|e| CliError::BadInput(format!("{}: {e}", args.out.display())))?,
+        )
+    };
     let mut w = std::io::BufWriter::with_capacity(1 << 20, file);
     writeln!(w, "time_ms,key,value")?;
     let mut g = WaGenerator::new(&cfg, 0, 1);
     let mut buf = vec![WaEvent::default(); 4096];
+    let mut written = 0u64;
     loop {
         let n = g.fill(&mut buf);
         if n == 0 {
@@ -373,7 +381,14 @@ pub fn gen(args: &GenWaArgs) -> Result<(), CliError> {
         for e in &buf[..n] {
             writeln!(w, "{},{},{}", e.time_ms, e.key, e.value)?;
         }
+        written += n as u64;
     }
     w.flush()?;
+    let to = if super::common::is_stdout(&args.out) {
+        "standard output".to_string()
+    } else {
+        args.out.display().to_string()
+    };
+    eprintln!("wrote {written} events to {to}");
     Ok(())
 }

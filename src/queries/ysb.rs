@@ -25,7 +25,7 @@ use serde::Serialize;
 use serde_json::{json, Value};
 use std::io::Write;
 use std::ops::Range;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -851,7 +851,7 @@ pub struct GenYsbArgs {
     /// Seed (campaigns and events).
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// Events file (JSON lines, YSB schema).
+    /// Events file (JSON lines, YSB schema); `-`: standard output.
     #[arg(long)]
     pub out: PathBuf,
     /// Campaign map file (`"ad_id":"campaign_id"` lines).
@@ -873,6 +873,13 @@ pub fn gen(args: &GenYsbArgs) -> Result<(), CliError> {
             "--out and --campaigns-out name the same file".into(),
         ));
     }
+    if super::common::is_stdout(&args.campaigns_out) {
+        return Err(CliError::BadInput(
+            "--campaigns-out -: the campaign map goes to a file (`air run ysb --campaigns` \
+             reads it); only --out - writes to standard output"
+                .into(),
+        ));
+    }
     let opts = air_operators::sources::ysb::GenFilesOptions {
         event_time: EventTimeMode::Deterministic {
             start_ms: 1_461_024_576_817,
@@ -880,20 +887,42 @@ pub fn gen(args: &GenYsbArgs) -> Result<(), CliError> {
         },
         ..Default::default()
     };
-    let s = air_operators::sources::ysb::gen_to_files(
-        args.events,
-        args.seed,
-        &args.out,
-        &args.campaigns_out,
-        &opts,
-    )?;
-    println!(
+    let to_stdout = super::common::is_stdout(&args.out);
+    let s = if to_stdout {
+        air_operators::sources::ysb::gen_to_writer(
+            args.events,
+            args.seed,
+            &mut std::io::stdout().lock(),
+            Path::new("standard output"),
+            &args.campaigns_out,
+            &opts,
+        )?
+    } else {
+        air_operators::sources::ysb::gen_to_files(
+            args.events,
+            args.seed,
+            &args.out,
+            &args.campaigns_out,
+            &opts,
+        )?
+    };
+    let summary = format!(
         "wrote {} events ({} bytes) to {} and {} campaigns to {}",
         thousands(s.events),
         thousands(s.bytes),
-        args.out.display(),
+        if to_stdout {
+            "standard output".into()
+        } else {
+            args.out.display().to_string()
+        },
         s.campaigns.len(),
         args.campaigns_out.display()
     );
+    // Standard output carries the events with `--out -`.
+    if to_stdout {
+        eprintln!("{summary}");
+    } else {
+        println!("{summary}");
+    }
     Ok(())
 }

@@ -62,7 +62,7 @@ pub use event::{
     format_uuid, parse_uuid, uuid_to_string, AdType, ArchivedAdType, ArchivedEventType,
     ArchivedYsbEvent, EventType, UnknownVariant, YsbEvent, UUID_LEN,
 };
-pub use files::{gen_to_files, GenError, GenFilesOptions, GenSummary};
+pub use files::{gen_to_files, gen_to_writer, GenError, GenFilesOptions, GenSummary};
 pub use generator::{EventTimeMode, YsbGenConfig, YsbGenerator};
 pub use json::{
     parse_json_line, parse_json_line_with, write_json_line, Field, FieldError, FieldErrorKind,

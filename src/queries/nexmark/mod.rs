@@ -1009,7 +1009,8 @@ pub struct GenNexmarkArgs {
     /// Generator options (the same as `air run nexmark`'s: the same events).
     #[command(flatten)]
     pub gen: NexGenArgs,
-    /// The events as JSON lines, one object per event (see --format).
+    /// The events as JSON lines, one object per event (see --format); `-`:
+    /// standard output.
     #[arg(long)]
     pub out: PathBuf,
     /// The JSON form: `ours` (flat, with a `type` member, times in ms) or
@@ -1033,18 +1034,25 @@ pub enum GenFormat {
 pub fn gen(args: &GenNexmarkArgs) -> Result<(), CliError> {
     args.gen.validate(1_000_000)?;
     let cfg = args.gen.config(1_000_000);
-    use air_operators::sources::nexmark::{gen_to_file_as, JsonForm};
+    use air_operators::sources::nexmark::{gen_to_file_as, gen_to_writer_as, JsonForm};
     let form = match args.format {
         GenFormat::Ours => JsonForm::Ours,
         GenFormat::Beam => JsonForm::Beam,
     };
-    if args.out.is_dir() {
+    let to_stdout = super::common::is_stdout(&args.out);
+    if args.out.is_dir() && !to_stdout {
         return Err(CliError::BadInput(format!(
             "{}: is a directory (--out takes a file)",
             args.out.display()
         )));
     }
-    let n = gen_to_file_as(&cfg, &args.out, form).map_err(|e| {
+    let written = if to_stdout {
+        gen_to_writer_as(&cfg, std::io::stdout().lock(), form)
+            .map_err(|e| std::io::Error::new(e.kind(), format!("standard output: {e}")))
+    } else {
+        gen_to_file_as(&cfg, &args.out, form)
+    };
+    let n = written.map_err(|e| {
         use std::io::ErrorKind::{InvalidInput, IsADirectory, NotFound};
         if matches!(e.kind(), InvalidInput | NotFound | IsADirectory) {
             CliError::BadInput(e.to_string())
@@ -1052,7 +1060,11 @@ pub fn gen(args: &GenNexmarkArgs) -> Result<(), CliError> {
             CliError::Other(e.into())
         }
     })?;
-    eprintln!("wrote {n} events to {}", args.out.display());
+    if to_stdout {
+        eprintln!("wrote {n} events to standard output");
+    } else {
+        eprintln!("wrote {n} events to {}", args.out.display());
+    }
     Ok(())
 }
 

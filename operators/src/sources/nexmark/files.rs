@@ -38,14 +38,31 @@ pub fn gen_to_file(cfg: &NexmarkConfig, path: &Path) -> io::Result<u64> {
 /// # Errors
 /// As [`gen_to_file`].
 pub fn gen_to_file_as(cfg: &NexmarkConfig, path: &Path, form: JsonForm) -> io::Result<u64> {
+    checked_total(cfg)?;
+    let with_path = |e: io::Error| io::Error::new(e.kind(), format!("{}: {e}", path.display()));
+    let file = File::create(path).map_err(with_path)?;
+    gen_to_writer_as(cfg, file, form).map_err(with_path)
+}
+
+/// The number of events of `cfg`, if it can be written out.
+fn checked_total(cfg: &NexmarkConfig) -> io::Result<u64> {
     let invalid = |msg: String| io::Error::new(io::ErrorKind::InvalidInput, msg);
     let total = cfg
         .events
         .ok_or_else(|| invalid("an unbounded NEXMark stream cannot be written to a file".into()))?;
     cfg.validate()
         .map_err(|e| invalid(format!("invalid NEXMark config: {e}")))?;
-    let with_path = |e: io::Error| io::Error::new(e.kind(), format!("{}: {e}", path.display()));
-    let mut file = BufWriter::with_capacity(1 << 20, File::create(path).map_err(with_path)?);
+    Ok(total)
+}
+
+/// [`gen_to_file_as`] into `out` (standard output, a pipe), buffered here
+/// in 1 MiB; the same bytes as the file.
+///
+/// # Errors
+/// As [`gen_to_file`], without a path in the message.
+pub fn gen_to_writer_as(cfg: &NexmarkConfig, out: impl Write, form: JsonForm) -> io::Result<u64> {
+    let total = checked_total(cfg)?;
+    let mut file = BufWriter::with_capacity(1 << 20, out);
     let model = Model::new(cfg);
     let chunks = total.div_ceil(CHUNK_EVENTS);
     let threads = thread::available_parallelism()
@@ -61,7 +78,7 @@ pub fn gen_to_file_as(cfg: &NexmarkConfig, path: &Path, form: JsonForm) -> io::R
     };
     if threads <= 1 {
         for chunk in 0..chunks {
-            file.write_all(&format(chunk)).map_err(with_path)?;
+            file.write_all(&format(chunk))?;
         }
     } else {
         thread::scope(|s| -> io::Result<()> {
@@ -83,11 +100,11 @@ pub fn gen_to_file_as(cfg: &NexmarkConfig, path: &Path, form: JsonForm) -> io::R
                 let text = receivers[(chunk % threads as u64) as usize]
                     .recv()
                     .expect("a formatting thread panicked");
-                file.write_all(&text).map_err(with_path)?;
+                file.write_all(&text)?;
             }
             Ok(())
         })?;
     }
-    file.flush().map_err(with_path)?;
+    file.flush()?;
     Ok(total)
 }

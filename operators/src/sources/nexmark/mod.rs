@@ -41,7 +41,7 @@
 //! - Apache Beam NEXMark's nested JSON form (`{"newPerson":{…},
 //!   "newAuction":null,"bid":null}`, ISO-8601 or ms `dateTime`), which
 //!   both parsers and readers also accept, detected per line:
-//!   [`write_beam_json_line`], [`JsonForm`], [`gen_to_file_as`] (see the
+//!   [`write_beam_json_line`], [`JsonForm`], [`gen_to_file_as`], [`gen_to_writer_as`] (see the
 //!   `beam` module's docs on [`write_beam_json_line`]).
 //!
 //! ```
@@ -79,7 +79,7 @@ pub use config::{
     FIRST_CATEGORY_ID, FIRST_PERSON_ID, HOT_BLOCK, NUM_CATEGORIES, PERSON_PROPORTION,
     PROPORTION_DENOMINATOR,
 };
-pub use files::{gen_to_file, gen_to_file_as};
+pub use files::{gen_to_file, gen_to_file_as, gen_to_writer_as};
 pub use full::{full_event, NexmarkFullGenerator, CHANNELS_NUMBER, HOT_CHANNELS};
 pub use generator::{
     compact_event, event_kind, last_base0_auction_id, last_base0_person_id, BidFill,

@@ -10,7 +10,7 @@ use super::event::YsbEvent;
 use super::generator::{EventTimeMode, YsbGenConfig, YsbGenerator};
 use super::json::write_json_line;
 
-/// Options of [`gen_to_files`] beyond the event count and seed.
+/// Options of [`gen_to_files`] and [`gen_to_writer`] beyond the event count and seed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct GenFilesOptions {
     /// Number of campaigns (YSB: 100).
@@ -73,6 +73,46 @@ pub fn gen_to_files(
     campaigns_out: &Path,
     opts: &GenFilesOptions,
 ) -> Result<GenSummary, GenError> {
+    gen_events(events, seed, EventsTo::File(out), campaigns_out, opts)
+}
+
+/// [`gen_to_files`] with the events written to `out` (standard output, a
+/// pipe) instead of a file; `out_name` names it in errors. The same bytes
+/// as the file.
+///
+/// # Errors
+/// As [`gen_to_files`].
+pub fn gen_to_writer(
+    events: u64,
+    seed: u64,
+    out: &mut dyn Write,
+    out_name: &Path,
+    campaigns_out: &Path,
+    opts: &GenFilesOptions,
+) -> Result<GenSummary, GenError> {
+    gen_events(
+        events,
+        seed,
+        EventsTo::Writer(out_name, out),
+        campaigns_out,
+        opts,
+    )
+}
+
+/// Where the events go: a file created at the path, or a writer (and its
+/// name for errors).
+enum EventsTo<'a> {
+    File(&'a Path),
+    Writer(&'a Path, &'a mut dyn Write),
+}
+
+fn gen_events(
+    events: u64,
+    seed: u64,
+    out: EventsTo<'_>,
+    campaigns_out: &Path,
+    opts: &GenFilesOptions,
+) -> Result<GenSummary, GenError> {
     let campaigns = Campaigns::generate(opts.num_campaigns, opts.ads_per_campaign, seed);
     campaigns
         .write(campaigns_out, opts.campaigns_format)
@@ -80,15 +120,21 @@ pub fn gen_to_files(
             path: campaigns_out.to_path_buf(),
             source,
         })?;
+    let out_path = match &out {
+        EventsTo::File(p) | EventsTo::Writer(p, _) => p.to_path_buf(),
+    };
     let err = |source| GenError {
-        path: out.to_path_buf(),
+        path: out_path.clone(),
         source,
     };
     let config = YsbGenConfig::new(seed, &campaigns)
         .with_events(Some(events))
         .with_event_time(opts.event_time);
     let mut gen = YsbGenerator::new(&config, 0, 1);
-    let mut file = File::create(out).map_err(err)?;
+    let mut file: Box<dyn Write + '_> = match out {
+        EventsTo::File(path) => Box::new(File::create(path).map_err(err)?),
+        EventsTo::Writer(_, w) => Box::new(w),
+    };
     let mut batch = vec![YsbEvent::default(); 4096];
     let mut text = Vec::with_capacity(batch.len() * 300);
     let mut bytes = 0u64;
