@@ -386,3 +386,63 @@ fn gen_out_dash_writes_standard_output() {
         &["--campaigns-out -"],
     );
 }
+
+/// A record larger than its channel's frames stops the run with the
+/// `--ring-bytes` that fits it, and that value runs it: q20's rows carry
+/// their auction's 100 kB description across `collect`, whose rings are
+/// a sixteenth of `--ring-bytes` (64 KiB at the default 1 MiB).
+#[test]
+fn a_record_too_large_names_the_ring_bytes_that_fit_it() {
+    let tmp = common::tmpdir("options", "big-record");
+    let input = tmp.join("events.json");
+    let out = tmp.join("q20.csv");
+    let description = "d".repeat(100_000);
+    let lines = [
+        serde_json::json!({"type":"auction","id":7,"itemName":"item","description":description,
+            "initialBid":5,"reserve":9,"dateTime":0,"expires":10_000,"seller":1000,
+            "category":10,"extra":""}),
+        serde_json::json!({"type":"bid","auction":7,"bidder":1,"price":100,"channel":"c",
+            "url":"u","dateTime":10,"extra":""}),
+        serde_json::json!({"type":"bid","auction":7,"bidder":2,"price":101,"channel":"c",
+            "url":"u","dateTime":20,"extra":""}),
+    ];
+    let text: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
+    std::fs::write(&input, text.join("\n") + "\n").unwrap();
+    let run = |extra: &[&str]| {
+        let args = [
+            &[
+                "run",
+                "nexmark",
+                "--query",
+                "q20",
+                "--workers",
+                "2",
+                "--input",
+                input.to_str().unwrap(),
+                "--out",
+                out.to_str().unwrap(),
+            ][..],
+            extra,
+        ]
+        .concat();
+        air(&args)
+    };
+    let o = run(&[]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("rings of 65536 bytes"), "{err}");
+    let fit: usize = err
+        .split(") is the smallest")
+        .next()
+        .and_then(|s| s.rsplit("--ring-bytes ").next())
+        .and_then(|s| s.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no --ring-bytes in: {err}"));
+    // A frame of more than the description, on rings of a sixteenth.
+    assert!(fit > 16 * 100_000 && fit < 16 * 110_000, "{fit}: {err}");
+    let o = run(&["--ring-bytes", &fit.to_string()]);
+    assert!(o.status.success(), "--ring-bytes {fit}: {}", stderr(&o));
+    let rows = std::fs::read_to_string(&out).unwrap();
+    assert_eq!(rows.lines().count(), 3, "a header and two rows");
+    assert!(rows.contains(&description));
+}

@@ -568,6 +568,101 @@ pub fn check_honoured(query: QueryKind, given: &[(QueryOption, bool)]) -> Result
     )))
 }
 
+/// The smallest `--ring-bytes` with which a record of `bytes` bytes
+/// (archived) fits a frame of the channel whose largest frame was `max`
+/// bytes in a job run with `--ring-bytes ring_bytes`; `None` if no ring up
+/// to [`parse::MAX_RING_BYTES`] holds it.
+///
+/// A frame of `bytes` needs a ring whose data area is at least
+/// `FRAME_HEADER + bytes` rounded up to 16 ([`air_shm::frame_size`]; the
+/// largest frame of a ring of `c` bytes is `c - 16`). An edge's ring is
+/// `--ring-bytes`, or a sixteenth of it (at least 64 KiB) on an edge that
+/// carries few records ([`small_ring_bytes`](air_runtime::dataflow::small_ring_bytes));
+/// `max` tells which, and when it cannot (rings of at most 64 KiB are
+/// the same on both) the answer fits either. The answer keeps the edge's
+/// rings a multiple of 16 bytes, as the network tier's rings must be.
+pub fn ring_bytes_to_fit(bytes: usize, max: usize, ring_bytes: usize) -> Option<usize> {
+    use air_runtime::dataflow::small_ring_bytes;
+    let need = air_shm::frame_size(bytes);
+    let full = need;
+    // The smallest r with small_ring_bytes(r) >= need.
+    let small = if need <= 64 << 10 {
+        need
+    } else {
+        need.checked_mul(16)?
+    };
+    // The edge's ring was max + 16 bytes: below --ring-bytes only on a
+    // small edge; equal on both when --ring-bytes is at most 64 KiB.
+    let edge = max.saturating_add(air_shm::FRAME_HEADER);
+    let is_small = edge < ring_bytes;
+    let is_full = edge >= ring_bytes && small_ring_bytes(ring_bytes) < ring_bytes;
+    let fit = match (is_small, is_full) {
+        (true, _) => small,
+        (false, true) => full,
+        (false, false) => small.max(full),
+    };
+    (fit <= parse::MAX_RING_BYTES).then_some(fit.max(parse::MIN_RING_BYTES))
+}
+
+/// `e` with the `--ring-bytes` that fits, when it is a record too large
+/// for its channel's frames ([`air_runtime::RuntimeError::BatchTooLarge`]);
+/// else `e` unchanged. `ring_bytes`: the run's `--ring-bytes`.
+pub fn with_ring_hint(e: CliError, ring_bytes: usize) -> CliError {
+    let CliError::Other(inner) = &e else { return e };
+    let Some((bytes, max)) =
+        inner
+            .chain()
+            .find_map(|c| match c.downcast_ref::<air_runtime::RuntimeError>() {
+                Some(air_runtime::RuntimeError::BatchTooLarge { bytes, max }) => {
+                    Some((*bytes, *max))
+                }
+                _ => None,
+            })
+    else {
+        return e;
+    };
+    let ring = max + air_shm::FRAME_HEADER;
+    let edge = if ring < ring_bytes {
+        format!("a sixteenth of --ring-bytes {ring_bytes} on this edge, at least 64 KiB")
+    } else {
+        format!("--ring-bytes {ring_bytes}")
+    };
+    let fix = match ring_bytes_to_fit(bytes, max, ring_bytes) {
+        Some(r) => format!(
+            "--ring-bytes {r} ({}) is the smallest that fits it (every ring of the job \
+             grows with it: `air plan` shows the memory it takes)",
+            bytes_human(r as u64)
+        ),
+        None => format!(
+            "no --ring-bytes up to {} fits it",
+            bytes_human(parse::MAX_RING_BYTES as u64)
+        ),
+    };
+    CliError::Other(anyhow::anyhow!(
+        "a record of {bytes} bytes (archived) exceeds the largest frame ({max} bytes) of its \
+         channel's rings of {ring} bytes ({edge}): {fix}"
+    ))
+}
+
+/// `n` bytes in binary units with one decimal (`1.5 MiB`), or bytes below 1 KiB.
+fn bytes_human(n: u64) -> String {
+    const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
+    let mut v = n as f64;
+    let mut unit = "bytes";
+    for u in UNITS {
+        if v < 1024.0 {
+            break;
+        }
+        v /= 1024.0;
+        unit = u;
+    }
+    if unit == "bytes" {
+        format!("{n} bytes")
+    } else {
+        format!("{v:.1} {unit}")
+    }
+}
+
 /// Whether an output path is `-`: standard output (`air gen ... --out -`,
 /// `air run ... --out -`).
 pub fn is_stdout(p: &Path) -> bool {
@@ -850,6 +945,72 @@ pub fn write_json(file: std::fs::File, value: &impl serde::Serialize) -> anyhow:
 
 #[cfg(test)]
 mod tests {
+    /// The `--ring-bytes` suggested for a record too large for its frame
+    /// holds it on the kind of edge that refused it, with rings of a
+    /// multiple of 16 bytes (the network tier takes them as they are and
+    /// needs that), and the next smaller such value does not; on an edge
+    /// that cannot be told (`--ring-bytes` at most 64 KiB) it holds it on
+    /// both kinds.
+    #[test]
+    fn the_suggested_ring_bytes_is_the_smallest_that_fits() {
+        use air_runtime::dataflow::small_ring_bytes;
+        let largest = |ring: usize| ring - air_shm::FRAME_HEADER;
+        for ring_bytes in [4096, 4097, 60_000, 65_536, 1 << 20, 3_000_000, 1 << 24] {
+            let small = small_ring_bytes(ring_bytes);
+            // (kind, its ring, its ring at another --ring-bytes, the step
+            // between --ring-bytes whose rings are multiples of 16).
+            let kinds: [(&str, usize, fn(usize) -> usize, usize); 2] = [
+                ("full", ring_bytes, |r| r, 16),
+                ("small", small, small_ring_bytes, 256),
+            ];
+            for (kind, ring, edge_of, step) in kinds {
+                let max = largest(ring);
+                for bytes in [max + 1, max + 17, 65_521, 100_000, 701_176, 5 << 20] {
+                    if bytes <= max {
+                        continue;
+                    }
+                    let fit = super::ring_bytes_to_fit(bytes, max, ring_bytes).unwrap();
+                    let what = format!("{kind} edge, --ring-bytes {ring_bytes}, {bytes} bytes");
+                    assert_eq!(edge_of(fit) % 16, 0, "{what}: {fit}");
+                    assert!(largest(edge_of(fit)) >= bytes, "{what}: {fit}");
+                    assert!(largest(small_ring_bytes(fit)) >= bytes || small < ring_bytes);
+                    if small < ring_bytes && fit > super::parse::MIN_RING_BYTES {
+                        assert!(largest(edge_of(fit - step)) < bytes, "{what}: {fit}");
+                    }
+                }
+            }
+        }
+        // Beyond 16 GiB no ring holds it.
+        assert_eq!(super::ring_bytes_to_fit(2 << 30, 65_520, 1 << 20), None);
+    }
+
+    /// The error of a record too large names the `--ring-bytes` that
+    /// fits; other errors pass unchanged.
+    #[test]
+    fn a_record_too_large_names_the_ring_bytes_that_fit() {
+        use super::CliError;
+        let too_large = |bytes, max| {
+            CliError::Other(anyhow::Error::new(
+                air_runtime::RuntimeError::BatchTooLarge { bytes, max },
+            ))
+        };
+        // A 701 176-byte record on a collect edge (64 KiB rings at the
+        // default 1 MiB): a frame of 701 200 bytes, 16 of them a ring.
+        let e = super::with_ring_hint(too_large(701_176, 65_520), 1 << 20);
+        let m = e.to_string();
+        assert!(m.contains("--ring-bytes 11219200 (10.7 MiB)"), "{m}");
+        assert!(
+            m.contains("rings of 65536 bytes (a sixteenth of --ring-bytes 1048576"),
+            "{m}"
+        );
+        assert_eq!(e.exit_code(), 1);
+        // On an exchange edge of 1 MiB rings: the frame itself.
+        let m = super::with_ring_hint(too_large(2_000_000, (1 << 20) - 16), 1 << 20).to_string();
+        assert!(m.contains("--ring-bytes 2000016 "), "{m}");
+        let other = super::with_ring_hint(CliError::BadInput("x".into()), 1 << 20);
+        assert_eq!(other.to_string(), "x");
+    }
+
     /// After a reset the peak is what is resident now, not an earlier,
     /// larger peak (Linux; elsewhere the reset is refused and nothing is
     /// checked).

@@ -615,6 +615,7 @@ pub fn run<Q: Query>(q: &Q, dist: &Dist, print: bool) -> Result<Option<Report>, 
             p
         }
         Err(e) => {
+            let e = super::common::with_ring_hint(e, q.runtime().ring_bytes);
             if let Some(msg) = super::common::refusal(&e) {
                 // Every rank refused the job together, before anything was
                 // made (`RuntimeError::Refused`): MPI is intact and no rank
