@@ -252,9 +252,17 @@ fn plan_graph(words: &[String]) -> Result<queries::plan::PlannedQuery, CliError>
     let cli = Cli::try_parse_from(argv).map_err(|e| {
         CliError::BadInput(format!("`air run {}`: {}", words.join(" "), e.render()))
     })?;
-    let Command::Run(cmd) = cli.command else {
+    let Command::Run(mut cmd) = cli.command else {
         unreachable!("parsed as `air run`")
     };
+    // Planning writes nothing: a --timeline would be started (and an
+    // existing file of that name truncated) by the dry run.
+    match &mut cmd {
+        RunCommand::Ysb(a) => a.runtime.timeline = None,
+        RunCommand::Wa(a) => a.runtime.timeline = None,
+        RunCommand::Nexmark(a) => a.runtime.timeline = None,
+        RunCommand::Wordcount(a) => a.runtime.timeline = None,
+    }
     let dist = queries::dist::Dist::default();
     let mut failed = None;
     let (runtime, edges) = match cmd {

@@ -446,3 +446,36 @@ fn a_record_too_large_names_the_ring_bytes_that_fit_it() {
     assert_eq!(rows.lines().count(), 3, "a header and two rows");
     assert!(rows.contains(&description));
 }
+
+/// `air plan -- QUERY ARGS` plans the query and writes none of its
+/// outputs: an existing `--timeline` file keeps its content.
+#[test]
+fn plan_writes_none_of_the_query_outputs() {
+    let tmp = common::tmpdir("options", "plan-writes");
+    let timeline = tmp.join("timeline.csv");
+    std::fs::write(&timeline, "an earlier run's timeline\n").unwrap();
+    let out = tmp.join("rows.csv");
+    let report = tmp.join("report.json");
+    let o = air(&[
+        "plan",
+        "--",
+        "nexmark",
+        "--query",
+        "q5",
+        "--timeline",
+        timeline.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--report",
+        report.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("max-by-window"));
+    assert_eq!(
+        std::fs::read_to_string(&timeline).unwrap(),
+        "an earlier run's timeline\n"
+    );
+    assert!(!out.exists() && !report.exists());
+    let left: Vec<_> = std::fs::read_dir(&*tmp).unwrap().flatten().collect();
+    assert_eq!(left.len(), 1, "{left:?}");
+}
