@@ -479,3 +479,28 @@ fn plan_writes_none_of_the_query_outputs() {
     let left: Vec<_> = std::fs::read_dir(&*tmp).unwrap().flatten().collect();
     assert_eq!(left.len(), 1, "{left:?}");
 }
+
+/// A `--latency-plot` in a missing directory is refused before the run,
+/// as `--out` and `--report` are (it is drawn after the run).
+#[test]
+fn a_latency_plot_in_a_missing_directory_is_refused_before_the_run() {
+    let tmp = common::tmpdir("options", "plot-dir");
+    let plot = tmp.join("missing").join("latency.png");
+    let out = tmp.join("rows.csv");
+    refused(
+        &[
+            "run",
+            "ysb",
+            "--rate",
+            "1000",
+            "--events",
+            "100",
+            "--latency-plot",
+            plot.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        &[plot.to_str().unwrap(), "does not exist"],
+    );
+    assert!(!out.exists(), "the run went ahead");
+}

@@ -569,6 +569,12 @@ pub fn run<Q: Query>(q: &Q, dist: &Dist, print: bool) -> Result<Option<Report>, 
                 .map(open)
                 .transpose()?;
             files.1 = out.report.as_deref().map(open).transpose()?;
+            // Drawn after the run: its directory is checked now, as the
+            // other outputs', so that a mistyped path does not end a long
+            // run with an error.
+            if let Some(p) = &out.latency_plot {
+                check_streamed_output(p)?;
+            }
         }
         match (&out.out, out.out_per_rank, streams) {
             (Some(p), true, true) => {
