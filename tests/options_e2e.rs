@@ -504,3 +504,42 @@ fn a_latency_plot_in_a_missing_directory_is_refused_before_the_run() {
     );
     assert!(!out.exists(), "the run went ahead");
 }
+
+/// `air plan --workers W -- QUERY ARGS` with `--workers` in ARGS too (a
+/// copied `air run` command line): the same value is taken once, a
+/// different one is refused naming both.
+#[test]
+fn plan_takes_an_option_given_twice_once_or_refuses_two_values() {
+    let o = air(&["plan", "--workers", "3", "--", "ysb", "--workers", "3"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("× 3 workers = 3 workers"),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+    let o = air(&[
+        "plan",
+        "--ring-bytes",
+        "65536",
+        "--",
+        "ysb",
+        "--ring-bytes=65536",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    refused(
+        &["plan", "--workers", "5", "--", "ysb", "--workers=3"],
+        &["--workers 5", "--workers 3", "differ"],
+    );
+    refused(
+        &[
+            "plan",
+            "--flush-us",
+            "100",
+            "--",
+            "ysb",
+            "--flush-us",
+            "200",
+        ],
+        &["--flush-us 100", "--flush-us 200"],
+    );
+}

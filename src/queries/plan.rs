@@ -103,8 +103,10 @@ fn allocation(args: &PlanArgs) -> (u64, u64, &'static str) {
 }
 
 /// The words of the `air run` command to plan: the query (default `ysb`)
-/// with this command's runtime options added.
-fn run_words(args: &PlanArgs) -> Vec<String> {
+/// with this command's runtime options added. An option given both here
+/// and after `--` (a copied `air run` command line) is taken once when the
+/// two values agree, and refused when they differ.
+fn run_words(args: &PlanArgs) -> Result<Vec<String>, CliError> {
     let mut words = if args.query.is_empty() {
         vec!["ysb".to_string()]
     } else {
@@ -119,19 +121,38 @@ fn run_words(args: &PlanArgs) -> Vec<String> {
             .then(|| env_u64("SLURM_CPUS_PER_TASK"))
             .flatten()
     });
-    if let Some(w) = workers {
-        words.extend(["--workers".into(), w.to_string()]);
-    }
-    if let Some(b) = args.ring_bytes {
-        words.extend(["--ring-bytes".into(), b.to_string()]);
-    }
-    if let Some(f) = args.flush_us {
-        words.extend(["--flush-us".into(), f.to_string()]);
+    for (opt, value) in [
+        ("--workers", workers),
+        ("--ring-bytes", args.ring_bytes.map(|b| b as u64)),
+        ("--flush-us", args.flush_us),
+    ] {
+        let Some(value) = value else { continue };
+        match query_value(&words, opt) {
+            None => words.extend([opt.to_string(), value.to_string()]),
+            Some(v) if v.trim().parse::<u64>() == Ok(value) => {}
+            Some(v) => {
+                return Err(CliError::BadInput(format!(
+                    "{opt} {value} (of air plan) and {opt} {v} (after `--`) differ: give it once"
+                )))
+            }
+        }
     }
     if args.force_network && !has(&words, "--force-network") {
         words.push("--force-network".into());
     }
-    words
+    Ok(words)
+}
+
+/// The value of `opt` in the query's words (`--opt V` or `--opt=V`).
+fn query_value<'w>(words: &'w [String], opt: &str) -> Option<&'w str> {
+    let eq = format!("{opt}=");
+    words.iter().enumerate().find_map(|(i, w)| {
+        if w == opt {
+            words.get(i + 1).map(String::as_str)
+        } else {
+            w.strip_prefix(&eq)
+        }
+    })
 }
 
 fn bytes(b: u64) -> String {
@@ -292,7 +313,7 @@ pub fn main(
             "{nodes} nodes × {rpn} ranks per node: at most {MAX_RANKS} ranks can be planned"
         )));
     }
-    let words = run_words(args);
+    let words = run_words(args)?;
     let q = graph(&words)?;
     let rt = q.runtime.job_config();
     let ring_bytes: Vec<usize> = q.edges.iter().map(|e| e.1).collect();
