@@ -543,3 +543,39 @@ fn plan_takes_an_option_given_twice_once_or_refuses_two_values() {
         &["--flush-us 100", "--flush-us 200"],
     );
 }
+
+/// The summary's channels line: its parts (process memory, which holds
+/// the network tier's send mirrors too, `/dev/shm`, windows) add up to its
+/// total, on the network tier where every part is there.
+#[cfg(feature = "mpi")]
+#[test]
+fn the_summary_memory_parts_add_up_to_the_total() {
+    let o = common::nexmark::mpirun2(&[
+        "run",
+        "ysb",
+        "--workers",
+        "1",
+        "--events",
+        "1000",
+        "--force-network",
+    ]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    let line = out
+        .lines()
+        .find(|l| l.trim_start().starts_with("channels:"))
+        .unwrap_or_else(|| panic!("no channels line in: {out}"));
+    let num = |after: &str| -> f64 {
+        let rest = &line[line
+            .find(after)
+            .unwrap_or_else(|| panic!("{after}: {line}"))
+            + after.len()..];
+        let end = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap();
+        rest[..end].parse().unwrap()
+    };
+    let total = num("), ");
+    let parts = num("(process ") + num("/dev/shm ") + num("windows ");
+    assert!(num("(process ") > 0.0 && num("windows ") > 0.0, "{line}");
+    assert!((total - parts).abs() <= 0.15, "{total} vs {parts}: {line}");
+}

@@ -845,7 +845,8 @@ pub fn summary_channels(r: &Report, out: &mut dyn Write) -> std::io::Result<()> 
         n(&rings["node"]),
         n(&rings["network"]),
         mib(&mem["total_bytes"]),
-        mib(&mem["thread_bytes"]),
+        // Process memory: thread-tier rings and network send mirrors.
+        mib(&mem["thread_bytes"]) + mib(&mem["mirror_bytes"]),
         mib(&mem["shm_bytes"]),
         mib(&mem["window_bytes"]),
         n(&p["rings"]["total"])
