@@ -8,7 +8,9 @@
 //! field.
 //!
 //! The example binaries are the ones `cargo test` builds next to this
-//! test's (`target/<profile>/examples/<name>`).
+//! test's (`target/<profile>/examples/<name>`); run alone (`cargo test
+//! --test examples_e2e`, which does not build them), the test builds them
+//! first when they are missing or older than their sources.
 
 mod common;
 
@@ -307,24 +309,138 @@ fn orders_payments_reference(orders: &[Order], payments: &[Payment]) -> Vec<(u64
 // ---------------------------------------------------------------------------
 // Running the examples
 
+/// The example programs this test runs.
+const EXAMPLES: [&str; 3] = ["clicks_top3", "url_stats", "orders_payments"];
+
 /// `target/<profile>/examples/<name>`, next to this test's directory
-/// (`target/<profile>/deps`).
+/// (`target/<profile>/deps`). `cargo test` builds the examples, but
+/// `cargo test --test examples_e2e` does not: when one is missing or
+/// older than a source it is built from, they are built first, once per
+/// test process, by [`build_examples`].
 fn example(name: &str) -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let profile_dir = exe
-        .parent()
-        .and_then(Path::parent)
-        .expect("the test binary is in target/<profile>/deps");
-    let p = profile_dir
-        .join("examples")
-        .join(format!("{name}{}", std::env::consts::EXE_SUFFIX));
-    assert!(
-        p.is_file(),
-        "{} is missing: `cargo test` (without a target filter) builds the examples; \
-         or build them first with the same features: `cargo build --examples`",
-        p.display()
-    );
+    static BUILT: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
+    let dir = profile_dir().join("examples");
+    let path = |n: &str| dir.join(format!("{n}{}", std::env::consts::EXE_SUFFIX));
+    let built = BUILT.get_or_init(|| {
+        let newest = newest_source();
+        let stale: Vec<&str> = EXAMPLES
+            .into_iter()
+            .filter(|n| modified(&path(n)).is_none_or(|t| t < newest))
+            .collect();
+        if stale.is_empty() {
+            Ok(())
+        } else {
+            build_examples(&stale)
+        }
+    });
+    if let Err(e) = built {
+        panic!("{e}");
+    }
+    let p = path(name);
+    assert!(p.is_file(), "{} is missing after the build", p.display());
     p
+}
+
+/// This test's `target/[<triple>/]<profile>` directory.
+fn profile_dir() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    exe.parent()
+        .and_then(Path::parent)
+        .expect("the test binary is in target/<profile>/deps")
+        .to_path_buf()
+}
+
+/// When `path` was last modified (`None`: it does not exist).
+fn modified(path: &Path) -> Option<std::time::SystemTime> {
+    std::fs::metadata(path).and_then(|m| m.modified()).ok()
+}
+
+/// The newest modification time of the files the examples are built from:
+/// the manifests, `Cargo.lock`, build scripts, `examples/` and the `src/`
+/// of this package and of the workspace crates it depends on.
+fn newest_source() -> std::time::SystemTime {
+    fn walk(p: &Path, newest: &mut std::time::SystemTime) {
+        if p.is_file() {
+            if let Some(t) = modified(p) {
+                *newest = (*newest).max(t);
+            }
+        } else if let Ok(entries) = std::fs::read_dir(p) {
+            for e in entries.flatten() {
+                walk(&e.path(), newest);
+            }
+        }
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut newest = std::time::SystemTime::UNIX_EPOCH;
+    walk(&root.join("Cargo.lock"), &mut newest);
+    walk(&root.join("examples"), &mut newest);
+    for krate in [".", "shm", "rdma", "runtime", "operators", "tools"] {
+        for part in ["Cargo.toml", "build.rs", "src"] {
+            walk(&root.join(krate).join(part), &mut newest);
+        }
+    }
+    newest
+}
+
+/// Builds the examples with the profile, target directory, target triple
+/// and features this test was built with (`cargo build --examples`), so
+/// that the binaries run are those of the sources under test.
+fn build_examples(stale: &[&str]) -> Result<(), String> {
+    let profile_dir = profile_dir();
+    let profile = match profile_dir.file_name().and_then(|n| n.to_str()) {
+        Some("debug") => "dev".to_string(),
+        Some(p) => p.to_string(),
+        None => return Err(format!("{}: no profile name", profile_dir.display())),
+    };
+    let mut target_dir = profile_dir.parent().unwrap().to_path_buf();
+    // Cargo tags the root of its target directory; below it, a directory
+    // named by the triple when built with `--target`.
+    let mut triple = None;
+    if !target_dir.join("CACHEDIR.TAG").exists() {
+        if let Some(up) = target_dir
+            .parent()
+            .filter(|d| d.join("CACHEDIR.TAG").exists())
+        {
+            triple = target_dir.file_name().map(|t| t.to_owned());
+            target_dir = up.to_path_buf();
+        }
+    }
+    let mut features = Vec::new();
+    if cfg!(feature = "mpi") {
+        features.push("mpi");
+    }
+    if cfg!(feature = "hwloc") {
+        features.push("hwloc");
+    }
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut cmd = Command::new(&cargo);
+    cmd.current_dir(env!("CARGO_MANIFEST_DIR"))
+        .args(["build", "--examples", "-p", "air", "--profile", &profile])
+        .arg("--target-dir")
+        .arg(&target_dir);
+    if let Some(t) = &triple {
+        cmd.arg("--target").arg(t);
+    }
+    if !features.is_empty() {
+        cmd.args(["--features", &features.join(",")]);
+    }
+    eprintln!(
+        "examples_e2e: {} missing or older than the sources; building: {cmd:?}",
+        stale.join(", ")
+    );
+    let o = cmd
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("{cargo:?}: {e}"))?;
+    if o.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "building the examples failed ({cmd:?}, {}):\n{}",
+            o.status,
+            String::from_utf8_lossy(&o.stderr)
+        ))
+    }
 }
 
 /// Waits for `child` up to `LIMIT`; kills it (and fails) on a hang.
