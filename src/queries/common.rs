@@ -951,15 +951,18 @@ mod tests {
     /// needs that), and the next smaller such value does not; on an edge
     /// that cannot be told (`--ring-bytes` at most 64 KiB) it holds it on
     /// both kinds.
+    /// An edge kind: its name, its ring, its ring at another
+    /// `--ring-bytes`, the step between `--ring-bytes` values whose rings are
+    /// multiples of 16.
+    type EdgeKind = (&'static str, usize, fn(usize) -> usize, usize);
+
     #[test]
     fn the_suggested_ring_bytes_is_the_smallest_that_fits() {
         use air_runtime::dataflow::small_ring_bytes;
         let largest = |ring: usize| ring - air_shm::FRAME_HEADER;
         for ring_bytes in [4096, 4097, 60_000, 65_536, 1 << 20, 3_000_000, 1 << 24] {
             let small = small_ring_bytes(ring_bytes);
-            // (kind, its ring, its ring at another --ring-bytes, the step
-            // between --ring-bytes whose rings are multiples of 16).
-            let kinds: [(&str, usize, fn(usize) -> usize, usize); 2] = [
+            let kinds: [EdgeKind; 2] = [
                 ("full", ring_bytes, |r| r, 16),
                 ("small", small, small_ring_bytes, 256),
             ];
