@@ -143,6 +143,7 @@ fn check_8_by_28(what: &str, extra: &[&str], env: &[(&str, &str)]) -> Value {
         LIMIT + Duration::from_secs(60),
     );
     assert!(o.status.success(), "{what}: {}", text(&o));
+    eprintln!("{what}: the job took {took:?}");
     assert!(took < LIMIT, "{what}: the job took {took:?}");
     assert!(
         tagged_air_pids(&tag).is_empty(),
@@ -285,6 +286,7 @@ fn sigterm_8_by_28(what: &str, extra: &[&str], env: &[(&str, &str)]) {
     // the signal to the ranks.
     unsafe { libc::kill(pid, libc::SIGTERM) };
     let (o, took) = wait(child, &format!("{what}: mpirun after SIGTERM"), LIMIT);
+    eprintln!("{what}: stopped in {took:?} after {running:?}");
     assert!(
         took < STOP_LIMIT,
         "{what}: stopping took {took:?} (after {running:?} of running)"
