@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::TmpDir;
+use common::{text, wait, TmpDir};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -19,24 +19,6 @@ const LIMIT: Duration = Duration::from_secs(120);
 
 fn tmpdir(tag: &str) -> TmpDir {
     common::tmpdir("mpi", tag)
-}
-
-/// Waits for `child` up to `limit`; kills it (and fails) on a hang.
-fn wait(child: std::process::Child, what: &str, limit: Duration) -> (Output, Duration) {
-    let pid = child.id();
-    let start = Instant::now();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(child.wait_with_output());
-    });
-    match rx.recv_timeout(limit) {
-        Ok(out) => (out.expect("wait"), start.elapsed()),
-        Err(_) => {
-            // SAFETY: plain kill of the launcher this test started.
-            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
-            panic!("{what} hung for {:?}", start.elapsed());
-        }
-    }
 }
 
 fn mpirun(np: usize, args: &[&str], env: &[(&str, &str)]) -> Output {
@@ -51,15 +33,6 @@ fn embedded(args: &[&str]) -> Output {
     let out = Command::new(AIR).args(args).output().expect("run air");
     assert!(out.status.success(), "air {args:?}: {}", text(&out));
     out
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}\nstdout:\n{}\nstderr:\n{}",
-        o.status,
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
 }
 
 fn report(p: &Path) -> Value {

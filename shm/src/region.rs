@@ -140,9 +140,10 @@ enum Backing {
     Anon(MmapMut),
     Segment {
         map: MmapMut,
-        /// The open file, holding a shared `flock` for as long as this end
-        /// lives: [`clean_stale`] removes only segments nobody holds.
-        _file: File,
+        /// The open file, holding a shared `flock` while this end may need
+        /// the segment's name: [`clean_stale`] removes only segments nobody
+        /// holds. `None` once [`Region::unlink_and_close`] closed it.
+        file: Option<File>,
         path: PathBuf,
         /// (device, inode) of the file we mapped, so we never unlink a
         /// different file that took the same name later.
@@ -374,6 +375,20 @@ impl Region {
         }
     }
 
+    /// [`Region::unlink`], then closes the segment's file descriptor; the
+    /// mapping stays valid. A segment without a name cannot be found by
+    /// [`clean_stale`], so its `flock` has nothing left to protect, and an
+    /// end that keeps no descriptor lets a rank map more rings than its
+    /// open-file limit (`ulimit -n`): a rank of YSB at 8 ranks × 28 workers
+    /// on one node is an end of 21,952 node-tier rings (10,976 as each
+    /// side).
+    pub fn unlink_and_close(&mut self) {
+        self.unlink();
+        if let Backing::Segment { file, .. } = &mut self.backing {
+            *file = None;
+        }
+    }
+
     /// Whether this process created the segment (false for anonymous memory).
     pub fn is_creator(&self) -> bool {
         matches!(&self.backing, Backing::Segment { creator: true, .. })
@@ -409,7 +424,7 @@ unsafe fn map_segment(file: File, path: PathBuf, creator: bool) -> Result<Region
     Ok(Region {
         backing: Backing::Segment {
             map,
-            _file: file,
+            file: Some(file),
             path,
             id: (meta.dev(), meta.ino()),
             unlinked: AtomicBool::new(false),

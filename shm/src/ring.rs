@@ -440,12 +440,13 @@ impl FrameRing {
 
     /// Opens the ring the other end created in segment `name`, waiting up to
     /// `timeout` for it to appear and be initialized, validates it (owner, mode,
-    /// magic, version, size) and unlinks its name: from then on a crash of
-    /// either process leaves nothing in `/dev/shm`.
+    /// magic, version, size), unlinks its name and closes its file
+    /// descriptor: from then on a crash of either process leaves nothing in
+    /// `/dev/shm`, and this end holds only the mapping.
     #[cfg(not(loom))]
     pub fn open_segment(name: &SegmentName, timeout: Duration) -> Result<FrameRing> {
         let start = std::time::Instant::now();
-        let region = Region::open_segment(name, timeout)?;
+        let mut region = Region::open_segment(name, timeout)?;
         let path = region.path().map(|p| p.to_owned()).unwrap_or_default();
         if region.len() < HEADER_BYTES + MIN_CAPACITY {
             return Err(ShmError::SegmentRejected {
@@ -494,7 +495,9 @@ impl FrameRing {
                 ),
             });
         }
-        region.unlink();
+        // The name is gone from here on: the descriptor is not needed either
+        // (one per producer end adds up at scale: Region::unlink_and_close).
+        region.unlink_and_close();
         // SAFETY: HEADER_BYTES + cap ≤ region length, checked above.
         let data = unsafe { region.as_ptr().add(HEADER_BYTES) };
         Ok(FrameRing {

@@ -385,3 +385,39 @@ fn stale_segment_of_a_killed_creator_is_cleaned() {
     assert_gone(&stale);
     assert!(live.path().exists(), "a live segment is left alone");
 }
+
+/// Opening a ring unlinks its name and closes the opener's descriptor: the
+/// producer end keeps only its mapping, so a rank at one end of thousands
+/// of node-tier rings holds one descriptor per ring it consumes, not one
+/// per end (8 ranks × 28 workers of YSB: 10,976, not 21,952, against a
+/// `ulimit -n` of 20,000 here).
+#[test]
+fn the_opening_end_keeps_no_file_descriptor() {
+    if child_role().is_some() {
+        return;
+    }
+    let seg = unique("fds");
+    // Descriptors of this process open on the segment (named or deleted).
+    let fds_on = |seg: &SegmentName| -> usize {
+        std::fs::read_dir("/proc/self/fd")
+            .unwrap()
+            .flatten()
+            .filter(|e| {
+                std::fs::read_link(e.path())
+                    .is_ok_and(|l| l.to_string_lossy().contains(seg.as_str()))
+            })
+            .count()
+    };
+    let created = FrameRing::create_segment(&seg, 64 * 1024).unwrap();
+    assert_eq!(fds_on(&seg), 1, "the creator's descriptor");
+    let opened = FrameRing::open_segment(&seg, Duration::from_secs(10)).unwrap();
+    assert_gone(&seg);
+    assert_eq!(fds_on(&seg), 1, "still only the creator's descriptor");
+    // Both ends still work through their mappings.
+    let mut tx = opened.producer(WaitPolicy::default()).unwrap();
+    let mut rx = created.consumer(WaitPolicy::default()).unwrap();
+    tx.write(FrameKind::End, b"through the mapping").unwrap();
+    let f = rx.peek().unwrap().expect("a frame");
+    assert_eq!(f.kind(), FrameKind::End);
+    assert_eq!(f.payload(), b"through the mapping");
+}

@@ -95,3 +95,80 @@ pub fn assert_stopped_wa_exact(
         assert_eq!(got, want, "window {w}");
     }
 }
+
+/// Exit status, stdout and stderr of a finished command, for assertion
+/// messages.
+#[allow(dead_code)] // not every test crate runs commands
+pub fn text(o: &std::process::Output) -> String {
+    format!(
+        "{}\nstdout:\n{}\nstderr:\n{}",
+        o.status,
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// Waits for `child` (its output piped) up to `limit` and returns its
+/// output and how long the wait took; on a hang, kills it (and, if it leads
+/// its own process group, the group: the ranks of an `mpirun` started with
+/// `process_group(0)`) and panics naming `what`.
+#[allow(dead_code)] // not every test crate starts a launcher
+pub fn wait(
+    child: std::process::Child,
+    what: &str,
+    limit: std::time::Duration,
+) -> (std::process::Output, std::time::Duration) {
+    let pid = child.id() as i32;
+    let start = std::time::Instant::now();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    match rx.recv_timeout(limit) {
+        Ok(out) => (out.expect("wait"), start.elapsed()),
+        Err(_) => {
+            // SAFETY: getpgid and kill of the process this test started
+            // (and of its own process group only if it leads one).
+            unsafe {
+                if libc::getpgid(pid) == pid {
+                    libc::kill(-pid, libc::SIGKILL);
+                }
+                libc::kill(pid, libc::SIGKILL);
+            }
+            panic!("{what} hung for {:?}", start.elapsed());
+        }
+    }
+}
+
+/// The pids of the `air` processes started with `AIR_TEST_TAG=<tag>` in
+/// their environment (the ranks of one tagged `mpirun` job), in no order.
+#[allow(dead_code)] // not every test crate tags its ranks
+pub fn tagged_air_pids(tag: &str) -> Vec<u32> {
+    let want = format!("AIR_TEST_TAG={tag}");
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter_map(|e| e.file_name().to_string_lossy().parse::<u32>().ok())
+        .filter(|pid| {
+            let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+            comm.trim() == "air"
+                && std::fs::read(format!("/proc/{pid}/environ"))
+                    .is_ok_and(|env| env.split(|&b| b == 0).any(|v| v == want.as_bytes()))
+        })
+        .collect()
+}
+
+/// The thread count of process `pid` (`Threads:` of `/proc/<pid>/status`),
+/// 0 if it is gone.
+#[allow(dead_code)] // not every test crate counts threads
+pub fn threads_of(pid: u32) -> usize {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("Threads:"))
+                .and_then(|n| n.trim().parse().ok())
+        })
+        .unwrap_or(0)
+}
