@@ -193,8 +193,8 @@ mod tests {
         assert_eq!(segment_bytes(1 << 20), 256 << 10);
         // 6.5 MiB = 26 × 256 KiB.
         assert_eq!(segment_bytes(6_815_744), 256 << 10);
-        // 3 MiB: 256 KiB does not divide it, 192 KiB does.
-        assert_eq!(segment_bytes(3 << 20), 192 << 10);
+        // 2,000,000 bytes: 256 KiB does not divide it, 250,000 does.
+        assert_eq!(segment_bytes(2_000_000), 250_000);
         // 16 × a prime above 16 K: no divisor of 64-256 KiB, whole ring.
         assert_eq!(segment_bytes(16 * 65_537), 16 * 65_537);
         for cap in [300 << 10, 1 << 20, 5 << 20, 1_000_000 * 16] {
