@@ -214,28 +214,6 @@ fn tiny_rings_under_force_network_neither_deadlock_nor_lose_rows() {
 }
 
 #[test]
-fn odd_ring_sizes_and_segmented_rings_work_on_the_network_tier() {
-    let inp = input("oddring");
-    // Not a multiple of 16 (its small edge neither): rounded up on every
-    // tier. And 2 MB: a ring of eight 250 KB segments, frames padded at
-    // each segment's end, the sender's mirror one segment.
-    check_distributed(
-        &inp,
-        2,
-        1,
-        &["--force-network", "--ring-bytes", "2000000"],
-        &[],
-    );
-    check_distributed(
-        &inp,
-        2,
-        1,
-        &["--force-network", "--ring-bytes", "70001"],
-        &[],
-    );
-}
-
-#[test]
 fn generator_split_across_ranks_equals_the_embedded_generator() {
     let dir = tmpdir("gen");
     let s = |p: PathBuf| p.to_string_lossy().into_owned();
