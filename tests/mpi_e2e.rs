@@ -214,6 +214,28 @@ fn tiny_rings_under_force_network_neither_deadlock_nor_lose_rows() {
 }
 
 #[test]
+fn ring_sizes_that_are_not_multiples_of_16_work_on_the_network_tier() {
+    let inp = input("oddring");
+    // 2,000,000 bytes: its small edge (a sixteenth, 125,000) is not a
+    // multiple of 16; 70,001 is not either. Rounded up on every tier (the
+    // network tier refused them at setup).
+    check_distributed(
+        &inp,
+        2,
+        1,
+        &["--force-network", "--ring-bytes", "2000000"],
+        &[],
+    );
+    check_distributed(
+        &inp,
+        2,
+        1,
+        &["--force-network", "--ring-bytes", "70001"],
+        &[],
+    );
+}
+
+#[test]
 fn generator_split_across_ranks_equals_the_embedded_generator() {
     let dir = tmpdir("gen");
     let s = |p: PathBuf| p.to_string_lossy().into_owned();

@@ -71,9 +71,12 @@ use std::time::{Duration, Instant};
 
 /// Ring capacity of an edge that carries few records
 /// ([`Dataflow::new_small_edge`]): a sixteenth of the job's, at least 64 KiB
-/// (at most the job's), bytes.
+/// (at most the job's), rounded up to a multiple of 16 bytes.
 pub fn small_ring_bytes(ring_bytes: usize) -> usize {
-    (ring_bytes / 16).max(64 << 10).min(ring_bytes)
+    (ring_bytes / 16)
+        .max(64 << 10)
+        .min(ring_bytes)
+        .next_multiple_of(16)
 }
 
 /// Exchange edges as (name, ring capacity in bytes).
@@ -357,10 +360,12 @@ where
     let edge_ring_bytes: Vec<usize> = planned
         .iter()
         .map(|&(_, small, _)| {
+            // Every tier's ring is a whole number of 16-byte frame units
+            // (the network tier refuses anything else).
             if small {
                 small_ring_bytes(cfg.ring_bytes)
             } else {
-                cfg.ring_bytes
+                cfg.ring_bytes.next_multiple_of(16)
             }
         })
         .collect();
