@@ -1,13 +1,24 @@
 //! air-rdma across real ranks: `mpirun -np N air-rdma-selftest MODE`.
 
+use std::os::unix::process::CommandExt;
 use std::process::Output;
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+/// One `mpirun` at a time: several at once oversubscribe the 2 CPUs of the
+/// test machine with ranks that spin in MPI, and MPICH completes a flush
+/// only while its target rank gets CPU time to call into MPI
+/// (MACHINE-NOTES), so concurrent jobs stall each other for tens of seconds.
+static ONE_JOB: Mutex<()> = Mutex::new(());
+
 fn run(np: usize, args: &[&str], limit: Duration) -> Output {
+    let _one = ONE_JOB.lock().unwrap_or_else(|e| e.into_inner());
     let mut cmd = air_rdma::mpirun_command(np);
     cmd.arg(env!("CARGO_BIN_EXE_air-rdma-selftest")).args(args);
     cmd.stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped());
+    // Its own process group, so a hang kills the ranks too.
+    cmd.process_group(0);
     let child = cmd.spawn().expect("start mpirun (is MPI installed?)");
     let pid = child.id();
     let start = Instant::now();
@@ -18,8 +29,9 @@ fn run(np: usize, args: &[&str], limit: Duration) -> Output {
     match rx.recv_timeout(limit) {
         Ok(out) => out.expect("wait for mpirun"),
         Err(_) => {
-            // SAFETY: plain kill of the launcher we started.
-            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+            // SAFETY: plain kill of the process group of the launcher we
+            // started (its ranks included).
+            unsafe { libc::kill(-(pid as i32), libc::SIGKILL) };
             panic!("mpirun -np {np} {args:?} hung for {:?}", start.elapsed());
         }
     }
@@ -54,11 +66,11 @@ fn one_sided_operations_give_predicted_values() {
 fn remote_ring_delivers_every_frame_in_order_with_a_passive_receiver() {
     // Ring of 4 KiB with frames up to 2 KiB: wraps, padding, full ring.
     let args = ["ring", "50000", "4096"];
-    let out = run(2, &args, Duration::from_secs(60));
+    let out = run(2, &args, Duration::from_secs(120));
     assert_ok(2, &args, &out);
     // Three ranks in a cycle, the smallest ring (frames up to 32 bytes).
     let args = ["ring", "3000", "64"];
-    let out = run(3, &args, Duration::from_secs(60));
+    let out = run(3, &args, Duration::from_secs(120));
     assert_ok(3, &args, &out);
 }
 
