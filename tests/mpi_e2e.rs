@@ -7,9 +7,9 @@
 
 mod common;
 
-use common::{text, wait, TmpDir};
+use common::{report, text, wait, TmpDir};
 use serde_json::Value;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -33,10 +33,6 @@ fn embedded(args: &[&str]) -> Output {
     let out = Command::new(AIR).args(args).output().expect("run air");
     assert!(out.status.success(), "air {args:?}: {}", text(&out));
     out
-}
-
-fn report(p: &Path) -> Value {
-    serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
 }
 
 /// Input files (two, so byte ranges of several files are split across

@@ -10,7 +10,7 @@
 
 mod common;
 
-use common::{tagged_air_pids, text, threads_of, wait, TmpDir};
+use common::{report, tagged_air_pids, text, threads_of, wait, TmpDir};
 use serde_json::Value;
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
@@ -49,10 +49,6 @@ fn start(tag: &str, args: &[&str], env: &[(&str, &str)]) -> Child {
 /// A unique tag for one job of this test process.
 fn tag(what: &str) -> String {
     format!("scale-{what}-{}", std::process::id())
-}
-
-fn report(p: &std::path::Path) -> Value {
-    serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
 }
 
 /// A YSB file and the embedded run's rows over it.

@@ -96,6 +96,12 @@ pub fn assert_stopped_wa_exact(
     }
 }
 
+/// A run's `--report` JSON file, parsed.
+#[allow(dead_code)] // not every test crate reads a report
+pub fn report(p: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
+}
+
 /// Exit status, stdout and stderr of a finished command, for assertion
 /// messages.
 #[allow(dead_code)] // not every test crate runs commands
