@@ -210,11 +210,11 @@ fn tiny_rings_under_force_network_neither_deadlock_nor_lose_rows() {
 }
 
 #[test]
-fn ring_sizes_that_are_not_multiples_of_16_work_on_the_network_tier() {
+fn odd_ring_sizes_and_segmented_rings_work_on_the_network_tier() {
     let inp = input("oddring");
-    // 2,000,000 bytes: its small edge (a sixteenth, 125,000) is not a
-    // multiple of 16; 70,001 is not either. Rounded up on every tier (the
-    // network tier refused them at setup).
+    // Not a multiple of 16 (its small edge neither): rounded up on every
+    // tier. And 2 MB: a ring of eight 250 KB segments, frames padded at
+    // each segment's end, the sender's mirror one segment.
     check_distributed(
         &inp,
         2,

@@ -57,10 +57,16 @@ fn the_8_by_28_example_counts_every_edge_of_ysb() {
     assert_eq!(u(&plan["rings_per_node"]["network"]), 2 * 196);
     assert_eq!(u(&plan["rings_per_node"]["node"]), 0);
     let gib = |v: &Value| u(v) as f64 / (1u64 << 30) as f64;
-    // 840 MiB of thread rings, 208 MiB of window, 208 MiB of send mirrors.
+    // 840 MiB of thread rings, 208 MiB of window, and 61 MiB of send
+    // mirrors: one segment of each outgoing ring (256 KiB of a 1 MiB ring,
+    // all of a 64 KiB one), 196 of each.
     let node = gib(&plan["memory_per_node"]["total_bytes"]);
-    assert!((1.2..1.3).contains(&node), "{node} GiB per node");
-    assert!((9.5..10.0).contains(&gib(&plan["job_bytes"])), "{plan}");
+    assert!((1.05..1.1).contains(&node), "{node} GiB per node");
+    assert_eq!(
+        u(&plan["memory_per_node"]["mirror_bytes"]),
+        196 * ((256 << 10) + (64 << 10))
+    );
+    assert!((8.5..8.8).contains(&gib(&plan["job_bytes"])), "{plan}");
     assert_eq!(u(&plan["window_per_rank"]["windows"]), 1);
     // Idle: 2 edges × 224 destinations per flush (1 ms).
     assert_eq!(

@@ -19,6 +19,7 @@ mod sys;
 pub mod win;
 pub mod world;
 
+pub use air_shm::frame::{segment_bytes, MAX_SEGMENT};
 pub use error::{RdmaError, Result};
 pub use liveness::{heartbeat_bytes, Liveness};
 pub use outbox::{OutboxSender, RmaOutbox};

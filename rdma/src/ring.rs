@@ -30,7 +30,7 @@
 use crate::error::{RdmaError, Result};
 use crate::liveness::Liveness;
 use crate::win::Epoch;
-use air_shm::frame::{check_frame, check_published, FrameCheck};
+use air_shm::frame::{check_frame, check_published, segment_bytes, FrameCheck};
 use air_shm::{frame_size, FrameKind, FRAME_ALIGN, FRAME_HEADER, KIND_PADDING};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -40,8 +40,8 @@ pub const RING_CTRL_BYTES: usize = 128;
 /// Bytes of one credit slot in the sender's part (a cache line each, so
 /// credits of different rings do not share a line).
 pub const CREDIT_BYTES: usize = 64;
-const TAIL_AT: usize = 0;
-const CLOSED_AT: usize = 64;
+pub(crate) const TAIL_AT: usize = 0;
+pub(crate) const CLOSED_AT: usize = 64;
 /// Empty polls between two calls into MPI's progress engine.
 const PROGRESS_EVERY: u32 = 8;
 
@@ -72,27 +72,201 @@ fn header(len: u32, kind: u8, from: u16, seq: u64) -> [u8; FRAME_HEADER] {
     h
 }
 
-/// A 16-byte aligned byte buffer (the sender's mirror of a ring).
-struct Aligned {
-    words: Vec<u128>,
-    len: usize,
+/// The pieces of the byte range `from..to` (at most one segment of `seg`
+/// bytes) of a ring of `cap` bytes, as (mirror offset, remote data offset,
+/// length): one, or two when it crosses a segment's end (the second may be
+/// empty).
+pub(crate) fn pieces(cap: usize, seg: usize, from: u64, to: u64) -> [(usize, usize, usize); 2] {
+    debug_assert!(to - from <= seg as u64);
+    let seg = seg as u64;
+    let cut = (from / seg + 1) * seg;
+    let piece = |a: u64, b: u64| {
+        (
+            (a % seg) as usize,
+            (a % cap as u64) as usize,
+            b.saturating_sub(a) as usize,
+        )
+    };
+    [piece(from, to.min(cut)), piece(cut.min(to), to)]
 }
 
-impl Aligned {
-    fn new(len: usize) -> Aligned {
-        Aligned {
-            words: vec![0u128; len.div_ceil(16)],
-            len,
+/// A 16-byte aligned byte buffer, the sender's mirror of one segment of a
+/// ring. It is only accessed through raw pointers to disjoint byte ranges:
+/// workers write frames at the staging end while the thread that puts them
+/// reads the range before it (the ring's counters keep the ranges apart).
+pub(crate) struct Mirror {
+    ptr: *mut u128,
+    words: usize,
+}
+
+// SAFETY: the buffer is owned; who touches which bytes when is governed by
+// the ring's counters (see `FrameWriter` and `RmaOutbox`), not by Rust
+// references, and every access goes through the raw pointer.
+unsafe impl Send for Mirror {}
+// SAFETY: as above; shared access reads only bytes no writer touches.
+unsafe impl Sync for Mirror {}
+
+impl Mirror {
+    pub(crate) fn new(len: usize) -> Mirror {
+        let words = len.div_ceil(16);
+        let b: Box<[u128]> = vec![0u128; words].into_boxed_slice();
+        Mirror {
+            ptr: Box::into_raw(b).cast(),
+            words,
         }
     }
-    fn bytes(&self) -> &[u8] {
-        // SAFETY: `words` holds at least `len` initialized bytes; u8 has no
-        // alignment or validity requirements.
-        unsafe { std::slice::from_raw_parts(self.words.as_ptr().cast(), self.len) }
+
+    /// `len` bytes at `off`, for reading.
+    ///
+    /// # Safety
+    /// `off + len` is within the buffer, and no one writes those bytes while
+    /// the slice lives.
+    pub(crate) unsafe fn bytes(&self, off: usize, len: usize) -> &[u8] {
+        // SAFETY: in bounds and not written meanwhile (the caller's
+        // promise); u8 has no alignment or validity requirement.
+        unsafe { std::slice::from_raw_parts(self.ptr.cast::<u8>().add(off), len) }
     }
-    fn bytes_mut(&mut self) -> &mut [u8] {
-        // SAFETY: as above, borrowed mutably through `self`.
-        unsafe { std::slice::from_raw_parts_mut(self.words.as_mut_ptr().cast(), self.len) }
+
+    /// `len` bytes at `off`, for writing.
+    ///
+    /// # Safety
+    /// `off + len` is within the buffer, and no one else reads or writes
+    /// those bytes while the slice lives.
+    #[allow(clippy::mut_from_ref)]
+    unsafe fn bytes_mut(&self, off: usize, len: usize) -> &mut [u8] {
+        // SAFETY: in bounds and exclusive (the caller's promise).
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.cast::<u8>().add(off), len) }
+    }
+}
+
+impl Drop for Mirror {
+    fn drop(&mut self) {
+        // SAFETY: `ptr` came from Box::into_raw of a boxed slice of `words`
+        // u128 and is freed once, here.
+        drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(self.ptr, self.words)) });
+    }
+}
+
+/// Why a frame could not be written now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Blocked {
+    /// The receiver has not released enough of the ring (credit).
+    Credit,
+    /// The mirror holds a segment of frames not yet put.
+    Stage,
+}
+
+/// The sender's bookkeeping of one ring, free of MPI: frames are written
+/// into the mirror at `tail`; what is put and what the receiver released
+/// come from outside (the put position and the credit word).
+pub(crate) struct FrameWriter {
+    cap: usize,
+    seg: usize,
+    /// Bytes ever written (frames and padding).
+    tail: u64,
+    /// The receiver's credit as last read (bytes it released).
+    head: u64,
+    seq: u64,
+}
+
+impl FrameWriter {
+    pub(crate) fn new(cap: usize) -> FrameWriter {
+        let seg = segment_bytes(cap);
+        FrameWriter {
+            cap,
+            seg,
+            tail: 0,
+            head: 0,
+            seq: 0,
+        }
+    }
+
+    pub(crate) fn max_payload(&self) -> usize {
+        self.seg - FRAME_HEADER
+    }
+
+    pub(crate) fn tail(&self) -> u64 {
+        self.tail
+    }
+
+    /// Writes one frame into `mirror` (see [`RmaProducer::try_send_from`])
+    /// if the ring has room behind the receiver's credit (`credit`,
+    /// reloaded when the cached one says no) and the mirror has room behind
+    /// `put` (bytes already put to the receiver, whose mirror bytes may be
+    /// reused). `mirror` is this writer's, of [`FrameWriter::mirror_bytes`].
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn try_write(
+        &mut self,
+        mirror: &Mirror,
+        from: u16,
+        kind: FrameKind,
+        max_len: usize,
+        write: &mut dyn FnMut(&mut [u8]) -> Option<usize>,
+        credit: &AtomicU64,
+        put: u64,
+    ) -> Result<std::result::Result<(), Blocked>> {
+        let need = frame_size(max_len);
+        if need > self.seg {
+            return Err(RdmaError::FrameTooLarge {
+                len: max_len,
+                max: self.max_payload(),
+            });
+        }
+        let off = (self.tail % self.seg as u64) as usize;
+        let to_end = self.seg - off;
+        if need > to_end {
+            // The frame would cross a segment's end: pad to it first. The
+            // padding needs room of its own; the frame then needs room at
+            // the next segment's start.
+            if let Err(b) = self.room(to_end, credit, put) {
+                return Ok(Err(b));
+            }
+            // SAFETY: off + 16 <= seg; the bytes lie behind `tail`, which no
+            // one reads before it is advanced and committed (the room check
+            // kept them clear of the range not yet put).
+            let h = unsafe { mirror.bytes_mut(off, FRAME_HEADER) };
+            h.copy_from_slice(&header((to_end - FRAME_HEADER) as u32, KIND_PADDING, 0, 0));
+            self.tail += to_end as u64;
+        }
+        if let Err(b) = self.room(need, credit, put) {
+            return Ok(Err(b));
+        }
+        let off = (self.tail % self.seg as u64) as usize;
+        // SAFETY: off + need <= seg (a frame never crosses a segment's end);
+        // the range is behind `tail`, exclusively this writer's until
+        // `tail` moves past it and it is published.
+        let frame = unsafe { mirror.bytes_mut(off, FRAME_HEADER + max_len) };
+        if let Some(n) = write(&mut frame[FRAME_HEADER..]) {
+            let n = n.min(max_len);
+            frame[..FRAME_HEADER].copy_from_slice(&header(n as u32, kind as u8, from, self.seq));
+            self.seq += 1;
+            self.tail += frame_size(n) as u64;
+        }
+        Ok(Ok(()))
+    }
+
+    fn room(
+        &mut self,
+        bytes: usize,
+        credit: &AtomicU64,
+        put: u64,
+    ) -> std::result::Result<(), Blocked> {
+        let end = self.tail + bytes as u64;
+        if end - put > self.seg as u64 {
+            return Err(Blocked::Stage);
+        }
+        if end - self.head > self.cap as u64 {
+            self.head = credit.load(Ordering::Acquire);
+            if end - self.head > self.cap as u64 {
+                return Err(Blocked::Credit);
+            }
+        }
+        Ok(())
+    }
+
+    /// [`pieces`] of this writer's ring.
+    pub(crate) fn pieces(&self, from: u64, to: u64) -> [(usize, usize, usize); 2] {
+        pieces(self.cap, self.seg, from, to)
     }
 }
 
@@ -102,13 +276,10 @@ pub struct RmaProducer<'e> {
     live: &'e Liveness,
     target: usize,
     ring_disp: usize,
-    cap: usize,
-    mirror: Aligned,
-    tail: u64,
+    w: FrameWriter,
+    mirror: Mirror,
     published: u64,
-    head: u64,
     credit: &'e AtomicU64,
-    seq: u64,
     word: Box<[u64; 1]>,
     full_polls: u32,
     closed: bool,
@@ -118,10 +289,10 @@ impl std::fmt::Debug for RmaProducer<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RmaProducer")
             .field("target", &self.target)
-            .field("cap", &self.cap)
-            .field("tail", &self.tail)
+            .field("cap", &self.w.cap)
+            .field("tail", &self.w.tail)
             .field("published", &self.published)
-            .field("head", &self.head)
+            .field("head", &self.w.head)
             .field("credit_word", &self.credit.load(Ordering::Acquire))
             .finish()
     }
@@ -131,11 +302,31 @@ impl std::fmt::Debug for RmaProducer<'_> {
 // mirror is owned; the credit word is an atomic in window memory.
 unsafe impl Send for RmaProducer<'_> {}
 
+/// The credit word at byte `disp` of this rank's part of `epoch`'s window.
+pub(crate) fn credit_word<'e>(epoch: &'e Epoch<'e, 'e>, disp: usize) -> Result<&'e AtomicU64> {
+    let win = epoch.window();
+    if disp + CREDIT_BYTES > win.len() || disp % 8 != 0 {
+        return Err(crate::win::out_of_range(
+            "credit slot",
+            disp,
+            CREDIT_BYTES,
+            win.len(),
+        ));
+    }
+    // SAFETY: the slot is inside this rank's part (checked), 8-aligned
+    // (window memory is page-aligned, disp % 8 == 0), and only ever
+    // accessed as an AtomicU64 locally (remote puts of whole words land
+    // there; x86-64 and aarch64 make aligned 8-byte stores atomic).
+    Ok(unsafe { &*(win.base().add(disp) as *const AtomicU64) })
+}
+
 impl<'e> RmaProducer<'e> {
     /// The sender of a ring whose region starts at byte `ring_disp` of rank
     /// `target`'s part, with a data area of `cap` bytes; its credit word is
     /// at byte `credit_disp` of this rank's own part. Both ends must agree on
-    /// every number (the runtime computes them from one layout).
+    /// every number (the runtime computes them from one layout). It makes
+    /// its MPI calls itself, on the thread that calls it; the runtime's
+    /// workers share rings through an [`crate::RmaOutbox`] instead.
     ///
     /// # Errors
     /// [`RdmaError::Setup`] for a bad capacity or a credit slot outside this
@@ -149,48 +340,34 @@ impl<'e> RmaProducer<'e> {
         credit_disp: usize,
     ) -> Result<Self> {
         check_capacity(cap)?;
-        let win = epoch.window();
-        if credit_disp + CREDIT_BYTES > win.len() || credit_disp % 8 != 0 {
-            return Err(crate::win::out_of_range(
-                "credit slot",
-                credit_disp,
-                CREDIT_BYTES,
-                win.len(),
-            ));
-        }
-        // SAFETY: the slot is inside this rank's part (checked), 8-aligned
-        // (window memory is page-aligned, credit_disp % 8 == 0), and only
-        // ever accessed as an AtomicU64 locally (remote puts of whole words
-        // land there; x86-64 and aarch64 make aligned 8-byte stores atomic).
-        let credit = unsafe { &*(win.base().add(credit_disp) as *const AtomicU64) };
+        let credit = credit_word(epoch, credit_disp)?;
         Ok(RmaProducer {
             epoch,
             live,
             target,
             ring_disp,
-            cap,
-            mirror: Aligned::new(cap),
-            tail: 0,
+            mirror: Mirror::new(segment_bytes(cap)),
+            w: FrameWriter::new(cap),
             published: 0,
-            head: 0,
             credit,
-            seq: 0,
             word: Box::new([0]),
             full_polls: 0,
             closed: false,
         })
     }
 
-    /// Largest frame payload, bytes.
+    /// Largest frame payload, bytes: a segment of the ring
+    /// ([`segment_bytes`]) less the 16-byte header.
     pub fn max_payload(&self) -> usize {
-        self.cap - FRAME_HEADER
+        self.w.max_payload()
     }
 
     /// Writes one frame of `kind` without blocking: `write` gets `max_len`
     /// bytes of the local mirror and returns how many it used (`None`
     /// abandons the frame). Returns `Ok(false)` when the ring has no room
     /// (after publishing what is pending and checking the peer's liveness).
-    /// The frame reaches the receiver at the next [`RmaProducer::flush`].
+    /// The frame reaches the receiver at the next [`RmaProducer::flush`]
+    /// (or earlier, when a segment of frames is waiting).
     pub fn try_send(
         &mut self,
         kind: FrameKind,
@@ -200,8 +377,7 @@ impl<'e> RmaProducer<'e> {
         self.try_send_from(0, kind, max_len, write)
     }
 
-    /// [`RmaProducer::try_send`] for a ring that several workers of this
-    /// rank share (an [`RmaOutbox`]): the frame header carries `from`, the
+    /// [`RmaProducer::try_send`] whose frame header carries `from`, the
     /// sending worker's index within its rank, which the receiver gets from
     /// [`RmaConsumer::try_recv_from`].
     pub fn try_send_from(
@@ -211,64 +387,30 @@ impl<'e> RmaProducer<'e> {
         max_len: usize,
         write: &mut dyn FnMut(&mut [u8]) -> Option<usize>,
     ) -> Result<bool> {
-        let need = frame_size(max_len);
-        if need > self.cap {
-            return Err(RdmaError::FrameTooLarge {
-                len: max_len,
-                max: self.max_payload(),
-            });
-        }
-        let mut off = (self.tail % self.cap as u64) as usize;
-        let to_end = self.cap - off;
-        if need > to_end {
-            // The frame would wrap: pad to the end first. The padding needs
-            // room of its own; the frame then needs room at offset 0 (so the
-            // receiver must have released the padding's bytes too).
-            if !self.room(to_end)? {
-                return Ok(false);
+        for _ in 0..2 {
+            match self.w.try_write(
+                &self.mirror,
+                from,
+                kind,
+                max_len,
+                write,
+                self.credit,
+                self.published,
+            )? {
+                Ok(()) => {
+                    self.full_polls = 0;
+                    return Ok(true);
+                }
+                Err(Blocked::Stage) => self.flush()?,
+                Err(Blocked::Credit) => {
+                    self.epoch.sync()?;
+                    self.full_polls += 1;
+                    if self.full_polls % PROGRESS_EVERY == 0 {
+                        self.epoch.window().progress();
+                        self.live.check()?;
+                    }
+                }
             }
-            self.mirror.bytes_mut()[off..off + FRAME_HEADER].copy_from_slice(&header(
-                (to_end - FRAME_HEADER) as u32,
-                KIND_PADDING,
-                0,
-                0,
-            ));
-            self.tail += to_end as u64;
-            off = 0;
-        }
-        if !self.room(need)? {
-            return Ok(false);
-        }
-        self.full_polls = 0;
-        let m = self.mirror.bytes_mut();
-        let body = &mut m[off + FRAME_HEADER..off + FRAME_HEADER + max_len];
-        if let Some(n) = write(body) {
-            let n = n.min(max_len);
-            m[off..off + FRAME_HEADER]
-                .copy_from_slice(&header(n as u32, kind as u8, from, self.seq));
-            self.seq += 1;
-            self.tail += frame_size(n) as u64;
-        }
-        Ok(true)
-    }
-
-    /// Whether `bytes` more fit behind `tail`, reloading the receiver's
-    /// credit if the cached one says no; while full it drives MPI progress
-    /// and checks the job's liveness now and then.
-    fn room(&mut self, bytes: usize) -> Result<bool> {
-        let fits = |s: &Self| s.tail + bytes as u64 - s.head <= s.cap as u64;
-        if fits(self) {
-            return Ok(true);
-        }
-        self.epoch.sync()?;
-        self.head = self.credit.load(Ordering::Acquire);
-        if fits(self) {
-            return Ok(true);
-        }
-        self.full_polls += 1;
-        if self.full_polls % PROGRESS_EVERY == 0 {
-            self.epoch.window().progress();
-            self.live.check()?;
         }
         Ok(false)
     }
@@ -276,31 +418,30 @@ impl<'e> RmaProducer<'e> {
     /// Publishes every frame written so far: puts the new bytes, flushes,
     /// puts the new tail, flushes. Returns at once if nothing is new.
     pub fn flush(&mut self) -> Result<()> {
-        if self.published == self.tail {
+        let tail = self.w.tail();
+        if self.published == tail {
             return Ok(());
         }
-        let cap = self.cap as u64;
-        let start = (self.published % cap) as usize;
-        let len = (self.tail - self.published) as usize;
         let data = self.ring_disp + RING_CTRL_BYTES;
-        let m = self.mirror.bytes();
-        if start + len <= self.cap {
-            self.epoch
-                .put(&m[start..start + len], self.target, data + start)?
+        let [a, b] = self.w.pieces(self.published, tail);
+        // SAFETY: written and not yet put; this thread is the only writer
+        // and does not write while putting.
+        let first = unsafe { self.mirror.bytes(a.0, a.2) };
+        let p = self.epoch.put(first, self.target, data + a.1)?;
+        if b.2 > 0 {
+            // SAFETY: as above.
+            let second = unsafe { self.mirror.bytes(b.0, b.2) };
+            p.and(self.epoch.put(second, self.target, data + b.1)?)
                 .flush()?;
         } else {
-            let first = self.cap - start;
-            let a = self.epoch.put(&m[start..], self.target, data + start)?;
-            let b = self.epoch.put(&m[..len - first], self.target, data)?;
-            a.flush()?;
-            b.flush()?;
+            p.flush()?;
         }
-        self.word[0] = self.tail;
+        self.word[0] = tail;
         let w: &[u8] = u64_bytes(&self.word[..]);
         self.epoch
             .put(w, self.target, self.ring_disp + TAIL_AT)?
             .flush()?;
-        self.published = self.tail;
+        self.published = tail;
         Ok(())
     }
 }
@@ -336,26 +477,27 @@ impl Drop for RmaProducer<'_> {
     }
 }
 
-fn u64_bytes(w: &[u64]) -> &[u8] {
+pub(crate) fn u64_bytes(w: &[u64]) -> &[u8] {
     // SAFETY: u64 has no padding; any initialized u64 is valid as bytes.
     unsafe { std::slice::from_raw_parts(w.as_ptr().cast(), std::mem::size_of_val(w)) }
 }
 
 /// The receiving end of a remote ring (on the receiver's rank).
 pub struct RmaConsumer<'e> {
-    epoch: &'e Epoch<'e, 'e>,
     live: &'e Liveness,
     source: usize,
     tail_word: &'e AtomicU64,
     closed_word: &'e AtomicU64,
     data: *const u8,
     cap: usize,
+    seg: usize,
+    epoch: &'e Epoch<'e, 'e>,
     credit_disp: usize,
+    word: Box<[u64; 1]>,
     head: u64,
     tail: u64,
     released: u64,
     seq: u64,
-    word: Box<[u64; 1]>,
     empty_polls: u32,
 }
 
@@ -418,19 +560,20 @@ impl<'e> RmaConsumer<'e> {
         // ring's whole pages to the consumer's NUMA node (no-op on one node).
         air_shm::numa::bring_here(data, cap);
         Ok(RmaConsumer {
-            epoch,
             live,
             source,
             tail_word,
             closed_word,
             data,
             cap,
+            seg: segment_bytes(cap),
+            epoch,
             credit_disp,
+            word: Box::new([0]),
             head: 0,
             tail: 0,
             released: 0,
             seq: 0,
-            word: Box::new([0]),
             empty_polls: 0,
         })
     }
@@ -477,23 +620,7 @@ impl<'e> RmaConsumer<'e> {
                     tail = self.tail_word.load(Ordering::Acquire);
                 }
                 if tail == self.head {
-                    self.empty_polls += 1;
-                    if self.empty_polls % PROGRESS_EVERY == 0 {
-                        self.epoch.sync()?;
-                    }
-                    if self.released != self.head {
-                        self.send_credit()?;
-                    }
-                    if self.empty_polls % PROGRESS_EVERY == 0 {
-                        self.epoch.window().progress();
-                        self.live.check()?;
-                    }
-                    if self.closed_word.load(Ordering::Acquire) != 0
-                        && self.tail_word.load(Ordering::Acquire) == self.head
-                    {
-                        return Err(RdmaError::Closed);
-                    }
-                    return Ok(false);
+                    return self.empty();
                 }
                 if tail < self.head
                     || tail - self.head > self.cap as u64
@@ -518,7 +645,9 @@ impl<'e> RmaConsumer<'e> {
             unsafe {
                 std::ptr::copy_nonoverlapping(self.data.add(off), h.as_mut_ptr(), FRAME_HEADER)
             };
-            let (kind, len, size) = match check_frame(&h, off, self.cap, avail, self.seq) {
+            // Frames never cross a segment's end: check within the segment.
+            let in_seg = off % self.seg;
+            let (kind, len, size) = match check_frame(&h, in_seg, self.seg, avail, self.seq) {
                 Ok(FrameCheck::Padding { skip }) => {
                     self.head += skip as u64;
                     continue;
@@ -526,9 +655,10 @@ impl<'e> RmaConsumer<'e> {
                 Ok(FrameCheck::Frame { kind, len, size }) => (kind, len, size),
                 Err(e) => return Err(self.corrupt(off, e.to_string())),
             };
-            // SAFETY: off + 16 + len <= off + size <= cap and size <= avail
-            // (check_frame), so the payload is in the area and published;
-            // the sender does not write it again before we release it.
+            // SAFETY: in_seg + size <= seg (check_frame) and the segment
+            // lies within the area, and size <= avail, so the payload is in
+            // the area and published; the sender does not write it again
+            // before we release it.
             let payload =
                 unsafe { std::slice::from_raw_parts(self.data.add(off + FRAME_HEADER), len) };
             read(kind, u16::from_le_bytes([h[6], h[7]]), payload);
@@ -536,6 +666,28 @@ impl<'e> RmaConsumer<'e> {
             self.head += size as u64;
             return Ok(true);
         }
+    }
+
+    /// An empty poll: returns credit for what was read, drives MPI now and
+    /// then, checks liveness and the closed word.
+    fn empty(&mut self) -> Result<bool> {
+        self.empty_polls = self.empty_polls.wrapping_add(1);
+        if self.released != self.head {
+            self.send_credit()?;
+        }
+        if self.empty_polls % PROGRESS_EVERY == 0 {
+            // MPICH completes puts into this rank only while it calls
+            // into MPI (MACHINE-NOTES: passive target).
+            self.epoch.sync()?;
+            self.epoch.window().progress();
+            self.live.check()?;
+        }
+        if self.closed_word.load(Ordering::Acquire) != 0
+            && self.tail_word.load(Ordering::Acquire) == self.head
+        {
+            return Err(RdmaError::Closed);
+        }
+        Ok(false)
     }
 
     /// Returns credit for frames read so far when a quarter of the ring or

@@ -205,6 +205,20 @@ pub struct Pending<'e, 'b> {
     _buf: PhantomData<&'b mut [u8]>,
 }
 
+impl<'e, 'b> Pending<'e, 'b> {
+    /// One handle for this operation and `later`, to the same target: the
+    /// flush of the returned handle completes both (MPI flushes every
+    /// operation to a target at once), with one call instead of two.
+    ///
+    /// # Panics
+    /// If the two operations go to different targets.
+    pub fn and(mut self, later: Pending<'e, 'b>) -> Pending<'e, 'b> {
+        assert_eq!(self.target, later.target, "Pending::and across targets");
+        self.done = true;
+        later
+    }
+}
+
 impl Pending<'_, '_> {
     /// Completes the operation at the origin and the target (`MPI_Win_flush`).
     pub fn flush(mut self) -> Result<()> {

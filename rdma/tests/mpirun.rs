@@ -72,6 +72,11 @@ fn remote_ring_delivers_every_frame_in_order_with_a_passive_receiver() {
     let args = ["ring", "3000", "64"];
     let out = run(3, &args, Duration::from_secs(120));
     assert_ok(3, &args, &out);
+    // A 1 MiB ring: four 256 KiB segments, frames padded at each segment's
+    // end, a 256 KiB mirror that publishes when it is full.
+    let args = ["ring", "3000", "1048576"];
+    let out = run(2, &args, Duration::from_secs(60));
+    assert_ok(2, &args, &out);
 }
 
 #[test]

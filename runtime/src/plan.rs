@@ -25,8 +25,9 @@
 //!   (`64·P` bytes, rounded up to 128), one ring region of
 //!   [`RMA_RING_CTRL_BYTES`]` + c_e` per incoming network ring and one
 //!   credit slot of [`RMA_CREDIT_BYTES`] per outgoing network ring; each
-//!   outgoing network ring also has a `c_e`-byte mirror in its sender's
-//!   process memory;
+//!   outgoing network ring also has a mirror of one segment of the ring
+//!   (`air_shm::frame::segment_bytes(c_e)`: `c_e` up to 256 KiB, else a
+//!   divisor of it of at most 256 KiB) in its sender's process memory;
 //! - at every flush interval in which it advanced, a worker sends a
 //!   watermark frame to every worker of every edge (`E·G` frames), and
 //!   every rank puts a heartbeat into every rank on another node every
@@ -533,7 +534,12 @@ impl ChannelPlan {
         let e = shape.edge_ring_bytes.len() as u128;
         let (mut thread, mut segments, mut shm, mut window) = (0u128, 0u128, 0u128, 0u128);
         let mut mirror = 0u128;
-        let caps: u128 = shape.edge_ring_bytes.iter().map(|&c| c as u128).sum();
+        // A mirror holds one segment of its ring (at most 256 KiB).
+        let caps: u128 = shape
+            .edge_ring_bytes
+            .iter()
+            .map(|&c| air_shm::frame::segment_bytes(c) as u128)
+            .sum();
         for &q in node {
             mirror += (shape.network_peers(q) * shape.workers) as u128 * caps;
             thread += ww * per_ring;
@@ -813,11 +819,12 @@ mod tests {
         assert_eq!(p.rings_per_node.thread, 784);
         assert_eq!(p.rings_per_node.network, 196);
         // 784 MiB of thread rings (+ a header page each), 196 MiB of window
-        // and 196 MiB of send mirrors: ≈ 1.15 GiB per node, ≈ 9.2 GiB in all.
+        // and 196 send mirrors of a 256 KiB segment each (49 MiB): ≈ 1.0
+        // GiB per node, ≈ 8.1 GiB in all.
         let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
-        assert_eq!(p.memory_per_node.mirror_bytes, 196 << 20);
-        assert!((1.1..1.2).contains(&gib(p.memory_per_node.total_bytes)));
-        assert!((9.0..9.5).contains(&gib(p.job_bytes)));
+        assert_eq!(p.memory_per_node.mirror_bytes, 196 << 18);
+        assert!((1.0..1.05).contains(&gib(p.memory_per_node.total_bytes)));
+        assert!((8.0..8.4).contains(&gib(p.job_bytes)));
     }
 
     #[test]

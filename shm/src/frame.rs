@@ -156,9 +156,53 @@ pub fn check_frame(
     Ok(FrameCheck::Frame { kind, len, size })
 }
 
+/// Largest segment of a remote (network-tier) ring, bytes: the sender's
+/// mirror of a ring is one segment of it ([`segment_bytes`]).
+pub const MAX_SEGMENT: usize = 256 << 10;
+/// Fewest bytes of a segment smaller than its ring (see [`segment_bytes`]).
+const MIN_SEGMENT: usize = 64 << 10;
+
+/// Bytes of one segment of a ring with a data area of `cap` bytes: frames
+/// never cross a multiple of it (a padding frame fills a segment's end),
+/// and the sender stages at most one segment of frames not yet put, in a
+/// mirror of that size. It is `cap` itself up to [`MAX_SEGMENT`]; above,
+/// the largest divisor of `cap` that is a multiple of 16 and at most
+/// [`MAX_SEGMENT`], unless that is under 64 KiB (then `cap`: an odd
+/// capacity keeps a whole-ring mirror rather than tiny frames). Both ends
+/// compute it from `cap`, so they agree. A frame's payload is at most a
+/// segment less its 16-byte header.
+pub fn segment_bytes(cap: usize) -> usize {
+    if cap <= MAX_SEGMENT || cap % FRAME_ALIGN != 0 {
+        return cap;
+    }
+    let units = cap / FRAME_ALIGN;
+    (MIN_SEGMENT / FRAME_ALIGN..=MAX_SEGMENT / FRAME_ALIGN)
+        .rev()
+        .find(|d| units % d == 0)
+        .map_or(cap, |d| d * FRAME_ALIGN)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn segments_divide_the_ring_and_hold_big_frames() {
+        assert_eq!(segment_bytes(4096), 4096);
+        assert_eq!(segment_bytes(256 << 10), 256 << 10);
+        assert_eq!(segment_bytes(1 << 20), 256 << 10);
+        // 6.5 MiB = 26 × 256 KiB.
+        assert_eq!(segment_bytes(6_815_744), 256 << 10);
+        // 2,000,000 bytes: 256 KiB does not divide it, 250,000 does.
+        assert_eq!(segment_bytes(2_000_000), 250_000);
+        // 16 × a prime above 16 K: no divisor of 64-256 KiB, whole ring.
+        assert_eq!(segment_bytes(16 * 65_537), 16 * 65_537);
+        for cap in [300 << 10, 1 << 20, 5 << 20, 1_000_000 * 16] {
+            let s = segment_bytes(cap);
+            assert_eq!(cap % s, 0, "{cap}");
+            assert_eq!(s % FRAME_ALIGN, 0, "{cap}");
+        }
+    }
 
     fn header(len: u32, kind: u8, seq: u64) -> [u8; FRAME_HEADER] {
         let mut h = [0u8; FRAME_HEADER];

@@ -170,7 +170,8 @@ fn ring(mpi: &Mpi, frames: u64, cap: usize) -> Result<(), String> {
     let mut rx =
         RmaConsumer::new(&ep, &live, prev, ring_at, cap, credit_at).map_err(|e| e.to_string())?;
     mpi.barrier();
-    let max = cap / 2;
+    // Frames of up to half the ring, or the largest a ring segment holds.
+    let max = (cap / 2).min(tx.max_payload());
     let stop = AtomicBool::new(false);
     let result = std::thread::scope(|s| {
         let recv = s.spawn(move || -> Result<u64, String> {
@@ -302,7 +303,7 @@ fn outbox(mpi: &Mpi, frames: u64, cap: usize, senders: u16) -> Result<(), String
     let mut rx =
         RmaConsumer::new(&ep, &live, prev, ring_at, cap, credit_at).map_err(|e| e.to_string())?;
     mpi.barrier();
-    let max = cap / 2;
+    let max = (cap / 2).min(tx.max_payload());
     let total = std::thread::scope(|s| -> Result<u64, String> {
         let recv = s.spawn(move || -> Result<u64, String> {
             // Per sender: frames received, End seen.
