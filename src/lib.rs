@@ -145,6 +145,7 @@ impl Job {
         }
         if let Some(n) = env_number(RING_BYTES_ENV, 4096..=(1 << 30))? {
             cfg.ring_bytes = n;
+            cfg.ring_budget = None;
         }
         air_runtime::stop::install_handlers();
         let launched = ["PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "SLURM_STEP_NUM_TASKS"]

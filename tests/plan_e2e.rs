@@ -43,8 +43,13 @@ fn the_8_by_28_example_counts_every_edge_of_ysb() {
     // YSB's real graph: the partial aggregates at --ring-bytes, the rows
     // to their writer at a sixteenth (at least 64 KiB).
     assert_eq!(edges.len(), 2, "{p}");
-    assert_eq!(u(&edges[0]["ring_bytes"]), 1 << 20);
+    // Without --ring-bytes, 1 MiB rings would need 1.08 GiB per node: the
+    // per-node budget scales them to the largest 4 KiB step within 1 GiB.
+    let b = u(&edges[0]["ring_bytes"]);
+    assert!(((900 << 10)..1 << 20).contains(&b) && b % 4096 == 0, "{p}");
     assert_eq!(u(&edges[1]["ring_bytes"]), 64 << 10);
+    assert_eq!(p["rings_scaled_to_budget"], true, "{p}");
+    assert_eq!(u(&p["ring_budget_bytes"]), 1 << 30, "{p}");
     let plan = &p["plan"];
     // Per edge and node: 28² = 784 thread rings, and 7 peers × 28 workers
     // = 196 network rings in (one per worker, shared by the sending rank's
@@ -57,16 +62,26 @@ fn the_8_by_28_example_counts_every_edge_of_ysb() {
     assert_eq!(u(&plan["rings_per_node"]["network"]), 2 * 196);
     assert_eq!(u(&plan["rings_per_node"]["node"]), 0);
     let gib = |v: &Value| u(v) as f64 / (1u64 << 30) as f64;
-    // 840 MiB of thread rings, 208 MiB of window, and 61 MiB of send
-    // mirrors: one segment of each outgoing ring (256 KiB of a 1 MiB ring,
-    // all of a 64 KiB one), 196 of each.
+    // Thread rings, window, and send mirrors (one segment of each outgoing
+    // ring, all of a 64 KiB one), 196 of each: at most 1 GiB per node.
     let node = gib(&plan["memory_per_node"]["total_bytes"]);
-    assert!((1.05..1.1).contains(&node), "{node} GiB per node");
+    assert!((0.98..=1.0).contains(&node), "{node} GiB per node");
+    let seg = |b: u64| air_shm::frame::segment_bytes(b as usize) as u64;
     assert_eq!(
         u(&plan["memory_per_node"]["mirror_bytes"]),
+        196 * (seg(b) + (64 << 10))
+    );
+    assert!((7.8..=8.0).contains(&gib(&plan["job_bytes"])), "{plan}");
+    // --ring-bytes is taken as given: 1 MiB rings, 1.05-1.1 GiB per node.
+    let given = self::plan(&["--nodes", "8", "--workers", "28", "--ring-bytes", "1048576"]);
+    assert_eq!(u(&given["edges"][0]["ring_bytes"]), 1 << 20);
+    assert_eq!(given["rings_scaled_to_budget"], false, "{given}");
+    let node = gib(&given["plan"]["memory_per_node"]["total_bytes"]);
+    assert!((1.05..1.1).contains(&node), "{node} GiB per node");
+    assert_eq!(
+        u(&given["plan"]["memory_per_node"]["mirror_bytes"]),
         196 * ((256 << 10) + (64 << 10))
     );
-    assert!((8.5..8.8).contains(&gib(&plan["job_bytes"])), "{plan}");
     assert_eq!(u(&plan["window_per_rank"]["windows"]), 1);
     // Idle: 2 edges × 224 destinations per flush (1 ms).
     assert_eq!(
@@ -84,6 +99,47 @@ fn the_8_by_28_example_counts_every_edge_of_ysb() {
     assert!(o.status.success(), "{}", text(&o));
     assert!(t.contains("7,840") && t.contains("15,680"), "{t}");
     assert!(t.contains("memory per node") && t.contains("GiB"), "{t}");
+    assert!(t.contains("scaled down from 1,048,576 bytes"), "{t}");
+}
+
+#[test]
+fn a_run_without_ring_bytes_keeps_its_node_within_the_ring_budget() {
+    // 40 workers in one process: 1,600 rings per edge, 1.7 GiB at 1 MiB.
+    // The run scales its rings to the per-node budget (1 GiB) as `air
+    // plan` does, and reports the same figures.
+    let dir = common::tmpdir("plan", "budget");
+    let rep = dir.join("r.json");
+    let o = Command::new(AIR)
+        .args(["run", "ysb", "--workers", "40", "--events", "20000"])
+        .args(["--no-pin", "--report"])
+        .arg(&rep)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    let r: Value = serde_json::from_str(&std::fs::read_to_string(&rep).unwrap()).unwrap();
+    let p = plan(&["--workers", "40"]);
+    assert_eq!(r["channels"]["plan"], p["plan"], "{r}");
+    let plan = &p["plan"];
+    let b = u(&plan["edges"][0]["ring_bytes"]);
+    assert!(b < 1 << 20 && b % 4096 == 0, "{p}");
+    assert!(u(&plan["memory_per_node"]["total_bytes"]) <= 1 << 30, "{p}");
+    assert_eq!(
+        u(&r["channels"]["created_per_rank"][0]["thread_rings"]),
+        2 * 1_600
+    );
+    // The summary names the scaled rings.
+    let out = String::from_utf8_lossy(&o.stdout);
+    let digits = b.to_string();
+    let grouped: Vec<&str> = (0..digits.len())
+        .rev()
+        .step_by(3)
+        .map(|end| &digits[end.saturating_sub(2)..=end])
+        .collect();
+    let sizes = format!(
+        ") of {} / 65,536 bytes",
+        grouped.into_iter().rev().collect::<Vec<_>>().join(",")
+    );
+    assert!(out.contains(&sizes), "{sizes}: {}", text(&o));
 }
 
 #[test]

@@ -19,8 +19,17 @@ use std::time::{Duration, Instant};
 pub struct JobConfig {
     /// Worker threads (default: one per physical core this process may use).
     pub workers: usize,
-    /// Capacity of each channel's ring, bytes (W² rings per process).
+    /// Capacity of each channel's ring, bytes (W² rings per process): the
+    /// largest, when [`JobConfig::ring_budget`] is set.
     pub ring_bytes: usize,
+    /// Per-node ring budget, bytes: `Some(b)` scales every ring down (same
+    /// size for every edge of one kind, a multiple of 4 KiB, at least 64
+    /// KiB) until the busiest node's rings, windows and send mirrors fit
+    /// in `b` ([`crate::plan::fit_ring_budget`]); a job that fits at
+    /// `ring_bytes` keeps it. `None`: `ring_bytes` is taken as given.
+    /// Default: [`crate::plan::RING_BUDGET_BYTES`] (1 GiB); `air run
+    /// --ring-bytes` and `AIR_RING_BYTES` set `None`.
+    pub ring_budget: Option<u64>,
     /// Staged batches are pushed at least this often, and watermarks are
     /// sent at most this often (`--flush-us`). A worker that wakes from a
     /// park within a quarter interval of its next flush tick runs the tick
@@ -54,6 +63,7 @@ impl Default for JobConfig {
         JobConfig {
             workers: placement::default_workers(false),
             ring_bytes: 1 << 20,
+            ring_budget: Some(crate::plan::RING_BUDGET_BYTES),
             flush: Duration::from_micros(1000),
             batch_records: 1024,
             pin: true,

@@ -240,6 +240,92 @@ impl JobShape {
     }
 }
 
+/// The per-node ring budget of a job whose ring size was not given
+/// (`air run` without `--ring-bytes`, a library job without
+/// `AIR_RING_BYTES`), bytes: 1 GiB. Its rings (all tiers, windows and send
+/// mirrors, as [`NodeMemory::total_bytes`] counts them) on the busiest node
+/// must fit in it ([`fit_ring_budget`]).
+pub const RING_BUDGET_BYTES: u64 = 1 << 30;
+
+/// The smallest ring [`fit_ring_budget`] scales an edge to, bytes: 64 KiB.
+pub const BUDGET_FLOOR_BYTES: usize = 64 << 10;
+
+/// Ring sizes are scaled in steps of this many bytes (4 KiB).
+const BUDGET_STEP_BYTES: usize = 4 << 10;
+
+/// The busiest node's ring memory, bytes ([`NodeMemory::total_bytes`] of
+/// the node that needs the most).
+pub fn busiest_node_bytes(shape: &JobShape) -> u64 {
+    busiest_node(shape).0
+}
+
+/// The busiest node's ring memory (bytes) and its first rank.
+fn busiest_node(shape: &JobShape) -> (u64, usize) {
+    let mut best: Option<(u64, usize)> = None;
+    for r in 0..shape.ranks() {
+        if shape.node_of[..r].contains(&shape.node_of[r]) {
+            continue; // not the node's first rank
+        }
+        let need = ChannelPlan::node_memory(shape, &shape.ranks_on_node_of(r)).total_bytes;
+        if best.is_none_or(|(b, _)| need > b) {
+            best = Some((need, r));
+        }
+    }
+    best.unwrap_or((0, 0))
+}
+
+/// The ring capacity of every edge (bytes) once the per-node ring budget is
+/// applied: the largest ring size `b` — `max`, or a multiple of 4 KiB
+/// between [`BUDGET_FLOOR_BYTES`] and `max` — whose edges (`b` for a full
+/// edge, [`small_ring_bytes`](crate::dataflow::small_ring_bytes)`(b)` for an
+/// edge with `small[e]`) keep the busiest node of `shape_of(edges)` within
+/// `budget` bytes ([`busiest_node_bytes`]). Every rank computes the same
+/// sizes from the same shape. A job that does not fit even at the floor
+/// gets the floor; whether it runs at all is then
+/// [`ChannelPlan::check_memory`]'s decision.
+///
+/// A job that fits at `max` keeps `max` exactly (small jobs are unchanged).
+/// Default YSB (2 edges, one small) on 8 nodes × 28 workers: 1,040,384-byte
+/// rings instead of 1 MiB (`docs/channels.md`, "Memory per node").
+pub fn fit_ring_budget(
+    budget: u64,
+    max: usize,
+    small: &[bool],
+    shape_of: impl Fn(&[usize]) -> JobShape,
+) -> Vec<usize> {
+    let edges = |b: usize| -> Vec<usize> {
+        small
+            .iter()
+            .map(|&s| {
+                if s {
+                    crate::dataflow::small_ring_bytes(b)
+                } else {
+                    b.next_multiple_of(16)
+                }
+            })
+            .collect()
+    };
+    let fits = |b: usize| busiest_node_bytes(&shape_of(&edges(b))) <= budget;
+    if max <= BUDGET_FLOOR_BYTES || fits(max) {
+        return edges(max);
+    }
+    // Steps of 4 KiB: the largest k in [lo, hi] with fits(k · 4 KiB); lo
+    // is the floor (taken even if it does not fit), hi stays below `max`.
+    let (mut lo, mut hi) = (
+        BUDGET_FLOOR_BYTES / BUDGET_STEP_BYTES,
+        (max - 1) / BUDGET_STEP_BYTES,
+    );
+    while lo < hi {
+        let mid = lo + (hi - lo).div_ceil(2);
+        if fits(mid * BUDGET_STEP_BYTES) {
+            lo = mid;
+        } else {
+            hi = mid - 1;
+        }
+    }
+    edges(lo * BUDGET_STEP_BYTES)
+}
+
 /// `x`, or `u64::MAX` if larger (figures of shapes too large to run).
 fn sat(x: u128) -> u64 {
     u64::try_from(x).unwrap_or(u64::MAX)
@@ -511,17 +597,7 @@ impl ChannelPlan {
     /// The figures of the node whose rings take the most memory (and of
     /// its first rank): what decides whether the job fits.
     pub fn busiest(shape: &JobShape) -> ChannelPlan {
-        let mut best: Option<(u64, usize)> = None;
-        for r in 0..shape.ranks() {
-            if shape.node_of[..r].contains(&shape.node_of[r]) {
-                continue; // not the node's first rank
-            }
-            let need = Self::node_memory(shape, &shape.ranks_on_node_of(r)).total_bytes;
-            if best.is_none_or(|(b, _)| need > b) {
-                best = Some((need, r));
-            }
-        }
-        Self::for_rank(shape, best.map_or(0, |b| b.1))
+        Self::for_rank(shape, busiest_node(shape).1)
     }
 
     fn node_memory(shape: &JobShape, node: &[usize]) -> NodeMemory {
@@ -691,6 +767,52 @@ mod tests {
             page_bytes: 4096,
             ..JobShape::uniform(nodes, rpn, w, edges)
         }
+    }
+
+    /// The budget's sizes for YSB's two edges (full, small) on `nodes` ×
+    /// `rpn` ranks of `w` workers, starting at 1 MiB.
+    fn budgeted(nodes: usize, rpn: usize, w: usize) -> (Vec<usize>, u64) {
+        let shape_of = |e: &[usize]| shape(nodes, rpn, w, e);
+        let sizes = fit_ring_budget(RING_BUDGET_BYTES, 1 << 20, &[false, true], shape_of);
+        let used = busiest_node_bytes(&shape_of(&sizes));
+        (sizes, used)
+    }
+
+    #[test]
+    fn the_ring_budget_leaves_small_jobs_alone() {
+        // 2 workers, 1 rank: a few MiB, far below 1 GiB.
+        assert_eq!(budgeted(1, 1, 2).0, vec![1 << 20, 64 << 10]);
+        // 2 nodes × 4: still 1 MiB.
+        assert_eq!(budgeted(2, 1, 4).0, vec![1 << 20, 64 << 10]);
+    }
+
+    #[test]
+    fn the_ring_budget_brings_8_by_28_and_64_by_28_within_1_gib_per_node() {
+        let step = 4 << 10;
+        for nodes in [8, 64] {
+            let (sizes, used) = budgeted(nodes, 1, 28);
+            let b = sizes[0];
+            assert!(b < 1 << 20 && b % step == 0, "{nodes} nodes: {sizes:?}");
+            assert!(b >= BUDGET_FLOOR_BYTES, "{nodes} nodes: {sizes:?}");
+            assert_eq!(sizes[1], crate::dataflow::small_ring_bytes(b));
+            assert!(used <= RING_BUDGET_BYTES, "{nodes} nodes: {used}");
+            // The largest such size: one step more no longer fits.
+            let more = [b + step, crate::dataflow::small_ring_bytes(b + step)];
+            assert!(busiest_node_bytes(&shape(nodes, 1, 28, &more)) > RING_BUDGET_BYTES);
+        }
+        // 8 × 28 was 1.08 GiB at 1 MiB: rings shrink by a few percent only.
+        assert!(budgeted(8, 1, 28).0[0] > 900 << 10);
+    }
+
+    #[test]
+    fn a_job_too_big_for_the_budget_gets_the_floor() {
+        // 8 ranks × 28 workers on one node: 224² rings per edge on the node.
+        let (sizes, used) = budgeted(1, 8, 28);
+        assert_eq!(sizes, vec![BUDGET_FLOOR_BYTES, BUDGET_FLOOR_BYTES]);
+        assert!(used > RING_BUDGET_BYTES);
+        // No budget below the floor: a 64 KiB job is taken as given.
+        let s = fit_ring_budget(1, 64 << 10, &[false], |e| shape(1, 8, 28, e));
+        assert_eq!(s, vec![64 << 10]);
     }
 
     #[test]

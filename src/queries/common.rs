@@ -20,9 +20,11 @@ pub struct RuntimeArgs {
     #[arg(long, default_value_t = 1024, value_parser = parse::batch)]
     pub batch: usize,
     /// Capacity of each channel ring in bytes (workers² rings;
-    /// 4096..=17179869184, i.e. 16 GiB).
-    #[arg(long, default_value_t = 1 << 20, value_parser = parse::ring_bytes)]
-    pub ring_bytes: usize,
+    /// 4096..=17179869184, i.e. 16 GiB), taken as given. Default: 1 MiB,
+    /// scaled down (to at least 64 KiB) when a node's rings would need more
+    /// than 1 GiB (`air plan` shows the sizes).
+    #[arg(long, value_parser = parse::ring_bytes)]
+    pub ring_bytes: Option<usize>,
     /// Do not pin workers to CPUs.
     #[arg(long)]
     pub no_pin: bool,
@@ -110,7 +112,15 @@ impl RuntimeArgs {
     }
 }
 
+/// `--ring-bytes` when not given, bytes (before the per-node budget).
+pub const DEFAULT_RING_BYTES: usize = 1 << 20;
+
 impl RuntimeArgs {
+    /// The largest ring, bytes: `--ring-bytes`, else [`DEFAULT_RING_BYTES`].
+    pub fn ring_bytes(&self) -> usize {
+        self.ring_bytes.unwrap_or(DEFAULT_RING_BYTES)
+    }
+
     /// The job configuration these options describe.
     pub fn job_config(&self) -> JobConfig {
         JobConfig {
@@ -118,7 +128,11 @@ impl RuntimeArgs {
                 .workers
                 .unwrap_or_else(|| air_runtime::placement::default_workers(self.smt))
                 .max(1),
-            ring_bytes: self.ring_bytes,
+            ring_bytes: self.ring_bytes(),
+            ring_budget: match self.ring_bytes {
+                Some(_) => None,
+                None => JobConfig::default().ring_budget,
+            },
             flush: Duration::from_micros(self.flush_us.max(1)),
             batch_records: self.batch.max(1),
             pin: !self.no_pin,

@@ -621,7 +621,7 @@ pub fn run<Q: Query>(q: &Q, dist: &Dist, print: bool) -> Result<Option<Report>, 
             p
         }
         Err(e) => {
-            let e = super::common::with_ring_hint(e, q.runtime().ring_bytes);
+            let e = super::common::with_ring_hint(e, q.runtime().ring_bytes());
             if let Some(msg) = super::common::refusal(&e) {
                 // Every rank refused the job together, before anything was
                 // made (`RuntimeError::Refused`): MPI is intact and no rank
@@ -836,14 +836,20 @@ pub fn summary_channels(r: &Report, out: &mut dyn Write) -> std::io::Result<()> 
         return Ok(());
     }
     let (rings, mem) = (&p["rings_per_node"], &p["memory_per_node"]);
+    // Each edge's ring, bytes (the per-node budget may have scaled them).
+    let sizes: Vec<String> = p["edges"]
+        .as_array()
+        .map(|e| e.iter().map(|e| n(&e["ring_bytes"])).collect())
+        .unwrap_or_default();
     writeln!(
         out,
-        "  channels: {} rings on node 0 (thread {}, node {}, network {}), {:.1} MiB (process \
-         {:.1}, /dev/shm {:.1}, windows {:.1}); {} in the job (`air plan` explains)",
+        "  channels: {} rings on node 0 (thread {}, node {}, network {}) of {} bytes, {:.1} MiB \
+         (process {:.1}, /dev/shm {:.1}, windows {:.1}); {} in the job (`air plan` explains)",
         n(&rings["total"]),
         n(&rings["thread"]),
         n(&rings["node"]),
         n(&rings["network"]),
+        sizes.join(" / "),
         mib(&mem["total_bytes"]),
         // Process memory: thread-tier rings and network send mirrors.
         mib(&mem["thread_bytes"]) + mib(&mem["mirror_bytes"]),

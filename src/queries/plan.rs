@@ -5,7 +5,7 @@
 //! them; `air run` refuses a job that does not fit with the same figures).
 
 use super::common::{thousands, CliError, RuntimeArgs};
-use air_runtime::plan::{ChannelPlan, JobShape, TierRings};
+use air_runtime::plan::{fit_ring_budget, ChannelPlan, JobShape, TierRings};
 use std::time::Duration;
 
 /// `air plan`.
@@ -316,26 +316,41 @@ pub fn main(
     let words = run_words(args)?;
     let q = graph(&words)?;
     let rt = q.runtime.job_config();
-    let ring_bytes: Vec<usize> = q.edges.iter().map(|e| e.1).collect();
     let emulate = args
         .emulate_ranks_per_node
         .or_else(|| env_u64("AIR_EMULATE_RANKS_PER_NODE"))
         .map(|n| n as usize)
         .filter(|&n| n > 0);
-    let shape = JobShape {
+    let shape_of = |ring_bytes: &[usize]| JobShape {
         force_network: q.runtime.force_network,
         emulate_ranks_per_node: emulate,
         flush: Duration::from_micros(q.runtime.flush_us.max(1)),
-        ..JobShape::uniform(nodes as usize, rpn as usize, rt.workers, &ring_bytes)
+        ..JobShape::uniform(nodes as usize, rpn as usize, rt.workers, ring_bytes)
     };
+    // The graph gives each edge's ring before the per-node budget (a small
+    // edge's is below --ring-bytes); without --ring-bytes, `air run` scales
+    // them to the budget on this shape, and so does the plan.
+    let mut edges = q.edges.clone();
+    if let Some(budget) = rt.ring_budget {
+        let full = rt.ring_bytes.next_multiple_of(16);
+        let small: Vec<bool> = edges.iter().map(|e| e.1 < full).collect();
+        let sizes = fit_ring_budget(budget, rt.ring_bytes, &small, shape_of);
+        for (e, b) in edges.iter_mut().zip(sizes) {
+            e.1 = b;
+        }
+    }
+    let ring_bytes: Vec<usize> = edges.iter().map(|e| e.1).collect();
+    let shape = shape_of(&ring_bytes);
     let plan = ChannelPlan::busiest(&shape);
     let fits = fit(&plan);
     if args.json {
         let v = serde_json::json!({
             "query": words,
             "shape_from": from,
-            "edges": q.edges.iter().map(|(n, b)| serde_json::json!({"name": n, "ring_bytes": b}))
+            "edges": edges.iter().map(|(n, b)| serde_json::json!({"name": n, "ring_bytes": b}))
                 .collect::<Vec<_>>(),
+            "ring_budget_bytes": rt.ring_budget,
+            "rings_scaled_to_budget": edges != q.edges,
             "plan": plan,
             "fits_this_machine": fits.is_none(),
             "refusal": fits,
@@ -347,7 +362,15 @@ pub fn main(
             serde_json::to_string_pretty(&v).map_err(|e| CliError::Other(e.into()))?
         );
     } else {
-        print!("{}", table(&words.join(" "), &q.edges, &plan, from, &fits));
+        print!("{}", table(&words.join(" "), &edges, &plan, from, &fits));
+        if edges != q.edges {
+            println!(
+                "ring sizes        scaled down from {} bytes so the busiest node's rings fit the \
+                 per-node budget of {} (--ring-bytes sets them as given)",
+                thousands(rt.ring_bytes as u64),
+                bytes(rt.ring_budget.unwrap_or_default())
+            );
+        }
     }
     Ok(())
 }

@@ -328,11 +328,11 @@ pub fn check_runtime(rt: &RuntimeArgs) -> Result<(), CliError> {
     if !(1..=MAX_FLUSH_US).contains(&rt.flush_us) {
         return bad(format!("--flush-us must be in 1..={MAX_FLUSH_US}"));
     }
-    if !(MIN_RING_BYTES..=MAX_RING_BYTES).contains(&rt.ring_bytes) {
+    if !(MIN_RING_BYTES..=MAX_RING_BYTES).contains(&rt.ring_bytes()) {
         return bad(format!(
             "--ring-bytes {}: a ring must hold at least a batch frame and a control frame; \
              use {MIN_RING_BYTES}..={MAX_RING_BYTES}",
-            rt.ring_bytes
+            rt.ring_bytes()
         ));
     }
     Ok(())

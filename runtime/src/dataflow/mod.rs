@@ -369,6 +369,17 @@ where
             }
         })
         .collect();
+    // The dry run gives the sizes before the per-node budget: `air plan`
+    // applies it to the shape it plans, not to this process's.
+    let budgeted = |sizes: Vec<usize>| match cfg.ring_budget {
+        Some(budget) => {
+            let small: Vec<bool> = planned.iter().map(|&(_, s, _)| s).collect();
+            crate::plan::fit_ring_budget(budget, cfg.ring_bytes, &small, |e| {
+                crate::job::job_shape(cfg, e)
+            })
+        }
+        None => sizes,
+    };
     let start = Instant::now();
     let dry = DRY_RUN.with(|d| {
         let mut d = d.borrow_mut();
@@ -389,6 +400,7 @@ where
     if dry {
         return Err(RuntimeError::Setup(DRY_RUN_MESSAGE.into()));
     }
+    let edge_ring_bytes = budgeted(edge_ring_bytes);
     let plan = crate::job::job_plan(cfg, &edge_ring_bytes);
     let (workers, created) =
         run_workers_counted(cfg, &edge_ring_bytes, signature, |info, channels| {
