@@ -298,11 +298,16 @@ impl Wiring for MpiWiring<'_> {
         Ok(rx)
     }
 
-    fn between(&self) {
+    fn between(&self, failed: Option<String>) -> Result<(), RuntimeError> {
         // Every rank has created its consumers (segments, ring regions), and
         // opened its node peers' doorbell segments before: the names can go.
-        self.mpi.barrier();
+        // The all-gather of the verdict is the barrier.
+        let verdict = agree_to_run(
+            self.mpi,
+            failed.map_or(Ok(()), |m| Err(RuntimeError::Setup(m))),
+        );
         self.bells.unlink();
+        verdict
     }
 
     fn outputs<'s>(
@@ -684,6 +689,14 @@ where
             drop(epoch);
             drop(window);
             Ok((out, created))
+        }
+        Err(e @ RuntimeError::Refused(_)) => {
+            // Every rank stopped at the same step with the same verdict
+            // (`between`): the collective teardown is safe, and MPI must
+            // not finalize over a window still registered.
+            drop(epoch);
+            drop(window);
+            Err(e)
         }
         Err(e) => {
             // Peers may be dead or stuck: collective teardown could hang.

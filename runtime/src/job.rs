@@ -135,8 +135,17 @@ pub(crate) trait Wiring: Sync {
         local: usize,
     ) -> Result<Vec<Box<dyn ChannelRx + 's>>, RuntimeError>;
     /// Between the phases, called by one local worker once every local
-    /// worker finished phase 1 (e.g. a barrier across ranks).
-    fn between(&self) {}
+    /// worker finished phase 1 (e.g. a barrier across ranks), with the
+    /// first phase-1 error of this process's workers, if any. `Err` stops
+    /// every local worker before phase 2 with that error. Under MPI it is
+    /// collective and every rank gets the same verdict
+    /// ([`RuntimeError::Refused`], naming the first rank that failed), so
+    /// no worker waits for a ring a failed worker will never make. Alone,
+    /// phase 2 finds the missing rings at once: `Ok`.
+    fn between(&self, failed: Option<String>) -> Result<(), RuntimeError> {
+        let _ = failed;
+        Ok(())
+    }
     /// Phase 2: local worker `local`'s sending ends of exchange edge `edge`,
     /// one per global destination worker.
     fn outputs<'s>(
@@ -264,9 +273,7 @@ impl Wiring for LocalWiring {
 }
 
 pub(crate) fn missing_channel(from: usize, to: usize) -> RuntimeError {
-    RuntimeError::Setup(format!(
-        "worker {to} failed to create its channel from worker {from}"
-    ))
+    RuntimeError::MissingChannel { from, to }
 }
 
 /// One worker's channels of one exchange edge, both indexed by global
@@ -410,6 +417,7 @@ where
 {
     let w = wiring.local();
     let barrier = Barrier::new(w);
+    let setup = SetupVerdict::default();
     // The placement plan, computed once, before any thread is pinned.
     let plan = cfg
         .pin
@@ -449,7 +457,7 @@ where
     std::thread::scope(|s| {
         let handles: Vec<_> = (0..w)
             .map(|me| {
-                let barrier = &barrier;
+                let barrier = (&barrier, &setup);
                 let body = &body;
                 std::thread::Builder::new()
                     .name(format!("air-w{}", wiring.first() + me))
@@ -462,20 +470,19 @@ where
             })
             .collect();
         let mut out = Vec::with_capacity(w);
-        let mut first_err = None;
+        let mut first_err: Option<RuntimeError> = None;
         for (i, h) in handles.into_iter().enumerate() {
             match h.join() {
                 Ok(Ok(o)) => out.push(o),
                 Ok(Err(e)) => {
-                    // A peer's "channel closed" is a consequence; keep the
-                    // root cause (a batch too large, a bad batch, setup).
-                    let keep_old = matches!(
-                        first_err,
-                        Some(ref old) if !matches!(old, RuntimeError::Channel { .. })
-                    );
-                    if first_err.is_none()
-                        || (!keep_old && !matches!(e, RuntimeError::Channel { .. }))
-                    {
+                    // A peer's closed ring or missing channel is a
+                    // consequence; keep the first cause (a batch too large,
+                    // a bad batch, a ring that could not be created).
+                    let replace = match &first_err {
+                        None => true,
+                        Some(old) => old.is_consequence() && !e.is_consequence(),
+                    };
+                    if replace {
                         first_err = Some(e);
                     }
                 }
@@ -500,12 +507,22 @@ where
     })
 }
 
+/// What a process's workers learn between the two setup phases: the first
+/// phase-1 error among them, and the job's verdict.
+#[derive(Default)]
+struct SetupVerdict {
+    /// The first phase-1 (ring creation) error of a local worker.
+    failed: Mutex<Option<String>>,
+    /// Set by the leader when [`Wiring::between`] stopped the job.
+    refused: std::sync::OnceLock<String>,
+}
+
 fn worker<R, B, G>(
     (slot, shared): (Option<Slot>, bool),
     local: usize,
     wiring: &G,
     edges: usize,
-    barrier: &Barrier,
+    (barrier, setup): (&Barrier, &SetupVerdict),
     body: &B,
 ) -> Result<R, RuntimeError>
 where
@@ -523,10 +540,28 @@ where
         .unwrap_or_default();
     input_rings_numa.sort_unstable();
     input_rings_numa.dedup();
+    if let Err(e) = &rx {
+        let mut first = setup.failed.lock().unwrap_or_else(|p| p.into_inner());
+        first.get_or_insert_with(|| e.to_string());
+    }
     if barrier.wait().is_leader() {
-        wiring.between();
+        let failed = setup
+            .failed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        if let Err(e) = wiring.between(failed) {
+            let _ = setup.refused.set(match e {
+                RuntimeError::Refused(m) => m,
+                e => e.to_string(),
+            });
+        }
     }
     barrier.wait();
+    if let Some(m) = setup.refused.get() {
+        // Every worker of the job stops here, before opening any ring.
+        return Err(RuntimeError::Refused(m.clone()));
+    }
     let rx = rx?;
     let mut channels = Vec::with_capacity(edges);
     for (e, rx) in rx.into_iter().enumerate() {

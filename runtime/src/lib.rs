@@ -47,6 +47,17 @@ pub enum RuntimeError {
         #[source]
         source: ChannelError,
     },
+    /// A worker stopped at setup because a channel it needed was never
+    /// made: the worker that should have made it failed first, and that
+    /// worker's error is the cause (a job returns it instead when it has
+    /// it: [`RuntimeError::is_consequence`]).
+    #[error("worker {to} failed to create its channel from worker {from}")]
+    MissingChannel {
+        /// Sending worker.
+        from: usize,
+        /// Receiving worker (the one that should have created the channel).
+        to: usize,
+    },
     /// A worker thread panicked.
     #[error("worker {worker} panicked: {message}")]
     WorkerPanicked {
@@ -90,9 +101,11 @@ pub enum RuntimeError {
     /// The job could not be set up.
     #[error("job setup: {0}")]
     Setup(String),
-    /// The job was refused before any worker or channel was made: it does
-    /// not fit (memory, `/dev/shm`, ring capacity) or its ranks disagree on
-    /// the command. Under MPI every rank returns it together (the ranks
+    /// The job was refused before any record moved: it does not fit
+    /// (memory, `/dev/shm`, ring capacity), its ranks disagree on the
+    /// command, or a worker of some rank could not create its rings (e.g.
+    /// out of file descriptors; the ranks agree on that after creating
+    /// them, and remove them). Under MPI every rank returns it together (the ranks
     /// agreed on the refusal first), so no rank needs to end the others; the
     /// message is the first refusing rank's own on rank 0 and names that
     /// rank elsewhere. `air` exits with code 2 (a bad option).
@@ -114,6 +127,36 @@ impl RuntimeError {
         match self {
             RuntimeError::Setup(m) => RuntimeError::Refused(m),
             e => e,
+        }
+    }
+
+    /// Whether this error is a consequence of another worker's failure
+    /// rather than a cause: a channel that was never made
+    /// ([`RuntimeError::MissingChannel`]), a peer's ring closed early, or a
+    /// peer's `/dev/shm` segment that never appeared. A job whose workers
+    /// fail keeps a cause over its consequences, so the error it returns
+    /// says what went wrong, not what followed (e.g. a worker that could not
+    /// create its rings for lack of file descriptors, rather than its peers'
+    /// "failed to create its channel").
+    pub fn is_consequence(&self) -> bool {
+        match self {
+            RuntimeError::MissingChannel { .. } => true,
+            RuntimeError::Channel {
+                source: ChannelError::Shm(e),
+                ..
+            } => matches!(
+                e,
+                air_shm::ShmError::Closed | air_shm::ShmError::SegmentTimeout { .. }
+            ),
+            #[cfg(feature = "mpi")]
+            RuntimeError::Channel {
+                source: ChannelError::Rma(e),
+                ..
+            } => matches!(
+                e,
+                air_rdma::RdmaError::Closed | air_rdma::RdmaError::RankLost { .. }
+            ),
+            _ => false,
         }
     }
 
