@@ -85,8 +85,10 @@ use std::sync::Arc;
 /// physical core this process may use).
 pub const WORKERS_ENV: &str = "AIR_WORKERS";
 
-/// Environment variable: bytes of each channel ring (default 1 MiB; at
-/// least 4096; one ring per exchange edge and pair of workers).
+/// Environment variable: bytes of each channel ring, taken as given (at
+/// least 4096, at most 1 GiB; one ring per exchange edge and pair of
+/// workers). Unset: 1 MiB, scaled down (to at least 64 KiB) when a node's
+/// rings would need more than 1 GiB (`JobConfig::ring_budget`).
 pub const RING_BYTES_ENV: &str = "AIR_RING_BYTES";
 
 /// Reads a positive number from environment variable `var`, within `range`.
@@ -130,7 +132,8 @@ impl Job {
     /// The job this process was started for: one rank of an MPI job when a
     /// launcher (`mpirun`, `mpiexec`, `srun`) started several, this process
     /// alone otherwise. Worker threads per process from `AIR_WORKERS`, ring
-    /// capacity from `AIR_RING_BYTES`;
+    /// capacity from `AIR_RING_BYTES` (unset: 1 MiB within a 1 GiB
+    /// per-node budget, [`RING_BYTES_ENV`]);
     /// `AIR_FORCE_NETWORK=1` uses the network tier (RMA) between ranks of
     /// one node too. Installs SIGINT/SIGTERM handlers that stop the sources
     /// (only windows every input read past fire).

@@ -49,6 +49,7 @@ fn the_8_by_28_example_counts_every_edge_of_ysb() {
     assert!(((900 << 10)..1 << 20).contains(&b) && b % 4096 == 0, "{p}");
     assert_eq!(u(&edges[1]["ring_bytes"]), 64 << 10);
     assert_eq!(p["rings_scaled_to_budget"], true, "{p}");
+    assert_eq!(p["within_ring_budget"], true, "{p}");
     assert_eq!(u(&p["ring_budget_bytes"]), 1 << 30, "{p}");
     let plan = &p["plan"];
     // Per edge and node: 28² = 784 thread rings, and 7 peers × 28 workers
@@ -100,6 +101,20 @@ fn the_8_by_28_example_counts_every_edge_of_ysb() {
     assert!(t.contains("7,840") && t.contains("15,680"), "{t}");
     assert!(t.contains("memory per node") && t.contains("GiB"), "{t}");
     assert!(t.contains("scaled down from 1,048,576 bytes"), "{t}");
+    // A node the floor cannot bring within the budget says so.
+    let big = self::plan(&["--nodes", "1", "--ranks-per-node", "8", "--workers", "28"]);
+    assert_eq!(big["within_ring_budget"], false, "{big}");
+    assert_eq!(u(&big["edges"][0]["ring_bytes"]), 64 << 10);
+    let o = Command::new(AIR)
+        .args(["plan", "--ranks-per-node", "8", "--workers", "28"])
+        .env_remove("SLURM_JOB_ID")
+        .output()
+        .unwrap();
+    let t = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        t.contains("to the floor (64.00 KiB): the busiest node still needs"),
+        "{t}"
+    );
 }
 
 #[test]

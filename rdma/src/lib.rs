@@ -22,7 +22,7 @@ pub mod world;
 pub use air_shm::frame::{segment_bytes, MAX_SEGMENT};
 pub use error::{RdmaError, Result};
 pub use liveness::{heartbeat_bytes, Liveness};
-pub use outbox::{OutboxSender, RmaOutbox};
+pub use outbox::{OutboxSender, RmaOutbox, RANK_SENDER};
 pub use ring::{ring_region_bytes, RmaConsumer, RmaProducer, CREDIT_BYTES, RING_CTRL_BYTES};
 pub use win::{Epoch, Op, Pending, Window};
 pub use world::{launched_ranks, mpirun_command, Mpi};

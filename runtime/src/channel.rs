@@ -22,6 +22,15 @@ pub enum ChannelError {
     Rma(#[from] air_rdma::RdmaError),
 }
 
+/// The sender index of a watermark frame that speaks for every sender of
+/// a shared ring (the minimum of their watermarks: a network ring's
+/// outbox sends watermarks once per rank, `air_rdma::RANK_SENDER`): the
+/// receiver raises every sender of that channel that has not ended to it.
+pub const ALL_SENDERS: usize = u16::MAX as usize;
+
+#[cfg(feature = "mpi")]
+const _: () = assert!(ALL_SENDERS == air_rdma::RANK_SENDER as usize);
+
 /// What a non-blocking receive found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Recv {

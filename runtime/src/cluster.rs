@@ -600,7 +600,7 @@ where
                 edges[e],
                 layout.credit_disp(e, me, p, to),
             )
-            .map(RmaOutbox::new)
+            .map(|p| RmaOutbox::new(p, w))
         })
         .collect::<Result<Vec<_>, _>>()
         .map_err(setup)?;

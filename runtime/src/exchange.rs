@@ -177,6 +177,14 @@ impl<'c> Inputs<'c> {
                         if failed.is_some() {
                             return;
                         }
+                        if sender == crate::channel::ALL_SENDERS && kind == FrameKind::Watermark {
+                            // Every sender of the ring is at least there.
+                            let v = u64::from_le_bytes(payload[..8].try_into().unwrap_or([0; 8]));
+                            for (w, _) in wm.iter_mut().zip(ended.iter()).filter(|(_, e)| !**e) {
+                                *w = (*w).max(v);
+                            }
+                            return;
+                        }
                         let from = first + sender;
                         if sender >= senders || ended[sender] {
                             failed = Some(RuntimeError::channel(

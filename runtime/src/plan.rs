@@ -29,7 +29,10 @@
 //!   (`air_shm::frame::segment_bytes(c_e)`: `c_e` up to 256 KiB, else a
 //!   divisor of it of at most 256 KiB) in its sender's process memory;
 //! - at every flush interval in which it advanced, a worker sends a
-//!   watermark frame to every worker of every edge (`E·G` frames), and
+//!   watermark frame to every worker of every edge (`E·G` frames); those
+//!   for the network tier are merged per sending rank by its outboxes (a
+//!   rank writes one per remote worker and edge when its minimum rises),
+//!   and
 //!   every rank puts a heartbeat into every rank on another node every
 //!   [`HEARTBEAT_PERIOD`].
 
@@ -285,7 +288,7 @@ fn busiest_node(shape: &JobShape) -> (u64, usize) {
 /// [`ChannelPlan::check_memory`]'s decision.
 ///
 /// A job that fits at `max` keeps `max` exactly (small jobs are unchanged).
-/// Default YSB (2 edges, one small) on 8 nodes × 28 workers: 1,040,384-byte
+/// Default YSB (2 edges, one small) on 8 nodes × 28 workers: 958,464-byte
 /// rings instead of 1 MiB (`docs/channels.md`, "Memory per node").
 pub fn fit_ring_budget(
     budget: u64,
@@ -420,9 +423,12 @@ pub struct ControlTraffic {
     pub watermark_frames_per_flush_per_worker: u64,
     /// The same per second.
     pub watermark_frames_per_s_per_worker: f64,
-    /// Watermark frames per second sent by the workers of the node.
+    /// Watermark frames per second written into rings by the node: each
+    /// worker's to the workers of its node, and each rank's (merged over
+    /// its workers) to every remote worker.
     pub watermark_frames_per_s_per_node: f64,
-    /// Of those, frames per second that cross the network tier.
+    /// Of those, frames per second that cross the network tier (one per
+    /// rank, remote worker and edge per flush interval).
     pub network_watermark_frames_per_s_per_node: f64,
     /// Heartbeat puts per second of one rank (one to every rank on another
     /// node, real or emulated, every [`HEARTBEAT_PERIOD`]).
@@ -554,12 +560,16 @@ impl ChannelPlan {
         };
         let per_s = 1e6 / (shape.flush.as_micros().max(1) as f64);
         let per_flush = e * g;
-        let node_workers = (node.len() * w) as f64;
-        // Destinations of a worker of rank q over the network tier: W per
-        // network peer, on every edge.
+        // Network-tier frames of rank q: one per remote worker (W per
+        // network peer) and edge, merged over q's workers by its outboxes.
         let net_frames: u64 = node
             .iter()
-            .map(|&q| (w as u64) * e * shape.network_peers(q) as u64 * w as u64)
+            .map(|&q| e * shape.network_peers(q) as u64 * w as u64)
+            .sum();
+        // Every worker's frames to the workers of its node, plus those.
+        let local_frames: u64 = node
+            .iter()
+            .map(|&q| (w as u64) * e * (g - shape.network_peers(q) as u64 * w as u64))
             .sum();
         let beat_peers = |q: usize| (0..p).filter(|&s| !shape.same_node(q, s)).count() as f64;
         let beats_per_s = 1.0 / HEARTBEAT_PERIOD.as_secs_f64();
@@ -585,7 +595,7 @@ impl ChannelPlan {
                 flush_us: shape.flush.as_micros() as u64,
                 watermark_frames_per_flush_per_worker: per_flush,
                 watermark_frames_per_s_per_worker: per_flush as f64 * per_s,
-                watermark_frames_per_s_per_node: per_flush as f64 * per_s * node_workers,
+                watermark_frames_per_s_per_node: (local_frames + net_frames) as f64 * per_s,
                 network_watermark_frames_per_s_per_node: net_frames as f64 * per_s,
                 heartbeats_per_s_per_rank: beat_peers(rank) * beats_per_s,
                 heartbeats_per_s_per_node: node_beats,
@@ -891,12 +901,13 @@ mod tests {
             2 * 4 * per_ring * 2 + 2 * 4096 + 2 * win + mirrors
         );
         assert_eq!(p.job_bytes, 2 * p.memory_per_node.total_bytes);
-        // Watermarks: E·G = 16 frames per flush per worker; the node's 4
-        // workers send 64 per ms, of which 4 workers · 2 edges · 4 remote
-        // workers = 32 cross the network.
+        // Watermarks: E·G = 16 frames per flush per worker, 8 of them to
+        // the 4 workers of its node (32 per ms for the node's 4 workers),
+        // 8 to remote workers, merged per rank: 2 ranks · 2 edges · 4
+        // remote workers = 16 per ms cross the network (64 unmerged).
         assert_eq!(p.control.watermark_frames_per_flush_per_worker, 16);
-        assert_eq!(p.control.watermark_frames_per_s_per_node, 64_000.0);
-        assert_eq!(p.control.network_watermark_frames_per_s_per_node, 32_000.0);
+        assert_eq!(p.control.watermark_frames_per_s_per_node, 48_000.0);
+        assert_eq!(p.control.network_watermark_frames_per_s_per_node, 16_000.0);
         // Heartbeats: each rank to the 2 ranks of the other node, 10/s.
         assert_eq!(p.control.heartbeats_per_s_per_rank, 20.0);
         assert_eq!(p.control.heartbeats_per_s_per_node, 40.0);

@@ -582,45 +582,93 @@ pub fn check_honoured(query: QueryKind, given: &[(QueryOption, bool)]) -> Result
     )))
 }
 
+/// Which rings an edge has, as told by its largest frame ([`edge_kind`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum EdgeKind {
+    /// `--ring-bytes` itself.
+    Full,
+    /// A sixteenth of it, at least 64 KiB (an edge that carries few
+    /// records, [`small_ring_bytes`](air_runtime::dataflow::small_ring_bytes)).
+    Small,
+    /// Cannot tell (both are the same size, or the rings were scaled by
+    /// the per-node budget): an answer must fit either.
+    Either,
+}
+
+/// The kind of an edge whose largest frame was `max` bytes in a job run
+/// with `--ring-bytes ring_bytes`: a frame of a ring of `c` bytes is at
+/// most `c - 16` on the thread and node tiers, and one segment of it less
+/// 16 on the network tier ([`air_shm::frame::segment_bytes`]).
+fn edge_kind(max: usize, ring_bytes: usize) -> EdgeKind {
+    use air_runtime::dataflow::small_ring_bytes;
+    use air_shm::frame::segment_bytes;
+    let seen = max.saturating_add(air_shm::FRAME_HEADER);
+    let is = |c: usize| seen == c || seen == segment_bytes(c);
+    let (full, small) = (
+        ring_bytes.next_multiple_of(16),
+        small_ring_bytes(ring_bytes),
+    );
+    match (is(full), is(small) && small != full) {
+        _ if small == full => EdgeKind::Either,
+        (true, false) => EdgeKind::Full,
+        (false, true) => EdgeKind::Small,
+        _ => EdgeKind::Either,
+    }
+}
+
 /// The smallest `--ring-bytes` with which a record of `bytes` bytes
 /// (archived) fits a frame of the channel whose largest frame was `max`
-/// bytes in a job run with `--ring-bytes ring_bytes`; `None` if no ring up
-/// to [`parse::MAX_RING_BYTES`] holds it.
+/// bytes in a job run with `--ring-bytes ring_bytes`, on every tier;
+/// `None` if no ring up to [`parse::MAX_RING_BYTES`] holds it.
 ///
-/// A frame of `bytes` needs a ring whose data area is at least
-/// `FRAME_HEADER + bytes` rounded up to 16 ([`air_shm::frame_size`]; the
-/// largest frame of a ring of `c` bytes is `c - 16`). An edge's ring is
-/// `--ring-bytes`, or a sixteenth of it (at least 64 KiB) on an edge that
-/// carries few records ([`small_ring_bytes`](air_runtime::dataflow::small_ring_bytes));
-/// `max` tells which, and when it cannot (rings of at most 64 KiB are
-/// the same on both) the answer fits either. The answer keeps the edge's
-/// rings a multiple of 16 bytes, as the network tier's rings must be.
+/// A frame of `bytes` needs `FRAME_HEADER + bytes` rounded up to 16
+/// ([`air_shm::frame_size`]). A ring of `c` bytes holds frames of up to
+/// `c - 16` bytes on the thread and node tiers, and of one segment less 16
+/// on the network tier ([`air_shm::frame::segment_bytes`]: all of `c` up to
+/// 256 KiB or when `c` has no divisor of 64–256 KiB that is a multiple of
+/// 16, else such a divisor), so a record above 256 KiB needs a ring of
+/// such a size. An edge's ring is `--ring-bytes`, or a sixteenth of it (at
+/// least 64 KiB) on an edge that carries few records; `max` tells which
+/// ([`edge_kind`]), and when it cannot the answer fits either. The answer
+/// keeps the edge's rings a multiple of 16 bytes, as the network tier's
+/// rings must be.
 pub fn ring_bytes_to_fit(bytes: usize, max: usize, ring_bytes: usize) -> Option<usize> {
     use air_runtime::dataflow::small_ring_bytes;
+    use air_shm::frame::segment_bytes;
     let need = air_shm::frame_size(bytes);
-    let full = need;
-    // The smallest r with small_ring_bytes(r) >= need.
-    let small = if need <= 64 << 10 {
-        need
-    } else {
-        need.checked_mul(16)?
+    let kind = edge_kind(max, ring_bytes);
+    let (full, small) = match kind {
+        EdgeKind::Full => (true, false),
+        EdgeKind::Small => (false, true),
+        EdgeKind::Either => (true, true),
     };
-    // The edge's ring was max + 16 bytes: below --ring-bytes only on a
-    // small edge; equal on both when --ring-bytes is at most 64 KiB.
-    let edge = max.saturating_add(air_shm::FRAME_HEADER);
-    let is_small = edge < ring_bytes;
-    let is_full = edge >= ring_bytes && small_ring_bytes(ring_bytes) < ring_bytes;
-    let fit = match (is_small, is_full) {
-        (true, _) => small,
-        (false, true) => full,
-        (false, false) => small.max(full),
+    let holds = |c: usize| segment_bytes(c) >= need;
+    let fits = |r: usize| {
+        (!full || holds(r.next_multiple_of(16))) && (!small || holds(small_ring_bytes(r)))
     };
-    (fit <= parse::MAX_RING_BYTES).then_some(fit.max(parse::MIN_RING_BYTES))
+    // No ring below these holds the frame at all: the smallest r with
+    // r >= need (full) and small_ring_bytes(r) >= need (small).
+    let mut r = need.max(parse::MIN_RING_BYTES);
+    if small && need > 64 << 10 {
+        // small_ring_bytes(r) rounds r / 16 up to 16: at least `need` from
+        // r = 16 · (need − 15) on.
+        r = r.max((need - 15).checked_mul(16)?);
+    }
+    // Above that, the first size whose segments hold it (at once up to
+    // 256 KiB; beyond, within a few hundred steps of 16 bytes).
+    while r <= parse::MAX_RING_BYTES {
+        if fits(r) {
+            return Some(r);
+        }
+        r += 16;
+    }
+    None
 }
 
 /// `e` with the `--ring-bytes` that fits, when it is a record too large
 /// for its channel's frames ([`air_runtime::RuntimeError::BatchTooLarge`]);
-/// else `e` unchanged. `ring_bytes`: the run's `--ring-bytes`.
+/// else `e` unchanged. `ring_bytes`: the run's `--ring-bytes` (before any
+/// scaling by the per-node budget).
 pub fn with_ring_hint(e: CliError, ring_bytes: usize) -> CliError {
     let CliError::Other(inner) = &e else { return e };
     let Some((bytes, max)) =
@@ -635,16 +683,20 @@ pub fn with_ring_hint(e: CliError, ring_bytes: usize) -> CliError {
     else {
         return e;
     };
-    let ring = max + air_shm::FRAME_HEADER;
-    let edge = if ring < ring_bytes {
-        format!("a sixteenth of --ring-bytes {ring_bytes} on this edge, at least 64 KiB")
-    } else {
-        format!("--ring-bytes {ring_bytes}")
+    let edge = match edge_kind(max, ring_bytes) {
+        EdgeKind::Full => format!("rings of --ring-bytes {ring_bytes}"),
+        EdgeKind::Small => format!(
+            "rings of a sixteenth of --ring-bytes {ring_bytes} (at least 64 KiB): an edge that \
+             carries few records"
+        ),
+        EdgeKind::Either => "rings sized from --ring-bytes (or scaled down to the per-node \
+                             budget when it is not given)"
+            .to_string(),
     };
     let fix = match ring_bytes_to_fit(bytes, max, ring_bytes) {
         Some(r) => format!(
-            "--ring-bytes {r} ({}) is the smallest that fits it (every ring of the job \
-             grows with it: `air plan` shows the memory it takes)",
+            "--ring-bytes {r} ({}) is the smallest that fits it on every tier (every ring of the \
+             job takes that size: `air plan` shows the memory)",
             bytes_human(r as u64)
         ),
         None => format!(
@@ -654,7 +706,9 @@ pub fn with_ring_hint(e: CliError, ring_bytes: usize) -> CliError {
     };
     CliError::Other(anyhow::anyhow!(
         "a record of {bytes} bytes (archived) exceeds the largest frame ({max} bytes) of its \
-         channel's rings of {ring} bytes ({edge}): {fix}"
+         channel, whose {edge}; a frame must fit in its ring, and on the network tier in one \
+         segment of it (at most 256 KiB unless the ring's size has no divisor of 64-256 KiB): \
+         {fix}"
     ))
 }
 
@@ -966,23 +1020,34 @@ mod tests {
     /// that cannot be told (`--ring-bytes` at most 64 KiB) it holds it on
     /// both kinds.
     /// An edge kind: its name, its ring, its ring at another
-    /// `--ring-bytes`, the step between `--ring-bytes` values whose rings are
-    /// multiples of 16.
-    type EdgeKind = (&'static str, usize, fn(usize) -> usize, usize);
+    /// `--ring-bytes`.
+    type EdgeOf = (&'static str, usize, fn(usize) -> usize);
 
     #[test]
     fn the_suggested_ring_bytes_is_the_smallest_that_fits() {
         use air_runtime::dataflow::small_ring_bytes;
-        let largest = |ring: usize| ring - air_shm::FRAME_HEADER;
+        use air_shm::frame::segment_bytes;
+        // The largest frame of a ring on every tier: one segment less 16.
+        let largest = |ring: usize| segment_bytes(ring) - air_shm::FRAME_HEADER;
         for ring_bytes in [4096, 4097, 60_000, 65_536, 1 << 20, 3_000_000, 1 << 24] {
             let small = small_ring_bytes(ring_bytes);
-            let kinds: [EdgeKind; 2] = [
-                ("full", ring_bytes, |r| r, 16),
-                ("small", small, small_ring_bytes, 256),
+            let kinds: [EdgeOf; 2] = [
+                ("full", ring_bytes.next_multiple_of(16), |r| {
+                    r.next_multiple_of(16)
+                }),
+                ("small", small, small_ring_bytes),
             ];
-            for (kind, ring, edge_of, step) in kinds {
+            for (kind, ring, edge_of) in kinds {
                 let max = largest(ring);
-                for bytes in [max + 1, max + 17, 65_521, 100_000, 701_176, 5 << 20] {
+                for bytes in [
+                    max + 1,
+                    max + 17,
+                    65_521,
+                    100_000,
+                    300_000,
+                    701_176,
+                    5 << 20,
+                ] {
                     if bytes <= max {
                         continue;
                     }
@@ -990,9 +1055,22 @@ mod tests {
                     let what = format!("{kind} edge, --ring-bytes {ring_bytes}, {bytes} bytes");
                     assert_eq!(edge_of(fit) % 16, 0, "{what}: {fit}");
                     assert!(largest(edge_of(fit)) >= bytes, "{what}: {fit}");
-                    assert!(largest(small_ring_bytes(fit)) >= bytes || small < ring_bytes);
-                    if small < ring_bytes && fit > super::parse::MIN_RING_BYTES {
-                        assert!(largest(edge_of(fit - step)) < bytes, "{what}: {fit}");
+                    // The smallest: 16 bytes less no longer holds it (on
+                    // this kind of edge, or on one of both when the two
+                    // kinds cannot be told apart).
+                    let either = super::edge_kind(max, ring_bytes) == super::EdgeKind::Either;
+                    if either {
+                        assert!(largest(small_ring_bytes(fit)) >= bytes, "{what}: {fit}");
+                    }
+                    if fit > super::parse::MIN_RING_BYTES {
+                        let r = fit - 16;
+                        let holds = if either {
+                            largest(r.next_multiple_of(16)) >= bytes
+                                && largest(small_ring_bytes(r)) >= bytes
+                        } else {
+                            largest(edge_of(r)) >= bytes
+                        };
+                        assert!(!holds, "{what}: {fit}");
                     }
                 }
             }
@@ -1013,17 +1091,26 @@ mod tests {
         };
         // A 701 176-byte record on a collect edge (64 KiB rings at the
         // default 1 MiB): a frame of 701 200 bytes, 16 of them a ring.
+        // A frame of 701,200 bytes: 16 × that would hold it on the thread
+        // and node tiers, but its network rings' segments are 140,240
+        // bytes; the first size above whose segment is the whole ring.
         let e = super::with_ring_hint(too_large(701_176, 65_520), 1 << 20);
         let m = e.to_string();
-        assert!(m.contains("--ring-bytes 11219200 (10.7 MiB)"), "{m}");
-        assert!(
-            m.contains("rings of 65536 bytes (a sixteenth of --ring-bytes 1048576"),
-            "{m}"
-        );
+        let fit = super::ring_bytes_to_fit(701_176, 65_520, 1 << 20).unwrap();
+        assert!(fit > 11_219_200, "{fit}");
+        let small = air_runtime::dataflow::small_ring_bytes(fit);
+        assert_eq!(air_shm::frame::segment_bytes(small), small);
+        assert!(m.contains(&format!("--ring-bytes {fit} (")), "{m}");
+        assert!(m.contains("a sixteenth of --ring-bytes 1048576"), "{m}");
         assert_eq!(e.exit_code(), 1);
-        // On an exchange edge of 1 MiB rings: the frame itself.
-        let m = super::with_ring_hint(too_large(2_000_000, (1 << 20) - 16), 1 << 20).to_string();
-        assert!(m.contains("--ring-bytes 2000016 "), "{m}");
+        // On the network tier a 1 MiB ring's frames are 256 KiB segments:
+        // a 300,000-byte record needs a ring that is one segment.
+        let seg_max = (256 << 10) - 16;
+        let m = super::with_ring_hint(too_large(300_000, seg_max), 1 << 20).to_string();
+        assert!(m.contains("rings of --ring-bytes 1048576"), "{m}");
+        let fit = super::ring_bytes_to_fit(300_000, seg_max, 1 << 20).unwrap();
+        assert_eq!(air_shm::frame::segment_bytes(fit), fit);
+        assert!((300_016..320_000).contains(&fit), "{fit}");
         let other = super::with_ring_hint(CliError::BadInput("x".into()), 1 << 20);
         assert_eq!(other.to_string(), "x");
     }

@@ -343,6 +343,11 @@ pub fn main(
     let shape = shape_of(&ring_bytes);
     let plan = ChannelPlan::busiest(&shape);
     let fits = fit(&plan);
+    // Whether the busiest node keeps to the budget (`None`: no budget,
+    // --ring-bytes was given).
+    let within_budget = rt
+        .ring_budget
+        .map(|b| plan.memory_per_node.total_bytes <= b);
     if args.json {
         let v = serde_json::json!({
             "query": words,
@@ -351,6 +356,7 @@ pub fn main(
                 .collect::<Vec<_>>(),
             "ring_budget_bytes": rt.ring_budget,
             "rings_scaled_to_budget": edges != q.edges,
+            "within_ring_budget": within_budget,
             "plan": plan,
             "fits_this_machine": fits.is_none(),
             "refusal": fits,
@@ -363,11 +369,21 @@ pub fn main(
         );
     } else {
         print!("{}", table(&words.join(" "), &edges, &plan, from, &fits));
-        if edges != q.edges {
+        if edges != q.edges && within_budget == Some(true) {
             println!(
                 "ring sizes        scaled down from {} bytes so the busiest node's rings fit the \
                  per-node budget of {} (--ring-bytes sets them as given)",
                 thousands(rt.ring_bytes as u64),
+                bytes(rt.ring_budget.unwrap_or_default())
+            );
+        } else if within_budget == Some(false) {
+            println!(
+                "ring sizes        scaled down from {} bytes to the floor ({}): the busiest node \
+                 still needs {}, above the per-node budget of {} (lower --workers or ranks per \
+                 node, or set --ring-bytes)",
+                thousands(rt.ring_bytes as u64),
+                bytes(air_runtime::plan::BUDGET_FLOOR_BYTES as u64),
+                bytes(plan.memory_per_node.total_bytes),
                 bytes(rt.ring_budget.unwrap_or_default())
             );
         }

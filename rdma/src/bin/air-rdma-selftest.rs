@@ -299,6 +299,7 @@ fn outbox(mpi: &Mpi, frames: u64, cap: usize, senders: u16) -> Result<(), String
     let live = Liveness::new(mpi);
     let tx = RmaOutbox::new(
         RmaProducer::new(&ep, &live, next, ring_at, cap, credit_at).map_err(|e| e.to_string())?,
+        senders as usize,
     );
     let mut rx =
         RmaConsumer::new(&ep, &live, prev, ring_at, cap, credit_at).map_err(|e| e.to_string())?;
