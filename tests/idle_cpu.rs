@@ -1,15 +1,19 @@
 //! A nearly idle job costs little CPU: workers with nothing to do park on
-//! their doorbells until a producer publishes or their next flush tick,
-//! instead of polling in 100 µs naps.
+//! their doorbells until a producer publishes a data or End frame, or until
+//! their next tick, which with nothing staged falls on a 10 ms grid shared
+//! by every worker of the machine (`air_runtime::dataflow::IDLE_TICK`);
+//! watermark frames do not ring.
 //!
-//! The bound is loose for a loaded CI host: YSB paced at 1,000 events/s on
-//! 2 workers must use at most 14% of one core in its steady state (CPU time
-//! of the process from 1 s to 4 s after its start, from `/proc/PID/stat`,
-//! so setup and teardown, slower in unoptimised builds, do not count).
-//! Measured that way on a quiet 2-core VM, the same run took 21% of a core
-//! before doorbells (28% in issue 18, setup included) and 8–9% with them
-//! (each of the ~1,000 wake-ups per second and worker costs ~20–40 µs of
-//! kernel time on that VM).
+//! YSB paced at 1,000 events/s must use at most 5% of one core per process
+//! in its steady state (CPU time of the process from 1 s to 4 s after its
+//! start, from `/proc/PID/stat`, so setup and teardown do not count): 2
+//! workers in one process, and with `--features mpi` 2 ranks of one worker
+//! on the node tier. Measured that way on the 2-core VM with other builds
+//! running (load 6–12), session 14: 1.3–2.7% embedded and 1.0–1.3% per rank with
+//! the idle grid, 4.3–5.8% embedded before it (about 2,200 wake-ups a
+//! second, each costing ~20–40 µs of kernel time), 21% before doorbells.
+//! The issue's bar is 2% per process; this bound leaves room for a loaded
+//! CI host and still fails the code before the idle grid.
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -18,7 +22,7 @@ const AIR: &str = env!("CARGO_BIN_EXE_air");
 
 /// Largest share of a core a process of the paced job may use in its steady
 /// state (loose: CI hosts are loaded; see the module doc for the figures).
-const BOUND: f64 = 0.14;
+const BOUND: f64 = 0.05;
 
 /// User + system CPU seconds of process `pid` so far (`/proc/PID/stat`
 /// fields 14 and 15, in clock ticks).

@@ -338,9 +338,7 @@ impl<'a, 'c> Cx<'a, 'c> {
         // ringing parked receivers: each reads it at its next tick, at most
         // one idle tick later (`crate::dataflow::IDLE_TICK`), when every
         // worker ticks anyway. Data and End frames ring.
-        let quiet = kind == FrameKind::Watermark
-            && !self.tx[edge - self.base].unflushed
-            && quiet_watermarks();
+        let quiet = kind == FrameKind::Watermark && !self.tx[edge - self.base].unflushed;
         let bytes = value.to_le_bytes();
         for dest in 0..n {
             self.send_frame(edge, dest, kind, 8, &mut |buf| {
@@ -359,13 +357,6 @@ impl<'a, 'c> Cx<'a, 'c> {
         t.unflushed = true;
         t.publish()
     }
-}
-
-/// Whether watermark frames are published without ringing (experiment
-/// switch `AIR_QUIET_WM=0` turns it off).
-fn quiet_watermarks() -> bool {
-    static Q: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *Q.get_or_init(|| std::env::var("AIR_QUIET_WM").map_or(true, |v| v != "0"))
 }
 
 /// Drains `rx` (edges `rx_base..`), each edge's operator sending on the

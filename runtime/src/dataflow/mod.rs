@@ -547,17 +547,20 @@ where
     // With nothing staged, ticks fall on the shared idle grid (see
     // IDLE_TICK): every worker of the machine ticks at the same instants, so
     // a peer's watermark frames find it awake or about to look.
-    // EXPERIMENT (to remove): AIR_IDLE_TICK_US overrides the idle tick.
-    let idle_tick = std::env::var("AIR_IDLE_TICK_US")
-        .ok()
-        .and_then(|v| v.parse::<u64>().ok())
-        .map_or(IDLE_TICK, Duration::from_micros);
     // A worker with network-tier inputs is never woken by their senders,
-    // and MPI needs it to call in: it keeps ticking every flush interval.
-    let polled = rx.iter().any(|r| r.inputs.polled())
-        && std::env::var("AIR_NET_GRID").map_or(true, |v| v != "1");
-    let idle_tick = if polled { cfg.flush } else { idle_tick };
-    let grid = Grid::new(cfg.flush.max(idle_tick));
+    // and MPI needs it to call in: it keeps ticking every flush interval,
+    // from its own start (measured: ranks ticking at the same instants
+    // flush to each other at once, and MPICH completes each flush only
+    // once the target calls in, so aligned ticks spin longer).
+    let polled = rx.iter().any(|r| r.inputs.polled());
+    let grid = if polled {
+        Grid {
+            base: start,
+            every: cfg.flush.max(Duration::from_micros(1)),
+        }
+    } else {
+        Grid::new(cfg.flush.max(IDLE_TICK))
+    };
     let mut grid_next = grid.after(start);
     PENDING.with(|p| p.set(false));
     let mut stopped = false;
