@@ -1,20 +1,28 @@
 //! A nearly idle job costs little CPU: workers with nothing to do park on
-//! their doorbells until a producer publishes or their next flush tick,
-//! instead of polling in 100 µs naps.
+//! their doorbells until a producer publishes a data or End frame, or until
+//! their next tick, which with nothing staged falls on a 10 ms grid shared
+//! by every worker of the machine (`air_runtime::dataflow::IDLE_TICK`);
+//! watermark frames do not ring.
 //!
-//! The bound is loose for a loaded CI host: YSB paced at 1,000 events/s on
-//! 2 workers must use at most 14% of one core in its steady state (CPU time
-//! of the process from 1 s to 4 s after its start, from `/proc/PID/stat`,
-//! so setup and teardown, slower in unoptimised builds, do not count).
-//! Measured that way on a quiet 2-core VM, the same run took 21% of a core
-//! before doorbells (28% in issue 18, setup included) and 8–9% with them
-//! (each of the ~1,000 wake-ups per second and worker costs ~20–40 µs of
-//! kernel time on that VM).
+//! YSB paced at 1,000 events/s must use at most 5% of one core per process
+//! in its steady state (CPU time of the process from 1 s to 4 s after its
+//! start, from `/proc/PID/stat`, so setup and teardown do not count): 2
+//! workers in one process, and with `--features mpi` 2 ranks of one worker
+//! on the node tier. Measured that way on the 2-core VM with other builds
+//! running (load 6–12), session 14: 1.3–2.7% embedded and 1.0–1.3% per rank with
+//! the idle grid, 4.3–5.8% embedded before it (about 2,200 wake-ups a
+//! second, each costing ~20–40 µs of kernel time), 21% before doorbells.
+//! The issue's bar is 2% per process; this bound leaves room for a loaded
+//! CI host and still fails the code before the idle grid.
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 const AIR: &str = env!("CARGO_BIN_EXE_air");
+
+/// Largest share of a core a process of the paced job may use in its steady
+/// state (loose: CI hosts are loaded; see the module doc for the figures).
+const BOUND: f64 = 0.05;
 
 /// User + system CPU seconds of process `pid` so far (`/proc/PID/stat`
 /// fields 14 and 15, in clock ticks).
@@ -27,6 +35,79 @@ fn cpu_seconds(pid: u32) -> f64 {
     // SAFETY: sysconf has no preconditions.
     let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
     ticks as f64 / hz
+}
+
+/// Pids of the ranks (`comm` "air") whose environment holds
+/// `AIR_TEST_TAG=tag`.
+#[cfg(feature = "mpi")]
+fn tagged_ranks(tag: &str) -> Vec<u32> {
+    let want = format!("AIR_TEST_TAG={tag}");
+    let mut pids = Vec::new();
+    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) else {
+            continue;
+        };
+        let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+        if comm.trim() == "air" && env.split(|&b| b == 0).any(|v| v == want.as_bytes()) {
+            pids.push(pid);
+        }
+    }
+    pids
+}
+
+/// The same paced YSB on the node tier: `mpirun -np 2`, one worker per
+/// rank, `/dev/shm` rings and doorbells between the ranks. Each rank's
+/// steady-state CPU (3 s, from 1.5 s after both ranks appeared) must stay
+/// under the bound (the ranks' heartbeat threads included; mpirun and its
+/// proxy are not the job's processes).
+#[cfg(feature = "mpi")]
+#[test]
+fn a_paced_job_on_the_node_tier_stays_quiet_per_rank() {
+    let tag = format!("idle{}", std::process::id());
+    let mut cmd = air_rdma::mpirun_command(2);
+    cmd.args([AIR, "run", "ysb", "--workers", "1", "--no-pin"])
+        .args(["--rate", "1000", "--duration", "7"])
+        .env("AIR_TEST_TAG", &tag)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let mut child = cmd.spawn().expect("start mpirun (is MPI installed?)");
+    let start = Instant::now();
+    let pids = loop {
+        let p = tagged_ranks(&tag);
+        if p.len() == 2 {
+            break p;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "the two ranks never started"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    std::thread::sleep(Duration::from_millis(1500));
+    let c0: Vec<f64> = pids.iter().map(|&p| cpu_seconds(p)).collect();
+    let t0 = Instant::now();
+    std::thread::sleep(Duration::from_secs(3));
+    let c1: Vec<f64> = pids.iter().map(|&p| cpu_seconds(p)).collect();
+    let wall = t0.elapsed().as_secs_f64();
+    let status = child.wait().unwrap();
+    assert!(status.success(), "{status}");
+    for (i, (a, b)) in c0.iter().zip(&c1).enumerate() {
+        let share = (b - a) / wall;
+        eprintln!(
+            "node tier, rank pid {}: {:.3} s CPU in {wall:.2} s wall = {share:.3} of a core",
+            pids[i],
+            b - a
+        );
+        assert!(
+            share <= BOUND,
+            "a rank of an almost idle job used {:.1}% of a core ({:.3} s CPU in {wall:.2} s)",
+            share * 100.0,
+            b - a
+        );
+    }
 }
 
 #[test]
@@ -59,7 +140,7 @@ fn a_paced_job_at_1000_events_per_second_stays_quiet() {
         c1 - c0
     );
     assert!(
-        share <= 0.14,
+        share <= BOUND,
         "an almost idle job used {:.1}% of a core ({:.3} s CPU in {wall:.2} s)",
         share * 100.0,
         c1 - c0

@@ -59,6 +59,13 @@ pub trait ChannelTx: Send {
     /// Makes every frame sent so far visible to the receiver.
     fn flush(&mut self) -> Result<(), ChannelError>;
 
+    /// [`ChannelTx::flush`] without waking a receiver parked on its
+    /// doorbell (it reads the frames at its next timer): for frames that
+    /// cannot be urgent, such as a watermark. Default: `flush`.
+    fn flush_quiet(&mut self) -> Result<(), ChannelError> {
+        self.flush()
+    }
+
     /// Largest frame payload in bytes.
     fn max_frame(&self) -> usize;
 }
@@ -83,6 +90,14 @@ pub trait ChannelRx: Send {
 
     /// Returns credit for frames read so far (the transport may batch it).
     fn release(&mut self) -> Result<(), ChannelError>;
+
+    /// Whether its sender rings the receiving worker's doorbell when it
+    /// publishes (the thread and node tiers). `false` for a channel the
+    /// receiver must poll, whose transport also needs the receiver to call
+    /// in regularly (the network tier: MPI progress).
+    fn rings_doorbell(&self) -> bool {
+        true
+    }
 
     /// The NUMA node the channel's memory (on this side) is on, measured;
     /// `None` when unknown.
@@ -115,6 +130,12 @@ impl ChannelTx for Producer {
     #[inline]
     fn flush(&mut self) -> Result<(), ChannelError> {
         self.publish();
+        Ok(())
+    }
+
+    #[inline]
+    fn flush_quiet(&mut self) -> Result<(), ChannelError> {
+        self.publish_quiet();
         Ok(())
     }
 
@@ -184,6 +205,10 @@ impl ChannelRx for SharedRmaRx<'_> {
 
     fn senders(&self) -> usize {
         self.senders
+    }
+
+    fn rings_doorbell(&self) -> bool {
+        false
     }
 
     #[inline]

@@ -107,6 +107,12 @@ pub struct Inputs<'c> {
 }
 
 impl<'c> Inputs<'c> {
+    /// Whether some input must be polled: its sender does not ring this
+    /// worker's doorbell ([`ChannelRx::rings_doorbell`]; the network tier).
+    pub fn polled(&self) -> bool {
+        self.rx.iter().any(|r| !r.rings_doorbell())
+    }
+
     /// Validates every batch with rkyv (`--validate`), also in release builds.
     pub fn with_validation(mut self, on: bool) -> Self {
         self.validate = on;

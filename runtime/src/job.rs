@@ -31,10 +31,13 @@ pub struct JobConfig {
     /// --ring-bytes` and `AIR_RING_BYTES` set `None`.
     pub ring_budget: Option<u64>,
     /// Staged batches are pushed at least this often, and watermarks are
-    /// sent at most this often (`--flush-us`). A worker that wakes from a
-    /// park within a quarter interval of its next flush tick runs the tick
-    /// then (so ticks are at least ¾ of this apart), and a paced source due
-    /// that close before the tick waits for it: one wake-up for both.
+    /// sent at most this often (`--flush-us`). A worker with nothing staged
+    /// ticks only at the next point of the idle grid
+    /// ([`crate::dataflow::IDLE_TICK`], 10 ms, or this if longer). A worker
+    /// that wakes from a park within a quarter interval of its next tick
+    /// runs the tick then (so ticks are at least ¾ of this apart), and a
+    /// paced source due that close before the tick waits for it: one
+    /// wake-up for both.
     pub flush: Duration,
     /// Records per staged batch (a full batch is pushed at once).
     pub batch_records: usize,

@@ -963,6 +963,21 @@ impl Producer {
         }
     }
 
+    /// [`Producer::publish`] without ringing the consumer's doorbell: for
+    /// frames that need not wake a parked worker (a watermark that its
+    /// next timer will read soon enough). A consumer parked on the ring
+    /// itself ([`WaitPolicy`]) is still woken.
+    #[inline]
+    pub fn publish_quiet(&mut self) {
+        if self.tail != self.published {
+            let h = self.shared.header();
+            h.tail.store(self.tail, Ordering::Release);
+            self.published = self.tail;
+            self.pending = 0;
+            notify(&h.consumer, None);
+        }
+    }
+
     /// Reserves, copies `payload` in, and commits-and-publishes a frame of `kind`.
     pub fn write(&mut self, kind: FrameKind, payload: &[u8]) -> Result<()> {
         let mut f = self.reserve(payload.len())?;

@@ -541,6 +541,8 @@ where
 {
     #[inline]
     fn push(&mut self, row: T, cx: &mut Cx<'_, '_>) {
+        // Written out at the next flush tick.
+        air_runtime::dataflow::mark_pending();
         if let Err(e) = self.push_row(row) {
             self.fail(e, cx);
         }

@@ -234,7 +234,11 @@ impl<'a, 'c> Cx<'a, 'c> {
         t.metrics.records_out += items.len() as u64;
         t.metrics.bytes_out += bytes as u64;
         t.metrics.batches_out += 1;
-        t.unflushed = true;
+        if !t.unflushed {
+            // Published at the next flush tick.
+            t.unflushed = true;
+            crate::dataflow::mark_pending();
+        }
         Ok(())
     }
 
@@ -330,6 +334,11 @@ impl<'a, 'c> Cx<'a, 'c> {
 
     fn broadcast(&mut self, edge: usize, kind: FrameKind, value: u64) -> Result<(), RuntimeError> {
         let n = self.tx[edge - self.base].tx.len();
+        // A watermark behind no unpublished data is published without
+        // ringing parked receivers: each reads it at its next tick, at most
+        // one idle tick later (`crate::dataflow::IDLE_TICK`), when every
+        // worker ticks anyway. Data and End frames ring.
+        let quiet = kind == FrameKind::Watermark && !self.tx[edge - self.base].unflushed;
         let bytes = value.to_le_bytes();
         for dest in 0..n {
             self.send_frame(edge, dest, kind, 8, &mut |buf| {
@@ -338,6 +347,13 @@ impl<'a, 'c> Cx<'a, 'c> {
             })?;
         }
         let t = &mut self.tx[edge - self.base];
+        if quiet {
+            for to in 0..t.tx.len() {
+                t.tx[to].flush_quiet().map_err(|e| t.err(to, e))?;
+            }
+            t.unflushed = false;
+            return Ok(());
+        }
         t.unflushed = true;
         t.publish()
     }
@@ -506,6 +522,11 @@ impl<T: ExchangeData> Outbox<T> {
         self.records += 1;
         let s = &mut self.staging[dest];
         s.push(item);
+        if s.len() == 1 {
+            // The first record staged since this batch went: the next
+            // flush tick must push it.
+            crate::dataflow::mark_pending();
+        }
         if s.len() >= self.batch {
             cx.send_batch(self.edge, dest, s);
         }

@@ -84,6 +84,9 @@ type EdgeSizes = Vec<(String, usize)>;
 
 thread_local! {
     static BATCH_RECORDS: Cell<usize> = const { Cell::new(1024) };
+    /// Set when this worker staged something that its next flush tick must
+    /// push on ([`mark_pending`]); cleared by the tick.
+    static PENDING: Cell<bool> = const { Cell::new(false) };
     /// `Some` while [`dry_run`] runs on this thread: the edges of the first
     /// graph [`run_graph`] planned, once it did.
     static DRY_RUN: std::cell::RefCell<Option<Option<EdgeSizes>>> =
@@ -112,6 +115,66 @@ pub fn dry_run(f: impl FnOnce()) -> Option<Vec<(String, usize)>> {
 /// (`JobConfig::batch_records`).
 pub fn batch_records() -> usize {
     BATCH_RECORDS.with(|b| b.get())
+}
+
+/// Tick interval of a worker that has nothing staged (no record in an
+/// outbox, no frame written but not yet published, no sink row not yet
+/// flushed): it then ticks — sends its watermarks, polls its paced sources —
+/// every 10 ms (or every `JobConfig::flush` if that is longer), on a grid of
+/// wall-clock multiples of this interval shared by every worker and process
+/// of the machine, instead of every flush interval. Watermarks thus lag
+/// their events by at most this much more, and a paced source's events
+/// leave in bursts at most this far apart; anything staged is still pushed
+/// within the flush interval.
+pub const IDLE_TICK: Duration = Duration::from_millis(10);
+
+/// Tells this worker's loop that something was staged which its next flush
+/// tick must push on (records in a batch, a frame not yet published, rows
+/// a sink has not flushed): the next tick then comes one flush interval
+/// after the last, not at the next [`IDLE_TICK`] grid point. Operators that
+/// stage through [`Outbox`] or write to a [`Sink`] need not call it; an
+/// operator that buffers on its own and flushes in its `tick` must, when it
+/// buffers the first item after a tick. Cheap: one thread-local store.
+#[inline]
+pub fn mark_pending() {
+    PENDING.with(|p| p.set(true));
+}
+
+/// Whether something was staged since the last tick ([`mark_pending`]).
+#[inline]
+fn pending() -> bool {
+    PENDING.with(|p| p.get())
+}
+
+/// The [`IDLE_TICK`] grid: instants at wall-clock multiples of `every`.
+struct Grid {
+    /// An instant on the grid.
+    base: Instant,
+    every: Duration,
+}
+
+impl Grid {
+    fn new(every: Duration) -> Grid {
+        let now = Instant::now();
+        let every = every.max(Duration::from_micros(1));
+        let wall = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        let phase = Duration::from_nanos((wall.as_nanos() % every.as_nanos()) as u64);
+        // `now - phase` is a wall-clock multiple of `every` (as this
+        // process's clocks agree; other processes of the machine read the
+        // same clocks).
+        let base = now.checked_sub(phase).unwrap_or(now);
+        Grid { base, every }
+    }
+
+    /// The first grid point strictly after `t`.
+    fn after(&self, t: Instant) -> Instant {
+        let since = t.saturating_duration_since(self.base).as_nanos();
+        let every = self.every.as_nanos();
+        let k = since / every + 1;
+        self.base + Duration::from_nanos((k * every) as u64)
+    }
 }
 
 /// Counters and a latency histogram, per worker, merged over the job.
@@ -493,6 +556,25 @@ where
     let n_edges = rx.len();
     let start = Instant::now();
     let mut last_flush = start;
+    // With nothing staged, ticks fall on the shared idle grid (see
+    // IDLE_TICK): every worker of the machine ticks at the same instants, so
+    // a peer's watermark frames find it awake or about to look.
+    // A worker with network-tier inputs is never woken by their senders,
+    // and MPI needs it to call in: it keeps ticking every flush interval,
+    // from its own start (measured: ranks ticking at the same instants
+    // flush to each other at once, and MPICH completes each flush only
+    // once the target calls in, so aligned ticks spin longer).
+    let polled = rx.iter().any(|r| r.inputs.polled());
+    let grid = if polled {
+        Grid {
+            base: start,
+            every: cfg.flush.max(Duration::from_micros(1)),
+        }
+    } else {
+        Grid::new(cfg.flush.max(IDLE_TICK))
+    };
+    let mut grid_next = grid.after(start);
+    PENDING.with(|p| p.set(false));
     let mut stopped = false;
     let mut idler = crate::job::Idler::new(info.doorbell.clone());
     let mut error: Option<RuntimeError> = None;
@@ -534,8 +616,17 @@ where
         } else {
             Duration::ZERO
         };
-        if now.duration_since(last_flush) + slack >= cfg.flush {
+        // Something staged: push it within the flush interval. Else the
+        // next idle grid point.
+        let due = if pending() {
+            last_flush + cfg.flush
+        } else {
+            grid_next
+        };
+        if now + slack >= due {
             last_flush = now;
+            // Past the grid point this tick may have served early.
+            grid_next = grid.after(now + cfg.flush / 4);
             for (s, done) in sources.iter_mut() {
                 if !*done {
                     let mut cx = Cx::new(&mut tx, &mut rx, 0, &mut error);
@@ -548,6 +639,9 @@ where
             for t in tx.iter_mut() {
                 t.publish()?;
             }
+            // Everything staged went out with the tick (each tail flushes
+            // its outbox in its tick, and ticks run in edge order).
+            PENDING.with(|p| p.set(false));
             if let Some(e) = error.take() {
                 return Err(e);
             }
@@ -555,12 +649,21 @@ where
         if sources.iter().all(|s| s.1) && rx.iter().all(|r| r.done) {
             break;
         }
-        // Parks last until the next flush tick, or a source's next due
-        // time if sooner; a source due within a quarter interval of the
-        // tick waits for the tick (one wake-up for both).
-        let tick_at = last_flush + cfg.flush;
+        // Parks last until the next tick: one flush interval after the last
+        // if something is staged, else the next idle grid point. With
+        // something staged, a source due sooner (a paced source's next
+        // batch) shortens the park, unless it is due within a quarter
+        // interval of the tick (one wake-up for both); with nothing staged
+        // sources wait for the grid point (paced events leave in bursts at
+        // most one idle tick apart).
+        let staged = pending();
+        let tick_at = if staged {
+            last_flush + cfg.flush
+        } else {
+            grid_next
+        };
         let mut deadline = tick_at;
-        if !busy {
+        if !busy && staged {
             for (s, done) in &sources {
                 if let Some(t) = s.next_due().filter(|_| !*done) {
                     if t + cfg.flush / 4 < tick_at {
@@ -598,4 +701,32 @@ where
         elapsed: start.elapsed(),
         stopped,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Grid;
+    use std::time::Duration;
+
+    /// Grid points are `every` apart, strictly after the instant asked
+    /// about, and fall on wall-clock multiples of `every` (two grids made
+    /// at different instants agree).
+    #[test]
+    fn grid_points_are_shared_and_strictly_later() {
+        let every = Duration::from_millis(10);
+        let a = Grid::new(every);
+        std::thread::sleep(Duration::from_millis(3));
+        let b = Grid::new(every);
+        let t = std::time::Instant::now();
+        let (pa, pb) = (a.after(t), b.after(t));
+        assert!(pa > t && pa <= t + every, "{:?}", pa - t);
+        // The two grids' points agree within the clocks' read jitter.
+        let d = if pa > pb { pa - pb } else { pb - pa };
+        assert!(
+            d < Duration::from_millis(1) || d > every - Duration::from_millis(1),
+            "{d:?}"
+        );
+        assert_eq!(a.after(pa), pa + every);
+        assert_eq!(a.after(pa - Duration::from_nanos(1)), pa);
+    }
 }

@@ -1988,7 +1988,11 @@ impl<T, S: Sink<T>> Tail<T> for SinkTail<S> {
     #[inline]
     fn push(&mut self, item: T, cx: &mut Cx<'_, '_>) {
         self.rows += 1;
-        self.dirty = true;
+        if !self.dirty {
+            // Flushed at the next flush tick.
+            self.dirty = true;
+            super::mark_pending();
+        }
         let r = self.sink.write(item);
         if r.is_err() {
             self.check(r, cx);
