@@ -9,6 +9,7 @@ mod common;
 
 use common::{report, text, wait, TmpDir};
 use serde_json::Value;
+use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -445,7 +446,8 @@ fn a_process_started_alone_by_a_launcher_of_several_ranks_fails_loudly() {
 }
 
 fn job_segments() -> Vec<String> {
-    // Segments of distributed jobs: air-<uid>-mpi<nonce>-g<from>-g<to>.
+    // Segments of distributed jobs: air-<uid>-mpi<nonce>-rings-r<rank> and
+    // air-<uid>-mpi<nonce>-bells-r<rank>.
     // SAFETY: getuid has no preconditions.
     let prefix = format!("air-{}-mpi", unsafe { libc::getuid() });
     std::fs::read_dir("/dev/shm")
@@ -1010,6 +1012,105 @@ fn exchange_bench_runs_across_ranks_on_both_tiers() {
             1,
             "one result line, from rank 0, for the job's 4 workers: {}",
             text(&out)
+        );
+    }
+}
+
+/// Open descriptors (`/proc/<pid>/fd` links) and mappings (`/proc/<pid>/maps`
+/// lines) of process `pid` on this project's `/dev/shm` segments, named or
+/// unlinked.
+fn shm_fds_and_maps(pid: u32) -> (usize, usize) {
+    let fds = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|d| {
+            d.flatten()
+                .filter_map(|e| std::fs::read_link(e.path()).ok())
+                .filter(|l| l.to_string_lossy().starts_with("/dev/shm/air-"))
+                .count()
+        })
+        .unwrap_or(0);
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps"))
+        .map(|m| m.lines().filter(|l| l.contains(" /dev/shm/air-")).count())
+        .unwrap_or(0);
+    (fds, maps)
+}
+
+#[test]
+fn a_node_tier_rank_maps_one_ring_segment_per_rank_of_its_node() {
+    // 3 ranks × 4 workers, YSB's 2 edges: each rank consumes 2 · 2 peers ·
+    // 16 = 64 node-tier rings and produces into as many. With a segment per
+    // ring a rank held 64 descriptors and 128 ring mappings; with one
+    // segment of rings per rank, it holds its own segments (rings,
+    // doorbells) open and maps each node rank's once.
+    const NP: usize = 3;
+    const W: usize = 4;
+    let tag = format!("segs{}", std::process::id());
+    let mut cmd = air_rdma::mpirun_command(NP);
+    cmd.args([AIR, "run", "ysb", "--rate", "200000", "--duration", "60"])
+        .args(["--workers", &W.to_string(), "--no-pin"])
+        .args(["--ring-bytes", "65536"]);
+    cmd.env("AIR_TEST_TAG", &tag).process_group(0);
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+    let child = cmd.spawn().expect("start mpirun");
+    let pid = child.id() as i32;
+    // Setup is over once every rank runs its workers and holds no named
+    // segment (the names go once every rank mapped them) for a second.
+    let begin = Instant::now();
+    let mut quiet_since: Option<Instant> = None;
+    let named = |p: u32| {
+        std::fs::read_dir(format!("/proc/{p}/fd")).map_or(0, |d| {
+            d.flatten()
+                .filter_map(|e| std::fs::read_link(e.path()).ok())
+                .map(|l| l.to_string_lossy().into_owned())
+                .filter(|l| l.starts_with("/dev/shm/air-") && !l.ends_with(" (deleted)"))
+                .count()
+        })
+    };
+    let pids = loop {
+        let pids = common::tagged_air_pids(&tag);
+        let up = pids.len() == NP && pids.iter().all(|&p| common::threads_of(p) >= W);
+        if up && pids.iter().all(|&p| named(p) == 0) {
+            if quiet_since.get_or_insert_with(Instant::now).elapsed() >= Duration::from_secs(1) {
+                break pids;
+            }
+        } else {
+            quiet_since = None;
+        }
+        if begin.elapsed() > LIMIT {
+            // SAFETY: kill of the process group this test started.
+            unsafe { libc::kill(-pid, libc::SIGKILL) };
+            panic!("the job did not finish its setup in {LIMIT:?}");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    // The most each rank held over a second of running.
+    let mut most = vec![(0, 0); NP];
+    for _ in 0..10 {
+        for (m, &p) in most.iter_mut().zip(&pids) {
+            let (f, n) = shm_fds_and_maps(p);
+            *m = (m.0.max(f), m.1.max(n));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // SAFETY: plain kill of the launcher this test started; it forwards
+    // the signal to the ranks.
+    unsafe { libc::kill(pid, libc::SIGTERM) };
+    let (o, _) = wait(child, "mpirun after SIGTERM", LIMIT);
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("stopped by signal 15"),
+        "{}",
+        text(&o)
+    );
+    for (r, &(fds, maps)) in most.iter().enumerate() {
+        // Descriptors: its ring and doorbell segments, and each node
+        // peer's doorbells (R + 1). Mappings: a ring and a doorbell
+        // segment of every rank of the node (2R).
+        assert!(
+            fds <= NP + 1,
+            "a rank holds {fds} /dev/shm descriptors: {most:?}"
+        );
+        assert!(
+            (NP..=2 * NP).contains(&maps),
+            "a rank maps {maps} /dev/shm segments (rank index {r}): {most:?}"
         );
     }
 }

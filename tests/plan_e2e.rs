@@ -315,9 +315,14 @@ mod mpi {
             &["--emulate-ranks-per-node", "2"],
         );
         let created = &r["channels"]["created_per_rank"];
-        // 2 edges × 2×2 rings from the other rank of the emulated node, and
-        // the rank's doorbell segment.
-        assert_eq!(u(&created[0]["shm_segments"]), 9, "{r}");
+        // 2 edges × 2×2 rings from the other rank of the emulated node, all
+        // in the rank's one ring segment, and its doorbell segment.
+        assert_eq!(u(&created[0]["shm_segments"]), 2, "{r}");
+        assert_eq!(
+            u(&r["channels"]["plan"]["memory_per_node"]["ring_segments"]),
+            2,
+            "{r}"
+        );
         assert_eq!(u(&created[2]["shm_segments"]), 0, "{r}");
         // Rank 2: 2 edges × 2 peer ranks × one ring per worker (2).
         assert_eq!(u(&created[2]["network_rings"]), 8, "{r}");

@@ -5,7 +5,7 @@
 //! | between | tier | channel |
 //! |---|---|---|
 //! | workers of one rank | thread | a ring in process memory |
-//! | ranks of one node (`MPI_COMM_TYPE_SHARED`) | node | a ring in a `/dev/shm` segment, created by the consumer, named `air-<uid>-<job>-g<from>-g<to>` with the job id agreed over MPI, unlinked as soon as the producer opens it |
+//! | ranks of one node (`MPI_COMM_TYPE_SHARED`) | node | a ring in the consuming rank's one `/dev/shm` segment of node-tier rings (`air-<uid>-<job>-rings-r<rank>`, the job id agreed over MPI), at the offset [`JobShape::node_ring_offset`] gives every rank alike; the ring is made by its consumer worker, the segment mapped once by each producing rank and unlinked once all have |
 //! | ranks of different nodes, or any two ranks with `force_network` | network | a remote ring in the receiver's RMA window per (edge, sending rank, receiving worker), which the sending rank's workers share ([`air_rdma::RmaOutbox`]) |
 //!
 //! Each rank allocates one window: heartbeats, then one ring region per
@@ -33,7 +33,7 @@ use air_rdma::{
     ring_region_bytes, Epoch, Liveness, Mpi, RmaConsumer, RmaOutbox, RmaProducer, Window,
     CREDIT_BYTES,
 };
-use air_shm::{Bell, Doorbells, FrameRing, SegmentName, WaitPolicy};
+use air_shm::{Bell, Doorbells, FrameRing, Region, SegmentName, WaitPolicy};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -189,6 +189,8 @@ impl Layout {
 
 struct MpiWiring<'e> {
     mpi: &'e Mpi,
+    /// The job's shape: where each node-tier ring lies in its segment.
+    shape: JobShape,
     /// (processes sharing this node's CPUs, this process's index among them).
     split: (usize, usize),
     cluster: &'e ClusterConfig,
@@ -196,12 +198,18 @@ struct MpiWiring<'e> {
     slots: ThreadSlots,
     epoch: &'e Epoch<'e, 'e>,
     live: &'e Liveness,
-    job: String,
     workers: usize,
     /// Ring capacity of each edge, bytes.
     ring_bytes: Vec<usize>,
-    /// Node-tier segments created by this rank's workers.
-    segments: AtomicU64,
+    /// `/dev/shm` segments this rank created (its ring segment and its
+    /// doorbells).
+    segments: u64,
+    /// This rank's segment of the node-tier rings its workers consume
+    /// (`None` without node peers).
+    rings: Option<Arc<Region>>,
+    /// Per rank: its node-tier ring segment, mapped once, for the ranks
+    /// this one produces into over the node tier.
+    peer_rings: Vec<Option<Arc<Region>>>,
     /// Network-tier rings this rank's workers consume.
     network: AtomicU64,
     /// This rank's network-tier outboxes, by [`Layout::outbox_index`]: the
@@ -217,9 +225,18 @@ struct MpiWiring<'e> {
 }
 
 impl MpiWiring<'_> {
-    fn segment(&self, edge: usize, from: usize, to: usize) -> SegmentName {
-        SegmentName::new(&self.job, &format!("e{edge}-g{from}-g{to}"))
+    /// Offset, in rank `recv`'s ring segment, of the node-tier ring of
+    /// `edge` from worker `from` of rank `src` to worker `to` of `recv`.
+    fn node_offset(&self, edge: usize, recv: usize, src: usize, from: usize, to: usize) -> usize {
+        self.shape
+            .node_ring_offset(edge, recv, src, from, to)
+            .expect("a node-tier peer in the segment layout") as usize
     }
+}
+
+/// The name of rank `r`'s segment of node-tier rings in job `job`.
+fn ring_segment(job: &str, r: usize) -> SegmentName {
+    SegmentName::new(job, &format!("rings-r{r}"))
 }
 
 impl Wiring for MpiWiring<'_> {
@@ -265,12 +282,15 @@ impl Wiring for MpiWiring<'_> {
                         .map_err(|e| ch(e.into()))?,
                 ),
                 Tier::Node => {
-                    let ring = FrameRing::create_segment(
-                        &self.segment(edge, src, dst),
+                    let seg = self.rings.as_ref().ok_or_else(|| missing_channel(src, dst))?;
+                    // Made (pages reserved and touched) on this consumer
+                    // worker's thread, in this rank's one segment.
+                    let ring = FrameRing::create_in(
+                        seg,
+                        self.node_offset(edge, me, rank, from, to),
                         self.ring_bytes[edge],
                     )
                     .map_err(|e| ch(e.into()))?;
-                    self.segments.fetch_add(1, Ordering::Relaxed);
                     Box::new(
                         ring.consumer(WaitPolicy::default())
                             .map_err(|e| ch(e.into()))?,
@@ -299,14 +319,17 @@ impl Wiring for MpiWiring<'_> {
     }
 
     fn between(&self, failed: Option<String>) -> Result<(), RuntimeError> {
-        // Every rank has created its consumers (segments, ring regions), and
-        // opened its node peers' doorbell segments before: the names can go.
-        // The all-gather of the verdict is the barrier.
+        // Every rank has created its consumers (rings, ring regions), and
+        // mapped its node peers' ring and doorbell segments before: the
+        // names can go. The all-gather of the verdict is the barrier.
         let verdict = agree_to_run(
             self.mpi,
             failed.map_or(Ok(()), |m| Err(RuntimeError::Setup(m))),
         );
         self.bells.unlink();
+        if let Some(r) = &self.rings {
+            r.unlink();
+        }
         verdict
     }
 
@@ -328,9 +351,15 @@ impl Wiring for MpiWiring<'_> {
                         .ok_or_else(|| missing_channel(src, dst))?,
                 ),
                 Tier::Node => {
-                    let ring =
-                        FrameRing::open_segment(&self.segment(edge, src, dst), SEGMENT_TIMEOUT)
-                            .map_err(|e| ch(e.into()))?;
+                    let seg = self.peer_rings[rank]
+                        .as_ref()
+                        .ok_or_else(|| missing_channel(src, dst))?;
+                    let ring = FrameRing::open_in(
+                        seg,
+                        self.node_offset(edge, rank, me, from, to),
+                        SEGMENT_TIMEOUT,
+                    )
+                    .map_err(|e| ch(e.into()))?;
                     let mut p = ring
                         .producer(WaitPolicy::default())
                         .map_err(|e| ch(e.into()))?;
@@ -562,22 +591,71 @@ where
         .filter(|&r| r != me && tier(cluster, me, r) == Tier::Node)
         .collect();
     let bell_segment = |r: usize| SegmentName::new(&job, &format!("bells-r{r}"));
-    let bells = if node_peers.is_empty() {
-        Doorbells::new(w)
-    } else {
-        Doorbells::create_segment(&bell_segment(me), w)
-            .map_err(|e| RuntimeError::Setup(e.to_string()))?
+    let ring_bytes = |r: usize| shape.node_segment_bytes(r) as usize;
+    let make = || -> Result<(Doorbells, Option<Arc<Region>>), RuntimeError> {
+        let bells = if node_peers.is_empty() {
+            Doorbells::new(w)
+        } else {
+            Doorbells::create_segment(&bell_segment(me), w)
+                .map_err(|e| RuntimeError::Setup(e.to_string()))?
+        };
+        // This rank's node-tier rings, all in one segment: sized here (the
+        // free space of /dev/shm was checked for the node), each ring's
+        // pages reserved and touched later by its consumer worker.
+        let rings = if ring_bytes(me) == 0 {
+            None
+        } else {
+            Some(Arc::new(
+                Region::create_segment_unreserved(&ring_segment(&job, me), ring_bytes(me))
+                    .map_err(|e| RuntimeError::Setup(e.to_string()))?,
+            ))
+        };
+        Ok((bells, rings))
     };
     // Every window is allocated and locked before any rank puts, and every
-    // doorbell segment exists before any rank opens one.
-    mpi.barrier();
-    let mut peer_bells: Vec<Option<Doorbells>> = vec![None; mpi.size()];
-    for &r in &node_peers {
-        peer_bells[r] = Some(
-            Doorbells::open_segment(&bell_segment(r), w, SEGMENT_TIMEOUT)
-                .map_err(|e| RuntimeError::Setup(e.to_string()))?,
-        );
-    }
+    // doorbell and ring segment exists before any rank opens one: the
+    // all-gather of the verdict is the barrier, and a rank that could not
+    // make its segments stops every rank at once (a segment made is removed
+    // as it drops, its name never opened).
+    let (made, verdict) = match make() {
+        Ok(m) => (Some(m), Ok(())),
+        Err(e) => (None, Err(e)),
+    };
+    agree_to_run(mpi, verdict)?;
+    let (bells, rings) = made.expect("every rank made its segments");
+    let open = || -> Result<(Vec<Option<Doorbells>>, Vec<Option<Arc<Region>>>), RuntimeError> {
+        let mut peer_bells: Vec<Option<Doorbells>> = vec![None; mpi.size()];
+        let mut peer_rings: Vec<Option<Arc<Region>>> = vec![None; mpi.size()];
+        for &r in &node_peers {
+            peer_bells[r] = Some(
+                Doorbells::open_segment(&bell_segment(r), w, SEGMENT_TIMEOUT)
+                    .map_err(|e| RuntimeError::Setup(e.to_string()))?,
+            );
+            if ring_bytes(r) > 0 {
+                let mut seg = Region::open_segment(&ring_segment(&job, r), SEGMENT_TIMEOUT)
+                    .map_err(|e| RuntimeError::Setup(e.to_string()))?;
+                if seg.len() != ring_bytes(r) {
+                    return Err(RuntimeError::Setup(format!(
+                        "rank {r}'s segment of node-tier rings has {} bytes, {} expected",
+                        seg.len(),
+                        ring_bytes(r)
+                    )));
+                }
+                // Mapped: the creator holds the descriptor (and the lock
+                // that keeps stale-segment cleanup away) until the name goes.
+                seg.close_descriptor();
+                peer_rings[r] = Some(Arc::new(seg));
+            }
+        }
+        Ok((peer_bells, peer_rings))
+    };
+    // Each rank maps its node peers' segments once; all agree it did.
+    let (opened, verdict) = match open() {
+        Ok(o) => (Some(o), Ok(())),
+        Err(e) => (None, Err(e)),
+    };
+    agree_to_run(mpi, verdict)?;
+    let (peer_bells, peer_rings) = opened.expect("every rank mapped its peers' segments");
     let stop = AtomicBool::new(false);
     // Ranks of a node split its CPUs only if they see the same CPU set; a
     // launcher that bound each rank (srun --cpu-bind) already split them.
@@ -604,19 +682,23 @@ where
         })
         .collect::<Result<Vec<_>, _>>()
         .map_err(setup)?;
+    // A rank with node peers made its doorbell segment, and its ring
+    // segment if it consumes any node-tier ring.
+    let segments = u64::from(!node_peers.is_empty()) + u64::from(rings.is_some());
     let wiring = MpiWiring {
         mpi,
+        shape,
         split,
         cluster,
         layout,
         slots: ThreadSlots::new(edges, w, bells.clone()),
         epoch: &epoch,
         live: &live,
-        job,
         workers: w,
         ring_bytes: edges.to_vec(),
-        // The doorbell segment counts among the segments this rank made.
-        segments: AtomicU64::new(u64::from(!node_peers.is_empty())),
+        segments,
+        rings,
+        peer_rings,
         network: AtomicU64::new(0),
         outboxes,
         bells,
@@ -679,7 +761,7 @@ where
     });
     let created = Created {
         thread_rings: wiring.slots.created.load(Ordering::Relaxed),
-        shm_segments: wiring.segments.load(Ordering::Relaxed),
+        shm_segments: wiring.segments,
         network_rings: wiring.network.load(Ordering::Relaxed),
         window_bytes: window.len() as u64,
     };

@@ -17,8 +17,10 @@
 //!   share one ring per (edge, receiving worker) (`docs/channels.md`): a
 //!   rank's workers consume `W` per edge from each network peer rank;
 //! - a thread-tier ring is one anonymous mapping of
-//!   `HEADER_BYTES + c_e` bytes, and a node-tier ring one `/dev/shm`
-//!   segment of as many bytes, both in whole pages; a rank with node-tier
+//!   `HEADER_BYTES + c_e` bytes in whole pages; a node-tier ring takes as
+//!   many bytes in one `/dev/shm` segment per consuming rank, which holds
+//!   every node-tier ring the rank's workers consume, each at its page
+//!   offset ([`JobShape::node_ring_offset`]); a rank with node-tier
 //!   producers also has one `/dev/shm` segment of `W` doorbells (128 bytes
 //!   each, in whole pages);
 //! - a rank's window (one per rank when `P > 1`) holds the heartbeats
@@ -238,6 +240,54 @@ impl JobShape {
     pub fn ring_pages_bytes(&self, c: usize) -> u64 {
         (air_shm::HEADER_BYTES + c).next_multiple_of(self.page_bytes.max(1)) as u64
     }
+
+    /// The ranks whose workers produce into rank `r`'s over the node tier
+    /// (ascending; the tier is symmetric, so also those `r` produces into).
+    pub fn node_peers(&self, r: usize) -> Vec<usize> {
+        (0..self.ranks())
+            .filter(|&s| self.tier(s, r) == Tier::Node)
+            .collect()
+    }
+
+    /// Bytes of edges `..edge` in rank `r`'s node-tier ring segment, whose
+    /// `n` node peers give it `n·W²` rings per edge.
+    fn node_edge_start(&self, n: usize, edge: usize) -> u64 {
+        let ww = (self.workers * self.workers) as u64;
+        self.edge_ring_bytes[..edge]
+            .iter()
+            .map(|&c| n as u64 * ww * self.ring_pages_bytes(c))
+            .sum()
+    }
+
+    /// Bytes of rank `r`'s one `/dev/shm` segment of node-tier rings: every
+    /// ring its workers consume from its node peers, on every edge, in
+    /// whole pages each (`E·n·W²` rings for `n` node peers; 0 without node
+    /// peers, and then there is no segment).
+    pub fn node_segment_bytes(&self, r: usize) -> u64 {
+        self.node_edge_start(self.node_peers(r).len(), self.edge_ring_bytes.len())
+    }
+
+    /// Where, in receiving rank `recv`'s node-tier ring segment, the ring of
+    /// `edge` from worker `from` of rank `src` to worker `to` of `recv`
+    /// starts: edge-major, then node peer (ascending), sending worker,
+    /// receiving worker; each ring [`JobShape::ring_pages_bytes`] long, so
+    /// every ring starts on a page. `None` if `src` is not a node peer of
+    /// `recv`.
+    pub fn node_ring_offset(
+        &self,
+        edge: usize,
+        recv: usize,
+        src: usize,
+        from: usize,
+        to: usize,
+    ) -> Option<u64> {
+        let peers = self.node_peers(recv);
+        let i = peers.binary_search(&src).ok()?;
+        let w = self.workers as u64;
+        let slot = self.ring_pages_bytes(self.edge_ring_bytes[edge]);
+        let index = (i as u64 * w + from as u64) * w + to as u64;
+        Some(self.node_edge_start(peers.len(), edge) + index * slot)
+    }
 }
 
 /// The per-node ring budget of a job whose ring size was not given
@@ -377,11 +427,14 @@ pub struct NodeMemory {
     /// Thread-tier rings in the node's processes (anonymous mappings,
     /// `HEADER_BYTES` + capacity each, in whole pages).
     pub thread_bytes: u64,
-    /// `/dev/shm` segments of the node's node-tier rings (one per ring),
-    /// and one doorbell segment per rank that has node-tier producers.
+    /// `/dev/shm` segments of the node: one of node-tier rings and one of
+    /// doorbells per rank that has node-tier peers.
     pub shm_segments: u64,
-    /// Bytes of those segments (`HEADER_BYTES` + capacity each, in whole
-    /// pages, as tmpfs allocates them).
+    /// Of those, the segments holding node-tier rings (one per rank that
+    /// consumes any: all its node-tier rings, at page offsets).
+    pub ring_segments: u64,
+    /// Bytes of those segments (`HEADER_BYTES` + capacity per ring, in
+    /// whole pages, as tmpfs allocates them; the doorbells in whole pages).
     pub shm_bytes: u64,
     /// RMA windows of the node's ranks.
     pub window_bytes: u64,
@@ -609,6 +662,7 @@ impl ChannelPlan {
             .sum();
         let e = shape.edge_ring_bytes.len() as u128;
         let (mut thread, mut segments, mut shm, mut window) = (0u128, 0u128, 0u128, 0u128);
+        let mut ring_segments = 0u128;
         let mut mirror = 0u128;
         // A mirror holds one segment of its ring (at most 256 KiB).
         let caps: u128 = shape
@@ -622,7 +676,12 @@ impl ChannelPlan {
             let node_peers = (0..shape.ranks())
                 .filter(|&s| shape.tier(s, q) == Tier::Node)
                 .count() as u128;
-            segments += node_peers * ww * e;
+            let rings = node_peers * ww * e;
+            if rings > 0 {
+                // All of them in one segment of the rank.
+                segments += 1;
+                ring_segments += 1;
+            }
             shm += node_peers * ww * per_ring;
             if node_peers > 0 {
                 // The rank's doorbells, for its node-tier producers: one
@@ -636,6 +695,7 @@ impl ChannelPlan {
         NodeMemory {
             thread_bytes: sat(thread),
             shm_segments: sat(segments),
+            ring_segments: sat(ring_segments),
             shm_bytes: sat(shm),
             window_bytes: sat(window),
             mirror_bytes: sat(mirror),
@@ -726,13 +786,14 @@ impl ChannelPlan {
         let rings = self.rings_per_node.node;
         let per_edge = rings / (self.edges.len().max(1) as u64);
         Err(RuntimeError::Setup(format!(
-            "not enough shared memory in {}: the {} ranks on this node need {} and {} \
-             doorbell segment(s) = {} bytes, {free} bytes free (enlarge the tmpfs, e.g. \
-             `docker run --shm-size`, or lower --ring-bytes or --workers)",
+            "not enough shared memory in {}: the {} ranks on this node need {} (in {} \
+             segment(s)) and {} doorbell segment(s) = {} bytes, {free} bytes free (enlarge \
+             the tmpfs, e.g. `docker run --shm-size`, or lower --ring-bytes or --workers)",
             dir.display(),
             self.ranks_on_node,
             self.describe(per_edge),
-            m.shm_segments.saturating_sub(rings),
+            m.ring_segments,
+            m.shm_segments.saturating_sub(m.ring_segments),
             m.shm_bytes
         )))
     }
@@ -870,10 +931,22 @@ mod tests {
         // Pages: 8192 + header -> 3 pages, 4096 + header -> 2 pages.
         let per_ring = 3 * 4096 + 2 * 4096;
         assert_eq!(p.memory_per_node.thread_bytes, 2 * 4 * per_ring);
-        // 2 ranks · 4 node rings per edge, and each rank's doorbell
-        // segment (2 workers · 128 bytes: one page).
-        assert_eq!(p.memory_per_node.shm_segments, 2 * 2 * 4 + 2);
+        // 2 ranks · 4 node rings per edge, each rank's in one segment, and
+        // each rank's doorbell segment (2 workers · 128 bytes: one page).
+        assert_eq!(p.memory_per_node.shm_segments, 2 + 2);
+        assert_eq!(p.memory_per_node.ring_segments, 2);
         assert_eq!(p.memory_per_node.shm_bytes, 2 * 4 * per_ring + 2 * 4096);
+        // Rank 1's segment: its one node peer (rank 0) · 4 rings per edge;
+        // edge 0's rings first, then edge 1's, each on its own pages.
+        assert_eq!(s.node_peers(1), vec![0]);
+        assert_eq!(s.node_segment_bytes(1), 4 * per_ring);
+        assert_eq!(s.node_segment_bytes(2), 4 * per_ring);
+        assert_eq!(s.node_ring_offset(0, 1, 0, 0, 0), Some(0));
+        assert_eq!(s.node_ring_offset(0, 1, 0, 1, 0), Some(2 * 3 * 4096));
+        assert_eq!(s.node_ring_offset(0, 1, 0, 1, 1), Some(3 * 3 * 4096));
+        assert_eq!(s.node_ring_offset(1, 1, 0, 0, 1), Some(4 * 3 * 4096 + 2 * 4096));
+        assert_eq!(s.node_ring_offset(0, 1, 2, 0, 0), None, "rank 2 is on the network");
+        assert_eq!(s.node_segment_bytes(1) % 4096, 0);
         // Window: 4·64 = 256 bytes of heartbeats; 2 network peers · 2
         // workers = 4 regions per edge, (128 + c) each, and 8 credit slots
         // of 64 (one per outgoing ring: 2 peers · 2 of their workers · 2
@@ -917,10 +990,12 @@ mod tests {
         s.emulate_ranks_per_node = Some(2);
         let p = ChannelPlan::for_rank(&s, 0);
         assert_eq!((p.rings.thread, p.rings.node, p.rings.network), (3, 2, 4));
-        // The machine holds all 3 ranks: its segments are the 2 node rings
-        // and the doorbell segments of ranks 0 and 1.
+        // The machine holds all 3 ranks: its segments are the ring segments
+        // (one node ring each) and the doorbell segments of ranks 0 and 1.
         assert_eq!(p.ranks_on_node, 3);
         assert_eq!(p.memory_per_node.shm_segments, 4);
+        assert_eq!(p.memory_per_node.ring_segments, 2);
+        assert_eq!(s.node_segment_bytes(2), 0);
         assert_eq!(p.window_per_rank.ring_regions, 1);
         assert_eq!(
             p.window_per_rank.bytes,

@@ -34,6 +34,6 @@ pub use error::{Result, ShmError};
 pub use region::{clean_stale, job_id, shm_dir, CleanOutcome, Region, SegmentName};
 pub use ring::{
     frame_size, Consumer, Frame, FrameKind, FrameMut, FrameRing, Producer, FRAME_ALIGN,
-    FRAME_HEADER, HEADER_BYTES, KIND_PADDING, MIN_CAPACITY,
+    FRAME_HEADER, HEADER_BYTES, KIND_PADDING, MIN_CAPACITY, RING_ALIGN,
 };
 pub use wait::WaitPolicy;

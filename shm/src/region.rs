@@ -194,6 +194,23 @@ impl Region {
     /// [`ShmError::NoSpace`] if the directory has less than `len` bytes free,
     /// [`ShmError::Io`] for other failures.
     pub fn create_segment(name: &SegmentName, len: usize) -> Result<Region> {
+        Self::create_segment_inner(name, len, true)
+    }
+
+    /// As [`Region::create_segment`], but the segment's pages are not
+    /// reserved yet: the free space of the directory is checked for all
+    /// `len` bytes, and each user of a part of the segment reserves that
+    /// part with [`Region::reserve`] before touching it (so that the pages
+    /// of each part are allocated by the thread that reserves it, on its
+    /// NUMA node, and a full tmpfs is still an error, never a SIGBUS).
+    ///
+    /// # Errors
+    /// As [`Region::create_segment`].
+    pub fn create_segment_unreserved(name: &SegmentName, len: usize) -> Result<Region> {
+        Self::create_segment_inner(name, len, false)
+    }
+
+    fn create_segment_inner(name: &SegmentName, len: usize, reserve_all: bool) -> Result<Region> {
         let dir = shm_dir();
         let path = dir.join(name.as_str());
         let free = free_bytes(&dir)?;
@@ -236,18 +253,20 @@ impl Region {
             }
         };
         file.set_len(len as u64).map_err(|e| fail("ftruncate", e))?;
-        reserve(&file, len).map_err(|e| {
-            if e.raw_os_error() == Some(libc::ENOSPC) {
-                let _ = std::fs::remove_file(&path);
-                ShmError::NoSpace {
-                    dir: dir.clone(),
-                    needed: len as u64,
-                    free: free_bytes(&dir).unwrap_or(0),
+        if reserve_all {
+            reserve(&file, 0, len).map_err(|e| {
+                if e.raw_os_error() == Some(libc::ENOSPC) {
+                    let _ = std::fs::remove_file(&path);
+                    ShmError::NoSpace {
+                        dir: dir.clone(),
+                        needed: len as u64,
+                        free: free_bytes(&dir).unwrap_or(0),
+                    }
+                } else {
+                    fail("posix_fallocate", e)
                 }
-            } else {
-                fail("posix_fallocate", e)
-            }
-        })?;
+            })?;
+        }
         // SAFETY: the file is ours (just created with O_EXCL, mode 0600) and
         // sized to `len`; all later access to the mapping goes through the
         // ring's atomics and its single-producer/single-consumer protocol.
@@ -378,12 +397,65 @@ impl Region {
     /// [`Region::unlink`], then closes the segment's file descriptor; the
     /// mapping stays valid. A segment without a name cannot be found by
     /// [`clean_stale`], so its `flock` has nothing left to protect, and an
-    /// end that keeps no descriptor lets a rank map more rings than its
-    /// open-file limit (`ulimit -n`): a rank of YSB at 8 ranks × 28 workers
-    /// on one node is an end of 21,952 node-tier rings (10,976 as each
-    /// side).
+    /// end that keeps no descriptor lets a process map more segments than
+    /// its open-file limit (`ulimit -n`). (The runtime puts all the
+    /// node-tier rings a rank consumes in one segment, so it holds a few.)
     pub fn unlink_and_close(&mut self) {
         self.unlink();
+        if let Backing::Segment { file, .. } = &mut self.backing {
+            *file = None;
+        }
+    }
+
+    /// Reserves (allocates) the segment's bytes `[offset, offset + len)`
+    /// with `posix_fallocate`, from the calling thread: a part of a segment
+    /// made by [`Region::create_segment_unreserved`], before it is touched.
+    /// A no-op for anonymous memory, on file systems that cannot fallocate,
+    /// and for an end that closed its descriptor (an opener: the creator
+    /// reserves).
+    ///
+    /// # Errors
+    /// [`ShmError::BadCapacity`] if the range is outside the region,
+    /// [`ShmError::NoSpace`] if the file system is full,
+    /// [`ShmError::Io`] for other failures.
+    pub fn reserve(&self, offset: usize, len: usize) -> Result<()> {
+        if offset.checked_add(len).is_none_or(|end| end > self.len()) {
+            return Err(ShmError::BadCapacity {
+                capacity: len,
+                reason: "a range outside its region",
+            });
+        }
+        let Backing::Segment {
+            file: Some(file),
+            path,
+            ..
+        } = &self.backing
+        else {
+            return Ok(());
+        };
+        reserve(file, offset, len).map_err(|e| {
+            let dir = path.parent().map(Path::to_owned).unwrap_or_default();
+            if e.raw_os_error() == Some(libc::ENOSPC) {
+                ShmError::NoSpace {
+                    needed: len as u64,
+                    free: free_bytes(&dir).unwrap_or(0),
+                    dir,
+                }
+            } else {
+                ShmError::Io {
+                    op: "posix_fallocate",
+                    path: path.clone(),
+                    source: e,
+                }
+            }
+        })
+    }
+
+    /// Closes this end's file descriptor and keeps the name and the
+    /// mapping: for an opener of a segment that other processes still have
+    /// to open (the creator, which holds its descriptor and `flock` until
+    /// it unlinks the name, keeps [`clean_stale`] away from it).
+    pub fn close_descriptor(&mut self) {
         if let Backing::Segment { file, .. } = &mut self.backing {
             *file = None;
         }
@@ -433,10 +505,16 @@ unsafe fn map_segment(file: File, path: PathBuf, creator: bool) -> Result<Region
     })
 }
 
-fn reserve(file: &File, len: usize) -> std::io::Result<()> {
+fn reserve(file: &File, offset: usize, len: usize) -> std::io::Result<()> {
     use std::os::fd::AsRawFd;
     // SAFETY: the fd is open for writing for the duration of the call.
-    let rc = unsafe { libc::posix_fallocate(file.as_raw_fd(), 0, len as libc::off_t) };
+    let rc = unsafe {
+        libc::posix_fallocate(
+            file.as_raw_fd(),
+            offset as libc::off_t,
+            len as libc::off_t,
+        )
+    };
     match rc {
         0 => Ok(()),
         // Some file systems cannot fallocate; the statvfs check above still holds.

@@ -211,7 +211,10 @@ impl RingHeader {
 
 #[cfg_attr(loom, allow(dead_code))]
 enum Backing {
-    Region(#[allow(dead_code)] Region),
+    /// A region the ring lives in, alone or with other rings (at an offset
+    /// the ring's `Shared` pointers already carry); kept alive by every ring
+    /// in it.
+    Region(#[allow(dead_code)] Arc<Region>),
     /// Loom builds: header and data on the heap, plus one loom cell per
     /// 16-byte granule of the data area, through which every byte the ring
     /// protocol hands over is tracked, so loom reports a read that is not
@@ -357,7 +360,7 @@ impl FrameRing {
         let cap = check_capacity(capacity)?;
         let region = Region::anonymous(HEADER_BYTES + cap)?;
         // SAFETY: the region is fresh, private and at least HEADER_BYTES + cap long.
-        Ok(unsafe { Self::init(Backing::Region(region), cap) })
+        Ok(unsafe { Self::init(Backing::Region(Arc::new(region)), 0, cap) })
     }
 
     /// A ring on the heap (loom builds: loom atomics cannot live in raw memory).
@@ -387,18 +390,24 @@ impl FrameRing {
         })
     }
 
-    /// Writes a fresh header into `backing` and touches every data page.
+    /// Writes a fresh header at `offset` in `backing` and touches every data
+    /// page.
     ///
     /// # Safety
-    /// `backing` must be a region of at least `HEADER_BYTES + cap` bytes that no
-    /// one else accesses yet.
+    /// `offset` must be a multiple of [`RING_ALIGN`] and `backing` a region of
+    /// at least `offset + HEADER_BYTES + cap` bytes whose bytes
+    /// `[offset, offset + HEADER_BYTES + cap)` no one else accesses yet
+    /// (an opener only loads the header's atomics, zero until `MAGIC`).
     #[cfg(not(loom))]
-    unsafe fn init(backing: Backing, cap: usize) -> FrameRing {
+    unsafe fn init(backing: Backing, offset: usize, cap: usize) -> FrameRing {
         let Backing::Region(region) = &backing;
-        let base = region.as_ptr();
+        // SAFETY: offset + HEADER_BYTES + cap ≤ region length (caller's contract).
+        let base = unsafe { region.as_ptr().add(offset) };
         let header = base as *mut RingHeader;
-        // SAFETY: base is page-aligned (≥ align of RingHeader) and the region
-        // holds HEADER_BYTES ≥ size_of::<RingHeader>() bytes no one else sees yet.
+        // SAFETY: base is RING_ALIGN-aligned (a page-aligned region plus a
+        // multiple of RING_ALIGN ≥ align of RingHeader) and the region holds
+        // HEADER_BYTES ≥ size_of::<RingHeader>() bytes there no one else
+        // writes yet.
         unsafe { header.write(RingHeader::new()) };
         // SAFETY: HEADER_BYTES + cap ≤ region length (caller's contract).
         let data = unsafe { base.add(HEADER_BYTES) };
@@ -435,7 +444,94 @@ impl FrameRing {
         let region = Region::create_segment(name, HEADER_BYTES + cap)?;
         // SAFETY: the segment was just created exclusively and sized to
         // HEADER_BYTES + cap; the opener waits for MAGIC before touching it.
-        Ok(unsafe { Self::init(Backing::Region(region), cap) })
+        Ok(unsafe { Self::init(Backing::Region(Arc::new(region)), 0, cap) })
+    }
+
+    /// Bytes a ring of `capacity` takes in a region shared with other rings
+    /// ([`FrameRing::create_in`]): its header and its data area (`capacity`
+    /// rounded up to 16), before any rounding of the caller's.
+    ///
+    /// # Errors
+    /// [`ShmError::BadCapacity`] as [`FrameRing::new`].
+    pub fn region_bytes(capacity: usize) -> Result<usize> {
+        Ok(HEADER_BYTES + check_capacity(capacity)?)
+    }
+
+    /// Creates a ring of `capacity` bytes at byte `offset` of `region`, a
+    /// region several rings share (e.g. one `/dev/shm` segment holding every
+    /// ring a process consumes from the other processes of its node, made by
+    /// [`Region::create_segment_unreserved`]). The ring's bytes,
+    /// `[offset, offset + FrameRing::region_bytes(capacity))`, are reserved
+    /// ([`Region::reserve`]) and every page touched by the calling thread:
+    /// create the ring on the consumer's side. Layout and protocol are those
+    /// of a ring in a segment of its own; the other end opens it with
+    /// [`FrameRing::open_in`] at the same offset of its own mapping.
+    ///
+    /// # Errors
+    /// [`ShmError::BadCapacity`] for a bad capacity, an `offset` that is not
+    /// a multiple of [`RING_ALIGN`], or a ring that does not fit in
+    /// `region`; [`ShmError::SegmentRejected`] if a ring was made at
+    /// `offset` already; [`ShmError::NoSpace`] if its pages cannot be
+    /// reserved.
+    #[cfg(not(loom))]
+    pub fn create_in(region: &Arc<Region>, offset: usize, capacity: usize) -> Result<FrameRing> {
+        let cap = check_capacity(capacity)?;
+        check_slot(region, offset, HEADER_BYTES + cap)?;
+        // SAFETY: check_slot: offset is RING_ALIGN-aligned and the header
+        // lies inside the region; a header of all-zero atomics is valid.
+        let h = unsafe { &*(region.as_ptr().add(offset) as *const RingHeader) };
+        if h.meta.magic.load(Ordering::Acquire) != 0 {
+            return Err(ShmError::SegmentRejected {
+                path: region.path().map(|p| p.to_owned()).unwrap_or_default(),
+                reason: format!("a ring exists already at offset {offset}"),
+            });
+        }
+        region.reserve(offset, HEADER_BYTES + cap)?;
+        // SAFETY: the slot is aligned and inside the region (check_slot), its
+        // pages are reserved, and no ring was made there yet (magic 0): only
+        // openers waiting for MAGIC look at it.
+        Ok(unsafe { Self::init(Backing::Region(region.clone()), offset, cap) })
+    }
+
+    /// Opens the ring another process created at byte `offset` of the
+    /// shared region `region` ([`FrameRing::create_in`]), waiting up to
+    /// `timeout` for it to be initialized, and validates it (magic, version,
+    /// size). The region's name and descriptor are the caller's business
+    /// (several rings share them).
+    ///
+    /// # Errors
+    /// [`ShmError::BadCapacity`] for a misaligned or out-of-range offset,
+    /// [`ShmError::SegmentRejected`] for a bad header,
+    /// [`ShmError::SegmentTimeout`] if the ring is not made in time.
+    #[cfg(not(loom))]
+    pub fn open_in(region: &Arc<Region>, offset: usize, timeout: Duration) -> Result<FrameRing> {
+        check_slot(region, offset, HEADER_BYTES + MIN_CAPACITY)?;
+        let cap = wait_header(region, offset, std::time::Instant::now(), timeout)?;
+        // SAFETY: wait_header checked offset + HEADER_BYTES + cap ≤ length.
+        Ok(unsafe { Self::build(Backing::Region(region.clone()), offset, cap) })
+    }
+
+    /// The ring of capacity `cap` whose validated header is at `offset` of
+    /// `backing`.
+    ///
+    /// # Safety
+    /// `offset` is RING_ALIGN-aligned, `offset + HEADER_BYTES + cap` ≤ the
+    /// region's length, and the header there carries `MAGIC`.
+    #[cfg(not(loom))]
+    unsafe fn build(backing: Backing, offset: usize, cap: usize) -> FrameRing {
+        let Backing::Region(region) = &backing;
+        // SAFETY: in bounds (caller's contract).
+        let header = unsafe { region.as_ptr().add(offset) } as *mut RingHeader;
+        // SAFETY: HEADER_BYTES + cap past the header is in bounds.
+        let data = unsafe { (header as *mut u8).add(HEADER_BYTES) };
+        FrameRing {
+            shared: Arc::new(Shared {
+                header: NonNull::new(header).expect("non-null"),
+                data: NonNull::new(data).expect("non-null"),
+                capacity: cap,
+                backing,
+            }),
+        }
     }
 
     /// Opens the ring the other end created in segment `name`, waiting up to
@@ -447,67 +543,19 @@ impl FrameRing {
     pub fn open_segment(name: &SegmentName, timeout: Duration) -> Result<FrameRing> {
         let start = std::time::Instant::now();
         let mut region = Region::open_segment(name, timeout)?;
-        let path = region.path().map(|p| p.to_owned()).unwrap_or_default();
         if region.len() < HEADER_BYTES + MIN_CAPACITY {
             return Err(ShmError::SegmentRejected {
-                path,
+                path: region.path().map(|p| p.to_owned()).unwrap_or_default(),
                 reason: format!("{} bytes is too small for a ring", region.len()),
             });
         }
-        let header = region.as_ptr() as *const RingHeader;
-        // SAFETY: the region is at least HEADER_BYTES long and page-aligned; a
-        // header of all-zero atomics is a valid value, and the creator writes
-        // it before it publishes MAGIC, which we wait for with Acquire.
-        let h = unsafe { &*header };
-        loop {
-            let magic = h.meta.magic.load(Ordering::Acquire);
-            if magic == MAGIC {
-                break;
-            }
-            if magic != 0 {
-                return Err(ShmError::SegmentRejected {
-                    path,
-                    reason: format!("bad magic {magic:#x}: not an AIR ring"),
-                });
-            }
-            if start.elapsed() >= timeout {
-                return Err(ShmError::SegmentTimeout {
-                    path,
-                    waited_ms: start.elapsed().as_millis() as u64,
-                });
-            }
-            std::thread::sleep(Duration::from_micros(200));
-        }
-        let version = h.meta.version.load(Ordering::Relaxed);
-        let cap = h.meta.capacity.load(Ordering::Relaxed) as usize;
-        if version != VERSION {
-            return Err(ShmError::SegmentRejected {
-                path,
-                reason: format!("ring layout version {version}, expected {VERSION}"),
-            });
-        }
-        if cap < MIN_CAPACITY || cap % FRAME_ALIGN != 0 || HEADER_BYTES + cap > region.len() {
-            return Err(ShmError::SegmentRejected {
-                path,
-                reason: format!(
-                    "capacity {cap} does not fit a segment of {} bytes",
-                    region.len()
-                ),
-            });
-        }
+        let cap = wait_header(&region, 0, start, timeout)?;
         // The name is gone from here on: the descriptor is not needed either
         // (one per producer end adds up at scale: Region::unlink_and_close).
         region.unlink_and_close();
-        // SAFETY: HEADER_BYTES + cap ≤ region length, checked above.
-        let data = unsafe { region.as_ptr().add(HEADER_BYTES) };
-        Ok(FrameRing {
-            shared: Arc::new(Shared {
-                header: NonNull::new(header as *mut RingHeader).expect("non-null"),
-                data: NonNull::new(data).expect("non-null"),
-                capacity: cap,
-                backing: Backing::Region(region),
-            }),
-        })
+        // SAFETY: wait_header checked HEADER_BYTES + cap ≤ region length and
+        // MAGIC; offset 0 of a page-aligned mapping is aligned.
+        Ok(unsafe { Self::build(Backing::Region(Arc::new(region)), 0, cap) })
     }
 
     /// Data area size in bytes.
@@ -585,6 +633,86 @@ impl FrameRing {
             closed: false,
         })
     }
+}
+
+/// Alignment of a ring's start in a region ([`FrameRing::create_in`]): the
+/// header's 128-byte lines.
+pub const RING_ALIGN: usize = 128;
+
+const _: () = assert!(std::mem::align_of::<RingHeader>() <= RING_ALIGN);
+
+/// Checks that a ring of `len` bytes at `offset` is aligned and inside
+/// `region`.
+#[cfg(not(loom))]
+fn check_slot(region: &Region, offset: usize, len: usize) -> Result<()> {
+    if offset % RING_ALIGN != 0 {
+        return Err(ShmError::BadCapacity {
+            capacity: len,
+            reason: "a ring offset that is not a multiple of 128",
+        });
+    }
+    if offset.checked_add(len).is_none_or(|end| end > region.len()) {
+        return Err(ShmError::BadCapacity {
+            capacity: len,
+            reason: "a ring that does not fit in its region",
+        });
+    }
+    Ok(())
+}
+
+/// Waits (until `start + timeout`) for the ring header at `offset` of
+/// `region` to carry `MAGIC`, validates its version and capacity against
+/// the region, and returns the capacity.
+///
+/// The caller checked that `offset` is aligned and that `HEADER_BYTES`
+/// bytes from it lie inside the region.
+#[cfg(not(loom))]
+fn wait_header(
+    region: &Region,
+    offset: usize,
+    start: std::time::Instant,
+    timeout: Duration,
+) -> Result<usize> {
+    let path = || region.path().map(|p| p.to_owned()).unwrap_or_default();
+    // SAFETY: the header lies inside the mapping and is aligned (caller);
+    // a header of all-zero atomics is a valid value, and the creator writes
+    // it before it publishes MAGIC, which we wait for with Acquire.
+    let h = unsafe { &*(region.as_ptr().add(offset) as *const RingHeader) };
+    loop {
+        let magic = h.meta.magic.load(Ordering::Acquire);
+        if magic == MAGIC {
+            break;
+        }
+        if magic != 0 {
+            return Err(ShmError::SegmentRejected {
+                path: path(),
+                reason: format!("bad magic {magic:#x}: not an AIR ring"),
+            });
+        }
+        if start.elapsed() >= timeout {
+            return Err(ShmError::SegmentTimeout {
+                path: path(),
+                waited_ms: start.elapsed().as_millis() as u64,
+            });
+        }
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    let version = h.meta.version.load(Ordering::Relaxed);
+    let cap = h.meta.capacity.load(Ordering::Relaxed) as usize;
+    if version != VERSION {
+        return Err(ShmError::SegmentRejected {
+            path: path(),
+            reason: format!("ring layout version {version}, expected {VERSION}"),
+        });
+    }
+    let room = region.len() - offset;
+    if cap < MIN_CAPACITY || cap % FRAME_ALIGN != 0 || HEADER_BYTES + cap > room {
+        return Err(ShmError::SegmentRejected {
+            path: path(),
+            reason: format!("capacity {cap} does not fit the {room} bytes of its region"),
+        });
+    }
+    Ok(cap)
 }
 
 /// This process's id, read once (`getpid` is a system call in current glibc).

@@ -5,7 +5,8 @@
 //! and exits instead of running the parent's.
 
 mod common;
-use air_shm::{FrameKind, FrameRing, SegmentName, ShmError, WaitPolicy};
+use air_shm::{FrameKind, FrameRing, Region, SegmentName, ShmError, WaitPolicy};
+use std::sync::Arc;
 use common::{check, fill, Rng};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -130,6 +131,114 @@ fn million_frames_between_processes() {
     assert_eq!(their_sum, Some(sum), "checksums agree");
     drop(ring);
     assert_gone(&seg);
+}
+
+/// Rings of one segment: `SHARED_RINGS` rings of different capacities at
+/// page offsets of one segment the consumer made (pages reserved ring by
+/// ring); the producer process maps it once, opens every ring in it, and
+/// sends `SHARED_FRAMES` checked frames into each, interleaved. The name
+/// goes once the producer mapped it, and the producer holds one mapping.
+#[test]
+fn rings_sharing_one_segment_between_processes() {
+    const TEST: &str = "rings_sharing_one_segment_between_processes";
+    const SHARED_RINGS: usize = 5;
+    const SHARED_FRAMES: u64 = 20_000;
+    let caps = |i: usize| 4096 << (i % 3);
+    let slot = |i: usize| FrameRing::region_bytes(caps(i)).unwrap().next_multiple_of(4096);
+    let offsets: Vec<usize> = (0..SHARED_RINGS)
+        .scan(0, |at, i| {
+            let o = *at;
+            *at += slot(i);
+            Some(o)
+        })
+        .collect();
+    let len = offsets[SHARED_RINGS - 1] + slot(SHARED_RINGS - 1);
+    if let Some((role, seg)) = child_role() {
+        assert_eq!(role, "producer");
+        let mut region = Region::open_segment(&seg, Duration::from_secs(10)).unwrap();
+        assert_eq!(region.len(), len);
+        region.close_descriptor();
+        let region = Arc::new(region);
+        let mut txs: Vec<_> = offsets
+            .iter()
+            .map(|&o| {
+                let ring = FrameRing::open_in(&region, o, Duration::from_secs(10)).unwrap();
+                ring.producer(WaitPolicy::default()).unwrap()
+            })
+            .collect();
+        for (i, tx) in txs.iter().enumerate() {
+            assert_eq!(tx.capacity(), caps(i));
+        }
+        // The whole segment is one mapping of this process.
+        let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+        assert_eq!(maps.lines().filter(|l| l.contains(seg.as_str())).count(), 1);
+        let mut rng = Rng(11);
+        let mut sums = vec![0u64; SHARED_RINGS];
+        for seq in 0..SHARED_FRAMES {
+            for (i, tx) in txs.iter_mut().enumerate() {
+                let len = rng.size(tx.max_payload().min(3000));
+                let mut f = tx.reserve(len).unwrap();
+                fill(f.payload_mut(), seq ^ i as u64);
+                sums[i] = sums[i].wrapping_add(check(f.payload_mut(), seq ^ i as u64));
+                f.commit();
+            }
+        }
+        for (tx, sum) in txs.iter_mut().zip(&sums) {
+            tx.write(FrameKind::End, &sum.to_le_bytes()).unwrap();
+        }
+        return;
+    }
+    let seg = unique("shared");
+    let region = Arc::new(Region::create_segment_unreserved(&seg, len).unwrap());
+    // A misaligned or overflowing slot is refused; so is a second ring at
+    // the same offset.
+    assert!(FrameRing::create_in(&region, 64, 4096).is_err());
+    assert!(FrameRing::create_in(&region, len - 4096, 4096).is_err());
+    let rings: Vec<FrameRing> = offsets
+        .iter()
+        .enumerate()
+        .map(|(i, &o)| FrameRing::create_in(&region, o, caps(i)).unwrap())
+        .collect();
+    assert!(FrameRing::create_in(&region, offsets[1], caps(1)).is_err());
+    let mut rxs: Vec<_> = rings
+        .iter()
+        .map(|r| r.consumer(WaitPolicy::default()).unwrap())
+        .collect();
+    let mut child = spawn_child(TEST, "producer", &seg);
+    let mut seqs = vec![0u64; SHARED_RINGS];
+    let mut sums = vec![0u64; SHARED_RINGS];
+    let mut ended = 0;
+    let start = Instant::now();
+    while ended < SHARED_RINGS {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "frames stopped coming: {seqs:?}"
+        );
+        for (i, rx) in rxs.iter_mut().enumerate() {
+            if seqs[i] > SHARED_FRAMES {
+                continue;
+            }
+            let Some(f) = rx.try_peek().unwrap() else {
+                continue;
+            };
+            assert_eq!(f.seq(), seqs[i], "ring {i}");
+            if f.kind() == FrameKind::End {
+                let theirs = u64::from_le_bytes(f.payload().try_into().unwrap());
+                assert_eq!(theirs, sums[i], "ring {i}: checksums agree");
+                ended += 1;
+            } else {
+                sums[i] = sums[i].wrapping_add(check(f.payload(), seqs[i] ^ i as u64));
+            }
+            f.release();
+            seqs[i] += 1;
+        }
+    }
+    assert!(wait_timeout(&mut child, Duration::from_secs(60)).success());
+    region.unlink();
+    assert_gone(&seg);
+    drop(rxs);
+    drop(rings);
+    drop(region);
 }
 
 /// A consumer process that exits early is seen by the producer as closed.
