@@ -389,26 +389,29 @@ fn ranks_started_with_different_options_refuse_to_run() {
 
 #[test]
 fn a_rank_that_cannot_create_its_rings_reports_why_not_its_peers_consequences() {
-    // Rank 1 may hold 300 file descriptors: enough for MPI, too few for
-    // the creating ends of its node-tier rings (16 workers × 16 senders of
-    // rank 0 × 2 edges, one descriptor each). Its workers that fail say
-    // why (EMFILE); the others would find a channel missing, a
-    // consequence, and rank 0's would wait 30 s for segments that never
-    // come. The ranks agree to stop after creating their rings: rank 0
-    // reports rank 1's cause once, every rank exits 2, nobody waits.
+    // Rank 1 may not make files over 512 KiB (`ulimit -f 1024`, in
+    // 512-byte blocks; SIGXFSZ ignored, so the size change fails with
+    // EFBIG): enough for MPI and its doorbells, too small for its one
+    // segment of node-tier rings (16 senders of rank 0 × 16 workers × 2
+    // edges, 68 KiB each). (Before the rings of a rank shared one segment,
+    // `ulimit -n 300` made its workers fail: one descriptor per ring.) It
+    // says why; without agreeing first, rank 0 would wait 30 s for a
+    // segment that never comes. The ranks agree before anyone opens a
+    // peer's segment: rank 0 reports rank 1's cause once, every rank exits
+    // 2, nobody waits.
     let args = "run ysb --events 2000 --workers 16 --no-pin --ring-bytes 65536";
     let mut cmd = air_rdma::mpirun_command(1);
     cmd.arg(AIR).args(args.split(' '));
     cmd.args([":", "-np", "1", "sh", "-c"]);
-    cmd.arg(format!("ulimit -n 300 && exec {AIR} {args}"));
+    cmd.arg(format!("trap '' XFSZ && ulimit -f 1024 && exec {AIR} {args}"));
     cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
     let start = Instant::now();
-    let (o, _) = wait(cmd.spawn().unwrap(), "mpirun with a low fd limit", LIMIT);
+    let (o, _) = wait(cmd.spawn().unwrap(), "mpirun with a low file size limit", LIMIT);
     let took = start.elapsed();
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(
-        err.contains("rank 1: ") && err.contains("Too many open files"),
+        err.contains("rank 1: ") && err.contains("File too large"),
         "the cause is reported: {}",
         text(&o)
     );
