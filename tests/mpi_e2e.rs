@@ -388,13 +388,17 @@ fn ranks_started_with_different_options_refuse_to_run() {
 }
 
 #[test]
+#[ignore = "no real trigger yet: since a rank's node-tier rings share one segment, \
+            `ulimit -n 300` no longer makes rank 1 fail, and `ulimit -f` breaks UCX's \
+            own shared memory at MPI_Init (session 14)"]
 fn a_rank_that_cannot_create_its_rings_reports_why_not_its_peers_consequences() {
     // Rank 1 may not make files over 512 KiB (`ulimit -f 1024`, in
     // 512-byte blocks; SIGXFSZ ignored, so the size change fails with
-    // EFBIG): enough for MPI and its doorbells, too small for its one
+    // EFBIG): meant to leave MPI and its doorbells alone and fail its one
     // segment of node-tier rings (16 senders of rank 0 × 16 workers × 2
-    // edges, 68 KiB each). (Before the rings of a rank shared one segment,
-    // `ulimit -n 300` made its workers fail: one descriptor per ring.) It
+    // edges, 68 KiB each), but MPICH's UCX fails at MPI_Init under that
+    // limit. (Before the rings of a rank shared one segment, `ulimit -n
+    // 300` made its workers fail: one descriptor per ring.) It
     // says why; without agreeing first, rank 0 would wait 30 s for a
     // segment that never comes. The ranks agree before anyone opens a
     // peer's segment: rank 0 reports rank 1's cause once, every rank exits
@@ -403,10 +407,16 @@ fn a_rank_that_cannot_create_its_rings_reports_why_not_its_peers_consequences() 
     let mut cmd = air_rdma::mpirun_command(1);
     cmd.arg(AIR).args(args.split(' '));
     cmd.args([":", "-np", "1", "sh", "-c"]);
-    cmd.arg(format!("trap '' XFSZ && ulimit -f 1024 && exec {AIR} {args}"));
+    cmd.arg(format!(
+        "trap '' XFSZ && ulimit -f 1024 && exec {AIR} {args}"
+    ));
     cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
     let start = Instant::now();
-    let (o, _) = wait(cmd.spawn().unwrap(), "mpirun with a low file size limit", LIMIT);
+    let (o, _) = wait(
+        cmd.spawn().unwrap(),
+        "mpirun with a low file size limit",
+        LIMIT,
+    );
     let took = start.elapsed();
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     let err = String::from_utf8_lossy(&o.stderr);

@@ -282,7 +282,10 @@ impl Wiring for MpiWiring<'_> {
                         .map_err(|e| ch(e.into()))?,
                 ),
                 Tier::Node => {
-                    let seg = self.rings.as_ref().ok_or_else(|| missing_channel(src, dst))?;
+                    let seg = self
+                        .rings
+                        .as_ref()
+                        .ok_or_else(|| missing_channel(src, dst))?;
                     // Made (pages reserved and touched) on this consumer
                     // worker's thread, in this rank's one segment.
                     let ring = FrameRing::create_in(

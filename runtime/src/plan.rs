@@ -944,8 +944,15 @@ mod tests {
         assert_eq!(s.node_ring_offset(0, 1, 0, 0, 0), Some(0));
         assert_eq!(s.node_ring_offset(0, 1, 0, 1, 0), Some(2 * 3 * 4096));
         assert_eq!(s.node_ring_offset(0, 1, 0, 1, 1), Some(3 * 3 * 4096));
-        assert_eq!(s.node_ring_offset(1, 1, 0, 0, 1), Some(4 * 3 * 4096 + 2 * 4096));
-        assert_eq!(s.node_ring_offset(0, 1, 2, 0, 0), None, "rank 2 is on the network");
+        assert_eq!(
+            s.node_ring_offset(1, 1, 0, 0, 1),
+            Some(4 * 3 * 4096 + 2 * 4096)
+        );
+        assert_eq!(
+            s.node_ring_offset(0, 1, 2, 0, 0),
+            None,
+            "rank 2 is on the network"
+        );
         assert_eq!(s.node_segment_bytes(1) % 4096, 0);
         // Window: 4·64 = 256 bytes of heartbeats; 2 network peers · 2
         // workers = 4 regions per edge, (128 + c) each, and 8 credit slots

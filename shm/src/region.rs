@@ -509,11 +509,7 @@ fn reserve(file: &File, offset: usize, len: usize) -> std::io::Result<()> {
     use std::os::fd::AsRawFd;
     // SAFETY: the fd is open for writing for the duration of the call.
     let rc = unsafe {
-        libc::posix_fallocate(
-            file.as_raw_fd(),
-            offset as libc::off_t,
-            len as libc::off_t,
-        )
+        libc::posix_fallocate(file.as_raw_fd(), offset as libc::off_t, len as libc::off_t)
     };
     match rc {
         0 => Ok(()),

@@ -6,10 +6,10 @@
 
 mod common;
 use air_shm::{FrameKind, FrameRing, Region, SegmentName, ShmError, WaitPolicy};
-use std::sync::Arc;
 use common::{check, fill, Rng};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const ROLE: &str = "AIR_RING_TEST_ROLE";
@@ -144,7 +144,11 @@ fn rings_sharing_one_segment_between_processes() {
     const SHARED_RINGS: usize = 5;
     const SHARED_FRAMES: u64 = 20_000;
     let caps = |i: usize| 4096 << (i % 3);
-    let slot = |i: usize| FrameRing::region_bytes(caps(i)).unwrap().next_multiple_of(4096);
+    let slot = |i: usize| {
+        FrameRing::region_bytes(caps(i))
+            .unwrap()
+            .next_multiple_of(4096)
+    };
     let offsets: Vec<usize> = (0..SHARED_RINGS)
         .scan(0, |at, i| {
             let o = *at;
