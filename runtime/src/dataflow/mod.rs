@@ -575,6 +575,12 @@ where
     };
     let mut grid_next = grid.after(start);
     PENDING.with(|p| p.set(false));
+    // Whether a loop since the last tick found nothing to do: a worker
+    // busy in every loop since (a source reading as fast as it can) ticks
+    // every flush interval, so its watermarks keep closing windows while
+    // it reads; one that paused (a paced source between bursts) waits for
+    // the idle grid.
+    let mut paused_since_tick = false;
     let mut stopped = false;
     let mut idler = crate::job::Idler::new(info.doorbell.clone());
     let mut error: Option<RuntimeError> = None;
@@ -618,7 +624,8 @@ where
         };
         // Something staged: push it within the flush interval. Else the
         // next idle grid point.
-        let due = if pending() {
+        paused_since_tick |= !(busy || frames > 0);
+        let due = if pending() || !paused_since_tick {
             last_flush + cfg.flush
         } else {
             grid_next
@@ -642,6 +649,7 @@ where
             // Everything staged went out with the tick (each tail flushes
             // its outbox in its tick, and ticks run in edge order).
             PENDING.with(|p| p.set(false));
+            paused_since_tick = false;
             if let Some(e) = error.take() {
                 return Err(e);
             }
@@ -657,7 +665,7 @@ where
         // sources wait for the grid point (paced events leave in bursts at
         // most one idle tick apart).
         let staged = pending();
-        let tick_at = if staged {
+        let tick_at = if staged || !paused_since_tick {
             last_flush + cfg.flush
         } else {
             grid_next
