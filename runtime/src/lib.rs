@@ -132,30 +132,29 @@ impl RuntimeError {
 
     /// Whether this error is a consequence of another worker's failure
     /// rather than a cause: a channel that was never made
-    /// ([`RuntimeError::MissingChannel`]), a peer's ring closed early, or a
-    /// peer's `/dev/shm` segment that never appeared. A job whose workers
-    /// fail keeps a cause over its consequences, so the error it returns
-    /// says what went wrong, not what followed (e.g. a worker that could not
-    /// create its rings for lack of file descriptors, rather than its peers'
-    /// "failed to create its channel").
+    /// ([`RuntimeError::MissingChannel`]), or a channel error other than a
+    /// ring this worker could not create (a peer's ring closed early or
+    /// vanished, a peer's `/dev/shm` segment that never appeared, a lost
+    /// rank). A job whose workers fail keeps a cause over its consequences,
+    /// so the error it returns says what went wrong, not what followed
+    /// (e.g. a worker that could not create its rings for lack of file
+    /// descriptors, rather than its peers' "failed to create its channel";
+    /// a bad input row, rather than the peers' closed rings).
     pub fn is_consequence(&self) -> bool {
         match self {
             RuntimeError::MissingChannel { .. } => true,
             RuntimeError::Channel {
                 source: ChannelError::Shm(e),
                 ..
-            } => matches!(
+            } => !matches!(
                 e,
-                air_shm::ShmError::Closed | air_shm::ShmError::SegmentTimeout { .. }
+                air_shm::ShmError::Io { .. }
+                    | air_shm::ShmError::NoSpace { .. }
+                    | air_shm::ShmError::SegmentExists { .. }
+                    | air_shm::ShmError::SegmentRejected { .. }
+                    | air_shm::ShmError::BadCapacity { .. }
             ),
-            #[cfg(feature = "mpi")]
-            RuntimeError::Channel {
-                source: ChannelError::Rma(e),
-                ..
-            } => matches!(
-                e,
-                air_rdma::RdmaError::Closed | air_rdma::RdmaError::RankLost { .. }
-            ),
+            RuntimeError::Channel { .. } => true,
             _ => false,
         }
     }
