@@ -43,6 +43,24 @@ struct Shared<'e> {
     sent: u64,
 }
 
+impl Shared<'_> {
+    /// Writes one [`RANK_SENDER`] watermark frame carrying `min` and
+    /// records it as sent; `Ok(false)`: the ring is full (nothing written).
+    fn send_rank_watermark(&mut self, min: u64) -> Result<bool> {
+        let bytes = min.to_le_bytes();
+        let written =
+            self.producer
+                .try_send_from(RANK_SENDER, FrameKind::Watermark, 8, &mut |b| {
+                    b[..8].copy_from_slice(&bytes);
+                    Some(8)
+                })?;
+        if written {
+            self.sent = min;
+        }
+        Ok(written)
+    }
+}
+
 /// The sending side of one remote ring shared by workers of this rank.
 #[derive(Debug)]
 pub struct RmaOutbox<'e> {
@@ -146,15 +164,7 @@ impl OutboxSender<'_, '_> {
             if min <= g.sent {
                 return Ok(true);
             }
-            let bytes = min.to_le_bytes();
-            let written = g.producer.try_send_from(RANK_SENDER, kind, 8, &mut |b| {
-                b[..8].copy_from_slice(&bytes);
-                Some(8)
-            })?;
-            if written {
-                g.sent = min;
-            }
-            return Ok(written);
+            return g.send_rank_watermark(min);
         }
         let mut g = self.outbox.lock()?;
         let mut last = None;
@@ -175,15 +185,7 @@ impl OutboxSender<'_, '_> {
             *mine = (*mine).max(end);
             let min = g.wms.iter().copied().min().unwrap_or(end);
             if min > g.sent {
-                let bytes = min.to_le_bytes();
-                if g.producer
-                    .try_send_from(RANK_SENDER, FrameKind::Watermark, 8, &mut |b| {
-                        b[..8].copy_from_slice(&bytes);
-                        Some(8)
-                    })?
-                {
-                    g.sent = min;
-                }
+                g.send_rank_watermark(min)?;
             }
         }
         Ok(written)
