@@ -430,7 +430,10 @@ fn a_record_too_large_names_the_ring_bytes_that_fit_it() {
     let o = run(&[]);
     let err = stderr(&o);
     assert_eq!(o.status.code(), Some(1), "{err}");
-    assert!(err.contains("rings of 65536 bytes"), "{err}");
+    assert!(
+        err.contains("rings are a sixteenth of --ring-bytes 1048576"),
+        "{err}"
+    );
     let fit: usize = err
         .split(") is the smallest")
         .next()
@@ -574,7 +577,7 @@ fn the_summary_memory_parts_add_up_to_the_total() {
             .unwrap();
         rest[..end].parse().unwrap()
     };
-    let total = num("), ");
+    let total = num(" bytes, ");
     let parts = num("(process ") + num("/dev/shm ") + num("windows ");
     assert!(num("(process ") > 0.0 && num("windows ") > 0.0, "{line}");
     assert!((total - parts).abs() <= 0.15, "{total} vs {parts}: {line}");

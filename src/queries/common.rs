@@ -684,12 +684,12 @@ pub fn with_ring_hint(e: CliError, ring_bytes: usize) -> CliError {
         return e;
     };
     let edge = match edge_kind(max, ring_bytes) {
-        EdgeKind::Full => format!("rings of --ring-bytes {ring_bytes}"),
+        EdgeKind::Full => format!("rings are --ring-bytes {ring_bytes}"),
         EdgeKind::Small => format!(
-            "rings of a sixteenth of --ring-bytes {ring_bytes} (at least 64 KiB): an edge that \
-             carries few records"
+            "rings are a sixteenth of --ring-bytes {ring_bytes} (at least 64 KiB), as on every \
+             edge that carries few records"
         ),
-        EdgeKind::Either => "rings sized from --ring-bytes (or scaled down to the per-node \
+        EdgeKind::Either => "rings are sized from --ring-bytes (or scaled down to the per-node \
                              budget when it is not given)"
             .to_string(),
     };
@@ -1107,7 +1107,7 @@ mod tests {
         // a 300,000-byte record needs a ring that is one segment.
         let seg_max = (256 << 10) - 16;
         let m = super::with_ring_hint(too_large(300_000, seg_max), 1 << 20).to_string();
-        assert!(m.contains("rings of --ring-bytes 1048576"), "{m}");
+        assert!(m.contains("rings are --ring-bytes 1048576"), "{m}");
         let fit = super::ring_bytes_to_fit(300_000, seg_max, 1 << 20).unwrap();
         assert_eq!(air_shm::frame::segment_bytes(fit), fit);
         assert!((300_016..320_000).contains(&fit), "{fit}");
