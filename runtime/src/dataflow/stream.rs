@@ -480,7 +480,9 @@ impl Dataflow {
 
     /// Calls `f` once this worker's part of the job ended, to add counters
     /// of the user's own (e.g. kept in a `Rc<Cell<u64>>` a closure of the
-    /// graph updates) to the worker's [`Stats`].
+    /// graph updates) to the worker's [`Stats`]. With live metrics
+    /// ([`crate::live`]) `f` is also called during the job, at most every
+    /// `live::PUBLISH_EVERY`, with fresh `Stats`: it should only add.
     ///
     /// ```
     /// use air_runtime::dataflow::{run_graph, VecSource};
