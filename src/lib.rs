@@ -34,6 +34,12 @@
 #![deny(missing_docs)]
 
 pub use air_runtime::dataflow::{GraphOutput, Stats, WorkerReport};
+/// Live metrics of a user's program: while a
+/// [`MetricsServer`](air_runtime::live::MetricsServer) runs (started with
+/// `MetricsServer::start("127.0.0.1:9400", rank)`), every job serves its
+/// workers' counters in the Prometheus text format at `/metrics`
+/// (what `air run --metrics` does; docs/metrics.md).
+pub use air_runtime::live;
 pub use air_runtime::{JobConfig, RuntimeError as Error};
 /// rkyv, for the derives of records that cross an exchange edge
 /// (`#[derive(Clone, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]`;

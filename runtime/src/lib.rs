@@ -19,6 +19,7 @@ pub mod exchange;
 #[cfg(feature = "hwloc")]
 pub mod hwloc;
 pub mod job;
+pub mod live;
 pub mod metrics;
 pub mod placement;
 pub mod plan;

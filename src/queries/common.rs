@@ -51,6 +51,60 @@ pub struct RuntimeArgs {
     /// Seconds between two --timeline rows (0.01..=86400).
     #[arg(long, value_name = "S", default_value_t = 10.0, value_parser = parse::timeline_s)]
     pub timeline_s: f64,
+    /// Serve live metrics over HTTP while the job runs, in the Prometheus
+    /// text format at http://HOST:PORT/metrics (docs/metrics.md). Under
+    /// MPI rank R listens on PORT + R. Port 0: any free port (each rank
+    /// prints the address it got on standard error).
+    #[arg(long, value_name = "HOST:PORT", value_parser = parse::metrics_addr)]
+    pub metrics: Option<MetricsAddr>,
+}
+
+/// A `--metrics` address: a host (name, IPv4, or `[IPv6]`) and a port.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MetricsAddr {
+    /// The host, as given (brackets kept for IPv6).
+    pub host: String,
+    /// The port of rank 0 (0: any free port).
+    pub port: u16,
+}
+
+impl MetricsAddr {
+    /// Where rank `rank` listens: `HOST:PORT+rank` (`HOST:0` stays 0).
+    ///
+    /// # Errors
+    /// PORT + rank beyond 65535.
+    pub fn for_rank(&self, rank: usize) -> Result<String, CliError> {
+        let port = if self.port == 0 {
+            0
+        } else {
+            u16::try_from(self.port as usize + rank).map_err(|_| {
+                CliError::BadInput(format!(
+                    "--metrics {}:{}: rank {rank} would listen on port {}, beyond 65535",
+                    self.host,
+                    self.port,
+                    self.port as usize + rank
+                ))
+            })?
+        };
+        Ok(format!("{}:{port}", self.host))
+    }
+
+    /// Starts rank `rank`'s live-metrics server ([`MetricsAddr::for_rank`])
+    /// and says where it listens on standard error.
+    ///
+    /// # Errors
+    /// The port is beyond 65535, the host does not resolve, or the address
+    /// cannot be bound (in use, not on this machine): a bad option.
+    pub fn start(&self, rank: usize) -> Result<air_runtime::live::MetricsServer, CliError> {
+        let addr = self.for_rank(rank)?;
+        let s = air_runtime::live::MetricsServer::start(&addr, rank)
+            .map_err(|e| CliError::BadInput(format!("--metrics {addr}: cannot listen: {e}")))?;
+        eprintln!(
+            "air: rank {rank} serves live metrics at http://{}/metrics",
+            s.local_addr()
+        );
+        Ok(s)
+    }
 }
 
 impl RuntimeArgs {
@@ -388,6 +442,24 @@ pub mod parse {
             true,
             "a positive number of seconds, at most 1e9",
         )
+    }
+
+    /// `--metrics`: `HOST:PORT`, the host not empty, the port a number in
+    /// 0..=65535 (`[::1]:PORT` for IPv6).
+    pub fn metrics_addr(s: &str) -> Result<super::MetricsAddr, String> {
+        let what = "HOST:PORT (e.g. 127.0.0.1:9400; port 0..=65535)";
+        let (host, port) = s.rsplit_once(':').ok_or(format!("must be {what}"))?;
+        let bracketed = host.starts_with('[') && host.ends_with(']') && host.len() > 2;
+        if host.is_empty() || (host.contains(':') && !bracketed) || host.contains('/') {
+            return Err(format!("must be {what}"));
+        }
+        let port = port
+            .parse::<u16>()
+            .map_err(|_| format!("must be {what}: bad port {port:?}"))?;
+        Ok(super::MetricsAddr {
+            host: host.to_string(),
+            port,
+        })
     }
 
     /// `--timeline-s`.

@@ -515,6 +515,8 @@ pub fn run<Q: Query>(q: &Q, dist: &Dist, print: bool) -> Result<Option<Report>, 
     let mut files = (None, None, None);
     // Where a streaming query's rows go (checked, not created, now).
     let mut to = RowsTo::Nowhere;
+    // The live-metrics server (`--metrics`), serving until the job ended.
+    let mut metrics = None;
     let checked = q.validate(dist.ranks()).and_then(|()| {
         if out.out_per_rank && out.out.is_none() {
             return Err(CliError::BadInput("--out-per-rank needs --out".into()));
@@ -555,6 +557,10 @@ pub fn run<Q: Query>(q: &Q, dist: &Dist, print: bool) -> Result<Option<Report>, 
         }
         super::common::check_outputs(&outs, &q.inputs())?;
         q.runtime().check_timeline(dist.rank(), dist.ranks())?;
+        // Bound now, so that a port in use is refused before anything runs.
+        if let Some(m) = &q.runtime().metrics {
+            metrics = Some(m.start(dist.rank())?);
+        }
         if out.out_per_rank && q.global_finish() {
             return Err(CliError::BadInput(format!(
                 "--out-per-rank: {} computes its result from every rank's rows; use --out",
@@ -607,6 +613,7 @@ pub fn run<Q: Query>(q: &Q, dist: &Dist, print: bool) -> Result<Option<Report>, 
     };
     let part = q.run_rank_streaming(dist, &to);
     drop(timeline);
+    drop(metrics);
     // A rank's streamed file exists once the job ran (a header only
     // without rows).
     let part = match (part, &to) {

@@ -1089,6 +1089,8 @@ struct Core<K, A: AggregateFunction<T>, T, M: MapKind<K>> {
     /// Rows fired again for windows updated within their lateness.
     refired: u64,
     unfired: u64,
+    /// Windows fired (one per window, whatever its keys).
+    windows_fired: u64,
     /// Largest wall clock − input watermark seen, ms.
     wm_lag: u64,
     latency: air_runtime::metrics::Histogram<u64>,
@@ -1109,6 +1111,7 @@ impl<K: Hash + Eq, A: AggregateFunction<T>, T, M: MapKind<K>> Core<K, A, T, M> {
             rows: 0,
             refired: 0,
             unfired: 0,
+            windows_fired: 0,
             wm_lag: 0,
             latency: air_runtime::metrics::latency_histogram(),
         }
@@ -1194,7 +1197,9 @@ impl<K: Hash + Eq, A: AggregateFunction<T>, T, M: MapKind<K>> Core<K, A, T, M> {
         let agg = &self.agg;
         let (lat, rows, per_window) = (&mut self.latency, &mut self.rows, self.latency_per_window);
         let mut samples = Vec::new();
+        let fired = &mut self.windows_fired;
         self.table.drain_closed(size, wm, |start, m| {
+            *fired += 1;
             let mut newest = None;
             for (key, s) in m.into_entries() {
                 if per_window {
@@ -1251,6 +1256,7 @@ impl<K: Hash + Eq, A: AggregateFunction<T>, T, M: MapKind<K>> Core<K, A, T, M> {
             if end <= before {
                 continue;
             }
+            self.windows_fired += 1;
             m.for_each_entry(|key, s| {
                 let l = now.saturating_sub(s.newest);
                 let _ = lat.record(l);
@@ -1293,6 +1299,7 @@ impl<K: Hash + Eq, A: AggregateFunction<T>, T, M: MapKind<K>> Core<K, A, T, M> {
         stats.add("refired_rows", self.refired);
         stats.add(late_name, self.late);
         stats.add("unfired_windows", self.unfired);
+        stats.add("windows_fired", self.windows_fired);
         stats.max("watermark_lag_max_ms", self.wm_lag);
         let _ = stats.latency.add(&self.latency);
     }

@@ -34,17 +34,27 @@ pub struct EdgeTx<'c> {
     unflushed: bool,
     /// Counters of this edge's sending side.
     pub metrics: ChannelMetrics,
+    /// Per destination worker: the tier of its ring (index into
+    /// `full_by_tier`: thread, node, network).
+    tiers: Vec<u8>,
+    /// `metrics.ring_full_waits` by the tier of the full ring (for live
+    /// metrics; counted on the wait path only).
+    pub(crate) full_by_tier: [u64; 3],
 }
 
 impl<'c> EdgeTx<'c> {
     /// Edge `edge`'s sending ends at worker `me` (`tx` by destination
-    /// worker), fed by `feeders` operators of this worker's graph.
+    /// worker, `tiers[d]` the tier index of destination `d`'s ring:
+    /// 0 thread, 1 node, 2 network), fed by `feeders` operators of this
+    /// worker's graph.
     pub(crate) fn new(
         edge: usize,
         me: usize,
         tx: Vec<Box<dyn ChannelTx + 'c>>,
+        tiers: Vec<u8>,
         feeders: usize,
     ) -> Self {
+        debug_assert_eq!(tiers.len(), tx.len());
         let max_frame = tx.iter().map(|t| t.max_frame()).min().unwrap_or(usize::MAX);
         let n = tx.len().max(1) as u64;
         EdgeTx {
@@ -59,7 +69,14 @@ impl<'c> EdgeTx<'c> {
             ended: false,
             unflushed: false,
             metrics: ChannelMetrics::default(),
+            tiers,
+            full_by_tier: [0; 3],
         }
+    }
+
+    /// Bit `t` set for each tier index `t` among this edge's rings.
+    pub(crate) fn tier_mask(&self) -> u8 {
+        self.tiers.iter().fold(0, |m, &t| m | 1 << t)
     }
 
     /// Whether every feeder ended and End went out.
@@ -112,7 +129,8 @@ pub trait EdgeConsumer {
     fn on_end(&mut self, final_wm: u64, cx: &mut Cx<'_, '_>);
     /// The flush interval passed: push staged records on.
     fn tick(&mut self, cx: &mut Cx<'_, '_>);
-    /// Adds this segment's counters into `stats` (after the job).
+    /// Adds this segment's counters into `stats` (after the job; during it
+    /// too for live metrics, at most every `live::PUBLISH_EVERY`).
     fn report(&mut self, stats: &mut crate::dataflow::Stats);
 }
 
@@ -271,6 +289,9 @@ impl<'a, 'c> Cx<'a, 'c> {
             if !waited {
                 waited = true;
                 t.metrics.ring_full_waits += 1;
+                if let Some(&k) = t.tiers.get(dest) {
+                    t.full_by_tier[(k as usize).min(2)] += 1;
+                }
             }
             t.tx[dest].flush().map_err(|e| t.err(dest, e))?;
             // Keep this worker's inputs of edges >= `edge` moving.

@@ -540,8 +540,23 @@ where
     }
     let mut tx: Vec<EdgeTx<'_>> = Vec::with_capacity(channels.len());
     let mut rx: Vec<EdgeRx<'_>> = Vec::with_capacity(channels.len());
+    // The tier of each destination's ring (live metrics tell ring-full
+    // waits apart by tier).
+    let local = cfg.workers.max(1);
+    let tier_of = |dest: usize| -> u8 {
+        let t = match &cfg.cluster {
+            #[cfg(feature = "mpi")]
+            Some(c) => crate::cluster::tier(c, me / local, dest / local),
+            #[cfg(not(feature = "mpi"))]
+            Some(c) => match *c {},
+            None => crate::plan::Tier::Thread,
+        };
+        crate::live::tier_index(t) as u8
+    };
+    let edge_names: Vec<String> = b.edges.iter().map(|e| e.name.clone()).collect();
     for (e, (plan, ch)) in b.edges.into_iter().zip(channels).enumerate() {
-        tx.push(EdgeTx::new(e, me, ch.tx, plan.feeders));
+        let tiers = (0..ch.tx.len()).map(tier_of).collect();
+        tx.push(EdgeTx::new(e, me, ch.tx, tiers, plan.feeders));
         rx.push(EdgeRx {
             inputs: crate::exchange::Inputs::new(me, ch.rx).with_validation(cfg.validate),
             consumer: plan.consumer.expect("checked"),
@@ -554,6 +569,12 @@ where
         reporters: b.reporters,
     };
     let n_edges = rx.len();
+    // Live metrics, when a server runs in this process: this worker's
+    // shared blocks, filled at most every `live::PUBLISH_EVERY` at a tick.
+    let mut live = crate::live::current().map(|r| {
+        let masks = tx.iter().map(|t| t.tier_mask()).collect();
+        crate::live::Publisher::new(r.register(me, &edge_names, masks))
+    });
     let start = Instant::now();
     let mut last_flush = start;
     // With nothing staged, ticks fall on the shared idle grid (see
@@ -653,6 +674,9 @@ where
             if let Some(e) = error.take() {
                 return Err(e);
             }
+            if let Some(p) = live.as_mut().filter(|p| p.due(now)) {
+                publish_live(p, now, &mut sources, &mut rx, &tx, &mut b.reporters);
+            }
         }
         if sources.iter().all(|s| s.1) && rx.iter().all(|r| r.done) {
             break;
@@ -686,6 +710,16 @@ where
         t.publish()?;
         debug_assert!(t.ended());
     }
+    if let Some(p) = live.as_mut() {
+        publish_live(
+            p,
+            Instant::now(),
+            &mut sources,
+            &mut rx,
+            &tx,
+            &mut b.reporters,
+        );
+    }
     let mut stats = Stats::default();
     for (s, _) in sources.iter_mut() {
         s.report(&mut stats);
@@ -709,6 +743,41 @@ where
         elapsed: start.elapsed(),
         stopped,
     })
+}
+
+/// Copies this worker's counters so far into its live-metrics blocks:
+/// its operators report into the publisher's scratch counters (as they do
+/// at the end of the job), its edges' channel counters and watermarks are
+/// read as they are. At a tick, at most every `live::PUBLISH_EVERY`.
+fn publish_live(
+    p: &mut crate::live::Publisher,
+    now: Instant,
+    sources: &mut [(Box<dyn stream::SourceDriver>, bool)],
+    rx: &mut [EdgeRx<'_>],
+    tx: &[EdgeTx<'_>],
+    reporters: &mut [stream::Reporter],
+) {
+    p.clear();
+    for (s, _) in sources.iter_mut() {
+        s.report(&mut p.scratch);
+    }
+    for f in reporters.iter_mut() {
+        f(&mut p.scratch);
+    }
+    for r in rx.iter_mut() {
+        r.consumer.report(&mut p.scratch);
+    }
+    let edges: Vec<crate::live::EdgeSample<'_>> = tx
+        .iter()
+        .zip(rx.iter())
+        .map(|(t, r)| crate::live::EdgeSample {
+            tx: &t.metrics,
+            full_by_tier: t.full_by_tier,
+            rx: &r.inputs.metrics,
+            watermark_ms: r.inputs.watermark(),
+        })
+        .collect();
+    p.publish(now, &edges);
 }
 
 #[cfg(test)]

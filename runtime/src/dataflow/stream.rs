@@ -76,7 +76,10 @@ pub trait Source: Send + 'static {
         yielded as u64
     }
     /// Adds the source's counters (records read, bad records…) to `stats`
-    /// once the job ended.
+    /// once the job ended. With live metrics ([`crate::live`]) it is also
+    /// called during the job, at most every `live::PUBLISH_EVERY`, with
+    /// fresh `stats`: it must add what was counted so far and change
+    /// nothing else.
     fn report(&mut self, stats: &mut Stats) {
         let _ = stats;
     }
@@ -130,7 +133,8 @@ pub trait Tail<T>: 'static {
     }
     /// End of stream; `final_wm` is `u64::MAX` unless the job was stopped.
     fn end(&mut self, final_wm: u64, cx: &mut Cx<'_, '_>);
-    /// Adds counters to `stats` once the job ended.
+    /// Adds counters to `stats` once the job ended (also during the job
+    /// for live metrics: see [`Source::report`]).
     fn report(&mut self, stats: &mut Stats) {
         let _ = stats;
     }
@@ -206,7 +210,8 @@ pub trait Operator: 'static {
     fn on_end<E: FnMut(Self::Out)>(&mut self, final_wm: u64, emit: &mut E) {
         self.on_watermark(final_wm, emit)
     }
-    /// Adds counters to `stats` once the job ended.
+    /// Adds counters to `stats` once the job ended (also during the job
+    /// for live metrics: see [`Source::report`]).
     fn report(&mut self, stats: &mut Stats) {
         let _ = stats;
     }
@@ -239,7 +244,8 @@ pub trait Operator2: 'static {
     fn on_end<E: FnMut(Self::Out)>(&mut self, final_wm: u64, emit: &mut E) {
         self.on_watermark(final_wm, emit)
     }
-    /// Adds counters to `stats` once the job ended.
+    /// Adds counters to `stats` once the job ended (also during the job
+    /// for live metrics: see [`Source::report`]).
     fn report(&mut self, stats: &mut Stats) {
         let _ = stats;
     }
@@ -286,7 +292,8 @@ pub trait Sink<T>: 'static {
     fn close(&mut self) -> Result<(), String> {
         self.flush()
     }
-    /// Adds counters to `stats` once the job ended.
+    /// Adds counters to `stats` once the job ended (also during the job
+    /// for live metrics: see [`Source::report`]).
     fn report(&mut self, stats: &mut Stats) {
         let _ = stats;
     }
@@ -473,7 +480,9 @@ impl Dataflow {
 
     /// Calls `f` once this worker's part of the job ended, to add counters
     /// of the user's own (e.g. kept in a `Rc<Cell<u64>>` a closure of the
-    /// graph updates) to the worker's [`Stats`].
+    /// graph updates) to the worker's [`Stats`]. With live metrics
+    /// ([`crate::live`]) `f` is also called during the job, at most every
+    /// `live::PUBLISH_EVERY`, with fresh `Stats`: it should only add.
     ///
     /// ```
     /// use air_runtime::dataflow::{run_graph, VecSource};
