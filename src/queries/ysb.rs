@@ -15,6 +15,7 @@ use super::dist::Dist;
 use super::driver::{OutputArgs, Query, RankPart, Report, RowsTo, WorkerFigures};
 use super::lagwatch::Watched;
 use air_operators::graph::{Count, KeyedWindowExt, Tumbling, Windowed};
+use air_operators::sources::live::{LiveFeed, LiveInput, LiveOptions};
 use air_operators::sources::ysb::{
     split_ranges, uuid_to_string, Campaigns, EventTimeMode, EventType, OnBadRecord, Pacer,
     ParseMode, ReaderOptions, SourceError, YsbEvent, YsbFileReader, YsbGenConfig, YsbGenerator,
@@ -82,9 +83,19 @@ pub struct YsbArgs {
     /// Event time of generated events.
     #[arg(long, value_enum, default_value_t = EventTimeArg::Wallclock)]
     pub event_time: EventTimeArg,
-    /// Read events from these JSON-lines files (YSB schema) instead of generating.
+    /// Read events from these JSON-lines files (YSB schema) instead of
+    /// generating; or from one live input: `-` (standard input, a pipe) or
+    /// `tcp://HOST:PORT` (air connects; `{rank}` is replaced by the MPI
+    /// rank, so each rank reads its own).
     #[arg(long, num_args = 1..)]
     pub input: Vec<PathBuf>,
+    /// Read events from TCP senders that connect to HOST:PORT (one or
+    /// more; each connection's lines feed this rank). The input ends when
+    /// every sender that connected has closed (after the first came); later
+    /// senders are refused. `{rank}` is replaced by the MPI rank (e.g.
+    /// `127.0.0.1:70{rank}0`).
+    #[arg(long, value_name = "HOST:PORT", conflicts_with = "input")]
+    pub listen: Option<String>,
     /// The ad → campaign map: `"ad_id":"campaign_id"` lines or CSV `ad_id,campaign_id`
     /// (default: 100 campaigns × 10 ads generated from --seed).
     #[arg(long)]
@@ -100,8 +111,10 @@ pub struct YsbArgs {
     /// Idleness, ms of wall-clock time: a worker whose input brought no
     /// event for this long stops holding windows back (its watermark
     /// follows the wall clock minus this), so windows close while the input
-    /// is quiet (Flink's `withIdleness`). Wall-clock event times only (not
-    /// with --input or --event-time synthetic) [default: never idle].
+    /// is quiet (Flink's `withIdleness`). Wall-clock event times only: the
+    /// generator's, or a live input's (-, tcp://, --listen) whose records
+    /// carry wall-clock times; not with input files or --event-time
+    /// synthetic [default: never idle].
     #[arg(long, value_name = "MS", value_parser = super::common::parse::idle_ms)]
     pub idle_ms: Option<u64>,
     /// Send every event through the exchange (no partial aggregate per worker).
@@ -133,10 +146,12 @@ pub enum YsbSource {
     /// The generator paced by `--rate` and/or `--duration` (it records its
     /// input lag: how late it was on its schedule after each batch).
     Paced(Watched<YsbGenerator>),
-    /// Byte ranges of input files.
+    /// Byte ranges of input files, or a live input.
     Files {
         /// Pieces still to read.
         pieces: std::vec::IntoIter<(PathBuf, Range<u64>)>,
+        /// The live input whose share `current` reads (from the start).
+        live: Option<LiveFeed>,
         /// The piece being read.
         current: Option<YsbFileReader>,
         /// Reader options.
@@ -208,11 +223,18 @@ impl Source for YsbSource {
                 skipped,
                 current,
                 failed,
+                live,
                 ..
             } => {
+                // Partial lines of dropped connections count as skipped
+                // (once per rank).
+                let partial = live
+                    .as_ref()
+                    .and_then(|f| f.take_report())
+                    .map_or(0, |r| r.partial_lines);
                 stats.add(
                     "skipped_records",
-                    *skipped + current.as_ref().map_or(0, |r| r.skipped()),
+                    *skipped + current.as_ref().map_or(0, |r| r.skipped()) + partial,
                 );
                 if let Some(e) = error {
                     let mut f = failed.lock().unwrap_or_else(|e| e.into_inner());
@@ -272,6 +294,7 @@ impl YsbSource {
                     }
                     let r = current.as_mut().expect("a reader is open");
                     match r.fill(buf, max) {
+                        Ok(0) if !r.is_finished() => return SourcePoll::Idle,
                         Ok(0) => {
                             *skipped += r.skipped();
                             if first_skipped.is_none() {
@@ -390,10 +413,11 @@ fn validate(args: &YsbArgs, ranks: usize) -> Result<(), CliError> {
             ));
         }
     }
-    if args.idle_ms.is_some() && !args.wallclock() {
+    let live = args.live_input()?;
+    if args.idle_ms.is_some() && !args.wallclock() && live.is_none() {
         return bad(
             "--idle-ms needs wall-clock event times (an idle worker's watermark follows the \
-             wall clock): not with --input or --event-time synthetic"
+             wall clock): not with input files or --event-time synthetic"
                 .into(),
         );
     }
@@ -404,7 +428,7 @@ fn validate(args: &YsbArgs, ranks: usize) -> Result<(), CliError> {
                 .into(),
         );
     }
-    if !args.input.is_empty() {
+    if !args.input.is_empty() || live.is_some() {
         let conflicting = [
             ("--events", args.events.is_some()),
             ("--rate", args.rate.is_some()),
@@ -418,12 +442,37 @@ fn validate(args: &YsbArgs, ranks: usize) -> Result<(), CliError> {
                 ));
             }
         }
-        super::common::check_input_files(&args.input)?;
+        if live.is_none() {
+            super::common::check_input_files(&args.input)?;
+        }
     }
     args.load_campaigns().map(|_| ())
 }
 
 impl YsbArgs {
+    /// The live input of `--input -`, `--input tcp://…` or `--listen`
+    /// (`None` for files or the generator).
+    ///
+    /// # Errors
+    /// A live input given with other inputs.
+    pub fn live_input(&self) -> Result<Option<LiveInput>, CliError> {
+        if let Some(a) = &self.listen {
+            return Ok(Some(LiveInput::Listen(a.clone())));
+        }
+        let live: Vec<_> = self
+            .input
+            .iter()
+            .filter_map(|p| LiveInput::from_input_arg(p))
+            .collect();
+        match (live.len(), self.input.len()) {
+            (0, _) => Ok(None),
+            (1, 1) => Ok(live.into_iter().next()),
+            _ => Err(CliError::BadInput(
+                "a live input (-, tcp://HOST:PORT) must be the only --input".into(),
+            )),
+        }
+    }
+
     /// The ad → campaign map: `--campaigns`, or the benchmark's generated
     /// one.
     fn load_campaigns(&self) -> Result<Campaigns, CliError> {
@@ -519,6 +568,9 @@ impl Query for YsbArgs {
         ]
     }
     fn source(&self) -> &'static str {
+        if matches!(self.live_input(), Ok(Some(_))) {
+            return "live";
+        }
         if self.input.is_empty() {
             "generator"
         } else {
@@ -526,7 +578,12 @@ impl Query for YsbArgs {
         }
     }
     fn inputs(&self) -> Vec<PathBuf> {
-        let mut inputs = self.input.clone();
+        let mut inputs: Vec<PathBuf> = self
+            .input
+            .iter()
+            .filter(|p| LiveInput::from_input_arg(p).is_none())
+            .cloned()
+            .collect();
         inputs.extend(self.campaigns.iter().cloned());
         inputs
     }
@@ -625,11 +682,23 @@ fn run_rank(args: &YsbArgs, dist: &Dist, to: &RowsTo) -> Result<RankPart<YsbRow>
     // split over every worker of the job.
     let w = cfg.workers;
     let total = w * dist.ranks();
-    let files = !args.input.is_empty();
+    // A live input: this rank's readers hand whole-line chunks to its
+    // workers (each parses its own).
+    let live = match args.live_input()? {
+        Some(input) => {
+            let input = input.for_rank(dist.rank());
+            Some(
+                LiveFeed::start(&input, w, LiveOptions::default())
+                    .map_err(|e| CliError::BadInput(e.to_string()))?,
+            )
+        }
+        None => None,
+    };
+    let files = !args.input.is_empty() || live.is_some();
     // Pieces of input: each file split into one byte range per worker;
     // worker `i` reads range `i` of every file.
     let mut pieces: Vec<Vec<(PathBuf, Range<u64>)>> = vec![Vec::new(); total];
-    for path in &args.input {
+    for path in args.input.iter().filter(|_| live.is_none()) {
         let ranges = split_ranges(path, total)
             .map_err(|e| CliError::BadInput(format!("{}: {e}", path.display())))?;
         for (i, r) in ranges.into_iter().enumerate() {
@@ -676,9 +745,19 @@ fn run_rank(args: &YsbArgs, dist: &Dist, to: &RowsTo) -> Result<RankPart<YsbRow>
     let build = |df: &Dataflow| {
         let me = df.index();
         let source = if files {
+            let current = live.as_ref().and_then(|feed| {
+                let bell = df.worker().doorbell;
+                let wake = move || {
+                    if let Some(b) = &bell {
+                        b.ring();
+                    }
+                };
+                YsbFileReader::live(feed, me % w, wake, opts)
+            });
             YsbSource::Files {
                 pieces: pieces[me].clone().into_iter(),
-                current: None,
+                live: live.clone(),
+                current,
                 opts,
                 error: None,
                 skipped: 0,
