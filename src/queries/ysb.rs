@@ -924,69 +924,108 @@ pub fn run(args: &YsbArgs, dist: &Dist, print: bool) -> Result<Option<Report>, C
 /// `air gen ysb`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct GenYsbArgs {
-    /// Number of events.
-    #[arg(long)]
-    pub events: u64,
+    /// Number of events (default with --rate: no end, until the reader
+    /// goes away).
+    #[arg(long, required_unless_present = "rate")]
+    pub events: Option<u64>,
     /// Seed (campaigns and events).
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// Events file (JSON lines, YSB schema); `-`: standard output.
+    /// Events file (JSON lines, YSB schema); `-`: standard output;
+    /// `tcp://HOST:PORT`: connect and send (to `air run ysb --listen`).
     #[arg(long)]
     pub out: PathBuf,
-    /// Campaign map file (`"ad_id":"campaign_id"` lines).
+    /// Campaign map file (`"ad_id":"campaign_id"` lines); required with a
+    /// file --out (`air run ysb` without --campaigns derives the same map
+    /// from --seed).
     #[arg(long)]
-    pub campaigns_out: PathBuf,
+    pub campaigns_out: Option<PathBuf>,
     /// Event-time rate of the file, events per second of event time
-    /// (1..=10^15).
-    #[arg(long, default_value_t = 100_000, value_parser = super::common::parse::events_per_s_int)]
-    pub events_per_s: u64,
+    /// (1..=10^15) [default: --rate, else 100000].
+    #[arg(long, value_parser = super::common::parse::events_per_s_int)]
+    pub events_per_s: Option<u64>,
+    /// Wall-clock pace of the output, events per second (default: as fast
+    /// as it can be written): events are written in small batches when
+    /// due, to feed a live job (`air gen ysb --rate 1000000 --out - | air
+    /// run ysb --input -`).
+    #[arg(long, value_parser = super::common::parse::rate)]
+    pub rate: Option<u64>,
 }
 
 /// `air gen ysb`: writes events and campaigns.
 pub fn gen(args: &GenYsbArgs) -> Result<(), CliError> {
-    if args.events_per_s == 0 {
+    let events_per_s = args.events_per_s.or(args.rate).unwrap_or(100_000);
+    if events_per_s == 0 {
         return Err(CliError::BadInput("--events-per-s must be positive".into()));
     }
-    if args.out == args.campaigns_out {
+    let tcp = args
+        .out
+        .to_str()
+        .and_then(|s| s.strip_prefix("tcp://"))
+        .map(str::to_string);
+    let to_stdout = super::common::is_stdout(&args.out);
+    let to_file = !to_stdout && tcp.is_none();
+    if Some(&args.out) == args.campaigns_out.as_ref() {
         return Err(CliError::BadInput(
             "--out and --campaigns-out name the same file".into(),
         ));
     }
-    if super::common::is_stdout(&args.campaigns_out) {
-        return Err(CliError::BadInput(
-            "--campaigns-out -: the campaign map goes to a file (`air run ysb --campaigns` \
-             reads it); only --out - writes to standard output"
-                .into(),
-        ));
+    match &args.campaigns_out {
+        Some(c) if super::common::is_stdout(c) => {
+            return Err(CliError::BadInput(
+                "--campaigns-out -: the campaign map goes to a file (`air run ysb --campaigns` \
+                 reads it); only --out - writes to standard output"
+                    .into(),
+            ));
+        }
+        None if to_file => {
+            return Err(CliError::BadInput(
+                "--campaigns-out FILE is needed with a file --out".into(),
+            ));
+        }
+        _ => {}
     }
     let opts = air_operators::sources::ysb::GenFilesOptions {
         event_time: EventTimeMode::Deterministic {
             start_ms: 1_461_024_576_817,
-            events_per_s: args.events_per_s,
+            events_per_s,
         },
+        rate: args.rate,
         ..Default::default()
     };
-    let to_stdout = super::common::is_stdout(&args.out);
-    let s = if to_stdout {
+    let events = args.events.unwrap_or(u64::MAX);
+    let campaigns_out = args.campaigns_out.as_deref();
+    let s = if let Some(addr) = &tcp {
+        let mut sock = std::net::TcpStream::connect(addr)
+            .map_err(|e| CliError::BadInput(format!("cannot connect to {addr}: {e}")))?;
+        let _ = sock.set_nodelay(true);
         air_operators::sources::ysb::gen_to_writer(
-            args.events,
+            events,
+            args.seed,
+            &mut sock,
+            &args.out,
+            campaigns_out,
+            &opts,
+        )?
+    } else if to_stdout {
+        air_operators::sources::ysb::gen_to_writer(
+            events,
             args.seed,
             &mut std::io::stdout().lock(),
             Path::new("standard output"),
-            &args.campaigns_out,
+            campaigns_out,
             &opts,
         )?
     } else {
-        air_operators::sources::ysb::gen_to_files(
-            args.events,
-            args.seed,
-            &args.out,
-            &args.campaigns_out,
-            &opts,
-        )?
+        let c = campaigns_out.expect("checked above");
+        air_operators::sources::ysb::gen_to_files(events, args.seed, &args.out, c, &opts)?
+    };
+    let campaigns_to = match campaigns_out {
+        Some(c) => format!(" and {} campaigns to {}", s.campaigns.len(), c.display()),
+        None => String::new(),
     };
     let summary = format!(
-        "wrote {} events ({} bytes) to {} and {} campaigns to {}",
+        "wrote {} events ({} bytes) to {}{campaigns_to}",
         thousands(s.events),
         thousands(s.bytes),
         if to_stdout {
@@ -994,11 +1033,9 @@ pub fn gen(args: &GenYsbArgs) -> Result<(), CliError> {
         } else {
             args.out.display().to_string()
         },
-        s.campaigns.len(),
-        args.campaigns_out.display()
     );
     // Standard output carries the events with `--out -`.
-    if to_stdout {
+    if !to_file {
         eprintln!("{summary}");
     } else {
         println!("{summary}");

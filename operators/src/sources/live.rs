@@ -578,7 +578,24 @@ impl Pump {
     }
 
     /// The stream ended (EOF, or a read error `e`) with `buf` unsent.
-    fn end(mut self, buf: Vec<u8>, offset: u64, line: u64, e: Option<io::Error>) {
+    fn end(mut self, mut buf: Vec<u8>, mut offset: u64, mut line: u64, e: Option<io::Error>) {
+        if self.socket {
+            // The whole lines go on; what follows the last `\n` is partial.
+            if let Some(k) = memchr::memrchr(b'\n', &buf) {
+                let mut rest = self.buffer(0);
+                rest.clear();
+                rest.extend_from_slice(&buf[k + 1..]);
+                buf.truncate(k + 1);
+                let lines = memchr::memchr_iter(b'\n', &buf).count() as u64;
+                let n = buf.len() as u64;
+                let full = std::mem::replace(&mut buf, rest);
+                if !self.send(self.chunk(full, offset, line, false)) {
+                    return;
+                }
+                offset += n;
+                line += lines;
+            }
+        }
         if !buf.is_empty() {
             if self.socket {
                 // A sender gone mid-line: the partial line is dropped.
