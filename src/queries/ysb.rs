@@ -152,6 +152,10 @@ pub enum YsbSource {
         pieces: std::vec::IntoIter<(PathBuf, Range<u64>)>,
         /// The live input whose share `current` reads (from the start).
         live: Option<LiveFeed>,
+        /// Opens this worker's share of the live input, at the first poll
+        /// (not when the graph is built: the build closure also runs once
+        /// to plan the graph, and that run must not take a worker's queue).
+        open_live: Option<OpenLive>,
         /// The piece being read.
         current: Option<YsbFileReader>,
         /// Reader options.
@@ -169,6 +173,9 @@ pub enum YsbSource {
         failed: Arc<std::sync::Mutex<Option<String>>>,
     },
 }
+
+/// Opens a worker's share of a live input (see `YsbSource::Files`).
+pub type OpenLive = Box<dyn FnOnce() -> Option<YsbFileReader> + Send>;
 
 /// Events read so far for the progress line, one counter per worker thread
 /// (updated once per batch). Each counter has its own cache line and one
@@ -270,11 +277,28 @@ impl YsbSource {
                 skipped,
                 first_skipped,
                 stop,
+                open_live,
+                failed,
                 ..
             } => {
                 buf.clear();
                 if error.is_some() || stop.load(std::sync::atomic::Ordering::Relaxed) {
                     return SourcePoll::Done;
+                }
+                if let Some(open) = open_live.take() {
+                    match open() {
+                        Some(r) => *current = Some(r),
+                        None => {
+                            failed
+                                .lock()
+                                .unwrap_or_else(|e| e.into_inner())
+                                .get_or_insert_with(|| {
+                                    "a worker's share of the live input was taken twice".into()
+                                });
+                            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+                            return SourcePoll::Done;
+                        }
+                    }
                 }
                 loop {
                     if current.is_none() {
@@ -745,19 +769,23 @@ fn run_rank(args: &YsbArgs, dist: &Dist, to: &RowsTo) -> Result<RankPart<YsbRow>
     let build = |df: &Dataflow| {
         let me = df.index();
         let source = if files {
-            let current = live.as_ref().and_then(|feed| {
+            let open_live = live.clone().map(|feed| {
                 let bell = df.worker().doorbell;
-                let wake = move || {
-                    if let Some(b) = &bell {
-                        b.ring();
-                    }
-                };
-                YsbFileReader::live(feed, me % w, wake, opts)
+                let open: OpenLive = Box::new(move || {
+                    let wake = move || {
+                        if let Some(b) = &bell {
+                            b.ring();
+                        }
+                    };
+                    YsbFileReader::live(&feed, me % w, wake, opts)
+                });
+                open
             });
             YsbSource::Files {
                 pieces: pieces[me].clone().into_iter(),
                 live: live.clone(),
-                current,
+                open_live,
+                current: None,
                 opts,
                 error: None,
                 skipped: 0,
