@@ -131,13 +131,26 @@ fn stdin_equals_file() {
     let dir = common::tmpdir("live", "stdin");
     let bytes = gen(&dir, 20_000);
     let want = file_rows(&dir);
-    let mut child = start(&["--input", "-"], &["--out", "-"]);
+    let report = dir.join("report.json");
+    let rep = report.to_str().unwrap().to_string();
+    let mut child = start(&["--input", "-"], &["--out", "-", "--report", &rep]);
     let mut stdin = child.stdin.take().unwrap();
     let writer = std::thread::spawn(move || stdin.write_all(&bytes).unwrap());
     let (o, _) = common::wait(child, "air run ysb --input -", LIMIT);
     writer.join().unwrap();
     assert!(o.status.success(), "{}", common::text(&o));
     assert_eq!(rows(&String::from_utf8_lossy(&o.stdout)), want);
+    // Both workers parsed a share (5 MB in chunks of at most 512 KiB).
+    let r = common::report(&report);
+    let per: Vec<u64> = r["per_worker"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w["events"].as_u64().unwrap())
+        .collect();
+    assert_eq!(per.len(), 2, "{r}");
+    assert!(per.iter().all(|&n| n > 0), "{per:?}");
+    assert_eq!(per.iter().sum::<u64>(), 20_000);
 }
 
 #[test]
