@@ -808,3 +808,24 @@ impl<E> LiveLines<E> {
         self.rx = rx;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `--input` arguments: `-` and `tcp://` are live, paths are not;
+    /// `{rank}` becomes the rank.
+    #[test]
+    fn input_args_and_rank_names() {
+        assert_eq!(
+            LiveInput::from_input_arg(Path::new("-")),
+            Some(LiveInput::Stdin)
+        );
+        assert_eq!(LiveInput::from_input_arg(Path::new("events.json")), None);
+        let t = LiveInput::from_input_arg(Path::new("tcp://127.0.0.1:900{rank}")).unwrap();
+        assert_eq!(t.for_rank(3), LiveInput::Connect("127.0.0.1:9003".into()));
+        assert_eq!(t.for_rank(3).name(), "tcp://127.0.0.1:9003");
+        let l = LiveInput::Listen("127.0.0.1:70{rank}0".into());
+        assert_eq!(l.for_rank(2).name(), "listen://127.0.0.1:7020");
+    }
+}
