@@ -15,6 +15,7 @@ use super::dist::Dist;
 use super::driver::{OutputArgs, Query, RankPart, Report, RowsTo, WorkerFigures};
 use super::lagwatch::Watched;
 use air_operators::graph::{Count, KeyedWindowExt, Tumbling, Windowed};
+use air_operators::sources::live::{LiveFeed, LiveInput, LiveOptions};
 use air_operators::sources::ysb::{
     split_ranges, uuid_to_string, Campaigns, EventTimeMode, EventType, OnBadRecord, Pacer,
     ParseMode, ReaderOptions, SourceError, YsbEvent, YsbFileReader, YsbGenConfig, YsbGenerator,
@@ -82,9 +83,19 @@ pub struct YsbArgs {
     /// Event time of generated events.
     #[arg(long, value_enum, default_value_t = EventTimeArg::Wallclock)]
     pub event_time: EventTimeArg,
-    /// Read events from these JSON-lines files (YSB schema) instead of generating.
+    /// Read events from these JSON-lines files (YSB schema) instead of
+    /// generating; or from one live input: `-` (standard input, a pipe) or
+    /// `tcp://HOST:PORT` (air connects; `{rank}` is replaced by the MPI
+    /// rank, so each rank reads its own).
     #[arg(long, num_args = 1..)]
     pub input: Vec<PathBuf>,
+    /// Read events from TCP senders that connect to HOST:PORT (one or
+    /// more; each connection's lines feed this rank). The input ends when
+    /// every sender that connected has closed (after the first came); later
+    /// senders are refused. `{rank}` is replaced by the MPI rank (e.g.
+    /// `127.0.0.1:70{rank}0`).
+    #[arg(long, value_name = "HOST:PORT", conflicts_with = "input")]
+    pub listen: Option<String>,
     /// The ad → campaign map: `"ad_id":"campaign_id"` lines or CSV `ad_id,campaign_id`
     /// (default: 100 campaigns × 10 ads generated from --seed).
     #[arg(long)]
@@ -100,8 +111,10 @@ pub struct YsbArgs {
     /// Idleness, ms of wall-clock time: a worker whose input brought no
     /// event for this long stops holding windows back (its watermark
     /// follows the wall clock minus this), so windows close while the input
-    /// is quiet (Flink's `withIdleness`). Wall-clock event times only (not
-    /// with --input or --event-time synthetic) [default: never idle].
+    /// is quiet (Flink's `withIdleness`). Wall-clock event times only: the
+    /// generator's, or a live input's (-, tcp://, --listen) whose records
+    /// carry wall-clock times; not with input files or --event-time
+    /// synthetic [default: never idle].
     #[arg(long, value_name = "MS", value_parser = super::common::parse::idle_ms)]
     pub idle_ms: Option<u64>,
     /// Send every event through the exchange (no partial aggregate per worker).
@@ -133,10 +146,16 @@ pub enum YsbSource {
     /// The generator paced by `--rate` and/or `--duration` (it records its
     /// input lag: how late it was on its schedule after each batch).
     Paced(Watched<YsbGenerator>),
-    /// Byte ranges of input files.
+    /// Byte ranges of input files, or a live input.
     Files {
         /// Pieces still to read.
         pieces: std::vec::IntoIter<(PathBuf, Range<u64>)>,
+        /// The live input whose share `current` reads (from the start).
+        live: Option<LiveFeed>,
+        /// Opens this worker's share of the live input, at the first poll
+        /// (not when the graph is built: the build closure also runs once
+        /// to plan the graph, and that run must not take a worker's queue).
+        open_live: Option<OpenLive>,
         /// The piece being read.
         current: Option<YsbFileReader>,
         /// Reader options.
@@ -154,6 +173,9 @@ pub enum YsbSource {
         failed: Arc<std::sync::Mutex<Option<String>>>,
     },
 }
+
+/// Opens a worker's share of a live input (see `YsbSource::Files`).
+pub type OpenLive = Box<dyn FnOnce() -> Option<YsbFileReader> + Send>;
 
 /// Events read so far for the progress line, one counter per worker thread
 /// (updated once per batch). Each counter has its own cache line and one
@@ -208,11 +230,18 @@ impl Source for YsbSource {
                 skipped,
                 current,
                 failed,
+                live,
                 ..
             } => {
+                // Partial lines of dropped connections count as skipped
+                // (once per rank).
+                let partial = live
+                    .as_ref()
+                    .and_then(|f| f.take_report())
+                    .map_or(0, |r| r.partial_lines);
                 stats.add(
                     "skipped_records",
-                    *skipped + current.as_ref().map_or(0, |r| r.skipped()),
+                    *skipped + current.as_ref().map_or(0, |r| r.skipped()) + partial,
                 );
                 if let Some(e) = error {
                     let mut f = failed.lock().unwrap_or_else(|e| e.into_inner());
@@ -248,11 +277,28 @@ impl YsbSource {
                 skipped,
                 first_skipped,
                 stop,
+                open_live,
+                failed,
                 ..
             } => {
                 buf.clear();
                 if error.is_some() || stop.load(std::sync::atomic::Ordering::Relaxed) {
                     return SourcePoll::Done;
+                }
+                if let Some(open) = open_live.take() {
+                    match open() {
+                        Some(r) => *current = Some(r),
+                        None => {
+                            failed
+                                .lock()
+                                .unwrap_or_else(|e| e.into_inner())
+                                .get_or_insert_with(|| {
+                                    "a worker's share of the live input was taken twice".into()
+                                });
+                            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+                            return SourcePoll::Done;
+                        }
+                    }
                 }
                 loop {
                     if current.is_none() {
@@ -272,6 +318,7 @@ impl YsbSource {
                     }
                     let r = current.as_mut().expect("a reader is open");
                     match r.fill(buf, max) {
+                        Ok(0) if !r.is_finished() => return SourcePoll::Idle,
                         Ok(0) => {
                             *skipped += r.skipped();
                             if first_skipped.is_none() {
@@ -390,10 +437,11 @@ fn validate(args: &YsbArgs, ranks: usize) -> Result<(), CliError> {
             ));
         }
     }
-    if args.idle_ms.is_some() && !args.wallclock() {
+    let live = args.live_input()?;
+    if args.idle_ms.is_some() && !args.wallclock() && live.is_none() {
         return bad(
             "--idle-ms needs wall-clock event times (an idle worker's watermark follows the \
-             wall clock): not with --input or --event-time synthetic"
+             wall clock): not with input files or --event-time synthetic"
                 .into(),
         );
     }
@@ -404,7 +452,7 @@ fn validate(args: &YsbArgs, ranks: usize) -> Result<(), CliError> {
                 .into(),
         );
     }
-    if !args.input.is_empty() {
+    if !args.input.is_empty() || live.is_some() {
         let conflicting = [
             ("--events", args.events.is_some()),
             ("--rate", args.rate.is_some()),
@@ -418,12 +466,37 @@ fn validate(args: &YsbArgs, ranks: usize) -> Result<(), CliError> {
                 ));
             }
         }
-        super::common::check_input_files(&args.input)?;
+        if live.is_none() {
+            super::common::check_input_files(&args.input)?;
+        }
     }
     args.load_campaigns().map(|_| ())
 }
 
 impl YsbArgs {
+    /// The live input of `--input -`, `--input tcp://…` or `--listen`
+    /// (`None` for files or the generator).
+    ///
+    /// # Errors
+    /// A live input given with other inputs.
+    pub fn live_input(&self) -> Result<Option<LiveInput>, CliError> {
+        if let Some(a) = &self.listen {
+            return Ok(Some(LiveInput::Listen(a.clone())));
+        }
+        let live: Vec<_> = self
+            .input
+            .iter()
+            .filter_map(|p| LiveInput::from_input_arg(p))
+            .collect();
+        match (live.len(), self.input.len()) {
+            (0, _) => Ok(None),
+            (1, 1) => Ok(live.into_iter().next()),
+            _ => Err(CliError::BadInput(
+                "a live input (-, tcp://HOST:PORT) must be the only --input".into(),
+            )),
+        }
+    }
+
     /// The ad → campaign map: `--campaigns`, or the benchmark's generated
     /// one.
     fn load_campaigns(&self) -> Result<Campaigns, CliError> {
@@ -519,6 +592,9 @@ impl Query for YsbArgs {
         ]
     }
     fn source(&self) -> &'static str {
+        if matches!(self.live_input(), Ok(Some(_))) {
+            return "live";
+        }
         if self.input.is_empty() {
             "generator"
         } else {
@@ -526,7 +602,12 @@ impl Query for YsbArgs {
         }
     }
     fn inputs(&self) -> Vec<PathBuf> {
-        let mut inputs = self.input.clone();
+        let mut inputs: Vec<PathBuf> = self
+            .input
+            .iter()
+            .filter(|p| LiveInput::from_input_arg(p).is_none())
+            .cloned()
+            .collect();
         inputs.extend(self.campaigns.iter().cloned());
         inputs
     }
@@ -625,11 +706,23 @@ fn run_rank(args: &YsbArgs, dist: &Dist, to: &RowsTo) -> Result<RankPart<YsbRow>
     // split over every worker of the job.
     let w = cfg.workers;
     let total = w * dist.ranks();
-    let files = !args.input.is_empty();
+    // A live input: this rank's readers hand whole-line chunks to its
+    // workers (each parses its own).
+    let live = match args.live_input()? {
+        Some(input) => {
+            let input = input.for_rank(dist.rank());
+            Some(
+                LiveFeed::start(&input, w, LiveOptions::default())
+                    .map_err(|e| CliError::BadInput(e.to_string()))?,
+            )
+        }
+        None => None,
+    };
+    let files = !args.input.is_empty() || live.is_some();
     // Pieces of input: each file split into one byte range per worker;
     // worker `i` reads range `i` of every file.
     let mut pieces: Vec<Vec<(PathBuf, Range<u64>)>> = vec![Vec::new(); total];
-    for path in &args.input {
+    for path in args.input.iter().filter(|_| live.is_none()) {
         let ranges = split_ranges(path, total)
             .map_err(|e| CliError::BadInput(format!("{}: {e}", path.display())))?;
         for (i, r) in ranges.into_iter().enumerate() {
@@ -676,8 +769,22 @@ fn run_rank(args: &YsbArgs, dist: &Dist, to: &RowsTo) -> Result<RankPart<YsbRow>
     let build = |df: &Dataflow| {
         let me = df.index();
         let source = if files {
+            let open_live = live.clone().map(|feed| {
+                let bell = df.worker().doorbell;
+                let open: OpenLive = Box::new(move || {
+                    let wake = move || {
+                        if let Some(b) = &bell {
+                            b.ring();
+                        }
+                    };
+                    YsbFileReader::live(&feed, me % w, wake, opts)
+                });
+                open
+            });
             YsbSource::Files {
                 pieces: pieces[me].clone().into_iter(),
+                live: live.clone(),
+                open_live,
                 current: None,
                 opts,
                 error: None,
@@ -845,69 +952,108 @@ pub fn run(args: &YsbArgs, dist: &Dist, print: bool) -> Result<Option<Report>, C
 /// `air gen ysb`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct GenYsbArgs {
-    /// Number of events.
-    #[arg(long)]
-    pub events: u64,
+    /// Number of events (default with --rate: no end, until the reader
+    /// goes away).
+    #[arg(long, required_unless_present = "rate")]
+    pub events: Option<u64>,
     /// Seed (campaigns and events).
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// Events file (JSON lines, YSB schema); `-`: standard output.
+    /// Events file (JSON lines, YSB schema); `-`: standard output;
+    /// `tcp://HOST:PORT`: connect and send (to `air run ysb --listen`).
     #[arg(long)]
     pub out: PathBuf,
-    /// Campaign map file (`"ad_id":"campaign_id"` lines).
+    /// Campaign map file (`"ad_id":"campaign_id"` lines); required with a
+    /// file --out (`air run ysb` without --campaigns derives the same map
+    /// from --seed).
     #[arg(long)]
-    pub campaigns_out: PathBuf,
+    pub campaigns_out: Option<PathBuf>,
     /// Event-time rate of the file, events per second of event time
-    /// (1..=10^15).
-    #[arg(long, default_value_t = 100_000, value_parser = super::common::parse::events_per_s_int)]
-    pub events_per_s: u64,
+    /// (1..=10^15) [default: --rate, else 100000].
+    #[arg(long, value_parser = super::common::parse::events_per_s_int)]
+    pub events_per_s: Option<u64>,
+    /// Wall-clock pace of the output, events per second (default: as fast
+    /// as it can be written): events are written in small batches when
+    /// due, to feed a live job (`air gen ysb --rate 1000000 --out - | air
+    /// run ysb --input -`).
+    #[arg(long, value_parser = super::common::parse::rate)]
+    pub rate: Option<u64>,
 }
 
 /// `air gen ysb`: writes events and campaigns.
 pub fn gen(args: &GenYsbArgs) -> Result<(), CliError> {
-    if args.events_per_s == 0 {
+    let events_per_s = args.events_per_s.or(args.rate).unwrap_or(100_000);
+    if events_per_s == 0 {
         return Err(CliError::BadInput("--events-per-s must be positive".into()));
     }
-    if args.out == args.campaigns_out {
+    let tcp = args
+        .out
+        .to_str()
+        .and_then(|s| s.strip_prefix("tcp://"))
+        .map(str::to_string);
+    let to_stdout = super::common::is_stdout(&args.out);
+    let to_file = !to_stdout && tcp.is_none();
+    if Some(&args.out) == args.campaigns_out.as_ref() {
         return Err(CliError::BadInput(
             "--out and --campaigns-out name the same file".into(),
         ));
     }
-    if super::common::is_stdout(&args.campaigns_out) {
-        return Err(CliError::BadInput(
-            "--campaigns-out -: the campaign map goes to a file (`air run ysb --campaigns` \
-             reads it); only --out - writes to standard output"
-                .into(),
-        ));
+    match &args.campaigns_out {
+        Some(c) if super::common::is_stdout(c) => {
+            return Err(CliError::BadInput(
+                "--campaigns-out -: the campaign map goes to a file (`air run ysb --campaigns` \
+                 reads it); only --out - writes to standard output"
+                    .into(),
+            ));
+        }
+        None if to_file => {
+            return Err(CliError::BadInput(
+                "--campaigns-out FILE is needed with a file --out".into(),
+            ));
+        }
+        _ => {}
     }
     let opts = air_operators::sources::ysb::GenFilesOptions {
         event_time: EventTimeMode::Deterministic {
             start_ms: 1_461_024_576_817,
-            events_per_s: args.events_per_s,
+            events_per_s,
         },
+        rate: args.rate,
         ..Default::default()
     };
-    let to_stdout = super::common::is_stdout(&args.out);
-    let s = if to_stdout {
+    let events = args.events.unwrap_or(u64::MAX);
+    let campaigns_out = args.campaigns_out.as_deref();
+    let s = if let Some(addr) = &tcp {
+        let mut sock = std::net::TcpStream::connect(addr)
+            .map_err(|e| CliError::BadInput(format!("cannot connect to {addr}: {e}")))?;
+        let _ = sock.set_nodelay(true);
         air_operators::sources::ysb::gen_to_writer(
-            args.events,
+            events,
+            args.seed,
+            &mut sock,
+            &args.out,
+            campaigns_out,
+            &opts,
+        )?
+    } else if to_stdout {
+        air_operators::sources::ysb::gen_to_writer(
+            events,
             args.seed,
             &mut std::io::stdout().lock(),
             Path::new("standard output"),
-            &args.campaigns_out,
+            campaigns_out,
             &opts,
         )?
     } else {
-        air_operators::sources::ysb::gen_to_files(
-            args.events,
-            args.seed,
-            &args.out,
-            &args.campaigns_out,
-            &opts,
-        )?
+        let c = campaigns_out.expect("checked above");
+        air_operators::sources::ysb::gen_to_files(events, args.seed, &args.out, c, &opts)?
+    };
+    let campaigns_to = match campaigns_out {
+        Some(c) => format!(" and {} campaigns to {}", s.campaigns.len(), c.display()),
+        None => String::new(),
     };
     let summary = format!(
-        "wrote {} events ({} bytes) to {} and {} campaigns to {}",
+        "wrote {} events ({} bytes) to {}{campaigns_to}",
         thousands(s.events),
         thousands(s.bytes),
         if to_stdout {
@@ -915,11 +1061,9 @@ pub fn gen(args: &GenYsbArgs) -> Result<(), CliError> {
         } else {
             args.out.display().to_string()
         },
-        s.campaigns.len(),
-        args.campaigns_out.display()
     );
     // Standard output carries the events with `--out -`.
-    if to_stdout {
+    if !to_file {
         eprintln!("{summary}");
     } else {
         println!("{summary}");

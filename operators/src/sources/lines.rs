@@ -12,6 +12,7 @@ use std::marker::PhantomData;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
+use super::live::LiveLines;
 use super::ysb::OnBadRecord;
 
 /// What went wrong in a [`LineRange`], for [`LineError::new`].
@@ -441,7 +442,7 @@ fn count_newlines(path: &Path, len: u64) -> Option<u64> {
 /// delivered first and the error on the next call.
 #[derive(Debug)]
 pub(crate) struct RecordLines<E> {
-    lines: LineRange<E>,
+    lines: Lines<E>,
     on_bad_record: OnBadRecord,
     /// An error to return on the next call.
     pending: Option<E>,
@@ -464,12 +465,31 @@ impl<E: RecordError> RecordLines<E> {
         on_bad_record: OnBadRecord,
     ) -> Result<RecordLines<E>, E> {
         Ok(RecordLines {
-            lines: LineRange::open(path, range, max_line_len, buffer_size, false)?,
+            lines: Lines::File(LineRange::open(
+                path,
+                range,
+                max_line_len,
+                buffer_size,
+                false,
+            )?),
             on_bad_record,
             pending: None,
             skipped: 0,
             first_skipped: None,
         })
+    }
+
+    /// The records of one worker's share of a live input, under the same
+    /// policy. [`fill`](Self::fill) returns `Ok(0)` also when nothing is
+    /// queued now: [`Lines::is_finished`] tells the end apart.
+    pub(crate) fn live(lines: LiveLines<E>, on_bad_record: OnBadRecord) -> RecordLines<E> {
+        RecordLines {
+            lines: Lines::Live(lines),
+            on_bad_record,
+            pending: None,
+            skipped: 0,
+            first_skipped: None,
+        }
     }
 
     /// Calls `record(n, bytes)` for the next non-blank lines (`bytes`
@@ -544,7 +564,7 @@ impl<E: RecordError> RecordLines<E> {
 
 impl<E> RecordLines<E> {
     /// The lines underneath (counts, path, state).
-    pub(crate) fn lines(&self) -> &LineRange<E> {
+    pub(crate) fn lines(&self) -> &Lines<E> {
         &self.lines
     }
 
@@ -561,5 +581,78 @@ impl<E> RecordLines<E> {
     /// The first bad record skipped, if any.
     pub(crate) fn first_skipped(&self) -> Option<&E> {
         self.first_skipped.as_ref()
+    }
+}
+
+/// The lines a [`RecordLines`] reads: one byte range of a file, or one
+/// worker's share of a live input.
+#[derive(Debug)]
+pub(crate) enum Lines<E> {
+    /// A byte range of a file.
+    File(LineRange<E>),
+    /// A worker's chunks of a live input.
+    Live(LiveLines<E>),
+}
+
+impl<E: LineError> Lines<E> {
+    /// The next line (see [`LineRange::next_line`] and
+    /// [`LiveLines::next_line`]).
+    fn next_line(&mut self) -> Result<Option<RawLine>, E> {
+        match self {
+            Lines::File(l) => l.next_line(),
+            Lines::Live(l) => l.next_line(),
+        }
+    }
+
+    /// The 1-based line number of the input of the line numbered `local`
+    /// by [`RawLine::number`].
+    fn file_line(&mut self, local: u64) -> Option<u64> {
+        match self {
+            Lines::File(l) => l.file_line(local),
+            Lines::Live(_) => Some(local),
+        }
+    }
+}
+
+impl<E> Lines<E> {
+    /// The bytes of `line`, without one `\r` at their end.
+    fn text(&self, line: &RawLine) -> &[u8] {
+        match self {
+            Lines::File(l) => l.text(line),
+            Lines::Live(l) => l.text(line),
+        }
+    }
+
+    /// Lines consumed so far (over-long ones included).
+    pub(crate) fn lines(&self) -> u64 {
+        match self {
+            Lines::File(l) => l.lines(),
+            Lines::Live(l) => l.lines(),
+        }
+    }
+
+    /// The input being read (for a live input: the stream of the current
+    /// line).
+    pub(crate) fn path(&self) -> &Path {
+        match self {
+            Lines::File(l) => l.path(),
+            Lines::Live(l) => l.path(),
+        }
+    }
+
+    /// Whether the input is done (a live input: ended, not merely quiet).
+    pub(crate) fn is_finished(&self) -> bool {
+        match self {
+            Lines::File(l) => l.is_finished(),
+            Lines::Live(l) => l.is_finished(),
+        }
+    }
+
+    /// Stops reading.
+    fn finish(&mut self) {
+        match self {
+            Lines::File(l) => l.finish(),
+            Lines::Live(l) => l.finish(),
+        }
     }
 }

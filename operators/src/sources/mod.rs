@@ -1,4 +1,5 @@
-//! Sources: where the records of a job come from (generators and files).
+//! Sources: where the records of a job come from (generators, files and
+//! live inputs: standard input, TCP).
 //!
 //! Every source is sharded: a job of `W` workers builds one source per worker
 //! (`worker_index` in `0..W`), and the shards together produce the job's
@@ -6,6 +7,7 @@
 
 mod json_scan;
 mod lines;
+pub mod live;
 pub mod nexmark;
 pub mod pace;
 pub(crate) mod rng;

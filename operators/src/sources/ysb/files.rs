@@ -23,6 +23,11 @@ pub struct GenFilesOptions {
     pub event_time: EventTimeMode,
     /// Format of the campaign file (default [`CampaignsFormat::Mapping`]).
     pub campaigns_format: CampaignsFormat,
+    /// Wall-clock pace of the output, events per second (default `None`:
+    /// as fast as it can be written). Paced output is written and flushed
+    /// in small batches (about 200 a second), each when it is due, so a
+    /// live job reading it sees a steady stream.
+    pub rate: Option<u64>,
 }
 
 impl Default for GenFilesOptions {
@@ -35,6 +40,7 @@ impl Default for GenFilesOptions {
                 events_per_s: 100_000,
             },
             campaigns_format: CampaignsFormat::Mapping,
+            rate: None,
         }
     }
 }
@@ -73,12 +79,14 @@ pub fn gen_to_files(
     campaigns_out: &Path,
     opts: &GenFilesOptions,
 ) -> Result<GenSummary, GenError> {
-    gen_events(events, seed, EventsTo::File(out), campaigns_out, opts)
+    gen_events(events, seed, EventsTo::File(out), Some(campaigns_out), opts)
 }
 
 /// [`gen_to_files`] with the events written to `out` (standard output, a
-/// pipe) instead of a file; `out_name` names it in errors. The same bytes
-/// as the file.
+/// pipe, a socket) instead of a file; `out_name` names it in errors; the
+/// campaign file is written only if `campaigns_out` names one. The same
+/// bytes as the file. `events: u64::MAX` writes until `out` fails (a
+/// reader that went away).
 ///
 /// # Errors
 /// As [`gen_to_files`].
@@ -87,7 +95,7 @@ pub fn gen_to_writer(
     seed: u64,
     out: &mut dyn Write,
     out_name: &Path,
-    campaigns_out: &Path,
+    campaigns_out: Option<&Path>,
     opts: &GenFilesOptions,
 ) -> Result<GenSummary, GenError> {
     gen_events(
@@ -110,16 +118,18 @@ fn gen_events(
     events: u64,
     seed: u64,
     out: EventsTo<'_>,
-    campaigns_out: &Path,
+    campaigns_out: Option<&Path>,
     opts: &GenFilesOptions,
 ) -> Result<GenSummary, GenError> {
     let campaigns = Campaigns::generate(opts.num_campaigns, opts.ads_per_campaign, seed);
-    campaigns
-        .write(campaigns_out, opts.campaigns_format)
-        .map_err(|source| GenError {
-            path: campaigns_out.to_path_buf(),
-            source,
-        })?;
+    if let Some(campaigns_out) = campaigns_out {
+        campaigns
+            .write(campaigns_out, opts.campaigns_format)
+            .map_err(|source| GenError {
+                path: campaigns_out.to_path_buf(),
+                source,
+            })?;
+    }
     let out_path = match &out {
         EventsTo::File(p) | EventsTo::Writer(p, _) => p.to_path_buf(),
     };
@@ -138,8 +148,21 @@ fn gen_events(
     let mut batch = vec![YsbEvent::default(); 4096];
     let mut text = Vec::with_capacity(batch.len() * 300);
     let mut bytes = 0u64;
+    // Paced: batches of about 5 ms of events, each written when due.
+    let rate = opts.rate.filter(|&r| r > 0);
+    let per_batch = rate.map_or(batch.len(), |r| {
+        (r / 200).clamp(1, batch.len() as u64) as usize
+    });
+    let start = std::time::Instant::now();
     loop {
-        let n = gen.fill(&mut batch);
+        if let Some(r) = rate {
+            let due = start + std::time::Duration::from_secs_f64(gen.generated() as f64 / r as f64);
+            let now = std::time::Instant::now();
+            if due > now {
+                std::thread::sleep(due - now);
+            }
+        }
+        let n = gen.fill(&mut batch[..per_batch]);
         if n == 0 {
             break;
         }
@@ -148,6 +171,9 @@ fn gen_events(
             write_json_line(e, &mut text);
         }
         file.write_all(&text).map_err(err)?;
+        if rate.is_some() {
+            file.flush().map_err(err)?;
+        }
         bytes += text.len() as u64;
     }
     file.flush().map_err(err)?;

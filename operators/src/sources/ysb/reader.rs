@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use super::event::YsbEvent;
 use super::json::{parse_json_line_with, FieldError, FieldErrorKind, ParseMode};
 use crate::sources::lines::{LineError, LineFailure, RecordError, RecordLines};
+use crate::sources::live::LiveFeed;
 
 /// Default longest accepted line, in bytes (1 MiB, excluding the `\n`); a
 /// YSB line is about 250 bytes.
@@ -209,6 +210,33 @@ impl YsbFileReader {
             records,
             events: 0,
         })
+    }
+
+    /// A reader of local worker `local`'s share of the live input `feed`
+    /// (standard input, TCP): its lines are numbered, and offsets counted,
+    /// from the start of their stream, and errors name the stream.
+    /// [`fill`](Self::fill) returns `Ok(0)` also when nothing is queued
+    /// now: [`is_finished`](Self::is_finished) tells the end apart. `wake`
+    /// is called when a chunk is queued for this worker (ring its
+    /// doorbell). `None` if that worker's share was taken already.
+    pub fn live(
+        feed: &LiveFeed,
+        local: usize,
+        wake: impl Fn() + Send + Sync + 'static,
+        opts: ReaderOptions,
+    ) -> Option<YsbFileReader> {
+        let lines = feed.worker(local, wake)?;
+        Some(YsbFileReader {
+            opts,
+            records: RecordLines::live(lines, opts.on_bad_record),
+            events: 0,
+        })
+    }
+
+    /// Whether the input is done: read to its end, or stopped by an error
+    /// (a live input that is merely quiet is not).
+    pub fn is_finished(&self) -> bool {
+        self.records.lines().is_finished() && !self.records.has_pending()
     }
 
     /// Reads every event of the file (convenience for tests and tools).

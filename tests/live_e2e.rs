@@ -1,0 +1,365 @@
+//! Live inputs of `air run ysb`, with real processes on loopback: standard
+//! input (`--input -`), a TCP server air connects to (`--input tcp://`),
+//! TCP senders air accepts (`--listen`). Results equal the same events read
+//! from a file (exact rows); rows appear before the input ends; a connection
+//! dropped mid-line is reported with its byte offset and skipped; a signal
+//! stops a job whose input never ends with whole windows; a bad record is
+//! named by stream, line and byte offset.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const AIR: &str = env!("CARGO_BIN_EXE_air");
+
+/// Every test's bound on one `air` process.
+const LIMIT: Duration = Duration::from_secs(120);
+
+/// Options of every run: 2 workers, 1 s windows (the events below carry
+/// 1000 events per second of event time, so 1000 events a window).
+const RUN: [&str; 6] = [
+    "--workers",
+    "2",
+    "--no-pin",
+    "--window-ms",
+    "1000",
+    "--seed",
+];
+
+/// Writes `events` YSB events (1000 a second of event time, seed 5) to
+/// `dir/events.json` and returns its bytes.
+fn gen(dir: &Path, events: u64) -> Vec<u8> {
+    let out = dir.join("events.json");
+    let st = Command::new(AIR)
+        .args(["gen", "ysb", "--events", &events.to_string(), "--seed", "5"])
+        .args(["--events-per-s", "1000", "--out"])
+        .arg(&out)
+        .arg("--campaigns-out")
+        .arg(dir.join("campaigns.txt"))
+        .output()
+        .unwrap();
+    assert!(st.status.success(), "{}", common::text(&st));
+    std::fs::read(out).unwrap()
+}
+
+/// The rows of a CSV output (header dropped), sorted.
+fn rows(csv: &str) -> Vec<String> {
+    let mut r: Vec<String> = csv
+        .lines()
+        .skip(1)
+        .filter(|l| !l.is_empty())
+        .map(String::from)
+        .collect();
+    r.sort();
+    r
+}
+
+/// The rows of `air run ysb` over the events file in `dir`.
+fn file_rows(dir: &Path) -> Vec<String> {
+    let out = dir.join("file.csv");
+    let o = Command::new(AIR)
+        .args(["run", "ysb", "--input"])
+        .arg(dir.join("events.json"))
+        .args(RUN)
+        .arg("5")
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", common::text(&o));
+    let r = rows(&std::fs::read_to_string(out).unwrap());
+    assert!(r.len() >= 100, "{} rows", r.len());
+    r
+}
+
+/// `air run ysb` with `live` args and `extra`, stdout and stderr piped,
+/// stdin piped too.
+fn start(live: &[&str], extra: &[&str]) -> std::process::Child {
+    Command::new(AIR)
+        .args(["run", "ysb"])
+        .args(live)
+        .args(RUN)
+        .arg("5")
+        .args(extra)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// A loopback port free a moment ago.
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Connects to `port` on loopback, retrying while the job starts.
+fn connect(port: u16) -> TcpStream {
+    let t = Instant::now();
+    loop {
+        match TcpStream::connect(("127.0.0.1", port)) {
+            Ok(s) => return s,
+            Err(e) if t.elapsed() < Duration::from_secs(60) => {
+                let _ = e;
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Err(e) => panic!("connect to 127.0.0.1:{port}: {e}"),
+        }
+    }
+}
+
+/// The byte length of the first `n` lines of `bytes`.
+fn lines_len(bytes: &[u8], n: usize) -> usize {
+    let mut at = 0;
+    for _ in 0..n {
+        at += bytes[at..].iter().position(|&b| b == b'\n').unwrap() + 1;
+    }
+    at
+}
+
+#[test]
+fn stdin_equals_file() {
+    let dir = common::tmpdir("live", "stdin");
+    let bytes = gen(&dir, 20_000);
+    let want = file_rows(&dir);
+    let report = dir.join("report.json");
+    let rep = report.to_str().unwrap().to_string();
+    let mut child = start(&["--input", "-"], &["--out", "-", "--report", &rep]);
+    let mut stdin = child.stdin.take().unwrap();
+    let writer = std::thread::spawn(move || stdin.write_all(&bytes).unwrap());
+    let (o, _) = common::wait(child, "air run ysb --input -", LIMIT);
+    writer.join().unwrap();
+    assert!(o.status.success(), "{}", common::text(&o));
+    assert_eq!(rows(&String::from_utf8_lossy(&o.stdout)), want);
+    // Both workers parsed a share (5 MB in chunks of at most 512 KiB).
+    let r = common::report(&report);
+    let per: Vec<u64> = r["per_worker"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w["events"].as_u64().unwrap())
+        .collect();
+    assert_eq!(per.len(), 2, "{r}");
+    assert!(per.iter().all(|&n| n > 0), "{per:?}");
+    assert_eq!(per.iter().sum::<u64>(), 20_000);
+}
+
+#[test]
+fn tcp_connect_equals_file() {
+    let dir = common::tmpdir("live", "tcp");
+    let bytes = gen(&dir, 20_000);
+    let want = file_rows(&dir);
+    let server = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = server.local_addr().unwrap().port();
+    let input = format!("tcp://127.0.0.1:{port}");
+    let child = start(&["--input", &input], &["--out", "-"]);
+    let (mut s, _) = server.accept().unwrap();
+    // In pieces that cut lines: the reader joins them.
+    for piece in bytes.chunks(7777) {
+        s.write_all(piece).unwrap();
+    }
+    drop(s);
+    let (o, _) = common::wait(child, "air run ysb --input tcp://", LIMIT);
+    assert!(o.status.success(), "{}", common::text(&o));
+    assert_eq!(rows(&String::from_utf8_lossy(&o.stdout)), want);
+}
+
+#[test]
+fn rows_appear_before_the_input_ends() {
+    let dir = common::tmpdir("live", "early");
+    let bytes = gen(&dir, 20_000);
+    let want = file_rows(&dir);
+    let half = lines_len(&bytes, 10_000);
+    let mut child = start(&["--input", "-"], &["--out", "-"]);
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(&bytes[..half]).unwrap();
+    stdin.flush().unwrap();
+    // A row of a window before the half's end, while the input is open.
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let (tx, rx) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        let mut all = String::new();
+        let mut line = String::new();
+        let mut told = false;
+        while out.read_line(&mut line).unwrap() > 0 {
+            if !told && line.starts_with(|c: char| c.is_ascii_digit()) {
+                let _ = tx.send(());
+                told = true;
+            }
+            all.push_str(&line);
+            line.clear();
+        }
+        all
+    });
+    if rx.recv_timeout(Duration::from_secs(60)).is_err() {
+        let _ = child.kill();
+        panic!("no row within 60 s of writing half the input");
+    }
+    // The input is still open: the job is running.
+    assert!(child.try_wait().unwrap().is_none());
+    stdin.write_all(&bytes[half..]).unwrap();
+    drop(stdin);
+    let (o, _) = common::wait(child, "air run ysb --input - (in halves)", LIMIT);
+    assert!(o.status.success(), "{}", common::text(&o));
+    assert_eq!(rows(&reader.join().unwrap()), want);
+}
+
+#[test]
+fn dropped_connection_mid_line_is_reported_with_its_offset() {
+    let dir = common::tmpdir("live", "drop");
+    let bytes = gen(&dir, 3_000);
+    let whole = lines_len(&bytes, 2_000);
+    let report = dir.join("report.json");
+    let server = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = server.local_addr().unwrap().port();
+    let input = format!("tcp://127.0.0.1:{port}");
+    let rep = report.to_str().unwrap().to_string();
+    let child = start(&["--input", &input], &["--out", "-", "--report", &rep]);
+    let (mut s, _) = server.accept().unwrap();
+    // 2000 lines, then 40 bytes of the next one, then the sender is gone.
+    s.write_all(&bytes[..whole + 40]).unwrap();
+    drop(s);
+    let (o, _) = common::wait(child, "air run ysb (dropped sender)", LIMIT);
+    assert!(o.status.success(), "{}", common::text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains(&format!("{input}:2001: connection ended mid-line"))
+            && err.contains(&format!("(byte offset {whole})"))
+            && err.contains("partial line of 40 bytes"),
+        "{}",
+        common::text(&o)
+    );
+    let r = common::report(&report);
+    assert_eq!(r["skipped_records"], 1, "{r}");
+    // The 2000 whole lines were counted.
+    let counted: u64 = rows(&String::from_utf8_lossy(&o.stdout))
+        .iter()
+        .map(|l| l.rsplit(',').next().unwrap().parse::<u64>().unwrap())
+        .sum();
+    let views = bytes[..whole]
+        .split(|&b| b == b'\n')
+        .filter(|l| l.windows(15).any(|w| w == b"\"event_type\":\"v"))
+        .count() as u64;
+    assert_eq!(counted, views);
+}
+
+#[test]
+fn listen_with_two_senders_equals_file() {
+    let dir = common::tmpdir("live", "listen");
+    let bytes = gen(&dir, 20_000);
+    let want = file_rows(&dir);
+    let port = free_port();
+    let addr = format!("127.0.0.1:{port}");
+    // The two senders' streams interleave: a delay that covers the whole
+    // stream keeps every event on time, so the rows are exact.
+    let child = start(
+        &["--listen", &addr],
+        &["--out", "-", "--max-delay-ms", "100000"],
+    );
+    let half = lines_len(&bytes, 10_000);
+    let (a, b) = (bytes[..half].to_vec(), bytes[half..].to_vec());
+    let senders: Vec<_> = [a, b]
+        .into_iter()
+        .map(|part| {
+            std::thread::spawn(move || {
+                let mut s = connect(port);
+                for piece in part.chunks(10_000) {
+                    s.write_all(piece).unwrap();
+                }
+            })
+        })
+        .collect();
+    for s in senders {
+        s.join().unwrap();
+    }
+    let (o, _) = common::wait(child, "air run ysb --listen", LIMIT);
+    assert!(o.status.success(), "{}", common::text(&o));
+    assert_eq!(rows(&String::from_utf8_lossy(&o.stdout)), want);
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("late 0"),
+        "{}",
+        common::text(&o)
+    );
+}
+
+#[test]
+fn bad_record_on_stdin_names_the_stream_line_and_offset() {
+    let dir = common::tmpdir("live", "bad");
+    let bytes = gen(&dir, 100);
+    let at = lines_len(&bytes, 4);
+    let mut input = bytes[..at].to_vec();
+    input.extend_from_slice(b"{\"not\": \"an event\"}\n");
+    input.extend_from_slice(&bytes[at..]);
+    let mut child = start(&["--input", "-"], &["--out", "-"]);
+    let mut stdin = child.stdin.take().unwrap();
+    let writer = std::thread::spawn(move || {
+        let _ = stdin.write_all(&input);
+    });
+    let (o, _) = common::wait(child, "air run ysb --input - (bad record)", LIMIT);
+    writer.join().unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", common::text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("-:5: ") && err.contains(&format!("(byte offset {at})")),
+        "{}",
+        common::text(&o)
+    );
+}
+
+#[test]
+fn a_signal_stops_a_live_job_with_whole_windows() {
+    let dir = common::tmpdir("live", "signal");
+    let bytes = gen(&dir, 20_000);
+    let want = file_rows(&dir);
+    let mut by_window: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for r in &want {
+        let w = r.split(',').next().unwrap().to_string();
+        by_window.entry(w).or_default().push(r.clone());
+    }
+    let half = lines_len(&bytes, 10_000);
+    let mut child = start(&["--input", "-"], &["--out", "-"]);
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(&bytes[..half]).unwrap();
+    stdin.flush().unwrap();
+    let mut out = child.stdout.take().unwrap();
+    // Wait for the first row, keep the input open, then SIGINT.
+    let mut got = Vec::new();
+    let t = Instant::now();
+    let mut buf = [0u8; 4096];
+    while !String::from_utf8_lossy(&got)
+        .lines()
+        .any(|l| l.starts_with(|c: char| c.is_ascii_digit()))
+    {
+        assert!(t.elapsed() < Duration::from_secs(60), "no row in 60 s");
+        let n = out.read(&mut buf).unwrap();
+        assert!(n > 0, "output closed early");
+        got.extend_from_slice(&buf[..n]);
+    }
+    // SAFETY: plain kill of the child this test started.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    out.read_to_end(&mut got).unwrap();
+    let (o, _) = common::wait(child, "air run ysb --input - (SIGINT)", LIMIT);
+    drop(stdin);
+    assert_eq!(o.status.code(), Some(130), "{}", common::text(&o));
+    let mut seen: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for r in rows(&String::from_utf8_lossy(&got)) {
+        let w = r.split(',').next().unwrap().to_string();
+        seen.entry(w).or_default().push(r);
+    }
+    assert!(!seen.is_empty());
+    // Every window written is whole: its rows equal the file's.
+    for (w, r) in &seen {
+        assert_eq!(Some(r), by_window.get(w), "window {w}");
+    }
+    // Nothing past the half was read.
+    assert!(seen.len() < by_window.len());
+}
