@@ -819,15 +819,29 @@ pub fn summary_head(r: &Report, suffix: &str, out: &mut dyn Write) -> std::io::R
     };
     writeln!(
         out,
-        "{}: {} worker{}{ranks}, {} events in {:.3} s = {:.1} M events/s ({:.1} M/s per worker){suffix}",
+        "{}: {} worker{}{ranks}, {} events in {:.3} s = {} M events/s ({} M/s per worker){suffix}",
         r.query,
         r.workers,
         if r.workers == 1 { "" } else { "s" },
         thousands(r.events),
         r.elapsed_s,
-        r.events_per_s / 1e6,
-        r.events_per_s_per_worker / 1e6,
+        mega(r.events_per_s),
+        mega(r.events_per_s_per_worker),
     )
+}
+
+/// `per_s` events/s in millions, with one decimal from 1 M/s up and at
+/// least two significant digits below (`0.33`, `0.0061`), so a slow run
+/// never reads `0.0`.
+fn mega(per_s: f64) -> String {
+    let m = per_s / 1e6;
+    let decimals = if m >= 1.0 || m <= 0.0 || !m.is_finite() {
+        1
+    } else {
+        // Two significant digits: 0.33 → 2, 0.1 → 2, 0.0061 → 4.
+        ((-m.log10()).ceil() as usize + 1).min(9)
+    };
+    format!("{m:.decimals$}")
 }
 
 /// The summary line of the job's channels (rank 0's plan: rings by tier
@@ -908,4 +922,17 @@ fn print_summary(r: &Report, out: &mut dyn Write) -> std::io::Result<()> {
         )?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn slow_rates_keep_two_significant_digits() {
+        assert_eq!(super::mega(61_900_000.0), "61.9");
+        assert_eq!(super::mega(1_000_000.0), "1.0");
+        assert_eq!(super::mega(330_000.0), "0.33");
+        assert_eq!(super::mega(100_000.0), "0.10");
+        assert_eq!(super::mega(6_100.0), "0.0061");
+        assert_eq!(super::mega(0.0), "0.0");
+    }
 }
