@@ -246,7 +246,7 @@ impl Job {
             if m.size() > 1 {
                 // A refusal is every rank's at once: rank 0 says it.
                 if !matches!(e, Error::Refused(_)) || m.rank() == 0 {
-                    eprintln!("air: rank {}: error: {e}", m.rank());
+                    air_runtime::say!("air: rank {}: error: {e}", m.rank());
                 }
                 // Give the launcher's proxy a moment to forward the line
                 // before MPI_Abort has it kill every rank.

@@ -213,7 +213,7 @@ fn main() {
         Ok(()) => {}
         Err(CliError::Quiet(code)) => std::process::exit(code),
         Err(e) => {
-            eprintln!("air: error: {e}");
+            air_runtime::say!("air: error: {e}");
             std::process::exit(e.exit_code());
         }
     }
@@ -321,7 +321,7 @@ fn run_query(
                 // complete; the exit code says the run did not finish.
                 Some(sig) => {
                     if dist.is_root() {
-                        eprintln!(
+                        air_runtime::say!(
                             "air: stopped by signal {sig}: the results hold the windows every \
                              worker had read past"
                         );
@@ -332,7 +332,7 @@ fn run_query(
             },
             Err(CliError::Quiet(c)) => c,
             Err(e) => {
-                eprintln!("air: error: {e}");
+                air_runtime::say!("air: error: {e}");
                 e.exit_code()
             }
         };
@@ -343,7 +343,7 @@ fn run_query(
             std::thread::spawn(move || {
                 std::thread::sleep(TEARDOWN_LIMIT);
                 let exit = if code == 0 { 3 } else { code };
-                eprintln!(
+                air_runtime::say!(
                     "air: the ranks did not finish together within {} s (a rank lost after \
                      the run?); exiting with code {exit}",
                     TEARDOWN_LIMIT.as_secs()

@@ -71,9 +71,17 @@ impl Running {
             let left = deadline.saturating_duration_since(Instant::now());
             match self.addrs.recv_timeout(left) {
                 Ok((r, a)) => got[r] = Some(a),
-                Err(_) => {
+                Err(e) => {
                     let _ = self.child.kill();
-                    panic!("air announced no metrics address for every rank: {got:?}");
+                    let status = self.child.wait().map(|s| s.to_string());
+                    // The reader thread ends when air's stderr closes.
+                    let err = std::mem::replace(&mut self.err, std::thread::spawn(String::new))
+                        .join()
+                        .unwrap_or_default();
+                    panic!(
+                        "air announced no metrics address for every rank ({e}): {got:?}; \
+                         air: {status:?}; its standard error:\n{err}"
+                    );
                 }
             }
         }

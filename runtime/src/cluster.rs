@@ -639,7 +639,7 @@ where
                         // blocked inside MPI (a flush to a stopped rank),
                         // so no MPI call here either (MPI_Abort could wait
                         // on the same lock). The launcher ends the others.
-                        eprintln!(
+                        crate::say!(
                             "air: rank {}: {e}; ending this rank (exit code {EXIT_RANK_LOST})",
                             mpi.rank()
                         );

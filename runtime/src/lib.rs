@@ -23,6 +23,7 @@ pub mod live;
 pub mod metrics;
 pub mod placement;
 pub mod plan;
+pub mod say;
 pub mod stop;
 pub mod timeline;
 pub mod topology;

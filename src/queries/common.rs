@@ -99,7 +99,7 @@ impl MetricsAddr {
         let addr = self.for_rank(rank)?;
         let s = air_runtime::live::MetricsServer::start(&addr, rank)
             .map_err(|e| CliError::BadInput(format!("--metrics {addr}: cannot listen: {e}")))?;
-        eprintln!(
+        air_runtime::say!(
             "air: rank {rank} serves live metrics at http://{}/metrics",
             s.local_addr()
         );

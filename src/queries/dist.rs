@@ -213,7 +213,7 @@ impl Dist {
         #[cfg(feature = "mpi")]
         if let Some(m) = &self.mpi {
             if m.size() > 1 {
-                eprintln!("air: rank {}: error: {msg}", m.rank());
+                air_runtime::say!("air: rank {}: error: {msg}", m.rank());
                 // MPI_Abort has the launcher kill every rank at once; give
                 // its proxy a moment to forward the line above first (under
                 // load, hydra was seen to lose it).

@@ -606,7 +606,7 @@ impl Pump {
                     self.name.display(),
                     buf.len()
                 );
-                eprintln!("warning: {msg}");
+                air_runtime::say!("warning: {msg}");
                 self.shared
                     .first_partial
                     .lock()
