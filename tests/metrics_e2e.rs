@@ -228,6 +228,20 @@ fn a_paced_job_serves_growing_counters_that_promtool_accepts() {
     let (a, b) = two_scrapes(addr);
     assert!(a.contains("rank=\"0\""), "{a}");
     assert_grew(&a, &b, 2);
+    // Ring occupancy: every worker has input rings (at least 64 KiB each)
+    // and their occupancy is a fraction.
+    let (cap, n) = sum(&b, "air_input_ring_bytes");
+    assert!(
+        n >= 2 && cap >= (n * 65536) as f64,
+        "{n} samples, {cap} bytes: {b}"
+    );
+    let ratios: Vec<f64> = b
+        .lines()
+        .filter_map(|l| l.strip_prefix("air_input_ring_occupancy_ratio{"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse().ok())
+        .collect();
+    assert_eq!(ratios.len(), n, "{b}");
+    assert!(ratios.iter().all(|r| (0.0..=1.0).contains(r)), "{ratios:?}");
     promtool_check(&b);
     // Other paths are not found; the server speaks HTTP, not this test.
     let mut c = TcpStream::connect(addr).unwrap();

@@ -602,6 +602,22 @@ impl<'e> RmaConsumer<'e> {
         self.try_recv_from(&mut |kind, _, payload| read(kind, payload))
     }
 
+    /// Bytes the sender published into this ring and this end has not read
+    /// yet: the tail word as last put (a Relaxed load without
+    /// `MPI_Win_sync`, so a gauge for metrics that may lag) less the read
+    /// position.
+    pub fn queued_bytes(&self) -> u64 {
+        self.tail_word
+            .load(Ordering::Relaxed)
+            .max(self.tail)
+            .saturating_sub(self.head)
+    }
+
+    /// Data area size in bytes.
+    pub fn capacity(&self) -> usize {
+        self.cap
+    }
+
     /// [`RmaConsumer::try_recv`] that also hands `read` the sending worker's
     /// index within its rank (from the frame header; see
     /// [`RmaProducer::try_send_from`]).

@@ -104,6 +104,13 @@ pub trait ChannelRx: Send {
     fn numa_node(&self) -> Option<usize> {
         None
     }
+
+    /// Ring occupancy for metrics: (bytes published and not yet read,
+    /// capacity of the ring in bytes); `None` for a transport without a
+    /// ring. A gauge read with Relaxed loads, never a synchronisation point.
+    fn occupancy(&self) -> Option<(u64, u64)> {
+        None
+    }
 }
 
 impl ChannelTx for Producer {
@@ -171,6 +178,10 @@ impl ChannelRx for Consumer {
     fn numa_node(&self) -> Option<usize> {
         Consumer::numa_node(self)
     }
+
+    fn occupancy(&self) -> Option<(u64, u64)> {
+        Some((self.queued_bytes(), self.capacity() as u64))
+    }
 }
 
 /// The receiving end of a network-tier ring that the workers of one remote
@@ -218,6 +229,10 @@ impl ChannelRx for SharedRmaRx<'_> {
 
     fn numa_node(&self) -> Option<usize> {
         self.rx.numa_node()
+    }
+
+    fn occupancy(&self) -> Option<(u64, u64)> {
+        Some((self.rx.queued_bytes(), self.rx.capacity() as u64))
     }
 }
 

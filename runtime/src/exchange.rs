@@ -107,6 +107,16 @@ pub struct Inputs<'c> {
 }
 
 impl<'c> Inputs<'c> {
+    /// Occupancy of this worker's input rings, summed: (bytes queued and
+    /// not yet read, total ring capacity in bytes). For live metrics; Relaxed
+    /// loads, one per ring.
+    pub fn occupancy(&self) -> (u64, u64) {
+        self.rx
+            .iter()
+            .filter_map(|r| r.occupancy())
+            .fold((0, 0), |(q, c), (rq, rc)| (q + rq, c + rc))
+    }
+
     /// Whether some input must be polled: its sender does not ring this
     /// worker's doorbell ([`ChannelRx::rings_doorbell`]; the network tier).
     pub fn polled(&self) -> bool {

@@ -102,6 +102,12 @@ pub struct EdgeCounters {
     /// Minimum watermark over the edge's inputs at this worker, ms of
     /// event time (0: none yet; `u64::MAX`: every input ended).
     pub watermark_ms: AtomicU64,
+    /// Bytes queued in the worker's input rings of the edge (published by
+    /// their senders, not yet read; frame headers and padding included),
+    /// summed over the rings, at the last publish: a gauge.
+    pub queued_bytes_in: AtomicU64,
+    /// Capacity of those input rings, bytes, summed (0: no ring).
+    pub ring_bytes_in: AtomicU64,
 }
 
 // The layout the module promises: whole 128-byte blocks.
@@ -373,6 +379,45 @@ impl LiveMetrics {
                 }
             }
         }
+        // Ring occupancy: edges with input rings at the worker.
+        type Occ = fn(u64, u64) -> f64;
+        let occupancy: [(&str, &str, Occ); 3] = [
+            (
+                "air_input_queued_bytes",
+                "Bytes waiting in the worker's input rings of the edge (sent, not yet read), \
+                 summed over the rings.",
+                |q, _| q as f64,
+            ),
+            (
+                "air_input_ring_bytes",
+                "Capacity of the worker's input rings of the edge, bytes, summed.",
+                |_, cap| cap as f64,
+            ),
+            (
+                "air_input_ring_occupancy_ratio",
+                "air_input_queued_bytes / air_input_ring_bytes: how full the worker's input \
+                 rings of the edge are (0 to 1); near 1, its senders wait (backpressure).",
+                |q, cap| q as f64 / cap as f64,
+            ),
+        ];
+        for (name, help, value) in occupancy {
+            family(&mut o, name, "gauge", help);
+            for w in &workers {
+                for (e, c) in w.edges.iter().enumerate() {
+                    let cap = c.ring_bytes_in.load(Ordering::Relaxed);
+                    if cap == 0 {
+                        continue;
+                    }
+                    let q = c.queued_bytes_in.load(Ordering::Relaxed);
+                    let _ = writeln!(
+                        o,
+                        "{name}{{rank=\"{rank}\",worker=\"{}\",edge=\"{e}\"}} {}",
+                        w.worker,
+                        value(q, cap)
+                    );
+                }
+            }
+        }
         // Watermarks: only edges whose inputs have one and have not all
         // ended (0 and u64::MAX are no event time).
         let marks: Vec<(usize, usize, u64)> = workers
@@ -452,6 +497,8 @@ pub(crate) struct EdgeSample<'a> {
     pub(crate) rx: &'a ChannelMetrics,
     /// The minimum input watermark, ms.
     pub(crate) watermark_ms: u64,
+    /// The input rings' (queued bytes, capacity bytes), summed.
+    pub(crate) occupancy: (u64, u64),
 }
 
 /// A worker's side of live metrics: its blocks, the values they held when
@@ -543,6 +590,8 @@ impl Publisher {
                 st(&e.ring_full_waits[t], b[7 + t] + x.full_by_tier[t]);
             }
             st(&e.watermark_ms, x.watermark_ms);
+            st(&e.queued_bytes_in, x.occupancy.0);
+            st(&e.ring_bytes_in, x.occupancy.1);
         }
         st(&c.published_unix_ms, unix_ms());
     }
@@ -685,6 +734,7 @@ mod tests {
             full_by_tier: [1, 0, 1],
             rx: &rx,
             watermark_ms: wm,
+            occupancy: (1024, 4096),
         }];
         p.publish(Instant::now(), &e);
         assert!(!p.due(Instant::now()));
@@ -700,6 +750,14 @@ mod tests {
         ));
         assert!(!text.contains("tier=\"node\""), "{text}");
         assert!(text.contains("air_edge_info{rank=\"2\",edge=\"0\",name=\"exchange\"} 1\n"));
+        assert!(text.contains("air_input_queued_bytes{rank=\"2\",worker=\"5\",edge=\"0\"} 1024\n"));
+        assert!(text.contains("air_input_ring_bytes{rank=\"2\",worker=\"5\",edge=\"0\"} 4096\n"));
+        assert!(
+            text.contains(
+                "air_input_ring_occupancy_ratio{rank=\"2\",worker=\"5\",edge=\"0\"} 0.25\n"
+            ),
+            "{text}"
+        );
         let lag = text
             .lines()
             .find_map(|l| {

@@ -1154,6 +1154,17 @@ impl Consumer {
         self.cap
     }
 
+    /// Bytes published by the producer and not yet read by this consumer
+    /// (frames and padding, headers included): `tail - head`, with `tail`
+    /// loaded Relaxed, so a gauge for metrics, not a synchronisation point.
+    pub fn queued_bytes(&self) -> u64 {
+        self.shared
+            .header()
+            .tail
+            .load(Ordering::Relaxed)
+            .saturating_sub(self.head)
+    }
+
     /// The NUMA node of the data area's first page, as the kernel reports it
     /// (see [`crate::numa::node_of`]); the ring's creator touched every page.
     pub fn numa_node(&self) -> Option<usize> {

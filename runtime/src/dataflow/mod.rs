@@ -775,6 +775,7 @@ fn publish_live(
             full_by_tier: t.full_by_tier,
             rx: &r.inputs.metrics,
             watermark_ms: r.inputs.watermark(),
+            occupancy: r.inputs.occupancy(),
         })
         .collect();
     p.publish(now, &edges);
