@@ -236,10 +236,27 @@ fn parse_cli() -> Cli {
         })
         .mut_subcommands(negative_numbers_are_values)
     }
-    let mut matches = negative_numbers_are_values(Cli::command()).get_matches();
+    // A bad option is reported as every other error is ("air: error: …",
+    // exit 2); help and version go out as clap prints them.
+    fn fail(e: clap::Error) -> ! {
+        use clap::error::ErrorKind;
+        if matches!(
+            e.kind(),
+            ErrorKind::DisplayHelp
+                | ErrorKind::DisplayVersion
+                | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+        ) {
+            e.exit()
+        }
+        air_runtime::say!("air: {}", e.render().to_string().trim_end());
+        std::process::exit(2)
+    }
+    let mut matches = negative_numbers_are_values(Cli::command())
+        .try_get_matches()
+        .unwrap_or_else(|e| fail(e));
     Cli::from_arg_matches_mut(&mut matches)
         .map_err(|e| e.format(&mut Cli::command()))
-        .unwrap_or_else(|e| e.exit())
+        .unwrap_or_else(|e| fail(e))
 }
 
 /// The graph `air run <words>` would run, built by the query's own code

@@ -265,6 +265,8 @@ fn assert_refused(metrics: &str, says: &str) {
         .unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "--metrics {metrics}: {err}");
+    // Bad values (clap's checks) and unusable addresses (air's) read alike.
+    assert!(err.starts_with("air: error: "), "{err}");
     assert!(err.contains("--metrics"), "{err}");
     assert!(err.contains(says), "--metrics {metrics}: {err}");
     assert!(t.elapsed() < Duration::from_secs(20), "{:?}", t.elapsed());

@@ -156,6 +156,7 @@ impl RuntimeError {
                     | air_shm::ShmError::SegmentRejected { .. }
                     | air_shm::ShmError::BadCapacity { .. }
             ),
+            #[cfg(feature = "mpi")]
             RuntimeError::Channel { .. } => true,
             _ => false,
         }

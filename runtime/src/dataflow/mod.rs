@@ -542,13 +542,17 @@ where
     let mut rx: Vec<EdgeRx<'_>> = Vec::with_capacity(channels.len());
     // The tier of each destination's ring (live metrics tell ring-full
     // waits apart by tier).
+    #[cfg(feature = "mpi")]
     let local = cfg.workers.max(1);
     let tier_of = |dest: usize| -> u8 {
         let t = match &cfg.cluster {
             #[cfg(feature = "mpi")]
             Some(c) => crate::cluster::tier(c, me / local, dest / local),
             #[cfg(not(feature = "mpi"))]
-            Some(c) => match *c {},
+            Some(c) => {
+                let _ = dest;
+                match *c {}
+            }
             None => crate::plan::Tier::Thread,
         };
         crate::live::tier_index(t) as u8
