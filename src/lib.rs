@@ -77,6 +77,7 @@ pub use rkyv;
 /// ```
 pub mod prelude {
     pub use air_operators::graph::*;
+    pub use air_operators::sources::live::{LiveFeed, LiveInput};
     pub use air_runtime::dataflow::{
         Dataflow, KeyedStream, Operator, Operator2, Sink, Source, SourcePoll, Stream, Tail,
         VecSource,
@@ -220,6 +221,34 @@ impl Job {
             return m.size();
         }
         1
+    }
+
+    /// Starts reading a live input for this process's workers, to read
+    /// with [`LiveSource`](air_operators::graph::LiveSource) in the graph:
+    /// `spec` is `-` (standard input), `tcp://HOST:PORT` (connect to a
+    /// server that sends lines) or `listen://HOST:PORT` (accept senders;
+    /// the input ends when every sender that came has closed). `{rank}` in
+    /// the address is replaced by this process's rank, so each MPI rank
+    /// reads its own input. Call it before [`Job::run`], and after
+    /// [`Job::workers`] (the feed hands chunks to that many workers).
+    ///
+    /// # Errors
+    /// [`Error::Setup`]: `spec` is none of the above, the connection was
+    /// refused, or the address cannot be listened on (the message names it).
+    pub fn live_input(&self, spec: &str) -> Result<air_operators::sources::live::LiveFeed, Error> {
+        use air_operators::sources::live::{LiveFeed, LiveInput, LiveOptions};
+        let input = if let Some(a) = spec.strip_prefix("listen://") {
+            LiveInput::Listen(a.to_string())
+        } else {
+            LiveInput::from_input_arg(std::path::Path::new(spec)).ok_or_else(|| {
+                Error::Setup(format!(
+                    "live input {spec:?}: expected -, tcp://HOST:PORT or listen://HOST:PORT"
+                ))
+            })?
+        }
+        .for_rank(self.rank());
+        LiveFeed::start(&input, self.cfg.workers, LiveOptions::default())
+            .map_err(|e| Error::Setup(format!("live input {}: {e}", input.name())))
     }
 
     /// Runs the graph `build` makes on every worker of the job (see

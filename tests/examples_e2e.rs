@@ -1,11 +1,12 @@
-//! The three example programs (`examples/clicks_top3.rs`, `url_stats.rs`,
+//! The example programs (`examples/clicks_top3.rs`, `url_stats.rs`,
 //! `orders_payments.rs`) run as a user runs them, on inputs generated here
 //! with a small seeded PRNG, against a sequential reference computed here:
 //! embedded with `AIR_WORKERS` = 1, 2, 4, and (feature `mpi`) under
 //! `mpirun` on the node tier, the network tier (`AIR_FORCE_NETWORK=1`) and,
 //! for the window join followed by an aggregate, three ranks. A bad input
 //! row stops an example with an error naming the file, the line and the
-//! field.
+//! field. `live_clicks.rs` reads a pipe: its rows come out as windows
+//! close, before the input ends.
 //!
 //! The example binaries are the ones `cargo test` builds next to this
 //! test's (`target/<profile>/examples/<name>`); run alone (`cargo test
@@ -310,7 +311,7 @@ fn orders_payments_reference(orders: &[Order], payments: &[Payment]) -> Vec<(u64
 // Running the examples
 
 /// The example programs this test runs.
-const EXAMPLES: [&str; 3] = ["clicks_top3", "url_stats", "orders_payments"];
+const EXAMPLES: [&str; 4] = ["clicks_top3", "url_stats", "orders_payments", "live_clicks"];
 
 /// `target/<profile>/examples/<name>`, next to this test's directory
 /// (`target/<profile>/deps`). `cargo test` builds the examples, but
@@ -787,4 +788,134 @@ mod mpi {
         on_ranks(&case, 3, NODE);
         on_ranks(&case, 3, NETWORK);
     }
+}
+
+// ---------------------------------------------------------------------------
+// A live input: examples/live_clicks.rs reads JSON-lines clicks from its
+// standard input (a pipe written by this test).
+
+/// Clicks in time order over `windows` 1-s windows (a few ms apart, up
+/// to 300 ms out of order, inside the example's 500 ms delay): (user,
+/// time ms).
+fn live_clicks(windows: u64) -> Vec<(u64, u64)> {
+    let mut rng = Rng(0x11fe_c11c);
+    let mut out = Vec::new();
+    let mut t = 0;
+    while t < windows * 1_000 {
+        let jitter = rng.below(300);
+        out.push((rng.below(7), t.saturating_sub(jitter)));
+        t += 1 + rng.below(6);
+    }
+    out
+}
+
+/// The example's rows for `clicks`: per window (by start) and user, the
+/// clicks, ordered by window then user.
+fn live_clicks_reference(clicks: &[(u64, u64)]) -> Vec<String> {
+    let mut n: BTreeMap<(u64, u64), u64> = BTreeMap::new();
+    for &(user, t) in clicks {
+        *n.entry((t / 1_000 * 1_000, user)).or_default() += 1;
+    }
+    n.into_iter()
+        .map(|((w, u), c)| format!("{w},{u},{c}"))
+        .collect()
+}
+
+/// Two workers read clicks from a pipe: the rows of the first windows come
+/// out while the input is still open (streaming, not at the end), and
+/// every row equals the sequential count.
+#[test]
+fn live_clicks_from_a_pipe_emits_windows_as_they_close() {
+    use std::io::{BufRead, BufReader, Write};
+    let clicks = live_clicks(6);
+    let expected = live_clicks_reference(&clicks);
+    let mut cmd = Command::new(example("live_clicks"));
+    for v in JOB_ENV {
+        cmd.env_remove(v);
+    }
+    let mut child = cmd
+        .env("AIR_WORKERS", "2")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start live_clicks");
+    let mut stdin = child.stdin.take().unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rows) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            let _ = tx.send(line);
+        }
+    });
+    // The first four windows, in small writes a few ms apart so that the
+    // reader hands chunks to both workers.
+    let split = clicks.partition_point(|&(_, t)| t < 4_000);
+    for part in clicks[..split].chunks(40) {
+        let mut s = String::new();
+        for (u, t) in part {
+            s += &format!("{{\"user\": {u}, \"time_ms\": {t}}}\n");
+        }
+        stdin.write_all(s.as_bytes()).unwrap();
+        stdin.flush().unwrap();
+        std::thread::sleep(Duration::from_millis(3));
+    }
+    // Window 0 closes once both workers' watermarks pass 1 500 ms: its
+    // rows (and the header) come before the rest of the input is written.
+    let mut got = Vec::new();
+    let deadline = Instant::now() + LIMIT;
+    while !got.iter().any(|l: &String| l.starts_with("1000,")) {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match rows.recv_timeout(left) {
+            Ok(l) => got.push(l),
+            Err(_) => {
+                let _ = child.kill();
+                panic!("no row of window 1000 while the input was open: {got:?}");
+            }
+        }
+    }
+    assert_eq!(got[0], "window_start,user,clicks");
+    let mut s = String::new();
+    for (u, t) in &clicks[split..] {
+        s += &format!("{{\"user\": {u}, \"time_ms\": {t}}}\n");
+    }
+    stdin.write_all(s.as_bytes()).unwrap();
+    drop(stdin);
+    let out = wait(child, "live_clicks");
+    reader.join().unwrap();
+    got.extend(rows.try_iter());
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(got[1..], expected[..], "{}", text(&out));
+}
+
+/// A line that is not a click stops the job with an error naming the
+/// stream (`-`), the line, the column and the line's byte offset.
+#[test]
+fn live_clicks_bad_line_names_stream_line_and_offset() {
+    use std::io::Write;
+    let good = "{\"user\": 1, \"time_ms\": 10}\n";
+    let mut cmd = Command::new(example("live_clicks"));
+    for v in JOB_ENV {
+        cmd.env_remove(v);
+    }
+    let mut child = cmd
+        .env("AIR_WORKERS", "2")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start live_clicks");
+    let mut stdin = child.stdin.take().unwrap();
+    let input = format!("{good}{good}{good}{{\"user\": \"one\", \"time_ms\": 20}}\n{good}");
+    stdin.write_all(input.as_bytes()).unwrap();
+    drop(stdin);
+    let out = wait(child, "live_clicks");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{}", text(&out));
+    let offset = 3 * good.len();
+    assert!(
+        err.contains(&format!("-:4: column 14: invalid type: string \"one\", expected u64 (line at byte offset {offset})")),
+        "{err}"
+    );
 }

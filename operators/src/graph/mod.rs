@@ -8,6 +8,7 @@
 pub mod aggregate;
 pub mod join;
 pub mod late;
+pub mod live_source;
 pub mod partitioned;
 pub mod process;
 pub mod session;
@@ -21,6 +22,7 @@ pub use aggregate::{
 };
 pub use join::{IntervalJoin, JoinExt, Joined, JoinedStreams, WindowJoin};
 pub use late::{LateRecord, LateStream, Lateness, OnTime};
+pub use live_source::{LineFormat, LiveSource};
 pub use partitioned::{PartitionedCsv, PartitionedExt};
 pub use process::{
     process_fn, KeyedProcess, KeyedProcessExt, KeyedProcessFunction, NoTimer, ProcessCx, ProcessFn,

@@ -236,6 +236,11 @@ impl LiveFeed {
         &self.name
     }
 
+    /// The local workers it was started for (chunks go to these).
+    pub fn workers(&self) -> usize {
+        self.shared.wakers.len()
+    }
+
     /// Local worker `local`'s lines (the first call for each worker takes
     /// its queue; `None` if taken already or out of range). `wake` is
     /// called after a chunk was queued for it (ring its doorbell).

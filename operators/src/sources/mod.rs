@@ -6,7 +6,7 @@
 //! stream exactly once.
 
 mod json_scan;
-mod lines;
+pub(crate) mod lines;
 pub mod live;
 pub mod nexmark;
 pub mod pace;
