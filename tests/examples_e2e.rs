@@ -849,18 +849,17 @@ fn live_clicks_from_a_pipe_emits_windows_as_they_close() {
             let _ = tx.send(line);
         }
     });
-    // The first four windows, in small writes a few ms apart so that the
-    // reader hands chunks to both workers.
+    // The first four windows in one write: the reader, reading faster
+    // than the input comes, cuts what it read into one piece per worker,
+    // so both workers' watermarks move (a worker handed nothing would
+    // hold every window back until the input ends).
     let split = clicks.partition_point(|&(_, t)| t < 4_000);
-    for part in clicks[..split].chunks(40) {
-        let mut s = String::new();
-        for (u, t) in part {
-            s += &format!("{{\"user\": {u}, \"time_ms\": {t}}}\n");
-        }
-        stdin.write_all(s.as_bytes()).unwrap();
-        stdin.flush().unwrap();
-        std::thread::sleep(Duration::from_millis(3));
+    let mut s = String::new();
+    for (u, t) in &clicks[..split] {
+        s += &format!("{{\"user\": {u}, \"time_ms\": {t}}}\n");
     }
+    stdin.write_all(s.as_bytes()).unwrap();
+    stdin.flush().unwrap();
     // Window 0 closes once both workers' watermarks pass 1 500 ms: its
     // rows (and the header) come before the rest of the input is written.
     let mut got = Vec::new();

@@ -61,8 +61,10 @@ impl LineError for LineFault {
 /// connection, every `listen://` sender gone.
 ///
 /// Event time comes from the records (`.event_time(|r| r.time_ms, delay)`
-/// after the source), as for files. A worker that was handed no line
-/// holds windows back until it is, or until the input ends.
+/// after the source), as for files. When the input comes slower than the
+/// feed reads it, the feed cuts each read into pieces of about 4 KiB
+/// handed round-robin, so every worker gets recent lines and no worker's
+/// watermark holds windows back for long.
 ///
 /// ```
 /// use air_operators::graph::*;

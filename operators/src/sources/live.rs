@@ -375,6 +375,12 @@ fn accept_loop(
     }
 }
 
+/// Size of the pieces a read that did not fill a chunk is cut into, bytes
+/// (see `Pump::send_lines`): small enough that every worker's newest line
+/// is near the newest line read, large enough that handing them on costs
+/// little next to parsing them.
+const PIECE_BYTES: usize = 4096;
+
 /// One stream's reader: reads chunks, cuts them at their last `\n`, hands
 /// them to the workers.
 struct Pump {
@@ -426,6 +432,19 @@ impl Pump {
         b
     }
 
+    /// An empty buffer, recycled if possible (nothing to zero).
+    fn empty_buffer(&self) -> Vec<u8> {
+        let mut b = self
+            .shared
+            .free
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .pop()
+            .unwrap_or_default();
+        b.clear();
+        b
+    }
+
     /// Hands `chunk` to the next worker whose queue has room, or waits for
     /// the next worker's room if every queue is full. `false`: no worker
     /// takes chunks any more.
@@ -466,6 +485,54 @@ impl Pump {
             }
         }
         self.open.iter().any(|&o| o) && self.send(chunk)
+    }
+
+    /// Hands on `bytes`, whole lines (`lines` of them, the first at stream
+    /// offset `offset`, numbered `line`): as one chunk after a read that
+    /// filled a chunk (`whole_read`: the input comes faster than it is
+    /// read, so every worker gets chunks anyway), otherwise cut at line
+    /// boundaries into pieces of about [`PIECE_BYTES`] (at least one per
+    /// worker that takes chunks), handed round-robin. So when the input
+    /// comes slower than it is read, every worker still gets lines, and
+    /// lines near the end of what was read: a worker handed nothing (or
+    /// only older lines) would hold every window back (its watermark
+    /// follows its own records). The pieces copy at most what one unfilled
+    /// read brought. `false`: no worker takes chunks any more.
+    fn send_lines(
+        &mut self,
+        bytes: Vec<u8>,
+        offset: u64,
+        line: u64,
+        lines: u64,
+        whole_read: bool,
+    ) -> bool {
+        let open = self.open.iter().filter(|&&o| o).count();
+        if whole_read || open < 2 || lines < 2 {
+            return self.send(self.chunk(bytes, offset, line, false));
+        }
+        let pieces = open.max(bytes.len().div_ceil(PIECE_BYTES));
+        let step = (bytes.len() / pieces).max(1);
+        let (mut start, mut offset, mut line) = (0usize, offset, line);
+        while start < bytes.len() {
+            // The end of the line that holds byte start + step - 1.
+            let want = (start + step - 1).min(bytes.len() - 1);
+            let end = memchr::memchr(b'\n', &bytes[want..]).map_or(bytes.len(), |j| want + j + 1);
+            let mut piece = self.empty_buffer();
+            piece.extend_from_slice(&bytes[start..end]);
+            let n = memchr::memchr_iter(b'\n', &piece).count() as u64;
+            if !self.send(self.chunk(piece, offset, line, false)) {
+                return false;
+            }
+            offset += (end - start) as u64;
+            line += n;
+            start = end;
+        }
+        self.shared
+            .free
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(bytes);
+        true
     }
 
     fn sent(&mut self, k: usize) {
@@ -559,9 +626,10 @@ impl Pump {
                     buf.truncate(k + 1);
                     let lines = memchr::memchr_iter(b'\n', &buf).count() as u64;
                     let n = buf.len() as u64;
+                    let whole_read = filled >= target;
                     let full = std::mem::replace(&mut buf, rest);
                     filled = tail;
-                    if !self.send(self.chunk(full, offset, line, false)) {
+                    if !self.send_lines(full, offset, line, lines, whole_read) {
                         return;
                     }
                     offset += n;
