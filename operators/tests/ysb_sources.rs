@@ -192,15 +192,15 @@ fn json_field_errors() {
         ),
         (
             GOOD.replace("\"view\",", "\"view\""),
-            "malformed JSON at column 185: expected `,` or `}`",
+            "malformed JSON at column 185 of the line: expected `,` or `}`",
         ),
         (
             GOOD[..100].to_string(),
-            "malformed JSON at column 100: EOF while parsing a string",
+            "malformed JSON at column 100 of the line: EOF while parsing a string",
         ),
         (
             format!("{GOOD}x"),
-            "malformed JSON at column 238: trailing characters",
+            "malformed JSON at column 238 of the line: trailing characters",
         ),
         ("[1,2]".to_string(), "not a JSON object"),
         ("\"x\"".to_string(), "not a JSON object"),
@@ -274,7 +274,7 @@ fn file_errors_name_file_line_and_field() {
         // (3rd line content, expected message after "events.json:3: ")
         (
             "{\"user_id\":".into(),
-            "malformed JSON at column 11: EOF while parsing a value",
+            "malformed JSON at column 11 of the line: EOF while parsing a value",
         ),
         (
             GOOD.replace(r#""ad_id":"ffffffff-ffff-4fff-bfff-ffffffffffff","#, ""),

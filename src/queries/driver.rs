@@ -683,7 +683,9 @@ pub fn run<Q: Query>(q: &Q, dist: &Dist, print: bool) -> Result<Option<Report>, 
     if let Some(f) = report_file {
         f.write(|f| super::common::write_json(f, &report))?;
     }
-    if print {
+    // A run an input error stopped before any event was read has nothing
+    // to sum up: the error alone is printed.
+    if print && !(input_error.is_some() && report.events == 0) {
         // With the rows on standard output, the summary goes to stderr.
         if out.out.as_deref().is_some_and(is_stdout) {
             q.summary(&report, &mut std::io::stderr().lock())?;

@@ -66,6 +66,13 @@ pub(crate) fn object_members(line: &[u8]) -> Result<Vec<(String, serde_json::Val
                 Some(k) => message[..k].to_owned(),
                 None => message,
             };
+            // serde_json's words for a bare word where a value belongs
+            // (it expected `null`, `true` or `false`).
+            let message = if message == "expected ident" {
+                "not JSON (expected an object, `{...}`)".to_owned()
+            } else {
+                message
+            };
             Err(NotAnObject::Malformed {
                 column: e.column(),
                 message,

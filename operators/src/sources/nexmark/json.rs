@@ -371,7 +371,10 @@ impl fmt::Display for FieldError {
                 write!(f, "{len} bytes, longer than the limit of {NAME_CAP}")
             }
             FieldErrorKind::Malformed { column, message } => {
-                write!(f, "malformed JSON at column {column}: {message}")
+                write!(
+                    f,
+                    "malformed JSON at column {column} of the line: {message}"
+                )
             }
             FieldErrorKind::NotAnObject => f.write_str("not a JSON object"),
             FieldErrorKind::NotUtf8 { offset } => {

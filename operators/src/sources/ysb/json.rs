@@ -217,7 +217,10 @@ impl fmt::Display for FieldError {
             FieldErrorKind::UnknownVariant(u) => write!(f, "{u}"),
             FieldErrorKind::NotAnIpv4 { value } => write!(f, "{value:?} is not an IPv4 address"),
             FieldErrorKind::Malformed { column, message } => {
-                write!(f, "malformed JSON at column {column}: {message}")
+                write!(
+                    f,
+                    "malformed JSON at column {column} of the line: {message}"
+                )
             }
             FieldErrorKind::NotAnObject => f.write_str("not a JSON object"),
             FieldErrorKind::NotUtf8 { offset } => {
