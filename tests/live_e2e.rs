@@ -4,7 +4,8 @@
 //! from a file (exact rows); rows appear before the input ends; a connection
 //! dropped mid-line is reported with its byte offset and skipped; a signal
 //! stops a job whose input never ends with whole windows; a bad record is
-//! named by stream, line and byte offset.
+//! named by stream, line and byte offset. Under MPI each rank reads its
+//! own stream (`{rank}` in the address).
 
 mod common;
 
@@ -362,4 +363,70 @@ fn a_signal_stops_a_live_job_with_whole_windows() {
     }
     // Nothing past the half was read.
     assert!(seen.len() < by_window.len());
+}
+
+/// Under `mpirun -np 2` each rank connects to its own server, named by
+/// `{rank}` in the address (`tcp://127.0.0.1:4{rank}NNN`: ports 40NNN and
+/// 41NNN); rank 0's stream holds the even lines, rank 1's the odd ones.
+/// The job's rows equal the whole file's.
+#[cfg(feature = "mpi")]
+#[test]
+fn each_rank_reads_its_own_tcp_stream() {
+    let dir = common::tmpdir("live", "mpi");
+    let bytes = gen(&dir, 20_000);
+    let want = file_rows(&dir);
+    let (nnn, servers) = (100..1000)
+        .find_map(|n| {
+            let a = TcpListener::bind(("127.0.0.1", 40_000 + n)).ok()?;
+            let b = TcpListener::bind(("127.0.0.1", 41_000 + n)).ok()?;
+            Some((n, [a, b]))
+        })
+        .expect("two free ports 40NNN and 41NNN");
+    let mut halves = [Vec::new(), Vec::new()];
+    for (i, line) in bytes.split_inclusive(|&b| b == b'\n').enumerate() {
+        halves[i % 2].extend_from_slice(line);
+    }
+    let out = dir.join("mpi.csv");
+    let mut cmd = air_rdma::mpirun_command(2);
+    cmd.arg(AIR)
+        .args([
+            "run",
+            "ysb",
+            "--input",
+            &format!("tcp://127.0.0.1:4{{rank}}{nnn}"),
+        ])
+        .args([
+            "--workers",
+            "1",
+            "--no-pin",
+            "--window-ms",
+            "1000",
+            "--seed",
+            "5",
+        ])
+        .arg("--out")
+        .arg(&out)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let child = cmd.spawn().unwrap();
+    let senders: Vec<_> = servers
+        .into_iter()
+        .zip(halves)
+        .map(|(server, half)| {
+            std::thread::spawn(move || {
+                let (mut s, _) = server.accept().unwrap();
+                s.write_all(&half).unwrap();
+            })
+        })
+        .collect();
+    for s in senders {
+        s.join().unwrap();
+    }
+    let (o, _) = common::wait(
+        child,
+        "mpirun -np 2 air run ysb --input tcp://…{rank}…",
+        LIMIT,
+    );
+    assert!(o.status.success(), "{}", common::text(&o));
+    assert_eq!(rows(&std::fs::read_to_string(&out).unwrap()), want);
 }
