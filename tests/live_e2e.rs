@@ -1,11 +1,14 @@
 //! Live inputs of `air run ysb`, with real processes on loopback: standard
 //! input (`--input -`), a TCP server air connects to (`--input tcp://`),
-//! TCP senders air accepts (`--listen`). Results equal the same events read
-//! from a file (exact rows); rows appear before the input ends; a connection
-//! dropped mid-line is reported with its byte offset and skipped; a signal
-//! stops a job whose input never ends with whole windows; a bad record is
-//! named by stream, line and byte offset. Under MPI each rank reads its
-//! own stream (`{rank}` in the address).
+//! TCP senders air accepts (`--listen`, also a sender that reconnects under
+//! `--listen-linger-ms`), a file that grows (`--follow`, with a rotation and
+//! with a truncation). Results equal the same events read from a file
+//! (exact rows); rows appear before the input ends; a connection dropped
+//! mid-line is reported with its byte offset and skipped; a sender killed
+//! with SIGKILL ends the job cleanly with the rows of what it delivered; a
+//! signal stops a job whose input never ends with whole windows; a bad
+//! record is named by stream, line and byte offset. Under MPI each rank
+//! reads its own stream (`{rank}` in the address).
 
 mod common;
 
@@ -13,7 +16,9 @@ use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc::{channel, Receiver};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 const AIR: &str = env!("CARGO_BIN_EXE_air");
@@ -268,11 +273,17 @@ fn listen_with_two_senders_equals_file() {
     );
     let half = lines_len(&bytes, 10_000);
     let (a, b) = (bytes[..half].to_vec(), bytes[half..].to_vec());
+    // Both connect before either sends: the input ends when every sender
+    // that came has closed, so a sender that came late (a loaded host)
+    // would find the job gone.
+    let both = std::sync::Arc::new(std::sync::Barrier::new(2));
     let senders: Vec<_> = [a, b]
         .into_iter()
         .map(|part| {
+            let both = both.clone();
             std::thread::spawn(move || {
                 let mut s = connect(port);
+                both.wait();
                 for piece in part.chunks(10_000) {
                     s.write_all(piece).unwrap();
                 }
@@ -429,4 +440,367 @@ fn each_rank_reads_its_own_tcp_stream() {
     );
     assert!(o.status.success(), "{}", common::text(&o));
     assert_eq!(rows(&std::fs::read_to_string(&out).unwrap()), want);
+}
+
+/// A running job's standard output and error, read line by line in two
+/// threads: each line is also sent on `rx` (`true` for standard output).
+struct Watch {
+    rx: Receiver<(bool, String)>,
+    out: JoinHandle<String>,
+    err: JoinHandle<String>,
+}
+
+impl Watch {
+    fn new(child: &mut Child) -> Watch {
+        let (tx, rx) = channel();
+        let read = |r: Box<dyn Read + Send>, is_out: bool| {
+            let tx = tx.clone();
+            std::thread::spawn(move || {
+                let mut all = String::new();
+                let mut r = BufReader::new(r);
+                let mut line = String::new();
+                while r.read_line(&mut line).unwrap_or(0) > 0 {
+                    let _ = tx.send((is_out, line.clone()));
+                    all.push_str(&line);
+                    line.clear();
+                }
+                all
+            })
+        };
+        let out = read(Box::new(child.stdout.take().unwrap()), true);
+        let err = read(Box::new(child.stderr.take().unwrap()), false);
+        Watch { rx, out, err }
+    }
+
+    /// Waits up to 60 s for a line of standard output (`out`) or error
+    /// that `f` accepts, and returns it.
+    fn until(&self, out: bool, f: impl Fn(&str) -> bool, what: &str) -> String {
+        let t = Instant::now();
+        loop {
+            let left = Duration::from_secs(60).saturating_sub(t.elapsed());
+            match self.rx.recv_timeout(left) {
+                Ok((o, l)) if o == out && f(&l) => return l,
+                Ok(_) => {}
+                Err(_) => panic!("no {what} within 60 s"),
+            }
+        }
+    }
+
+    /// Standard output and error, once the job ended.
+    fn finish(self) -> (String, String) {
+        (self.out.join().unwrap(), self.err.join().unwrap())
+    }
+}
+
+/// A result row (not the header).
+fn is_row(l: &str) -> bool {
+    l.starts_with(|c: char| c.is_ascii_digit())
+}
+
+fn write_file(path: &Path, bytes: &[u8]) -> std::fs::File {
+    let mut f = std::fs::File::create(path).unwrap();
+    f.write_all(bytes).unwrap();
+    f
+}
+
+/// Events parsed by every worker of the job, from its report.
+fn events_read(report: &Path) -> u64 {
+    let r = common::report(report);
+    r["per_worker"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w["events"].as_u64().unwrap())
+        .sum()
+}
+
+#[test]
+fn follow_with_a_rotation_equals_file() {
+    let dir = common::tmpdir("live", "follow-rotate");
+    let bytes = gen(&dir, 20_000);
+    let want = file_rows(&dir);
+    let path = dir.join("follow.json");
+    let cut = |n| lines_len(&bytes, n);
+    let (a, b, c, d) = (cut(8_000), cut(10_000), cut(12_000), cut(16_000));
+    let mut old = write_file(&path, &bytes[..a]);
+    let report = dir.join("report.json");
+    let (p, rep) = (path.to_str().unwrap(), report.to_str().unwrap());
+    let mut child = start(
+        &["--follow", p],
+        &[
+            "--out",
+            "-",
+            "--follow-idle-end-ms",
+            "4000",
+            "--report",
+            rep,
+        ],
+    );
+    let watch = Watch::new(&mut child);
+    // The job reads the file as it is written.
+    watch.until(true, is_row, "row");
+    old.write_all(&bytes[a..b]).unwrap();
+    // Rotation: the file is renamed, its writer (still holding it) adds
+    // more, then a new file is created at the path and grows.
+    std::fs::rename(&path, dir.join("follow.json.1")).unwrap();
+    old.write_all(&bytes[b..c]).unwrap();
+    let mut new = write_file(&path, &bytes[c..d]);
+    std::thread::sleep(Duration::from_millis(200));
+    new.write_all(&bytes[d..]).unwrap();
+    let (o, _) = common::wait(child, "air run ysb --follow (rotation)", LIMIT);
+    let (out, err) = watch.finish();
+    assert!(o.status.success(), "{}\n{err}", o.status);
+    assert_eq!(rows(&out), want, "{err}");
+    assert_eq!(err.matches(": rotated (").count(), 1, "{err}");
+    assert!(
+        err.contains(&format!("the old one was read to its end, {c} bytes"))
+            && err.contains(&format!("as \"{p} (file 2)\"")),
+        "{err}"
+    );
+    assert!(err.contains("late 0"), "{err}");
+    assert_eq!(events_read(&report), 20_000);
+}
+
+#[test]
+fn follow_with_a_truncation_equals_file() {
+    let dir = common::tmpdir("live", "follow-truncate");
+    let bytes = gen(&dir, 20_000);
+    let want = file_rows(&dir);
+    let path = dir.join("follow.json");
+    let half = lines_len(&bytes, 10_000);
+    let f = write_file(&path, &bytes[..half]);
+    let p = path.to_str().unwrap();
+    let mut child = start(
+        &["--follow", p],
+        &["--out", "-", "--follow-idle-end-ms", "4000"],
+    );
+    let watch = Watch::new(&mut child);
+    watch.until(true, is_row, "row");
+    // The reader reads 2.6 MB in milliseconds; the message below says how
+    // much it had read when it saw the truncation.
+    std::thread::sleep(Duration::from_millis(500));
+    f.set_len(0).unwrap();
+    drop(f);
+    let said = watch.until(false, |l| l.contains(": truncated to "), "truncation line");
+    assert!(
+        said.contains(&format!("after {half} were read"))
+            && said.contains(&format!("as \"{p} (file 2)\"")),
+        "{said}"
+    );
+    // The file starts again with the second half (written after the job
+    // saw the truncation: a file that grew past the old size first would
+    // look like growth).
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&path)
+        .unwrap();
+    for piece in bytes[half..].chunks(100_000) {
+        f.write_all(piece).unwrap();
+    }
+    let (o, _) = common::wait(child, "air run ysb --follow (truncation)", LIMIT);
+    let (out, err) = watch.finish();
+    assert!(o.status.success(), "{}\n{err}", o.status);
+    assert_eq!(rows(&out), want, "{err}");
+    assert_eq!(err.matches(": truncated to ").count(), 1, "{err}");
+    assert!(err.contains("late 0"), "{err}");
+}
+
+#[test]
+fn listen_sender_that_reconnects_equals_file() {
+    let dir = common::tmpdir("live", "linger");
+    let bytes = gen(&dir, 20_000);
+    let want = file_rows(&dir);
+    let port = free_port();
+    let addr = format!("127.0.0.1:{port}");
+    let mut child = start(
+        &["--listen", &addr],
+        &["--out", "-", "--listen-linger-ms", "3000"],
+    );
+    let watch = Watch::new(&mut child);
+    let half = lines_len(&bytes, 10_000);
+    // The sender sends half, drops its connection, comes back and sends
+    // the rest (on a new connection).
+    let mut s = connect(port);
+    for piece in bytes[..half].chunks(10_000) {
+        s.write_all(piece).unwrap();
+    }
+    drop(s);
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "the job ended at the first close"
+    );
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    for piece in bytes[half..].chunks(10_000) {
+        s.write_all(piece).unwrap();
+    }
+    drop(s);
+    let closed = Instant::now();
+    let (o, _) = common::wait(child, "air run ysb --listen --listen-linger-ms", LIMIT);
+    let lingered = closed.elapsed();
+    let (out, err) = watch.finish();
+    assert!(o.status.success(), "{}\n{err}", o.status);
+    assert_eq!(rows(&out), want, "{err}");
+    assert!(err.contains("late 0") && !err.contains("mid-line"), "{err}");
+    // The input ended once no sender came back for the linger.
+    assert!(lingered >= Duration::from_millis(3000), "{lingered:?}");
+}
+
+/// Checks a job whose sender was killed: it exited 0, reported the
+/// partial line (if any) with its byte offset, and its rows equal those of
+/// a file of the whole lines it received. `bytes` is the stream the
+/// sender sends a prefix of; `name` how the stream's name in messages
+/// starts.
+fn check_killed_sender(
+    dir: &Path,
+    bytes: &[u8],
+    name: &str,
+    o: &std::process::Output,
+    out: &str,
+    err: &str,
+    report: &Path,
+) {
+    assert_eq!(o.status.code(), Some(0), "{}\n{err}", o.status);
+    let events = events_read(report);
+    assert!(events > 0, "{err}");
+    let whole = lines_len(bytes, events as usize);
+    assert!(
+        whole < bytes.len(),
+        "the sender was not killed mid-run: {err}"
+    );
+    let r = common::report(report);
+    let partial = err
+        .lines()
+        .find(|l| l.contains(": connection ended mid-line: "));
+    eprintln!("killed sender: {events} events, {whole} bytes of whole lines, {partial:?}");
+    match partial {
+        Some(said) => {
+            // The partial line follows the lines the workers counted.
+            assert!(
+                said.starts_with(&format!("warning: {name}"))
+                    && said.contains(&format!(":{}: connection ended mid-line", events + 1))
+                    && said.ends_with(&format!("(byte offset {whole})")),
+                "{said}\n{err}"
+            );
+            let len: usize = said
+                .split("partial line of ")
+                .nth(1)
+                .and_then(|t| t.split(' ').next())
+                .unwrap()
+                .parse()
+                .unwrap();
+            // The bytes received are a prefix of the stream, cut mid-line.
+            assert!(len > 0 && !bytes[whole..whole + len].contains(&b'\n'));
+            assert_eq!(r["skipped_records"], 1, "{r}");
+        }
+        None => assert_eq!(r["skipped_records"], 0, "{r}\n{err}"),
+    }
+    // The rows equal a file run over the whole lines received.
+    let prefix = dir.join("prefix");
+    std::fs::create_dir_all(&prefix).unwrap();
+    std::fs::write(prefix.join("events.json"), &bytes[..whole]).unwrap();
+    let o2 = Command::new(AIR)
+        .args(["run", "ysb", "--input"])
+        .arg(prefix.join("events.json"))
+        .args(RUN)
+        .args(["5", "--out", "-"])
+        .output()
+        .unwrap();
+    assert!(o2.status.success(), "{}", common::text(&o2));
+    let want = rows(&String::from_utf8_lossy(&o2.stdout));
+    assert!(!want.is_empty());
+    assert_eq!(rows(out), want, "{err}");
+}
+
+#[test]
+fn a_killed_air_gen_sender_ends_the_job_cleanly() {
+    let dir = common::tmpdir("live", "killed-gen");
+    // The sender's stream is this file's first events (same seed and
+    // event-time rate; --rate only paces it).
+    let bytes = gen(&dir, 60_000);
+    let port = free_port();
+    let addr = format!("127.0.0.1:{port}");
+    let report = dir.join("report.json");
+    let mut child = start(
+        &["--listen", &addr],
+        &["--out", "-", "--report", report.to_str().unwrap()],
+    );
+    let watch = Watch::new(&mut child);
+    // `air gen` connects once: start it until the job listens.
+    let t = Instant::now();
+    let mut sender = loop {
+        let mut g = Command::new(AIR)
+            .args(["gen", "ysb", "--events", "60000", "--seed", "5"])
+            .args(["--events-per-s", "1000", "--rate", "10000", "--out"])
+            .arg(format!("tcp://{addr}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+        match g.try_wait().unwrap() {
+            None => break g,
+            Some(_) => {
+                assert!(
+                    t.elapsed() < Duration::from_secs(60),
+                    "air gen cannot connect"
+                );
+            }
+        }
+    };
+    watch.until(true, is_row, "row");
+    std::thread::sleep(Duration::from_millis(300));
+    // SIGKILL (Child::kill), mid-run.
+    sender.kill().unwrap();
+    let _ = sender.wait();
+    let (o, _) = common::wait(child, "air run ysb --listen (killed air gen)", LIMIT);
+    let (out, err) = watch.finish();
+    let name = format!("listen://{addr} (connection 1 from ");
+    check_killed_sender(&dir, &bytes, &name, &o, &out, &err, &report);
+}
+
+#[test]
+fn a_killed_python_sender_mid_line_ends_the_job_cleanly() {
+    let dir = common::tmpdir("live", "killed-py");
+    let bytes = gen(&dir, 60_000);
+    // A server that sends the file in 1000-byte pieces (most end
+    // mid-line), about 2 MB/s, and is killed while it sends.
+    let script = r#"
+import socket, sys, time
+data = open(sys.argv[1], "rb").read()
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+s.listen(1)
+print(s.getsockname()[1], flush=True)
+c, _ = s.accept()
+for i in range(0, len(data), 1000):
+    c.sendall(data[i:i + 1000])
+    time.sleep(0.0005)
+time.sleep(600)
+"#;
+    let mut py = Command::new("python3")
+        .arg("-c")
+        .arg(script)
+        .arg(dir.join("events.json"))
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("python3");
+    let mut port = String::new();
+    BufReader::new(py.stdout.take().unwrap())
+        .read_line(&mut port)
+        .unwrap();
+    let input = format!("tcp://127.0.0.1:{}", port.trim());
+    let report = dir.join("report.json");
+    let mut child = start(
+        &["--input", &input],
+        &["--out", "-", "--report", report.to_str().unwrap()],
+    );
+    let watch = Watch::new(&mut child);
+    watch.until(true, is_row, "row");
+    std::thread::sleep(Duration::from_millis(300));
+    py.kill().unwrap();
+    let _ = py.wait();
+    let (o, _) = common::wait(child, "air run ysb --input tcp:// (killed sender)", LIMIT);
+    let (out, err) = watch.finish();
+    check_killed_sender(&dir, &bytes, &input, &o, &out, &err, &report);
 }

@@ -413,7 +413,17 @@ pub mod parse {
         )
     }
 
-    /// `--idle-ms`.
+    /// `--listen-linger-ms`: 0 to a day.
+    pub fn linger_ms(s: &str) -> Result<u64, String> {
+        int(
+            s,
+            0,
+            86_400_000,
+            "a non-negative integer (ms), at most 86400000 (a day)",
+        )
+    }
+
+    /// `--idle-ms`, `--follow-idle-end-ms`.
     pub fn idle_ms(s: &str) -> Result<u64, String> {
         int(
             s,

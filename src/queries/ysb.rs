@@ -91,11 +91,30 @@ pub struct YsbArgs {
     pub input: Vec<PathBuf>,
     /// Read events from TCP senders that connect to HOST:PORT (one or
     /// more; each connection's lines feed this rank). The input ends when
-    /// every sender that connected has closed (after the first came); later
-    /// senders are refused. `{rank}` is replaced by the MPI rank (e.g.
-    /// `127.0.0.1:70{rank}0`).
+    /// every sender that connected has closed (after the first came) and
+    /// none came back within --listen-linger-ms; later senders are refused.
+    /// `{rank}` is replaced by the MPI rank (e.g. `127.0.0.1:70{rank}0`).
     #[arg(long, value_name = "HOST:PORT", conflicts_with = "input")]
     pub listen: Option<String>,
+    /// With --listen: keep accepting senders for this long after the last
+    /// connected one closed, so a sender that drops and reconnects
+    /// continues the stream; the input ends when no sender was connected
+    /// for MS [default: 0, the input ends when the last sender closes].
+    #[arg(long, value_name = "MS", requires = "listen", value_parser = super::common::parse::linger_ms)]
+    pub listen_linger_ms: Option<u64>,
+    /// Read events from FILE as it grows, like `tail -F`: from its start,
+    /// then what is appended. A truncation (the file shrinks below what was
+    /// read) reads it again from its start; a rotation (FILE renamed or
+    /// removed and a new file created at the path) finishes the old file,
+    /// then reads the new one from its start. Ends at SIGINT/SIGTERM or
+    /// after --follow-idle-end-ms. `{rank}` is replaced by the MPI rank.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["input", "listen"])]
+    pub follow: Option<PathBuf>,
+    /// With --follow: end the input when the file has not grown (and no
+    /// new file appeared at its path) for MS; then every window fires and
+    /// the job exits 0 [default: never].
+    #[arg(long, value_name = "MS", requires = "follow", value_parser = super::common::parse::idle_ms)]
+    pub follow_idle_end_ms: Option<u64>,
     /// The ad → campaign map: `"ad_id":"campaign_id"` lines or CSV `ad_id,campaign_id`
     /// (default: 100 campaigns × 10 ads generated from --seed).
     #[arg(long)]
@@ -112,7 +131,8 @@ pub struct YsbArgs {
     /// event for this long stops holding windows back (its watermark
     /// follows the wall clock minus this), so windows close while the input
     /// is quiet (Flink's `withIdleness`). Wall-clock event times only: the
-    /// generator's, or a live input's (-, tcp://, --listen) whose records
+    /// generator's, or a live input's (-, tcp://, --listen, --follow) whose
+    /// records
     /// carry wall-clock times; not with input files or --event-time
     /// synthetic [default: never idle].
     #[arg(long, value_name = "MS", value_parser = super::common::parse::idle_ms)]
@@ -474,14 +494,17 @@ fn validate(args: &YsbArgs, ranks: usize) -> Result<(), CliError> {
 }
 
 impl YsbArgs {
-    /// The live input of `--input -`, `--input tcp://…` or `--listen`
-    /// (`None` for files or the generator).
+    /// The live input of `--input -`, `--input tcp://…`, `--listen` or
+    /// `--follow` (`None` for files or the generator).
     ///
     /// # Errors
     /// A live input given with other inputs.
     pub fn live_input(&self) -> Result<Option<LiveInput>, CliError> {
         if let Some(a) = &self.listen {
             return Ok(Some(LiveInput::Listen(a.clone())));
+        }
+        if let Some(f) = &self.follow {
+            return Ok(Some(LiveInput::Follow(f.clone())));
         }
         let live: Vec<_> = self
             .input
@@ -711,10 +734,12 @@ fn run_rank(args: &YsbArgs, dist: &Dist, to: &RowsTo) -> Result<RankPart<YsbRow>
     let live = match args.live_input()? {
         Some(input) => {
             let input = input.for_rank(dist.rank());
-            Some(
-                LiveFeed::start(&input, w, LiveOptions::default())
-                    .map_err(|e| CliError::BadInput(e.to_string()))?,
-            )
+            let opts = LiveOptions {
+                linger: Duration::from_millis(args.listen_linger_ms.unwrap_or(0)),
+                idle_end: args.follow_idle_end_ms.map(Duration::from_millis),
+                ..LiveOptions::default()
+            };
+            Some(LiveFeed::start(&input, w, opts).map_err(|e| CliError::BadInput(e.to_string()))?)
         }
         None => None,
     };

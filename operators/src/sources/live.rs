@@ -1,42 +1,50 @@
 //! Live inputs: line streams that are read as they arrive and may never
 //! end — standard input (a pipe), a TCP connection air makes
-//! (`tcp://HOST:PORT`), or TCP connections air accepts (`--listen`).
+//! (`tcp://HOST:PORT`), TCP connections air accepts (`--listen`), or a file
+//! that grows (`--follow`, as `tail -F`).
 //!
 //! A rank has one live input. One reader thread per stream (stdin, the
-//! connection, or each accepted connection) reads large chunks (up to
-//! [`LiveOptions::chunk_bytes`]) from the file descriptor, cuts each at its
-//! last `\n` (the partial line is carried to the next chunk) and hands the
-//! whole-line chunks to the rank's workers round-robin, through one bounded
-//! queue per worker ([`LiveOptions::queue_chunks`] chunks). A full queue is
-//! skipped for the next one; when every queue is full the reader blocks, so
-//! a sender faster than the job is held back by the pipe or by TCP flow
-//! control — nothing is buffered without bound. The reader does not parse:
-//! each worker finds the lines of its chunks and parses them
-//! ([`LiveLines`], under the usual bad-record policy), so parsing runs on
-//! every worker. The reader rings a worker's doorbell after it hands it a
-//! chunk, so a parked worker wakes at once.
+//! connection, each accepted connection, or the followed file) reads large
+//! chunks (up to [`LiveOptions::chunk_bytes`]) from the file descriptor,
+//! cuts each at its last `\n` (the partial line is carried to the next
+//! chunk) and hands the whole-line chunks to the rank's workers round-robin,
+//! through one bounded queue per worker ([`LiveOptions::queue_chunks`]
+//! chunks). A full queue is skipped for the next one; when every queue is
+//! full the reader blocks, so a sender faster than the job is held back by
+//! the pipe or by TCP flow control — nothing is buffered without bound. The
+//! reader does not parse: each worker finds the lines of its chunks and
+//! parses them ([`LiveLines`], under the usual bad-record policy), so
+//! parsing runs on every worker. The reader rings a worker's doorbell after
+//! it hands it a chunk, so a parked worker wakes at once.
 //!
 //! Lines are numbered, and byte offsets counted, from the start of each
-//! stream (for `--listen`, each connection). A worker's records come in
-//! stream order (its chunks are in order), so its watermark follows its
-//! records as with a file.
+//! stream (for `--listen`, each connection; for `--follow`, each file read
+//! at the path: a rotation or a truncation starts a new one). A worker's
+//! records come in stream order (its chunks are in order), so its watermark
+//! follows its records as with a file.
 //!
 //! End of stream: EOF on standard input, the server closing the
-//! connection (`tcp://`), or — with [`LiveInput::Listen`] — every accepted
-//! sender having closed its connection (after at least one came; later
-//! senders are refused). A connection that ends mid-line (a sender that
-//! died or dropped): the partial line is reported with its byte offset
-//! ([`LiveReport::partial_lines`]) and skipped. On standard input a last
+//! connection (`tcp://`), with [`LiveInput::Listen`] every accepted sender
+//! having closed its connection (after at least one came) and none coming
+//! for [`LiveOptions::linger`] (later senders are refused), with
+//! [`LiveInput::Follow`] the file not growing for
+//! [`LiveOptions::idle_end`] (if set). A connection that ends mid-line (a
+//! sender that died or dropped), or a followed file truncated after a line
+//! was begun: the partial line is reported with its byte offset
+//! ([`LiveReport::partial_lines`]) and skipped. On standard input, and at
+//! the end of a followed file (rotated away, or at the idle end), a last
 //! line without `\n` is a line, as in a file.
 
-use std::io::{self, Read};
+use std::fs::File;
+use std::io::{self, Read, Seek, SeekFrom};
 use std::net::{TcpListener, TcpStream, ToSocketAddrs};
 use std::os::fd::{AsRawFd, RawFd};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TryRecvError, TrySendError};
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::lines::{LineError, LineFailure, RawLine};
 
@@ -49,6 +57,12 @@ pub enum LiveInput {
     Connect(String),
     /// TCP connections air accepts on `HOST:PORT` (`--listen HOST:PORT`).
     Listen(String),
+    /// A file read from its start and then as it grows, like `tail -F`
+    /// (`--follow FILE`): a truncation (the size drops below what was
+    /// read) starts it again from byte 0; a rotation (the path names
+    /// another file) finishes the old file, then reads the new one from
+    /// byte 0.
+    Follow(PathBuf),
 }
 
 impl LiveInput {
@@ -64,25 +78,30 @@ impl LiveInput {
         }
     }
 
-    /// This input for rank `rank`: every `{rank}` in the address replaced
-    /// by the rank's number (so each MPI rank reads its own input, e.g.
-    /// `tcp://127.0.0.1:900{rank}`).
+    /// This input for rank `rank`: every `{rank}` in the address or path
+    /// replaced by the rank's number (so each MPI rank reads its own input,
+    /// e.g. `tcp://127.0.0.1:900{rank}`, `events-{rank}.json`; a path that
+    /// is not UTF-8 is kept as it is).
     pub fn for_rank(&self, rank: usize) -> LiveInput {
         let r = |a: &str| a.replace("{rank}", &rank.to_string());
         match self {
             LiveInput::Stdin => LiveInput::Stdin,
             LiveInput::Connect(a) => LiveInput::Connect(r(a)),
             LiveInput::Listen(a) => LiveInput::Listen(r(a)),
+            LiveInput::Follow(p) => {
+                LiveInput::Follow(p.to_str().map_or_else(|| p.clone(), |s| r(s).into()))
+            }
         }
     }
 
     /// How errors name the input: `-`, `tcp://HOST:PORT`,
-    /// `listen://HOST:PORT`.
+    /// `listen://HOST:PORT`, or the followed file's path.
     pub fn name(&self) -> String {
         match self {
             LiveInput::Stdin => "-".into(),
             LiveInput::Connect(a) => format!("tcp://{a}"),
             LiveInput::Listen(a) => format!("listen://{a}"),
+            LiveInput::Follow(p) => p.display().to_string(),
         }
     }
 }
@@ -98,6 +117,20 @@ pub struct LiveOptions {
     pub queue_chunks: usize,
     /// Longest accepted line in bytes, `\n` excluded (default 1 MiB).
     pub max_line_len: usize,
+    /// [`LiveInput::Listen`]: how long to keep accepting senders after the
+    /// last connected one closed (default zero: the input ends when every
+    /// sender that came has closed). A sender that reconnects within it
+    /// continues the stream; the input ends when no sender was connected
+    /// for this long.
+    pub linger: Duration,
+    /// [`LiveInput::Follow`]: the input ends when the file has not grown
+    /// (and no new file appeared at its path) for this long (default
+    /// `None`: never; the job is stopped by a signal).
+    pub idle_end: Option<Duration>,
+    /// [`LiveInput::Follow`]: how often a file read to its end is checked
+    /// for growth, truncation and rotation (default 50 ms); the reader
+    /// sleeps in between.
+    pub poll: Duration,
 }
 
 impl Default for LiveOptions {
@@ -106,6 +139,9 @@ impl Default for LiveOptions {
             chunk_bytes: 512 << 10,
             queue_chunks: 4,
             max_line_len: 1 << 20,
+            linger: Duration::ZERO,
+            idle_end: None,
+            poll: Duration::from_millis(50),
         }
     }
 }
@@ -120,7 +156,8 @@ struct Chunk {
     offset: u64,
     /// 1-based number of its first line in its stream.
     line: u64,
-    /// The stream: the input's name, with the connection for `--listen`.
+    /// The stream: the input's name, with the connection for `--listen`
+    /// and the file's number after a `--follow` restart.
     name: Arc<PathBuf>,
     /// A line over the limit starts at `offset` (line `line`); it was
     /// dropped.
@@ -132,9 +169,10 @@ struct Chunk {
 pub struct LiveReport {
     /// Bytes read from every stream.
     pub bytes: u64,
-    /// Streams (connections) read.
+    /// Streams read (connections; files read at a followed path).
     pub streams: u64,
-    /// Partial lines dropped at the end of a connection.
+    /// Partial lines dropped at the end of a connection (or at a followed
+    /// file's truncation).
     pub partial_lines: u64,
     /// The first of them: stream, line and byte offset.
     pub first_partial: Option<String>,
@@ -184,12 +222,13 @@ impl std::fmt::Debug for LiveFeed {
 
 impl LiveFeed {
     /// Starts reading `input` for `workers` local workers: opens standard
-    /// input, connects, or binds the listening socket now, and reads in
-    /// background threads (which end when the input ends, or at their next
-    /// read after the job is done with it).
+    /// input, connects, binds the listening socket, or opens the followed
+    /// file now, and reads in background threads (which end when the input
+    /// ends, or at their next read after the job is done with it).
     ///
     /// # Errors
-    /// Connecting or binding failed (the message names the address).
+    /// Connecting, binding or opening failed, or the followed path is not
+    /// a regular file (the message names the address or the path).
     pub fn start(input: &LiveInput, workers: usize, opts: LiveOptions) -> io::Result<LiveFeed> {
         let workers = workers.max(1);
         let depth = opts.queue_chunks.max(1);
@@ -213,25 +252,36 @@ impl LiveFeed {
         };
         match input {
             LiveInput::Stdin => {
-                let pump = Pump::new(shared.clone(), senders, name.clone(), opts, false, 0);
-                spawn("air-stdin", move || pump.run(io::stdin().lock(), 0));
+                let pump = Pump::new(shared.clone(), senders, name.clone(), opts, 0);
+                spawn("air-stdin", move || {
+                    grow_pipe(0);
+                    pump.run(Fd::new(io::stdin().lock(), 0, false));
+                });
             }
             LiveInput::Connect(a) => {
                 let s = connect(a).map_err(|e| with_addr("cannot connect to", a, e))?;
                 let fd = s.as_raw_fd();
-                let pump = Pump::new(shared.clone(), senders, name.clone(), opts, true, 0);
-                spawn("air-tcp", move || pump.run(s, fd));
+                let pump = Pump::new(shared.clone(), senders, name.clone(), opts, 0);
+                spawn("air-tcp", move || pump.run(Fd::new(s, fd, true)));
             }
             LiveInput::Listen(a) => {
                 let l = TcpListener::bind(a).map_err(|e| with_addr("cannot listen on", a, e))?;
                 let (sh, n) = (shared.clone(), name.clone());
                 spawn("air-listen", move || accept_loop(l, sh, senders, n, opts));
             }
+            LiveInput::Follow(p) => {
+                let f = Follower::open(p, shared.clone(), opts).map_err(|e| {
+                    io::Error::new(e.kind(), format!("cannot follow {}: {e}", p.display()))
+                })?;
+                let pump = Pump::new(shared.clone(), senders, name.clone(), opts, 0);
+                spawn("air-follow", move || pump.follow(f));
+            }
         }
         Ok(LiveFeed { shared, name, opts })
     }
 
-    /// The input's name in errors (`-`, `tcp://…`, `listen://…`).
+    /// The input's name in errors (`-`, `tcp://…`, `listen://…`, the
+    /// followed path).
     pub fn name(&self) -> &Path {
         &self.name
     }
@@ -323,7 +373,8 @@ fn spawn(name: &str, f: impl FnOnce() + Send + 'static) {
         .expect("spawn a live-input reader thread");
 }
 
-/// Accepts senders until every one that came has closed (at least one).
+/// Accepts senders until every one that came has closed (at least one
+/// came) and none was connected for [`LiveOptions::linger`].
 fn accept_loop(
     l: TcpListener,
     shared: Arc<Shared>,
@@ -333,6 +384,8 @@ fn accept_loop(
 ) {
     let active = Arc::new(AtomicUsize::new(0));
     let mut came = 0usize;
+    // Since when no sender has been connected (after the first came).
+    let mut quiet_since: Option<Instant> = None;
     if l.set_nonblocking(true).is_err() {
         return;
     }
@@ -350,18 +403,24 @@ fn accept_loop(
                     name.display()
                 )));
                 let fd = s.as_raw_fd();
-                let pump = Pump::new(shared.clone(), senders.clone(), conn, opts, true, came);
+                let pump = Pump::new(shared.clone(), senders.clone(), conn, opts, came);
                 let active = active.clone();
                 spawn("air-conn", move || {
-                    pump.run(s, fd);
+                    pump.run(Fd::new(s, fd, true));
                     active.fetch_sub(1, Ordering::AcqRel);
                 });
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                 if came > 0 && active.load(Ordering::Acquire) == 0 {
-                    // Every sender closed: the input ends (the senders'
-                    // clones are gone; dropping ours disconnects).
-                    return;
+                    // Every sender closed, and none came back within the
+                    // linger: the input ends (the senders' clones are
+                    // gone; dropping ours disconnects).
+                    let since = *quiet_since.get_or_insert_with(Instant::now);
+                    if since.elapsed() >= opts.linger {
+                        return;
+                    }
+                } else {
+                    quiet_since = None;
                 }
                 std::thread::sleep(Duration::from_millis(5));
             }
@@ -381,6 +440,238 @@ fn accept_loop(
 /// little next to parsing them.
 const PIECE_BYTES: usize = 4096;
 
+/// A stream a [`Pump`] reads.
+trait Input: Read {
+    /// Whether more bytes can be read at once, without waiting.
+    fn ready(&mut self) -> bool;
+    /// What the bytes after the last `\n` are when a read returned 0 or
+    /// failed.
+    fn tail(&self) -> Tail;
+}
+
+/// The bytes after a stream's last `\n` at its end.
+#[derive(Clone, Copy, Debug)]
+enum Tail {
+    /// A last line, as in a file.
+    Line,
+    /// A partial line, reported (with why, e.g. "connection ended
+    /// mid-line") and dropped.
+    Partial(&'static str),
+}
+
+/// Standard input or a TCP connection: a reader and its descriptor
+/// (polled to see whether more is ready).
+struct Fd<R> {
+    r: R,
+    fd: RawFd,
+    /// A connection: a last line without `\n` is a partial line.
+    socket: bool,
+}
+
+impl<R: Read> Fd<R> {
+    fn new(r: R, fd: RawFd, socket: bool) -> Fd<R> {
+        Fd { r, fd, socket }
+    }
+}
+
+impl<R: Read> Read for Fd<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.r.read(buf)
+    }
+}
+
+impl<R: Read> Input for Fd<R> {
+    fn ready(&mut self) -> bool {
+        ready(self.fd)
+    }
+    fn tail(&self) -> Tail {
+        if self.socket {
+            Tail::Partial("connection ended mid-line")
+        } else {
+            Tail::Line
+        }
+    }
+}
+
+/// Why a [`Follower`]'s read returned 0.
+#[derive(Debug)]
+enum FileEnd {
+    /// It has not (a read returns bytes, or waits for them).
+    Open,
+    /// The path names another file (opened here, with its device and
+    /// inode); the old one was read to its end.
+    Rotated(File, (u64, u64)),
+    /// The file shrank below what was read; it is now this long.
+    Truncated(u64),
+    /// It did not grow for [`LiveOptions::idle_end`].
+    Idle,
+    /// The job is done with the input.
+    Closed,
+}
+
+/// A file followed like `tail -F`: reads return what the file holds, then
+/// wait (polling its size every [`LiveOptions::poll`], sleeping in between)
+/// for more. A read returns 0 at the end of one file: a truncation, a
+/// rotation, the idle end or the input's close ([`FileEnd`]);
+/// [`next_file`](Self::next_file) then starts the next one, if any.
+struct Follower {
+    /// The path followed.
+    path: PathBuf,
+    /// The file being read, and its device and inode.
+    file: File,
+    id: (u64, u64),
+    /// Bytes read from `file` (where the next read starts).
+    pos: u64,
+    /// 1-based number of the file being read at the path (truncations
+    /// count: each start from byte 0 is a new one).
+    files: u64,
+    /// How errors name the file being read: the path, then `PATH (file N)`.
+    name: Arc<PathBuf>,
+    shared: Arc<Shared>,
+    poll: Duration,
+    idle_end: Option<Duration>,
+    /// When the file last grew (or was opened).
+    grew: Instant,
+    /// The path was seen naming another file: one more poll of the old
+    /// one (for a writer that still holds it), then switch.
+    rotating: bool,
+    end: FileEnd,
+}
+
+impl Follower {
+    /// Opens `path` (a regular file) to follow it from its start.
+    fn open(path: &Path, shared: Arc<Shared>, opts: LiveOptions) -> io::Result<Follower> {
+        let file = File::open(path)?;
+        let m = file.metadata()?;
+        if !m.is_file() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "not a regular file (read a pipe with --input -)",
+            ));
+        }
+        Ok(Follower {
+            path: path.to_path_buf(),
+            file,
+            id: (m.dev(), m.ino()),
+            pos: 0,
+            files: 1,
+            name: Arc::new(path.to_path_buf()),
+            shared,
+            poll: opts.poll.max(Duration::from_millis(1)),
+            idle_end: opts.idle_end,
+            grew: Instant::now(),
+            rotating: false,
+            end: FileEnd::Open,
+        })
+    }
+
+    /// After a read returned 0: starts the next file (the new one at the
+    /// path, or the truncated one again from byte 0) and says so on
+    /// standard error; `false` if the input ended.
+    fn next_file(&mut self) -> io::Result<bool> {
+        let old = self.name.clone();
+        let read = self.pos;
+        let why = match std::mem::replace(&mut self.end, FileEnd::Open) {
+            FileEnd::Rotated(file, id) => {
+                self.file = file;
+                self.id = id;
+                format!("rotated (a new file at the path; the old one was read to its end, {read} bytes)")
+            }
+            FileEnd::Truncated(size) => {
+                self.file.seek(SeekFrom::Start(0))?;
+                format!("truncated to {size} bytes after {read} were read")
+            }
+            FileEnd::Open | FileEnd::Idle | FileEnd::Closed => return Ok(false),
+        };
+        self.pos = 0;
+        self.files += 1;
+        self.rotating = false;
+        self.grew = Instant::now();
+        self.name = Arc::new(PathBuf::from(format!(
+            "{} (file {})",
+            self.path.display(),
+            self.files
+        )));
+        air_runtime::say!(
+            "air: {}: {why}: reading from its start as \"{}\" (lines and byte offsets restart)",
+            old.display(),
+            self.name.display()
+        );
+        Ok(true)
+    }
+
+    /// Whether the path now names another file than the one being read
+    /// (not when it names none: a rotation's gap, waited out).
+    fn path_moved(&self) -> bool {
+        std::fs::metadata(&self.path).is_ok_and(|m| (m.dev(), m.ino()) != self.id)
+    }
+}
+
+impl Read for Follower {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        loop {
+            let n = self.file.read(buf)?;
+            if n > 0 {
+                self.pos += n as u64;
+                self.grew = Instant::now();
+                return Ok(n);
+            }
+            // At the end of what the file holds now.
+            if self.shared.closed.load(Ordering::Acquire) {
+                self.end = FileEnd::Closed;
+                return Ok(0);
+            }
+            let size = self.file.metadata()?.len();
+            if size > self.pos {
+                continue;
+            }
+            if size < self.pos {
+                self.end = FileEnd::Truncated(size);
+                return Ok(0);
+            }
+            if self.rotating {
+                // Read to its end one poll after the path moved: the new
+                // file, unless it went away again (wait for the next).
+                match File::open(&self.path).and_then(|f| {
+                    let m = f.metadata()?;
+                    Ok((f, (m.dev(), m.ino())))
+                }) {
+                    Ok((f, id)) if id != self.id => {
+                        self.end = FileEnd::Rotated(f, id);
+                        return Ok(0);
+                    }
+                    Ok(_) => self.rotating = false,
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => self.rotating = false,
+                    Err(e) => return Err(e),
+                }
+            } else if self.path_moved() {
+                self.rotating = true;
+                self.grew = Instant::now();
+            }
+            if let Some(idle) = self.idle_end {
+                if !self.rotating && self.grew.elapsed() >= idle {
+                    self.end = FileEnd::Idle;
+                    return Ok(0);
+                }
+            }
+            std::thread::sleep(self.poll);
+        }
+    }
+}
+
+impl Input for Follower {
+    fn ready(&mut self) -> bool {
+        self.file.metadata().is_ok_and(|m| m.len() > self.pos)
+    }
+    fn tail(&self) -> Tail {
+        match self.end {
+            // The rest of that line was thrown away with the file's bytes.
+            FileEnd::Truncated(_) => Tail::Partial("file truncated mid-line"),
+            _ => Tail::Line,
+        }
+    }
+}
+
 /// One stream's reader: reads chunks, cuts them at their last `\n`, hands
 /// them to the workers.
 struct Pump {
@@ -388,10 +679,9 @@ struct Pump {
     senders: Vec<SyncSender<Chunk>>,
     /// Whether each worker still takes chunks.
     open: Vec<bool>,
+    /// The stream, as chunks name it.
     name: Arc<PathBuf>,
     opts: LiveOptions,
-    /// A connection: a last line without `\n` is a partial line (dropped).
-    socket: bool,
     /// Next worker to try.
     next: usize,
 }
@@ -402,7 +692,6 @@ impl Pump {
         senders: Vec<SyncSender<Chunk>>,
         name: Arc<PathBuf>,
         opts: LiveOptions,
-        socket: bool,
         first: usize,
     ) -> Pump {
         let n = senders.len();
@@ -412,7 +701,6 @@ impl Pump {
             senders,
             name,
             opts,
-            socket,
             next: first % n.max(1),
         }
     }
@@ -556,13 +844,36 @@ impl Pump {
         }
     }
 
-    /// Reads `r` (whose descriptor is `fd`, polled to see whether more is
-    /// ready) to its end.
-    fn run(mut self, mut r: impl Read, fd: RawFd) {
+    /// Reads standard input or a connection to its end.
+    fn run(mut self, mut r: impl Input) {
         self.shared.streams.fetch_add(1, Ordering::Relaxed);
-        if !self.socket {
-            grow_pipe(fd);
+        self.stream(&mut r);
+    }
+
+    /// Reads a followed file, and the files that follow it at its path,
+    /// until the input ends.
+    fn follow(mut self, mut f: Follower) {
+        loop {
+            self.shared.streams.fetch_add(1, Ordering::Relaxed);
+            self.name = f.name.clone();
+            if !self.stream(&mut f) {
+                return;
+            }
+            match f.next_file() {
+                Ok(true) => {}
+                Ok(false) => return,
+                Err(e) => {
+                    *self.shared.error.lock().unwrap_or_else(|e| e.into_inner()) =
+                        Some(((*self.name).clone(), Some(f.pos), e));
+                    return;
+                }
+            }
         }
+    }
+
+    /// Reads `r` to its end (a read that returns 0 or fails); `false` if
+    /// the input cannot go on (a read error, the job done with it).
+    fn stream(&mut self, r: &mut impl Input) -> bool {
         let target = self.opts.chunk_bytes.max(4096);
         let max = self.opts.max_line_len;
         // `buf[..filled]`: bytes read and not handed on; `buf`'s length is
@@ -575,7 +886,7 @@ impl Pump {
         let mut discarding = false;
         loop {
             if self.shared.closed.load(Ordering::Acquire) {
-                return;
+                return false;
             }
             if buf.len() - filled < 4096 {
                 buf.resize(buf.len() + target, 0);
@@ -585,15 +896,16 @@ impl Pump {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => {
                     buf.truncate(filled);
-                    self.end(buf, offset, line, Some(e));
-                    return;
+                    let tail = r.tail();
+                    self.end(buf, offset, line, Some(e), tail);
+                    return false;
                 }
             };
             self.shared.bytes.fetch_add(got as u64, Ordering::Relaxed);
             if got == 0 {
                 buf.truncate(filled);
-                self.end(buf, offset, line, None);
-                return;
+                let tail = r.tail();
+                return self.end(buf, offset, line, None, tail);
             }
             let from = filled;
             filled += got;
@@ -615,7 +927,7 @@ impl Pump {
                 }
             }
             // Gather more while more is ready at once, up to a chunk.
-            if filled < target && ready(fd) {
+            if filled < target && r.ready() {
                 continue;
             }
             match memchr::memrchr(b'\n', &buf[..filled]) {
@@ -630,7 +942,7 @@ impl Pump {
                     let full = std::mem::replace(&mut buf, rest);
                     filled = tail;
                     if !self.send_lines(full, offset, line, lines, whole_read) {
-                        return;
+                        return false;
                     }
                     offset += n;
                     line += lines;
@@ -639,7 +951,7 @@ impl Pump {
                     // One line over the limit: reported, then dropped.
                     let c = self.chunk(Vec::new(), offset, line, true);
                     if !self.send(c) {
-                        return;
+                        return false;
                     }
                     offset += filled as u64;
                     filled = 0;
@@ -650,9 +962,18 @@ impl Pump {
         }
     }
 
-    /// The stream ended (EOF, or a read error `e`) with `buf` unsent.
-    fn end(mut self, mut buf: Vec<u8>, mut offset: u64, mut line: u64, e: Option<io::Error>) {
-        if self.socket {
+    /// The stream ended (EOF, or a read error `e`) with `buf` unsent, whose
+    /// bytes after the last `\n` are `tail`. `false` if the input cannot go
+    /// on (a read error, no worker takes chunks).
+    fn end(
+        &mut self,
+        mut buf: Vec<u8>,
+        mut offset: u64,
+        mut line: u64,
+        e: Option<io::Error>,
+        tail: Tail,
+    ) -> bool {
+        if let Tail::Partial(_) = tail {
             // The whole lines go on; what follows the last `\n` is partial.
             if let Some(k) = memchr::memrchr(b'\n', &buf) {
                 let mut rest = self.buffer(0);
@@ -663,43 +984,55 @@ impl Pump {
                 let n = buf.len() as u64;
                 let full = std::mem::replace(&mut buf, rest);
                 if !self.send(self.chunk(full, offset, line, false)) {
-                    return;
+                    return false;
                 }
                 offset += n;
                 line += lines;
             }
         }
         if !buf.is_empty() {
-            if self.socket {
-                // A sender gone mid-line: the partial line is dropped.
-                self.shared.partial.fetch_add(1, Ordering::Relaxed);
-                let msg = format!(
-                    "{}:{line}: connection ended mid-line: partial line of {} bytes dropped \
-                     (byte offset {offset})",
-                    self.name.display(),
-                    buf.len()
-                );
-                air_runtime::say!("warning: {msg}");
-                self.shared
-                    .first_partial
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .get_or_insert(msg);
-            } else {
-                // Standard input's last line without `\n` is a line.
-                let c = self.chunk(buf, offset, line, false);
-                self.send(c);
+            match tail {
+                Tail::Partial(why) => {
+                    // A sender gone mid-line, a file truncated under a
+                    // line being written: the partial line is dropped.
+                    self.shared.partial.fetch_add(1, Ordering::Relaxed);
+                    let msg = format!(
+                        "{}:{line}: {why}: partial line of {} bytes dropped (byte offset \
+                         {offset})",
+                        self.name.display(),
+                        buf.len()
+                    );
+                    air_runtime::say!("warning: {msg}");
+                    self.shared
+                        .first_partial
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .get_or_insert(msg);
+                }
+                Tail::Line => {
+                    // A last line without `\n` is a line, as in a file.
+                    let c = self.chunk(buf, offset, line, false);
+                    if !self.send(c) {
+                        return false;
+                    }
+                }
             }
         }
-        if let Some(e) = e {
-            let reset = matches!(
-                e.kind(),
-                io::ErrorKind::ConnectionReset | io::ErrorKind::ConnectionAborted
-            );
-            if !(self.socket && reset) {
-                let at = offset;
-                *self.shared.error.lock().unwrap_or_else(|e| e.into_inner()) =
-                    Some(((*self.name).clone(), Some(at), e));
+        match e {
+            None => true,
+            Some(e) => {
+                let reset = matches!(
+                    e.kind(),
+                    io::ErrorKind::ConnectionReset | io::ErrorKind::ConnectionAborted
+                );
+                // A connection reset ends that connection, as its close
+                // would (its partial line was reported above).
+                if !(matches!(tail, Tail::Partial(_)) && reset) {
+                    let at = offset;
+                    *self.shared.error.lock().unwrap_or_else(|e| e.into_inner()) =
+                        Some(((*self.name).clone(), Some(at), e));
+                }
+                false
             }
         }
     }
@@ -900,5 +1233,154 @@ mod tests {
         assert_eq!(t.for_rank(3).name(), "tcp://127.0.0.1:9003");
         let l = LiveInput::Listen("127.0.0.1:70{rank}0".into());
         assert_eq!(l.for_rank(2).name(), "listen://127.0.0.1:7020");
+        let f = LiveInput::Follow("/data/events-{rank}.json".into());
+        assert_eq!(
+            f.for_rank(1),
+            LiveInput::Follow("/data/events-1.json".into())
+        );
+        assert_eq!(f.for_rank(1).name(), "/data/events-1.json");
+    }
+
+    /// A line failure as text, to compare.
+    #[derive(Debug)]
+    struct Failed(String);
+
+    impl LineError for Failed {
+        fn new(path: PathBuf, line: Option<u64>, offset: Option<u64>, f: LineFailure) -> Self {
+            Failed(format!("{}:{line:?}:{offset:?}: {f:?}", path.display()))
+        }
+    }
+
+    /// One line as a worker saw it: stream, line number, byte offset, text.
+    type Seen = (String, u64, u64, String);
+
+    /// Reads worker 0's lines of `feed` until the input ends (in a thread).
+    fn drain(feed: &LiveFeed) -> std::thread::JoinHandle<Vec<Seen>> {
+        let mut lines = feed.worker::<Failed>(0, || {}).unwrap();
+        std::thread::spawn(move || {
+            let mut seen = Vec::new();
+            let t = Instant::now();
+            loop {
+                match lines.next_line().unwrap_or_else(|e| panic!("{}", e.0)) {
+                    Some(l) => seen.push((
+                        lines.path().display().to_string(),
+                        l.number,
+                        l.offset,
+                        String::from_utf8_lossy(lines.text(&l)).into_owned(),
+                    )),
+                    None if lines.is_finished() => return seen,
+                    None => std::thread::sleep(Duration::from_millis(1)),
+                }
+                assert!(t.elapsed() < Duration::from_secs(60), "no end in 60 s");
+            }
+        })
+    }
+
+    fn follow_opts() -> LiveOptions {
+        LiveOptions {
+            poll: Duration::from_millis(5),
+            idle_end: Some(Duration::from_millis(400)),
+            ..LiveOptions::default()
+        }
+    }
+
+    fn append(f: &mut File, bytes: &[u8]) {
+        use std::io::Write;
+        f.write_all(bytes).unwrap();
+        f.flush().unwrap();
+    }
+
+    /// Growth (a line split across writes), a rotation by rename with a
+    /// writer that still appends to the old file, a new file whose last
+    /// line has no `\n` (a line at the idle end): every line once, in
+    /// order, numbered per file.
+    #[test]
+    fn follow_reads_growth_and_a_rotation() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f.log");
+        let mut old = File::create(&path).unwrap();
+        append(&mut old, b"a1\na2\n");
+        let feed = LiveFeed::start(&LiveInput::Follow(path.clone()), 1, follow_opts()).unwrap();
+        let reader = drain(&feed);
+        std::thread::sleep(Duration::from_millis(50));
+        append(&mut old, b"a3\npart");
+        std::thread::sleep(Duration::from_millis(50));
+        append(&mut old, b"ial\n");
+        std::fs::rename(&path, dir.path().join("f.log.1")).unwrap();
+        append(&mut old, b"a5-old\n");
+        let mut new = File::create(&path).unwrap();
+        append(&mut new, b"b1\nb2");
+        let seen = reader.join().unwrap();
+        let p = path.display().to_string();
+        let p2 = format!("{p} (file 2)");
+        let want: Vec<Seen> = [
+            (&p, 1, 0, "a1"),
+            (&p, 2, 3, "a2"),
+            (&p, 3, 6, "a3"),
+            (&p, 4, 9, "partial"),
+            (&p, 5, 17, "a5-old"),
+            (&p2, 1, 0, "b1"),
+            (&p2, 2, 3, "b2"),
+        ]
+        .into_iter()
+        .map(|(n, l, o, t)| (n.clone(), l, o, t.to_string()))
+        .collect();
+        assert_eq!(seen, want);
+        let r = feed.report();
+        assert_eq!((r.streams, r.partial_lines, r.bytes), (2, 0, 24 + 5));
+    }
+
+    /// A truncation under a line being written: the whole lines before it
+    /// count, the partial line is reported with its offset and dropped,
+    /// and the file is read again from byte 0.
+    #[test]
+    fn follow_restarts_after_a_truncation() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.log");
+        let mut f = File::create(&path).unwrap();
+        append(&mut f, b"x1\nx2\nx3-part");
+        let feed = LiveFeed::start(&LiveInput::Follow(path.clone()), 1, follow_opts()).unwrap();
+        let reader = drain(&feed);
+        // Until the reader has read it all.
+        let t = Instant::now();
+        while feed.report().bytes < 13 {
+            assert!(t.elapsed() < Duration::from_secs(30));
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        f.set_len(0).unwrap();
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap();
+        append(&mut f, b"y1\n");
+        let seen = reader.join().unwrap();
+        let p = path.display().to_string();
+        let p2 = format!("{p} (file 2)");
+        let want: Vec<Seen> = vec![
+            (p.clone(), 1, 0, "x1".into()),
+            (p.clone(), 2, 3, "x2".into()),
+            (p2, 1, 0, "y1".into()),
+        ];
+        assert_eq!(seen, want);
+        let r = feed.report();
+        assert_eq!((r.streams, r.partial_lines), (2, 1));
+        assert_eq!(
+            r.first_partial.as_deref(),
+            Some(&*format!(
+                "{p}:3: file truncated mid-line: partial line of 7 bytes dropped (byte offset 6)"
+            ))
+        );
+    }
+
+    /// A path that is missing or not a regular file is refused at start.
+    #[test]
+    fn follow_refuses_what_it_cannot_follow() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = LiveInput::Follow(dir.path().join("none"));
+        let e = LiveFeed::start(&missing, 1, LiveOptions::default()).unwrap_err();
+        assert!(e.to_string().starts_with("cannot follow "), "{e}");
+        let d = LiveInput::Follow(dir.path().to_path_buf());
+        let e = LiveFeed::start(&d, 1, LiveOptions::default()).unwrap_err();
+        assert!(e.to_string().contains("not a regular file"), "{e}");
     }
 }
