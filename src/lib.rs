@@ -226,8 +226,10 @@ impl Job {
     /// Starts reading a live input for this process's workers, to read
     /// with [`LiveSource`](air_operators::graph::LiveSource) in the graph:
     /// `spec` is `-` (standard input), `tcp://HOST:PORT` (connect to a
-    /// server that sends lines) or `listen://HOST:PORT` (accept senders;
-    /// the input ends when every sender that came has closed). `{rank}` in
+    /// server that sends lines), `listen://HOST:PORT` (accept senders;
+    /// the input ends when every sender that came has closed) or
+    /// `follow://PATH` (a file read as it grows, like `tail -F`; it ends
+    /// only with the job's stop, SIGINT/SIGTERM). `{rank}` in
     /// the address is replaced by this process's rank, so each MPI rank
     /// reads its own input. Call it before [`Job::run`], and after
     /// [`Job::workers`] (the feed hands chunks to that many workers).
@@ -239,10 +241,13 @@ impl Job {
         use air_operators::sources::live::{LiveFeed, LiveInput, LiveOptions};
         let input = if let Some(a) = spec.strip_prefix("listen://") {
             LiveInput::Listen(a.to_string())
+        } else if let Some(p) = spec.strip_prefix("follow://") {
+            LiveInput::Follow(p.into())
         } else {
             LiveInput::from_input_arg(std::path::Path::new(spec)).ok_or_else(|| {
                 Error::Setup(format!(
-                    "live input {spec:?}: expected -, tcp://HOST:PORT or listen://HOST:PORT"
+                    "live input {spec:?}: expected -, tcp://HOST:PORT, listen://HOST:PORT or \
+                     follow://PATH"
                 ))
             })?
         }
