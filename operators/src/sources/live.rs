@@ -778,14 +778,17 @@ impl Pump {
     /// Hands on `bytes`, whole lines (`lines` of them, the first at stream
     /// offset `offset`, numbered `line`): as one chunk after a read that
     /// filled a chunk (`whole_read`: the input comes faster than it is
-    /// read, so every worker gets chunks anyway), otherwise cut at line
-    /// boundaries into pieces of about [`PIECE_BYTES`] (at least one per
-    /// worker that takes chunks), handed round-robin. So when the input
-    /// comes slower than it is read, every worker still gets lines, and
-    /// lines near the end of what was read: a worker handed nothing (or
-    /// only older lines) would hold every window back (its watermark
-    /// follows its own records). The pieces copy at most what one unfilled
-    /// read brought. `false`: no worker takes chunks any more.
+    /// read, so every worker gets chunks anyway); otherwise its newest
+    /// lines are cut off at line starts into one piece of about
+    /// [`PIECE_BYTES`] (or a worker's share of a shorter read) per worker
+    /// that takes chunks, and the rest goes
+    /// first, whole, then the pieces, all round-robin. So when the input
+    /// comes slower than it is read, every worker still gets lines near the
+    /// newest line read: a worker handed nothing (or only older lines)
+    /// would hold every window back (its watermark follows its own
+    /// records). Costs at most one send per worker and the copy of one
+    /// piece per worker more than a whole chunk. `false`: no worker takes
+    /// chunks any more.
     fn send_lines(
         &mut self,
         bytes: Vec<u8>,
@@ -798,29 +801,63 @@ impl Pump {
         if whole_read || open < 2 || lines < 2 {
             return self.send(self.chunk(bytes, offset, line, false));
         }
-        let pieces = open.max(bytes.len().div_ceil(PIECE_BYTES));
-        let step = (bytes.len() / pieces).max(1);
-        let (mut start, mut offset, mut line) = (0usize, offset, line);
-        while start < bytes.len() {
-            // The end of the line that holds byte start + step - 1.
-            let want = (start + step - 1).min(bytes.len() - 1);
-            let end = memchr::memchr(b'\n', &bytes[want..]).map_or(bytes.len(), |j| want + j + 1);
+        // The newest lines: one piece of about PIECE_BYTES per worker, cut
+        // from the end at line starts (fewer if the read is short).
+        let piece_bytes = PIECE_BYTES.min(bytes.len() / open).max(1);
+        let mut cuts = Vec::with_capacity(open);
+        let mut end = bytes.len();
+        while cuts.len() < open && end > 0 {
+            let want = end.saturating_sub(piece_bytes);
+            let start = if want == 0 {
+                0
+            } else {
+                memchr::memrchr(b'\n', &bytes[..want]).map_or(0, |j| j + 1)
+            };
+            cuts.push(start);
+            end = start;
+        }
+        cuts.reverse();
+        let mut pieces = Vec::with_capacity(cuts.len());
+        for (i, &start) in cuts.iter().enumerate() {
+            let end = cuts.get(i + 1).copied().unwrap_or(bytes.len());
             let mut piece = self.empty_buffer();
             piece.extend_from_slice(&bytes[start..end]);
-            let n = memchr::memchr_iter(b'\n', &piece).count() as u64;
+            pieces.push(piece);
+        }
+        // What comes before them goes first, whole, in the read's buffer.
+        let mut front = bytes;
+        front.truncate(cuts[0]);
+        let (mut offset, mut line) = (offset, line);
+        if front.is_empty() {
+            self.recycle(front);
+        } else {
+            let n = front.len() as u64;
+            let l = memchr::memchr_iter(b'\n', &front).count() as u64;
+            if !self.send(self.chunk(front, offset, line, false)) {
+                return false;
+            }
+            offset += n;
+            line += l;
+        }
+        for piece in pieces {
+            let n = piece.len() as u64;
+            let l = memchr::memchr_iter(b'\n', &piece).count() as u64;
             if !self.send(self.chunk(piece, offset, line, false)) {
                 return false;
             }
-            offset += (end - start) as u64;
-            line += n;
-            start = end;
+            offset += n;
+            line += l;
         }
+        true
+    }
+
+    /// Returns a buffer to the free list.
+    fn recycle(&self, b: Vec<u8>) {
         self.shared
             .free
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .push(bytes);
-        true
+            .push(b);
     }
 
     fn sent(&mut self, k: usize) {
