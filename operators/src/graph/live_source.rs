@@ -62,9 +62,9 @@ impl LineError for LineFault {
 ///
 /// Event time comes from the records (`.event_time(|r| r.time_ms, delay)`
 /// after the source), as for files. When the input comes slower than the
-/// feed reads it, the feed cuts each read into pieces of about 4 KiB
-/// handed round-robin, so every worker gets recent lines and no worker's
-/// watermark holds windows back for long.
+/// feed reads it, the feed cuts the newest lines of each read into one
+/// piece of about 1 KiB per worker, so every worker gets recent lines and
+/// no worker's watermark holds windows back for long.
 ///
 /// ```
 /// use air_operators::graph::*;

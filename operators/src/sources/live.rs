@@ -438,7 +438,7 @@ fn accept_loop(
 /// (see `Pump::send_lines`): small enough that every worker's newest line
 /// is near the newest line read, large enough that handing them on costs
 /// little next to parsing them.
-const PIECE_BYTES: usize = 4096;
+const PIECE_BYTES: usize = 1024;
 
 /// A stream a [`Pump`] reads.
 trait Input: Read {
