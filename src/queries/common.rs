@@ -819,6 +819,101 @@ pub fn is_stdout(p: &Path) -> bool {
     p.as_os_str() == "-"
 }
 
+/// The live input an `air run` command line names: `--listen HOST:PORT`,
+/// or `--input -` / `--input tcp://HOST:PORT` as its only `--input`;
+/// `None` for files or the generator.
+///
+/// # Errors
+/// A live input given with other inputs.
+pub fn live_input(
+    input: &[PathBuf],
+    listen: Option<&str>,
+) -> Result<Option<air_operators::sources::live::LiveInput>, CliError> {
+    use air_operators::sources::live::LiveInput;
+    if let Some(a) = listen {
+        return Ok(Some(LiveInput::Listen(a.to_string())));
+    }
+    let live: Vec<_> = input
+        .iter()
+        .filter_map(|p| LiveInput::from_input_arg(p))
+        .collect();
+    match (live.len(), input.len()) {
+        (0, _) => Ok(None),
+        (1, 1) => Ok(live.into_iter().next()),
+        _ => Err(CliError::BadInput(
+            "a live input (-, tcp://HOST:PORT) must be the only --input".into(),
+        )),
+    }
+}
+
+/// Where `air gen … --out` writes its events: a file, standard output
+/// (`-`), or a TCP connection air makes (`tcp://HOST:PORT`, to a job's
+/// `--listen`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum GenOut {
+    /// A file, created (or truncated).
+    File(PathBuf),
+    /// Standard output (`-`).
+    Stdout,
+    /// A TCP connection to `HOST:PORT`.
+    Tcp(String),
+}
+
+impl GenOut {
+    /// What `--out ARG` names.
+    pub fn parse(arg: &Path) -> GenOut {
+        if is_stdout(arg) {
+            return GenOut::Stdout;
+        }
+        match arg.to_str().and_then(|s| s.strip_prefix("tcp://")) {
+            Some(a) => GenOut::Tcp(a.to_string()),
+            None => GenOut::File(arg.to_path_buf()),
+        }
+    }
+
+    /// Whether it is a stream (standard output or TCP), not a file.
+    pub fn is_stream(&self) -> bool {
+        !matches!(self, GenOut::File(_))
+    }
+
+    /// How messages name it: the path, `standard output`, `tcp://HOST:PORT`.
+    pub fn name(&self) -> String {
+        match self {
+            GenOut::File(p) => p.display().to_string(),
+            GenOut::Stdout => "standard output".into(),
+            GenOut::Tcp(a) => format!("tcp://{a}"),
+        }
+    }
+
+    /// Opens it: creates the file, locks standard output, or connects
+    /// (with Nagle's delay off: paced batches leave when written).
+    ///
+    /// # Errors
+    /// The file cannot be created (a directory, a missing parent) or the
+    /// connection is refused: bad input, naming it.
+    pub fn open(&self) -> Result<Box<dyn std::io::Write>, CliError> {
+        let bad = |e: std::io::Error| CliError::BadInput(format!("{}: {e}", self.name()));
+        Ok(match self {
+            GenOut::File(p) => {
+                if p.is_dir() {
+                    return Err(CliError::BadInput(format!(
+                        "{}: is a directory (--out takes a file)",
+                        p.display()
+                    )));
+                }
+                Box::new(std::fs::File::create(p).map_err(bad)?)
+            }
+            GenOut::Stdout => Box::new(std::io::stdout().lock()),
+            GenOut::Tcp(a) => {
+                let s = std::net::TcpStream::connect(a)
+                    .map_err(|e| CliError::BadInput(format!("cannot connect to {a}: {e}")))?;
+                let _ = s.set_nodelay(true);
+                Box::new(s)
+            }
+        })
+    }
+}
+
 /// An error of `air`: bad input exits with code 2, anything else with 1.
 #[derive(Debug)]
 pub enum CliError {

@@ -426,6 +426,7 @@ fn probe_job(a: &BenchYsbArgs, rate: u64, secs: f64) -> ProbeJob {
             },
             pace,
             input: Vec::new(),
+            listen: None,
             on_bad_record: super::nexmark::BadRecord::Fail,
             // The YSB default window unless the query has none (q1, q2:
             // a window given to them was refused before).

@@ -350,30 +350,39 @@ pub struct GenWaArgs {
     /// Generator options (the same as `air run wa`'s: the same events).
     #[command(flatten)]
     pub gen: WaGenArgs,
-    /// The events as CSV `time_ms,key,value`, in event order; `-`:
-    /// standard output.
+    /// The events as CSV `time_ms,key,value` (a header line first), in
+    /// event order; `-`: standard output; `tcp://HOST:PORT`: connect and
+    /// send.
     #[arg(long)]
     pub out: PathBuf,
+    /// Wall-clock pace of the output, events per second (default: as fast
+    /// as it can be written): events are written in batches of about 5 ms,
+    /// each flushed when due, to feed a live reader; without --events the
+    /// stream then has no end (it stops when the reader goes away). Event
+    /// times still follow --events-per-s.
+    #[arg(long, value_parser = super::common::parse::rate)]
+    pub rate: Option<u64>,
 }
 
 /// `air gen wa`: writes the stream `air run wa` would process.
 pub fn gen(args: &GenWaArgs) -> Result<(), CliError> {
-    let cfg = args.gen.config();
+    let mut cfg = args.gen.config();
+    if args.rate.is_some() && args.gen.events.is_none() {
+        // Paced without a count: until the reader goes away.
+        cfg.events = u64::MAX;
+    }
     cfg.validate().map_err(CliError::BadInput)?;
-    let file: Box<dyn Write> = if super::common::is_stdout(&args.out) {
-        Box::new(std::io::stdout().lock())
-    } else {
-        Box::new(
-            std::fs::File::create(&args.out)
-                .map_err(|e| CliError::BadInput(format!("{}: {e}", args.out.display())))?,
-        )
-    };
-    let mut w = std::io::BufWriter::with_capacity(1 << 20, file);
+    let out = super::common::GenOut::parse(&args.out);
+    let mut w = std::io::BufWriter::with_capacity(1 << 20, out.open()?);
     writeln!(w, "time_ms,key,value")?;
     let mut g = WaGenerator::new(&cfg, 0, 1);
-    let mut buf = vec![WaEvent::default(); 4096];
+    let pace = air_operators::sources::pace::OutputPace::new(args.rate);
+    let mut buf = vec![WaEvent::default(); pace.map_or(4096, |p| p.batch(4096))];
     let mut written = 0u64;
     loop {
+        if let Some(p) = &pace {
+            p.wait_for(g.generated());
+        }
         let n = g.fill(&mut buf);
         if n == 0 {
             break;
@@ -382,13 +391,11 @@ pub fn gen(args: &GenWaArgs) -> Result<(), CliError> {
             writeln!(w, "{},{},{}", e.time_ms, e.key, e.value)?;
         }
         written += n as u64;
+        if pace.is_some() {
+            w.flush()?;
+        }
     }
     w.flush()?;
-    let to = if super::common::is_stdout(&args.out) {
-        "standard output".to_string()
-    } else {
-        args.out.display().to_string()
-    };
-    eprintln!("wrote {written} events to {to}");
+    eprintln!("wrote {written} events to {}", out.name());
     Ok(())
 }

@@ -1,5 +1,6 @@
 //! `air run wordcount --input FILE…`: word count as a map-reduce over text
-//! files (the definition of a word is in `air_operators::sources::text`:
+//! files (or a live input: `--input -`, `--input tcp://HOST:PORT`,
+//! `--listen HOST:PORT`) (the definition of a word is in `air_operators::sources::text`:
 //! Unicode word segmentation, UAX #29, lower-cased). Batch mode: one
 //! result, CSV `word,count` sorted by count (descending), then word (byte
 //! order). With `--window-ms S`, the windowed streaming mode: a line's event
@@ -18,8 +19,9 @@ use super::common::{CliError, RuntimeArgs};
 use super::dist::Dist;
 use super::driver::{sink_window_rows, OutputArgs, Query, RankPart, RowsTo, WorkerFigures};
 use air_operators::graph::{Count, KeyedWindowExt, Tumbling, Windowed};
+use air_operators::sources::live::{LiveFeed, LiveInput, LiveOptions};
 use air_operators::sources::text::{
-    split_files, TextLine, TextReaderOptions, TextSource, Word, Words,
+    split_files, LiveTextReader, OpenLiveText, TextLine, TextReaderOptions, TextSource, Word, Words,
 };
 use air_runtime::dataflow::{run_graph, Dataflow};
 use serde::{Deserialize, Serialize};
@@ -31,9 +33,20 @@ use std::time::Instant;
 /// `air run wordcount`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct WordCountArgs {
-    /// Text files (UTF-8), split by byte range across the workers.
-    #[arg(long, num_args = 1.., required = true)]
+    /// Text files (UTF-8), split by byte range across the workers. Or one
+    /// live input: `-` (standard input, a pipe) or `tcp://HOST:PORT` (air
+    /// connects; the server sends lines), read as it arrives (one reader
+    /// thread hands whole-line chunks to the workers); batch mode's one
+    /// result then comes when the input ends, windowed mode's rows as the
+    /// windows of arrival time close.
+    #[arg(long, num_args = 1.., required_unless_present = "listen")]
     pub input: Vec<PathBuf>,
+    /// Live input from TCP senders air accepts on HOST:PORT (one or more;
+    /// each connection's lines feed this rank). The input ends when every
+    /// sender that came has closed. `{rank}` in HOST:PORT is replaced by
+    /// the MPI rank.
+    #[arg(long, value_name = "HOST:PORT", conflicts_with = "input")]
+    pub listen: Option<String>,
     /// Replace invalid UTF-8 with U+FFFD instead of failing (the report
     /// counts the lines that needed it).
     #[arg(long)]
@@ -48,6 +61,17 @@ pub struct WordCountArgs {
     /// Runtime options.
     #[command(flatten)]
     pub runtime: RuntimeArgs,
+}
+
+impl WordCountArgs {
+    /// The live input of `--input -`, `--input tcp://…` or `--listen`
+    /// (`None` for files).
+    ///
+    /// # Errors
+    /// A live input given with other inputs.
+    pub fn live_input(&self) -> Result<Option<LiveInput>, CliError> {
+        super::common::live_input(&self.input, self.listen.as_deref())
+    }
 }
 
 /// One result row (window 0 in batch mode).
@@ -86,7 +110,9 @@ impl Query for WordCountArgs {
         if self.window_ms == Some(0) {
             return bad("--window-ms must be positive".into());
         }
-        super::common::check_input_files(&self.input)?;
+        if self.live_input()?.is_none() {
+            super::common::check_input_files(&self.input)?;
+        }
         Ok(())
     }
 
@@ -104,11 +130,31 @@ impl Query for WordCountArgs {
         let mut cfg = self.runtime.job_config();
         dist.configure(&mut cfg, self.runtime.force_network);
         let total = cfg.workers * dist.ranks();
-        let shares = split_files(&self.input, total)
-            .map_err(|e| CliError::BadInput(format!("splitting the input: {e}")))?;
         let opts = TextReaderOptions {
             lossy: self.lossy,
             ..TextReaderOptions::default()
+        };
+        // A live input: this rank's readers hand whole-line chunks to its
+        // workers (each checks and splits its own).
+        let w = cfg.workers;
+        let live = match self.live_input()? {
+            Some(input) => {
+                let lo = LiveOptions {
+                    max_line_len: opts.max_line_len,
+                    ..LiveOptions::default()
+                };
+                Some(
+                    LiveFeed::start(&input.for_rank(dist.rank()), w, lo)
+                        .map_err(|e| CliError::BadInput(e.to_string()))?,
+                )
+            }
+            None => None,
+        };
+        let shares = if live.is_some() {
+            vec![Vec::new(); total]
+        } else {
+            split_files(&self.input, total)
+                .map_err(|e| CliError::BadInput(format!("splitting the input: {e}")))?
         };
         // Batch mode is one window holding all time: it closes when every
         // input ended.
@@ -120,7 +166,23 @@ impl Query for WordCountArgs {
         // The graph every worker runs: its lines (event time: arrival) →
         // words → per word (per window) count → rows.
         let build = |df: &Dataflow| {
-            let lines = TextSource::new(shares[df.index()].clone(), opts).errors_to(failed.clone());
+            let lines = match &live {
+                Some(feed) => {
+                    let (feed, local) = (feed.clone(), df.index() % w);
+                    let bell = df.worker().doorbell.clone();
+                    let open: OpenLiveText = Box::new(move || {
+                        let wake = move || {
+                            if let Some(b) = &bell {
+                                b.ring();
+                            }
+                        };
+                        LiveTextReader::open(&feed, local, wake, opts)
+                    });
+                    TextSource::live(open, opts)
+                }
+                None => TextSource::new(shares[df.index()].clone(), opts),
+            }
+            .errors_to(failed.clone());
             let counts = df
                 .source(lines)
                 .event_time(|l: &TextLine| l.arrival_ms, 0)
@@ -155,6 +217,8 @@ impl Query for WordCountArgs {
             .collect();
         let st = &out.stats;
         let input_error = failed.lock().unwrap_or_else(|e| e.into_inner()).take();
+        // Partial lines of connections dropped mid-line are skipped.
+        let partial = live.as_ref().map_or(0, |f| f.report().partial_lines);
         Ok(RankPart {
             rows: Vec::new(),
             per_worker,
@@ -162,7 +226,7 @@ impl Query for WordCountArgs {
             elapsed_s: start.elapsed().max(out.elapsed).as_secs_f64(),
             late_partials: st.get("late_partials"),
             input_error,
-            skipped: 0,
+            skipped: partial,
             // Written as their windows closed (or only counted).
             uncollected_rows: st.get("window_rows"),
             counters: [
@@ -215,11 +279,19 @@ impl Query for WordCountArgs {
     }
 
     fn inputs(&self) -> Vec<PathBuf> {
-        self.input.clone()
+        self.input
+            .iter()
+            .filter(|p| LiveInput::from_input_arg(p).is_none())
+            .cloned()
+            .collect()
     }
 
     fn source(&self) -> &'static str {
-        "files"
+        if matches!(self.live_input(), Ok(Some(_))) {
+            "live"
+        } else {
+            "files"
+        }
     }
 
     fn wallclock(&self) -> bool {

@@ -1011,13 +1011,8 @@ pub fn gen(args: &GenYsbArgs) -> Result<(), CliError> {
     if events_per_s == 0 {
         return Err(CliError::BadInput("--events-per-s must be positive".into()));
     }
-    let tcp = args
-        .out
-        .to_str()
-        .and_then(|s| s.strip_prefix("tcp://"))
-        .map(str::to_string);
-    let to_stdout = super::common::is_stdout(&args.out);
-    let to_file = !to_stdout && tcp.is_none();
+    let out = super::common::GenOut::parse(&args.out);
+    let to_file = !out.is_stream();
     if Some(&args.out) == args.campaigns_out.as_ref() {
         return Err(CliError::BadInput(
             "--out and --campaigns-out name the same file".into(),
@@ -1048,30 +1043,19 @@ pub fn gen(args: &GenYsbArgs) -> Result<(), CliError> {
     };
     let events = args.events.unwrap_or(u64::MAX);
     let campaigns_out = args.campaigns_out.as_deref();
-    let s = if let Some(addr) = &tcp {
-        let mut sock = std::net::TcpStream::connect(addr)
-            .map_err(|e| CliError::BadInput(format!("cannot connect to {addr}: {e}")))?;
-        let _ = sock.set_nodelay(true);
-        air_operators::sources::ysb::gen_to_writer(
-            events,
-            args.seed,
-            &mut sock,
-            &args.out,
-            campaigns_out,
-            &opts,
-        )?
-    } else if to_stdout {
-        air_operators::sources::ysb::gen_to_writer(
-            events,
-            args.seed,
-            &mut std::io::stdout().lock(),
-            Path::new("standard output"),
-            campaigns_out,
-            &opts,
-        )?
-    } else {
+    let s = if to_file {
         let c = campaigns_out.expect("checked above");
         air_operators::sources::ysb::gen_to_files(events, args.seed, &args.out, c, &opts)?
+    } else {
+        // Standard output, or a connection (to `air run ysb --listen`).
+        air_operators::sources::ysb::gen_to_writer(
+            events,
+            args.seed,
+            &mut out.open()?,
+            Path::new(&out.name()),
+            campaigns_out,
+            &opts,
+        )?
     };
     let campaigns_to = match campaigns_out {
         Some(c) => format!(" and {} campaigns to {}", s.campaigns.len(), c.display()),
@@ -1081,11 +1065,7 @@ pub fn gen(args: &GenYsbArgs) -> Result<(), CliError> {
         "wrote {} events ({} bytes) to {}{campaigns_to}",
         thousands(s.events),
         thousands(s.bytes),
-        if to_stdout {
-            "standard output".into()
-        } else {
-            args.out.display().to_string()
-        },
+        out.name(),
     );
     // Standard output carries the events with `--out -`.
     if !to_file {

@@ -156,6 +156,50 @@ impl Pacer {
     }
 }
 
+/// Wall-clock pace of a generator writing its stream to an output (`air
+/// gen ysb|nexmark|wa --rate R`, to feed a live job): the stream is cut
+/// into batches of about 5 ms of events (`R / 200`, see
+/// [`batch`](Self::batch)), and each batch is written when its first event
+/// is due, `start + n / R` for the `n`-th event of the stream (a
+/// one-worker [`Pacer`]: no drift, however late a write returns). The
+/// writer flushes each batch, so a reader sees a steady stream.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OutputPace {
+    pacer: Pacer,
+}
+
+impl OutputPace {
+    /// Batches an output makes in a second (5 ms each).
+    pub const BATCHES_PER_S: u64 = 200;
+
+    /// The pace of `rate` events per second from now; `None` without a
+    /// rate (or a rate of 0): write as fast as the output takes it.
+    pub fn new(rate: Option<u64>) -> Option<OutputPace> {
+        let rate = rate.filter(|&r| r > 0)?;
+        Some(OutputPace {
+            pacer: Pacer::new(Instant::now(), Some(rate), None, 0, 1),
+        })
+    }
+
+    /// Events per batch, with batches of at most `max` events: about 5 ms
+    /// of events, at least 1.
+    pub fn batch(&self, max: usize) -> usize {
+        let rate = self.pacer.worker_rate().unwrap_or(u64::MAX);
+        (rate / Self::BATCHES_PER_S).clamp(1, max.max(1) as u64) as usize
+    }
+
+    /// Sleeps until the `written`-th event of the stream (0-based: the
+    /// first of the next batch, after `written` events) is due.
+    pub fn wait_for(&self, written: u64) {
+        if let Some(due) = self.pacer.due(written) {
+            let now = Instant::now();
+            if due > now {
+                std::thread::sleep(due - now);
+            }
+        }
+    }
+}
+
 const NANOS: u128 = 1_000_000_000;
 
 /// `floor(nanos * rate / 1e9)`, saturating at `u64::MAX`.
@@ -410,5 +454,29 @@ mod tests {
         let d = Pacer::new(t0, None, Some(Duration::from_secs(1)), 0, 1);
         assert!(!d.finished(5, t0));
         assert!(d.finished(5, t0 + Duration::from_secs(1)));
+    }
+
+    /// An output's batches are 5 ms of events (at least 1, at most the
+    /// buffer), and the `n`-th event is written no earlier than `n / R`.
+    #[test]
+    fn output_pace_batches_and_waits() {
+        assert_eq!(OutputPace::new(None), None);
+        assert_eq!(OutputPace::new(Some(0)), None);
+        let p = OutputPace::new(Some(1_000_000)).unwrap();
+        assert_eq!(p.batch(4096), 4096);
+        assert_eq!(p.batch(100_000), 5000);
+        assert_eq!(OutputPace::new(Some(10)).unwrap().batch(4096), 1);
+        let p = OutputPace::new(Some(1000)).unwrap();
+        assert_eq!(p.batch(4096), 5);
+        let t = Instant::now();
+        p.wait_for(0);
+        assert!(t.elapsed() < Duration::from_millis(50));
+        p.wait_for(100);
+        // Due 100 ms after the pace was made.
+        assert!(
+            t.elapsed() >= Duration::from_millis(99),
+            "{:?}",
+            t.elapsed()
+        );
     }
 }

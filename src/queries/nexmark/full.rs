@@ -28,8 +28,8 @@ use super::{bid_rows, Cx, Piece, Shard, Sources};
 use crate::queries::lagwatch::Watched;
 use air_operators::graph::Windowed;
 use air_operators::sources::nexmark::{
-    EventKind, FullBid, FullEvent, NexmarkConfig, NexmarkFullFileReader, NexmarkFullGenerator,
-    ReaderOptions,
+    EventKind, FullBid, FullEvent, LiveEvents, NexmarkConfig, NexmarkFullFileReader,
+    NexmarkFullGenerator, ReaderOptions,
 };
 use air_runtime::dataflow::{Dataflow, Source, SourcePoll, Stats};
 use serde::Serialize;
@@ -55,6 +55,13 @@ pub(crate) enum FullSource {
         error: Option<String>,
         /// Bad records skipped by finished readers.
         skipped: u64,
+    },
+    /// A worker's share of a live input.
+    Live {
+        /// Its reader of the worker's share.
+        events: LiveEvents<FullEvent>,
+        /// The error that stopped reading.
+        error: Option<String>,
     },
 }
 
@@ -93,6 +100,11 @@ impl FullSource {
                 let poll = self.poll_files(buf);
                 (poll, keep(buf))
             }
+            FullSource::Live { events, error } => {
+                buf.resize(max, FullEvent::default());
+                let poll = super::live_poll(events, error, buf);
+                (poll, keep(buf))
+            }
         }
     }
 
@@ -100,7 +112,9 @@ impl FullSource {
     /// batch's length).
     fn poll_files(&mut self, buf: &mut Vec<FullEvent>) -> SourcePoll {
         match self {
-            FullSource::Gen(_) | FullSource::Paced(_) => unreachable!("files only"),
+            FullSource::Gen(_) | FullSource::Paced(_) | FullSource::Live { .. } => {
+                unreachable!("files only")
+            }
             FullSource::Files {
                 pieces,
                 current,
@@ -146,6 +160,7 @@ impl FullSource {
             FullSource::Files {
                 skipped, current, ..
             } => skipped + current.as_ref().map_or(0, |r| r.skipped()),
+            FullSource::Live { events, .. } => events.skipped(),
             FullSource::Gen(_) | FullSource::Paced(_) => 0,
         }
     }
@@ -186,7 +201,9 @@ impl Source for FullGraphSource {
                 stats.max("input_lag_max_us", (lag * 1000.0).round() as u64);
             }
         }
-        if let FullSource::Files { error: Some(e), .. } = &self.src {
+        if let FullSource::Files { error: Some(e), .. } | FullSource::Live { error: Some(e), .. } =
+            &self.src
+        {
             let mut g = self.error.lock().unwrap_or_else(|e| e.into_inner());
             if g.is_none() {
                 *g = Some(e.clone());
@@ -207,8 +224,15 @@ impl Shard<'_> {
     /// only, in the same order (the generator draws no strings for the
     /// others).
     pub(crate) fn read_full_of(&self, kinds: &'static [EventKind]) -> FullGraphSource {
+        let src = match &self.sources.live {
+            Some(l) => FullSource::Live {
+                events: self.live_full.get_or_init(|| self.share(l)).reader(),
+                error: None,
+            },
+            None => self.sources.get_full(self.index, self.workers),
+        };
         FullGraphSource {
-            src: self.sources.get_full(self.index, self.workers),
+            src,
             kinds,
             error: self.error.clone(),
             events: 0,
@@ -259,9 +283,9 @@ pub(crate) fn full_bid(e: FullEvent) -> Option<FullBid> {
 /// q21, q22): `f` of every full bid of the shard (`None`: dropped), each
 /// record a row of the millisecond `time(record)` (ms) it happened in
 /// ([`bid_rows`]), sorted by `sort` and written as `row`. As q1's rows: in
-/// time order from the generator (each worker's generated times never
-/// decrease), sorted at the end from files (a file may be out of order: no
-/// watermark before its end).
+/// time order from the generator or a live input (each worker's times
+/// never decrease: generated, or in stream order), sorted at the end from
+/// files (a file may be out of order: no watermark before its end).
 pub(crate) fn full_bid_rows<T, F, TF, S, SF, R, RF>(
     cx: &Cx<'_>,
     df: &Dataflow,

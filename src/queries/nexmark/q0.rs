@@ -42,7 +42,8 @@ fn build(cx: &Cx<'_>, df: &Dataflow, shard: &Shard<'_>) {
         // No watermark before a file's end: nothing dropped as late.
         q0_rows(df.source(shard.read_bids()), cx);
     } else {
-        // Each worker's generated times never decrease.
+        // Each worker's times never decrease: generated, or a live
+        // stream in order (a bid out of order is late, dropped, counted).
         let bids = df
             .source(shard.read_bids())
             .event_time(|b: &Bid| b.date_time, 0);

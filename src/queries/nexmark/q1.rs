@@ -52,7 +52,8 @@ fn build(cx: &Cx<'_>, df: &Dataflow, shard: &Shard<'_>) {
         let bids = df.source(shard.read_bids()).map(q1_map);
         q1_rows(bids, cx);
     } else {
-        // Each worker's generated times never decrease.
+        // Each worker's times never decrease: generated, or a live
+        // stream in order (a bid out of order is late, dropped, counted).
         let bids = df
             .source(shard.read_bids())
             .map(q1_map)

@@ -73,7 +73,8 @@ fn build(cx: &Cx<'_>, df: &Dataflow, shard: &Shard<'_>) {
         // No watermark before a file's end: nothing dropped as late.
         q13_rows(bids, side, cx);
     } else {
-        // Each worker's generated times never decrease.
+        // Each worker's times never decrease: generated, or a live
+        // stream in order (a bid out of order is late, dropped, counted).
         q13_rows(bids.event_time(|b: &Bid| b.date_time, 0), side, cx);
     }
 }

@@ -10,6 +10,7 @@ use super::beam::JsonForm;
 use super::config::NexmarkConfig;
 use super::full::full_event_with;
 use super::generator::Model;
+use crate::sources::pace::OutputPace;
 
 /// Events per chunk of text a thread formats at a time (about 4 MB).
 const CHUNK_EVENTS: u64 = 16 << 10;
@@ -107,4 +108,82 @@ pub fn gen_to_writer_as(cfg: &NexmarkConfig, out: impl Write, form: JsonForm) ->
     }
     file.flush()?;
     Ok(total)
+}
+
+/// [`gen_to_writer_as`] for a live job: the events of `cfg` written to
+/// `out` in batches paced by the wall clock at `rate` events per second
+/// ([`OutputPace`]: about 5 ms of events a batch, each written and flushed
+/// when due; `None`: as fast as `out` takes them, flushed per batch), on
+/// the calling thread. `cfg.events: None` writes until `out` fails (a
+/// reader that went away). The same bytes as [`gen_to_writer_as`] for the
+/// same events. Returns how many events it wrote.
+///
+/// # Errors
+/// `InvalidInput` for a config that does not
+/// [validate](NexmarkConfig::validate); the first write error (with the
+/// events written before it lost from the count).
+pub fn gen_to_writer_paced(
+    cfg: &NexmarkConfig,
+    mut out: impl Write,
+    form: JsonForm,
+    rate: Option<u64>,
+) -> io::Result<u64> {
+    cfg.validate().map_err(|e| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("invalid NEXMark config: {e}"),
+        )
+    })?;
+    let total = cfg.events.unwrap_or(u64::MAX);
+    let model = Model::new(cfg);
+    let pace = OutputPace::new(rate);
+    let per_batch = pace.map_or(4096, |p| p.batch(4096)) as u64;
+    let mut text = Vec::with_capacity(per_batch as usize * 256);
+    let mut n = 0u64;
+    while n < total {
+        if let Some(p) = &pace {
+            p.wait_for(n);
+        }
+        let end = n.saturating_add(per_batch).min(total);
+        text.clear();
+        for k in n..end {
+            form.write_line(&full_event_with(&model, k), &mut text);
+        }
+        out.write_all(&text)?;
+        out.flush()?;
+        n = end;
+    }
+    Ok(n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The paced writer writes the bytes of the parallel one, in both
+    /// forms, and takes at least the time its rate gives.
+    #[test]
+    fn paced_writer_writes_the_same_bytes() {
+        let cfg = NexmarkConfig {
+            events: Some(3_000),
+            ..NexmarkConfig::default()
+        };
+        for form in [JsonForm::Ours, JsonForm::Beam] {
+            let mut want = Vec::new();
+            assert_eq!(gen_to_writer_as(&cfg, &mut want, form).unwrap(), 3_000);
+            let mut got = Vec::new();
+            assert_eq!(
+                gen_to_writer_paced(&cfg, &mut got, form, None).unwrap(),
+                3_000
+            );
+            assert_eq!(got, want);
+            let t = std::time::Instant::now();
+            let mut paced = Vec::new();
+            let n = gen_to_writer_paced(&cfg, &mut paced, form, Some(30_000)).unwrap();
+            assert_eq!(n, 3_000);
+            assert_eq!(paced, want);
+            // The last batch (at event 2850) is due at 95 ms.
+            assert!(t.elapsed().as_millis() >= 94, "{:?}", t.elapsed());
+        }
+    }
 }

@@ -68,6 +68,7 @@ mod files;
 mod full;
 mod generator;
 mod json;
+mod live;
 mod model;
 mod reader;
 mod text;
@@ -79,7 +80,7 @@ pub use config::{
     FIRST_CATEGORY_ID, FIRST_PERSON_ID, HOT_BLOCK, NUM_CATEGORIES, PERSON_PROPORTION,
     PROPORTION_DENOMINATOR,
 };
-pub use files::{gen_to_file, gen_to_file_as, gen_to_writer_as};
+pub use files::{gen_to_file, gen_to_file_as, gen_to_writer_as, gen_to_writer_paced};
 pub use full::{full_event, NexmarkFullGenerator, CHANNELS_NUMBER, HOT_CHANNELS};
 pub use generator::{
     compact_event, event_kind, last_base0_auction_id, last_base0_person_id, BidFill,
@@ -89,6 +90,7 @@ pub use json::{
     parse_full_json_line, parse_json_line, write_json_line, Field, FieldError, FieldErrorKind,
     TYPE_VALUES,
 };
+pub use live::{LiveEvents, LiveFill, LiveShare, OpenLive};
 pub use model::{
     compact, ArchivedAuction, ArchivedBid, ArchivedName, ArchivedNexEvent, ArchivedPerson, Auction,
     Bid, EventKind, FullAuction, FullBid, FullEvent, FullPerson, Name, NameTooLong, NexEvent,

@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use super::json::{parse_full_json_line, parse_json_line, Field, FieldError, FieldErrorKind};
 use super::model::{FullEvent, NexEvent};
 use crate::sources::lines::{LineError, LineFailure, RecordError, RecordLines};
+use crate::sources::live::LiveFeed;
 use crate::sources::ysb::OnBadRecord;
 
 /// Default longest accepted line, in bytes (1 MiB, excluding the `\n`); a
@@ -228,6 +229,37 @@ impl<E: JsonEvent> EventFileReader<E> {
             out_of_order: 0,
             _event: std::marker::PhantomData,
         })
+    }
+
+    /// A reader of local worker `local`'s share of the live input `feed`
+    /// (standard input, TCP): its lines are numbered, and offsets counted,
+    /// from the start of their stream, and errors name the stream (`-:5:
+    /// …`). [`fill`](Self::fill) returns `Ok(0)` also when nothing is
+    /// queued now: [`is_finished`](Self::is_finished) tells the end apart.
+    /// `wake` is called when a chunk is queued for this worker (ring its
+    /// doorbell). `None` if that worker's share was taken already.
+    /// ([`opts`](ReaderOptions)' `buffer_size` does not apply: the feed
+    /// reads.)
+    pub fn live(
+        feed: &LiveFeed,
+        local: usize,
+        wake: impl Fn() + Send + Sync + 'static,
+        opts: ReaderOptions,
+    ) -> Option<EventFileReader<E>> {
+        let lines = feed.worker(local, wake)?;
+        Some(EventFileReader {
+            records: RecordLines::live(lines, opts.on_bad_record),
+            events: 0,
+            max_time: None,
+            out_of_order: 0,
+            _event: std::marker::PhantomData,
+        })
+    }
+
+    /// Whether the input is done: read to its end, or stopped by an error
+    /// (a live input that is merely quiet is not).
+    pub fn is_finished(&self) -> bool {
+        self.records.lines().is_finished() && !self.records.has_pending()
     }
 
     /// Every event of the file (convenience for tests and tools).

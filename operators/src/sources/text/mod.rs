@@ -76,6 +76,7 @@
 //! ```
 
 mod count;
+mod live;
 mod reader;
 mod source;
 mod word;
@@ -86,10 +87,11 @@ pub use count::{
     count_words_into, count_words_range, count_words_sequential, sort_counts, split_files,
     write_csv, FileRange,
 };
+pub use live::LiveTextReader;
 pub use reader::{
     Line, LineNumbers, TextError, TextErrorKind, TextReader, TextReaderOptions,
     DEFAULT_BUFFER_SIZE, DEFAULT_MAX_LINE_LEN,
 };
-pub use source::{TextLine, TextSource};
+pub use source::{OpenLiveText, TextLine, TextSource};
 pub use word::{Word, INLINE_WORD_BYTES};
 pub use words::{for_each_word, WordSplitter, Words};

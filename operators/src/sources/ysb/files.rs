@@ -9,6 +9,7 @@ use super::campaigns::{Campaigns, CampaignsFormat};
 use super::event::YsbEvent;
 use super::generator::{EventTimeMode, YsbGenConfig, YsbGenerator};
 use super::json::write_json_line;
+use crate::sources::pace::OutputPace;
 
 /// Options of [`gen_to_files`] and [`gen_to_writer`] beyond the event count and seed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -149,18 +150,11 @@ fn gen_events(
     let mut text = Vec::with_capacity(batch.len() * 300);
     let mut bytes = 0u64;
     // Paced: batches of about 5 ms of events, each written when due.
-    let rate = opts.rate.filter(|&r| r > 0);
-    let per_batch = rate.map_or(batch.len(), |r| {
-        (r / 200).clamp(1, batch.len() as u64) as usize
-    });
-    let start = std::time::Instant::now();
+    let pace = OutputPace::new(opts.rate);
+    let per_batch = pace.map_or(batch.len(), |p| p.batch(batch.len()));
     loop {
-        if let Some(r) = rate {
-            let due = start + std::time::Duration::from_secs_f64(gen.generated() as f64 / r as f64);
-            let now = std::time::Instant::now();
-            if due > now {
-                std::thread::sleep(due - now);
-            }
+        if let Some(p) = &pace {
+            p.wait_for(gen.generated());
         }
         let n = gen.fill(&mut batch[..per_batch]);
         if n == 0 {
@@ -171,7 +165,7 @@ fn gen_events(
             write_json_line(e, &mut text);
         }
         file.write_all(&text).map_err(err)?;
-        if rate.is_some() {
+        if pace.is_some() {
             file.flush().map_err(err)?;
         }
         bytes += text.len() as u64;
