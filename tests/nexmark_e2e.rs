@@ -507,5 +507,8 @@ fn paced_queries_report_input_lag_and_latency_and_count_every_event() {
         "--input",
         input.to_str().unwrap(),
     ]);
-    assert!(err.contains("apply to the generator, not to --input"), "{err}");
+    assert!(
+        err.contains("apply to the generator, not to --input"),
+        "{err}"
+    );
 }
