@@ -223,26 +223,46 @@ text_impls!(EventType);
 /// Length of a canonical UUID string (`8-4-4-4-12` hex digits and hyphens).
 pub const UUID_LEN: usize = 36;
 
-const HEX_LOWER: &[u8; 16] = b"0123456789abcdef";
-
 /// Positions of the hyphens in a canonical UUID string.
 const HYPHENS: [usize; 4] = [8, 13, 18, 23];
+
+/// The 16 lowercase hex digits of `v`, most significant first. SWAR: the
+/// nibbles are spread one per byte of a `u128` with four shift-and-mask
+/// steps, then turned into ASCII all at once.
+#[inline(always)]
+fn hex16(v: u64) -> [u8; 16] {
+    const M32: u128 = 0x0000_0000_FFFF_FFFF_0000_0000_FFFF_FFFF;
+    const M16: u128 = 0x0000_FFFF_0000_FFFF_0000_FFFF_0000_FFFF;
+    const M8: u128 = 0x00FF_00FF_00FF_00FF_00FF_00FF_00FF_00FF;
+    const M4: u128 = 0x0F0F_0F0F_0F0F_0F0F_0F0F_0F0F_0F0F_0F0F;
+    let ones = u128::from_ne_bytes([1; 16]);
+    let mut x = v as u128;
+    x = (x | x << 32) & M32;
+    x = (x | x << 16) & M16;
+    x = (x | x << 8) & M8;
+    x = (x | x << 4) & M4;
+    // Byte k holds nibble k (from the least significant); 1 where it is
+    // above 9, so that it becomes 'a'..'f' rather than ':'..'?'.
+    let above9 = ((x + 6 * ones) >> 4) & ones;
+    let ascii = x + u128::from(b'0') * ones + above9 * u128::from(b'a' - b'0' - 10);
+    ascii.to_be_bytes()
+}
 
 /// Writes `id` as a canonical lowercase UUID (`xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx`,
 /// RFC 9562 §4), most significant byte first.
 #[inline]
 pub fn format_uuid(id: u128, out: &mut [u8; UUID_LEN]) {
-    let bytes = id.to_be_bytes();
-    let mut o = 0;
-    for (i, b) in bytes.iter().enumerate() {
-        if matches!(i, 4 | 6 | 8 | 10) {
-            out[o] = b'-';
-            o += 1;
-        }
-        out[o] = HEX_LOWER[(b >> 4) as usize];
-        out[o + 1] = HEX_LOWER[(b & 0xf) as usize];
-        o += 2;
-    }
+    let hi = hex16((id >> 64) as u64);
+    let lo = hex16(id as u64);
+    out[0..8].copy_from_slice(&hi[0..8]);
+    out[8] = b'-';
+    out[9..13].copy_from_slice(&hi[8..12]);
+    out[13] = b'-';
+    out[14..18].copy_from_slice(&hi[12..16]);
+    out[18] = b'-';
+    out[19..23].copy_from_slice(&lo[0..4]);
+    out[23] = b'-';
+    out[24..36].copy_from_slice(&lo[4..16]);
 }
 
 /// `id` as a canonical lowercase UUID string (see [`format_uuid`]).
