@@ -6,7 +6,9 @@
 //! (exact rows); rows appear before the input ends; a connection dropped
 //! mid-line is reported with its byte offset and skipped; a sender killed
 //! with SIGKILL ends the job cleanly with the rows of what it delivered; a
-//! signal stops a job whose input never ends with whole windows; a bad
+//! signal (SIGINT on standard input, SIGTERM on a followed file) stops a
+//! job whose input never ends with whole windows; a sender faster than the
+//! job is held back by TCP flow control (bounded memory, nothing lost); a bad
 //! record is named by stream, line and byte offset. Under MPI each rank
 //! reads its own stream (`{rank}` in the address).
 
@@ -303,6 +305,91 @@ fn listen_with_two_senders_equals_file() {
     );
 }
 
+/// The resident set of process `pid` (bytes), or `None` once it is gone.
+fn resident_bytes(pid: u32) -> Option<u64> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let kib: u64 = s
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    Some(kib * 1024)
+}
+
+#[test]
+fn a_sender_faster_than_the_job_is_held_back_not_buffered() {
+    // About 99 MB of events sent from memory as fast as loopback TCP takes
+    // them, into a job whose output nobody reads for a while: its sink
+    // blocks, then its workers, then its reader (the chunk queues are
+    // bounded: 4 chunks of 512 KiB per worker), and TCP flow control holds
+    // the sender. Buffering the stream instead, the job would take it all.
+    let dir = common::tmpdir("live", "fast-sender");
+    let bytes = gen(&dir, 400_000);
+    let want = file_rows(&dir);
+    let port = free_port();
+    let addr = format!("127.0.0.1:{port}");
+    let report = dir.join("report.json");
+    let mut child = start(
+        &["--listen", &addr],
+        &["--out", "-", "--report", report.to_str().unwrap()],
+    );
+    let pid = child.id();
+    let stdout = child.stdout.take().unwrap();
+    let total = bytes.len();
+    let sent = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let sender = {
+        let sent = sent.clone();
+        std::thread::spawn(move || {
+            let mut s = connect(port);
+            for piece in bytes.chunks(64 << 10) {
+                s.write_all(piece).unwrap();
+                sent.fetch_add(piece.len(), std::sync::atomic::Ordering::Relaxed);
+            }
+        })
+    };
+    // Wait until the sender is stuck: nothing more sent for 0.5 s.
+    let t = Instant::now();
+    let (mut last, mut still, mut peak) = (0, 0, 0u64);
+    while still < 5 {
+        std::thread::sleep(Duration::from_millis(100));
+        peak = peak.max(resident_bytes(pid).unwrap_or(0));
+        let now = sent.load(std::sync::atomic::Ordering::Relaxed);
+        if now == total {
+            break;
+        }
+        still = if now == last && now > 0 { still + 1 } else { 0 };
+        last = now;
+        assert!(
+            t.elapsed() < Duration::from_secs(60),
+            "the sender never stopped"
+        );
+    }
+    let held = sent.load(std::sync::atomic::Ordering::Relaxed);
+    eprintln!("fast sender: held at {held} of {total} bytes; the job's resident set {peak} bytes");
+    assert!(
+        held < total / 2,
+        "the job took {held} of {total} bytes while its output was not read: the stream was buffered"
+    );
+    assert!(
+        peak < 64 << 20,
+        "the job's resident set reached {peak} bytes while held at {held} bytes"
+    );
+    // Now read the output: everything flows, nothing was lost.
+    let reader = std::thread::spawn(move || {
+        let mut all = String::new();
+        BufReader::new(stdout).read_to_string(&mut all).unwrap();
+        all
+    });
+    sender.join().unwrap();
+    let (o, _) = common::wait(child, "air run ysb --listen (fast sender)", LIMIT);
+    assert!(o.status.success(), "{}", common::text(&o));
+    assert_eq!(rows(&reader.join().unwrap()), want);
+    assert_eq!(events_read(&report), 400_000);
+}
+
 #[test]
 fn bad_record_on_stdin_names_the_stream_line_and_offset() {
     let dir = common::tmpdir("live", "bad");
@@ -327,9 +414,18 @@ fn bad_record_on_stdin_names_the_stream_line_and_offset() {
     );
 }
 
-#[test]
-fn a_signal_stops_a_live_job_with_whole_windows() {
-    let dir = common::tmpdir("live", "signal");
+/// Runs `air run ysb` over `live` (fed the first half of the events on its
+/// standard input, or by `prepare` before it starts; the input left open),
+/// waits for its first row, sends `signal`, and checks the job exits with
+/// 128 + signal having written whole windows only (each equal to the
+/// file's), and not all of them.
+fn check_signal_stop(
+    name: &str,
+    live: &[&str],
+    signal: i32,
+    prepare: Option<fn(&Path, &[u8]) -> std::fs::File>,
+) {
+    let dir = common::tmpdir("live", name);
     let bytes = gen(&dir, 20_000);
     let want = file_rows(&dir);
     let mut by_window: BTreeMap<String, Vec<String>> = BTreeMap::new();
@@ -338,12 +434,20 @@ fn a_signal_stops_a_live_job_with_whole_windows() {
         by_window.entry(w).or_default().push(r.clone());
     }
     let half = lines_len(&bytes, 10_000);
-    let mut child = start(&["--input", "-"], &["--out", "-"]);
+    let live: Vec<String> = live
+        .iter()
+        .map(|a| a.replace("{dir}", dir.to_str().unwrap()))
+        .collect();
+    let live: Vec<&str> = live.iter().map(|a| a.as_str()).collect();
+    let file = prepare.map(|p| p(&dir, &bytes[..half]));
+    let mut child = start(&live, &["--out", "-"]);
     let mut stdin = child.stdin.take().unwrap();
-    stdin.write_all(&bytes[..half]).unwrap();
-    stdin.flush().unwrap();
+    if file.is_none() {
+        stdin.write_all(&bytes[..half]).unwrap();
+        stdin.flush().unwrap();
+    }
     let mut out = child.stdout.take().unwrap();
-    // Wait for the first row, keep the input open, then SIGINT.
+    // Wait for the first row, keep the input open, then signal.
     let mut got = Vec::new();
     let t = Instant::now();
     let mut buf = [0u8; 4096];
@@ -357,11 +461,15 @@ fn a_signal_stops_a_live_job_with_whole_windows() {
         got.extend_from_slice(&buf[..n]);
     }
     // SAFETY: plain kill of the child this test started.
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    unsafe { libc::kill(child.id() as i32, signal) };
     out.read_to_end(&mut got).unwrap();
-    let (o, _) = common::wait(child, "air run ysb --input - (SIGINT)", LIMIT);
-    drop(stdin);
-    assert_eq!(o.status.code(), Some(130), "{}", common::text(&o));
+    let (o, _) = common::wait(
+        child,
+        &format!("air run ysb {live:?} (signal {signal})"),
+        LIMIT,
+    );
+    drop((stdin, file));
+    assert_eq!(o.status.code(), Some(128 + signal), "{}", common::text(&o));
     let mut seen: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for r in rows(&String::from_utf8_lossy(&got)) {
         let w = r.split(',').next().unwrap().to_string();
@@ -374,6 +482,23 @@ fn a_signal_stops_a_live_job_with_whole_windows() {
     }
     // Nothing past the half was read.
     assert!(seen.len() < by_window.len());
+}
+
+#[test]
+fn a_signal_stops_a_live_job_with_whole_windows() {
+    // Standard input, SIGINT.
+    check_signal_stop("signal", &["--input", "-"], libc::SIGINT, None);
+}
+
+#[test]
+fn sigterm_stops_a_followed_file_with_whole_windows() {
+    // A followed file that is still open for writing, SIGTERM.
+    check_signal_stop(
+        "follow-term",
+        &["--follow", "{dir}/growing.json"],
+        libc::SIGTERM,
+        Some(|dir, half| write_file(&dir.join("growing.json"), half)),
+    );
 }
 
 /// Under `mpirun -np 2` each rank connects to its own server, named by
