@@ -812,8 +812,11 @@ fn a_dev_shm_too_small_for_the_node_rings_fails_before_start() {
     let need = 2 * page(ring) + 2 * page(small) + 2 * 4096;
     assert!(
         err.contains("not enough shared memory in /dev/shm")
-            && err.contains(&format!("2 of {ring} bytes"))
-            && err.contains(&format!("= {need} bytes"))
+            && err.contains(&format!(
+                "2 of {} bytes",
+                air_runtime::units::thousands(ring)
+            ))
+            && err.contains(&format!("= {} bytes", air_runtime::units::thousands(need)))
             && err.contains("bytes free"),
         "{}",
         text(&o)

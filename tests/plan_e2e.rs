@@ -118,6 +118,44 @@ fn the_8_by_28_example_counts_every_edge_of_ysb() {
 }
 
 #[test]
+fn a_job_that_does_not_fit_exits_1_with_the_plan_and_the_refusal() {
+    // 224 workers on one node with 16 MiB rings: 50,176 node-tier rings,
+    // hundreds of GiB, which `air run` refuses here.
+    let o = Command::new(AIR)
+        .args(["plan", "--ranks-per-node", "8", "--workers", "28"])
+        .args(["--ring-bytes", "16777216"])
+        .env_remove("SLURM_JOB_ID")
+        .env_remove("AIR_EMULATE_RANKS_PER_NODE")
+        .output()
+        .unwrap();
+    let t = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(t.contains("memory per node"), "{t}");
+    assert!(t.contains("does not fit: "), "{t}");
+    // The JSON says the same, with the same status.
+    let o = Command::new(AIR)
+        .args(["plan", "--json", "--ranks-per-node", "8", "--workers", "28"])
+        .args(["--ring-bytes", "16777216"])
+        .env_remove("SLURM_JOB_ID")
+        .env_remove("AIR_EMULATE_RANKS_PER_NODE")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["fits_this_machine"], false, "{v}");
+    assert!(v["refusal"].as_str().is_some_and(|r| !r.is_empty()), "{v}");
+    // A small job fits: exit 0.
+    let o = Command::new(AIR)
+        .args(["plan", "--workers", "2"])
+        .env_remove("SLURM_JOB_ID")
+        .env_remove("AIR_EMULATE_RANKS_PER_NODE")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).contains(": fits ("));
+}
+
+#[test]
 fn a_run_without_ring_bytes_keeps_its_node_within_the_ring_budget() {
     // 40 workers in one process: 1,600 rings per edge, 1.7 GiB at 1 MiB.
     // The run scales its rings to the per-node budget (1 GiB) as `air

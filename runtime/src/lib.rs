@@ -27,6 +27,7 @@ pub mod say;
 pub mod stop;
 pub mod timeline;
 pub mod topology;
+pub mod units;
 
 pub use channel::{ChannelError, ChannelRx, ChannelTx, Recv};
 pub use data::{ExchangeData, Record};

@@ -36,6 +36,7 @@
 //!   every rank puts a heartbeat into every rank on another node every
 //!   [`HEARTBEAT_PERIOD`].
 
+use crate::units::{binary_bytes, thousands};
 use crate::RuntimeError;
 use air_shm::DOORBELL_BYTES;
 use std::time::Duration;
@@ -662,16 +663,20 @@ impl ChannelPlan {
         sizes.dedup();
         let rings = per_edge * caps.len() as u64;
         if sizes.len() == 1 {
-            format!("{rings} rings of {} bytes", sizes[0])
+            format!(
+                "{} rings of {} bytes",
+                thousands(rings),
+                thousands(sizes[0] as u64)
+            )
         } else {
             let by: Vec<String> = sizes
                 .iter()
                 .map(|&b| {
                     let n = per_edge * caps.iter().filter(|&&x| x == b).count() as u64;
-                    format!("{n} of {b} bytes")
+                    format!("{} of {} bytes", thousands(n), thousands(b as u64))
                 })
                 .collect();
-            format!("{rings} rings ({})", by.join(", "))
+            format!("{} rings ({})", thousands(rings), by.join(", "))
         }
     }
 
@@ -709,15 +714,16 @@ impl ChannelPlan {
         }
         let per_edge = self.rings_per_node.total / (self.edges.len().max(1) as u64);
         Err(RuntimeError::Setup(format!(
-            "{} need {} on this node = {} bytes ({} in process memory, {} in /dev/shm, {} in \
-             MPI windows), more than half of the {avail} bytes of available memory (lower \
+            "{} need {} on this node = {} ({} in process memory, {} in /dev/shm, {} in \
+             MPI windows), more than half of the {} of available memory (lower \
              --workers or --ring-bytes; `air plan` shows the figures)",
             self.what(),
             self.describe(per_edge),
-            m.total_bytes,
-            m.thread_bytes.saturating_add(m.mirror_bytes),
-            m.shm_bytes,
-            m.window_bytes
+            binary_bytes(m.total_bytes),
+            binary_bytes(m.thread_bytes.saturating_add(m.mirror_bytes)),
+            binary_bytes(m.shm_bytes),
+            binary_bytes(m.window_bytes),
+            binary_bytes(avail),
         )))
     }
 
@@ -737,13 +743,14 @@ impl ChannelPlan {
         let per_edge = rings / (self.edges.len().max(1) as u64);
         Err(RuntimeError::Setup(format!(
             "not enough shared memory in {}: the {} ranks on this node need {} and {} \
-             doorbell segment(s) = {} bytes, {free} bytes free (enlarge the tmpfs, e.g. \
+             doorbell segment(s) = {} bytes, {} bytes free (enlarge the tmpfs, e.g. \
              `docker run --shm-size`, or lower --ring-bytes or --workers)",
             dir.display(),
             self.ranks_on_node,
             self.describe(per_edge),
             m.shm_segments.saturating_sub(rings),
-            m.shm_bytes
+            thousands(m.shm_bytes),
+            thousands(free),
         )))
     }
 
@@ -966,7 +973,14 @@ mod tests {
         let need = p.memory_per_node.total_bytes;
         assert!(p.check_memory(2 * need).is_ok());
         let e = p.check_memory(2 * need - 2).unwrap_err().to_string();
-        assert!(e.contains(&format!("= {need} bytes")), "{e}");
+        assert!(
+            e.contains(&format!("= {} (", binary_bytes(need)))
+                && e.contains(&format!(
+                    "of the {} of available",
+                    binary_bytes(2 * need - 2)
+                )),
+            "{e}"
+        );
         assert!(
             e.contains("1 workers on each of 2 ranks (2 on this node)"),
             "{e}"
@@ -979,8 +993,9 @@ mod tests {
             .to_string();
         assert!(
             e.contains("not enough shared memory in /dev/shm")
-                && e.contains("2 of 1048576 bytes")
-                && e.contains(&format!("= {shm} bytes")),
+                && e.contains("2 of 1,048,576 bytes")
+                && e.contains(&format!("= {} bytes", thousands(shm)))
+                && e.contains(&format!("{} bytes free", thousands(shm - 1))),
             "{e}"
         );
     }

@@ -976,18 +976,7 @@ impl<E: Into<anyhow::Error>> From<E> for CliError {
     }
 }
 
-/// Formats `n` with thousands separators.
-pub fn thousands(n: u64) -> String {
-    let s = n.to_string();
-    let mut out = String::new();
-    for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
+pub use air_runtime::units::thousands;
 
 /// Refuses output paths that name an input file or each other (creating an
 /// output truncates it before the input is read). Paths are compared as

@@ -17,7 +17,10 @@ Examples:
   air plan --workers 4 -- nexmark --query q5     (the query and its `air run` options)
 Inside a SLURM allocation, --nodes, --ranks-per-node and --workers default to
 SLURM_JOB_NUM_NODES, SLURM_NTASKS_PER_NODE (or SLURM_TASKS_PER_NODE) and
-SLURM_CPUS_PER_TASK; elsewhere to 1 node, 1 rank and `air run`'s workers.")]
+SLURM_CPUS_PER_TASK; elsewhere to 1 node, 1 rank and `air run`'s workers.
+Exit status: 0 if the job fits this machine (one node of it, for several
+nodes), 1 if `air run` would refuse it here (the plan is printed either way),
+2 for bad options.")]
 pub struct PlanArgs {
     /// Nodes (machines) of the job.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
@@ -155,20 +158,7 @@ fn query_value<'w>(words: &'w [String], opt: &str) -> Option<&'w str> {
     })
 }
 
-fn bytes(b: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = b as f64;
-    let mut u = 0;
-    while v >= 1024.0 && u + 1 < UNITS.len() {
-        v /= 1024.0;
-        u += 1;
-    }
-    if u == 0 {
-        format!("{b} B")
-    } else {
-        format!("{v:.2} {}", UNITS[u])
-    }
-}
+use air_runtime::units::binary_bytes as bytes;
 
 fn rate(v: f64) -> String {
     thousands(v.round() as u64)
@@ -387,6 +377,11 @@ pub fn main(
                 bytes(rt.ring_budget.unwrap_or_default())
             );
         }
+    }
+    // A script can test it: `air plan … && sbatch …`. The refusal was
+    // printed with the plan.
+    if fits.is_some() {
+        return Err(CliError::Quiet(1));
     }
     Ok(())
 }
