@@ -553,6 +553,41 @@ fn generated_files_round_trip() {
 }
 
 #[test]
+fn generated_jobs_have_the_same_rows_for_any_number_of_workers() {
+    // The generator's event g is the same whichever worker makes it, so a
+    // generated job's rows do not depend on --workers.
+    let dir = tmpdir("gen-workers");
+    let mut outs = Vec::new();
+    for workers in ["1", "3", "4"] {
+        let out = dir.join(format!("w{workers}.csv"));
+        let o = air(&[
+            "run",
+            "ysb",
+            "--events",
+            "200000",
+            "--seed",
+            "3",
+            "--window-ms",
+            "10",
+            "--event-time",
+            "synthetic",
+            "--workers",
+            workers,
+            "--no-pin",
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let rows = read_csv(&out);
+        assert!(rows.len() >= 1000, "{} rows", rows.len());
+        outs.push((workers, rows));
+    }
+    for (w, rows) in &outs[1..] {
+        assert_eq!(rows, &outs[0].1, "{w} workers against 1");
+    }
+}
+
+#[test]
 fn absurd_options_are_refused_before_running() {
     let cases: &[(&[&str], &str)] = &[
         (&["--workers", "0"], "--workers"),

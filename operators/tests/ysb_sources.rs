@@ -724,6 +724,29 @@ fn generator_splits_the_event_budget_exactly() {
 }
 
 #[test]
+fn generator_events_do_not_depend_on_the_worker_split() {
+    // Event g is the same event whichever of W workers makes it: the job's
+    // events, merged by global index, equal one worker's for any W.
+    let c = campaigns();
+    let cfg = YsbGenConfig::new(9, &c)
+        .with_events(Some(1001))
+        .with_event_time(EventTimeMode::Deterministic {
+            start_ms: 5,
+            events_per_s: 100,
+        });
+    let one = run_worker(&cfg, 0, 1, 64);
+    for workers in 2..=7 {
+        let mut all = vec![YsbEvent::default(); one.len()];
+        for w in 0..workers {
+            for (i, e) in run_worker(&cfg, w, workers, 50).into_iter().enumerate() {
+                all[i * workers + w] = e;
+            }
+        }
+        assert_eq!(all, one, "{workers} workers");
+    }
+}
+
+#[test]
 fn generator_streams_are_seeded_per_worker() {
     let c = campaigns();
     let time = EventTimeMode::Deterministic {

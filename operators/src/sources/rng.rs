@@ -29,6 +29,12 @@ impl WyRand {
         wymix(self.state)
     }
 
+    /// Skips draws: `by` is `draws · WY_STEP` (wrapping) to skip `draws`.
+    #[inline(always)]
+    pub(crate) fn advance(&mut self, by: u64) {
+        self.state = self.state.wrapping_add(by);
+    }
+
     /// The next 128 random bits.
     #[inline(always)]
     pub(crate) fn next_u128(&mut self) -> u128 {
@@ -50,7 +56,7 @@ pub(crate) fn wymix(s: u64) -> u64 {
 }
 
 /// SplitMix64's finaliser: a bijective mix of a 64-bit value (Steele, Lea,
-/// Flood 2014), used to derive independent seeds from `(seed, worker)`.
+/// Flood 2014), used to derive a stream's start from a seed.
 #[inline]
 pub(crate) fn splitmix64(mut z: u64) -> u64 {
     z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);

@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use super::campaigns::Campaigns;
 use super::event::{AdType, EventType, YsbEvent};
-use super::rng::{below, splitmix64, uuid_v4, WyRand};
+use super::rng::{below, splitmix64, uuid_v4, WyRand, WY_STEP};
 use crate::sources::pace::{share, PacedFill, Pacer};
 
 /// How [`YsbGenerator`] stamps `event_time_ms`.
@@ -74,9 +74,13 @@ impl YsbGenConfig {
 /// Every field is drawn per event: `user_id` and `page_id` are random
 /// version-4 UUIDs, `ad_id` is uniform over the configured ads, `ad_type`
 /// uniform over the 5 [`AdType`]s, `event_type` uniform over the 3
-/// [`EventType`]s, `ip` a random `u32`. The random source is wyrand, seeded
-/// from `(seed, worker_index)`: the same seed and worker give the same
-/// stream; different workers give unrelated streams.
+/// [`EventType`]s, `ip` a random `u32`. The random source is one wyrand
+/// stream per seed, [`DRAWS_PER_EVENT`] draws per event: the event of global
+/// index `g` takes draws `6g + 1 ..= 6g + 6`, whichever worker makes it
+/// (wyrand's draw at any position is computed directly from it). So the
+/// job's events — their fields and event times — are the same for any
+/// number of workers and ranks, and equal `air gen ysb`'s (one worker) for
+/// the same seed: results do not depend on the job's shape.
 ///
 /// With `events = Some(N)` over `W` workers, worker `w` generates `N / W`
 /// events, plus one if `w < N % W`: the job generates exactly `N`.
@@ -100,6 +104,9 @@ impl YsbGenConfig {
 #[derive(Clone, Debug)]
 pub struct YsbGenerator {
     rng: WyRand,
+    /// What the stream's state advances by after each event, to skip the
+    /// other workers' events: `DRAWS_PER_EVENT · (W − 1) · WY_STEP`.
+    skip: u64,
     ads: Arc<[u128]>,
     /// Events this worker may still generate (`None`: endless).
     remaining: Option<u64>,
@@ -155,10 +162,14 @@ impl YsbGenerator {
             }
             EventTimeMode::WallClock => TimeState::WallClock,
         };
-        let stream =
-            splitmix64(config.seed) ^ splitmix64(0x5745_5244_0000_0000 ^ worker_index as u64);
+        // The job's one stream, positioned before this worker's first
+        // event (global index `worker_index`).
+        let draws = |events: u64| events.wrapping_mul(DRAWS_PER_EVENT).wrapping_mul(WY_STEP);
+        let mut rng = WyRand::new(splitmix64(config.seed) ^ YSB_STREAM);
+        rng.advance(draws(worker_index as u64));
         YsbGenerator {
-            rng: WyRand::new(stream),
+            rng,
+            skip: draws(workers as u64 - 1),
             ads: Arc::clone(&config.ads),
             remaining: quota,
             quota,
@@ -192,7 +203,7 @@ impl YsbGenerator {
             } => {
                 let (start_ms, rate, dq, dr) = (*start_ms, *rate, *dq, *dr);
                 let (mut tq, mut tr) = (*q, *r);
-                generate(&mut self.rng, &self.ads, out, || {
+                generate(&mut self.rng, self.skip, &self.ads, out, || {
                     let t = start_ms.wrapping_add(tq);
                     tq += dq;
                     tr += dr;
@@ -206,7 +217,7 @@ impl YsbGenerator {
             }
             TimeState::WallClock => {
                 let now = wall_clock_ms();
-                generate(&mut self.rng, &self.ads, out, || now);
+                generate(&mut self.rng, self.skip, &self.ads, out, || now);
             }
         }
         self.generated += n as u64;
@@ -242,9 +253,24 @@ impl YsbGenerator {
 
 use crate::now_ms as wall_clock_ms;
 
-/// The hot loop: six 64-bit draws per event.
+/// Random draws per event: two for each UUID, one for the ad, one for the
+/// IP and the two enums.
+pub const DRAWS_PER_EVENT: u64 = 6;
+
+/// Mixed into the seed of the YSB stream (so that another generator seeded
+/// alike draws another stream).
+const YSB_STREAM: u64 = 0x5953_4200_0000_0000;
+
+/// The hot loop: [`DRAWS_PER_EVENT`] 64-bit draws per event, then `skip`
+/// added to the stream's state (the other workers' events).
 #[inline(always)]
-fn generate(rng: &mut WyRand, ads: &[u128], out: &mut [YsbEvent], mut time: impl FnMut() -> u64) {
+fn generate(
+    rng: &mut WyRand,
+    skip: u64,
+    ads: &[u128],
+    out: &mut [YsbEvent],
+    mut time: impl FnMut() -> u64,
+) {
     let num_ads = ads.len() as u64;
     for e in out {
         let user_id = uuid_v4(rng.next_u128());
@@ -264,5 +290,6 @@ fn generate(rng: &mut WyRand, ads: &[u128], out: &mut [YsbEvent], mut time: impl
             ad_type,
             event_type,
         };
+        rng.advance(skip);
     }
 }
