@@ -88,15 +88,26 @@ pub mod prelude {
 #[cfg(feature = "mpi")]
 use std::sync::Arc;
 
-/// Environment variable: worker threads per process (default: one per
-/// physical core this process may use).
+/// Environment variable: worker threads per process, 1 to [`MAX_WORKERS`]
+/// (default: one per physical core this process may use). `air run`'s
+/// `--workers` falls back to it too.
 pub const WORKERS_ENV: &str = "AIR_WORKERS";
 
-/// Environment variable: bytes of each channel ring, taken as given (at
-/// least 4096, at most 1 GiB; one ring per exchange edge and pair of
-/// workers). Unset: 1 MiB, scaled down (to at least 64 KiB) when a node's
-/// rings would need more than 1 GiB (`JobConfig::ring_budget`).
+/// Environment variable: bytes of each channel ring, taken as given
+/// ([`MIN_RING_BYTES`] to [`MAX_RING_BYTES`]; one ring per exchange edge
+/// and pair of workers). Unset: 1 MiB, scaled down (to at least 64 KiB)
+/// when a node's rings would need more than 1 GiB
+/// (`JobConfig::ring_budget`). `air run`'s `--ring-bytes` falls back to it
+/// too.
 pub const RING_BYTES_ENV: &str = "AIR_RING_BYTES";
+
+/// Most worker threads per process (`AIR_WORKERS`, `--workers`).
+pub const MAX_WORKERS: usize = 1024;
+/// Smallest ring, bytes: it must hold a batch frame and a control frame
+/// (`AIR_RING_BYTES`, `--ring-bytes`).
+pub const MIN_RING_BYTES: usize = 4096;
+/// Largest ring, bytes: 16 GiB (`AIR_RING_BYTES`, `--ring-bytes`).
+pub const MAX_RING_BYTES: usize = 1 << 34;
 
 /// Reads a positive number from environment variable `var`, within `range`.
 fn env_number(var: &str, range: std::ops::RangeInclusive<usize>) -> Result<Option<usize>, Error> {
@@ -150,10 +161,10 @@ impl Job {
     /// ranks by a build without the `mpi` feature; MPI failed to start.
     pub fn from_env() -> Result<Job, Error> {
         let mut cfg = JobConfig::default();
-        if let Some(n) = env_number(WORKERS_ENV, 1..=4096)? {
+        if let Some(n) = env_number(WORKERS_ENV, 1..=MAX_WORKERS)? {
             cfg.workers = n;
         }
-        if let Some(n) = env_number(RING_BYTES_ENV, 4096..=(1 << 30))? {
+        if let Some(n) = env_number(RING_BYTES_ENV, MIN_RING_BYTES..=MAX_RING_BYTES)? {
             cfg.ring_bytes = n;
             cfg.ring_budget = None;
         }

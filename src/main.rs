@@ -248,7 +248,31 @@ fn parse_cli() -> Cli {
         ) {
             e.exit()
         }
-        air_runtime::say!("air: {}", e.render().to_string().trim_end());
+        let mut text = e.render().to_string().trim_end().to_string();
+        // A bad value that came from the environment, not the command line:
+        // say where it came from.
+        if e.kind() == ErrorKind::ValueValidation {
+            let argv: Vec<String> = std::env::args().collect();
+            for (opt, var) in [
+                ("--workers", air::WORKERS_ENV),
+                ("--ring-bytes", air::RING_BYTES_ENV),
+            ] {
+                let given = argv
+                    .iter()
+                    .any(|a| a == opt || a.starts_with(&format!("{opt}=")));
+                if !given
+                    && text.contains(&format!("for '{opt} "))
+                    && std::env::var_os(var).is_some()
+                {
+                    if let Some(end) = text.find('\n') {
+                        text.insert_str(end, &format!(" (the value of {var})"));
+                    } else {
+                        text.push_str(&format!(" (the value of {var})"));
+                    }
+                }
+            }
+        }
+        air_runtime::say!("air: {text}");
         std::process::exit(2)
     }
     let mut matches = negative_numbers_are_values(Cli::command())

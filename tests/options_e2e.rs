@@ -582,3 +582,47 @@ fn the_summary_memory_parts_add_up_to_the_total() {
     assert!(num("(process ") > 0.0 && num("windows ") > 0.0, "{line}");
     assert!((total - parts).abs() <= 0.15, "{total} vs {parts}: {line}");
 }
+
+#[test]
+fn air_workers_and_air_ring_bytes_set_air_run_as_they_set_a_library_job() {
+    let dir = common::tmpdir("options", "env");
+    let rep = dir.join("r.json");
+    let run = |env: &[(&str, &str)], extra: &[&str]| {
+        let o = Command::new(AIR)
+            .args(["run", "ysb", "--events", "1000", "--no-pin", "--report"])
+            .arg(&rep)
+            .args(extra)
+            .env_remove("AIR_WORKERS")
+            .env_remove("AIR_RING_BYTES")
+            .envs(env.iter().copied())
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{env:?} {extra:?}: {}", stderr(&o));
+        common::report(&rep)
+    };
+    let r = run(&[("AIR_WORKERS", "3"), ("AIR_RING_BYTES", "65536")], &[]);
+    assert_eq!(r["workers"], 3, "{r}");
+    let edges = r["channels"]["plan"]["edges"].as_array().unwrap();
+    assert!(edges.iter().all(|e| e["ring_bytes"] == 65536), "{r}");
+    // The options win over the environment.
+    let r = run(&[("AIR_WORKERS", "3")], &["--workers", "1"]);
+    assert_eq!(r["workers"], 1, "{r}");
+    // A bad value from the environment is refused naming the variable.
+    for (var, value, opt) in [
+        ("AIR_WORKERS", "0", "--workers"),
+        ("AIR_RING_BYTES", "100", "--ring-bytes"),
+    ] {
+        let o = Command::new(AIR)
+            .args(["run", "ysb", "--events", "1000"])
+            .env(var, value)
+            .output()
+            .unwrap();
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{err}");
+        assert!(
+            err.contains(&format!("invalid value '{value}' for '{opt}"))
+                && err.contains(&format!("(the value of {var})")),
+            "{err}"
+        );
+    }
+}

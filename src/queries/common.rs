@@ -9,8 +9,8 @@ use std::time::Duration;
 pub struct RuntimeArgs {
     /// Worker threads (default: one per physical core this process may use,
     /// or per PU with `--smt`; SLURM tasks sharing a node unbound split it).
-    /// 1..=1024.
-    #[arg(long, value_parser = parse::workers)]
+    /// 1..=1024. Default also from `AIR_WORKERS` (as a library job).
+    #[arg(long, env = "AIR_WORKERS", value_parser = parse::workers)]
     pub workers: Option<usize>,
     /// Staged exchange batches are pushed, and watermarks sent, at least this
     /// often (µs; 1..=60000000).
@@ -22,8 +22,9 @@ pub struct RuntimeArgs {
     /// Capacity of each channel ring in bytes (workers² rings;
     /// 4096..=17179869184, i.e. 16 GiB), taken as given. Default: 1 MiB,
     /// scaled down (to at least 64 KiB) when a node's rings would need more
-    /// than 1 GiB (`air plan` shows the sizes).
-    #[arg(long, value_parser = parse::ring_bytes)]
+    /// than 1 GiB (`air plan` shows the sizes). Also from `AIR_RING_BYTES`
+    /// (as a library job).
+    #[arg(long, env = "AIR_RING_BYTES", value_parser = parse::ring_bytes)]
     pub ring_bytes: Option<usize>,
     /// Do not pin workers to CPUs.
     #[arg(long)]
@@ -306,14 +307,9 @@ impl PaceArgs {
 /// option take a value starting with `-`), so `--window-ms -10` is refused
 /// as a value, not as an unknown option `-1`.
 pub mod parse {
-    /// Most workers per process.
-    pub const MAX_WORKERS: usize = 1024;
+    pub use air::{MAX_RING_BYTES, MAX_WORKERS, MIN_RING_BYTES};
     /// Most records per exchange batch.
     pub const MAX_BATCH: usize = 1 << 20;
-    /// Smallest ring: it must hold a batch frame and a control frame.
-    pub const MIN_RING_BYTES: usize = 4096;
-    /// Largest ring, bytes (16 GiB).
-    pub const MAX_RING_BYTES: usize = 1 << 34;
     /// Longest flush interval, µs (one minute).
     pub const MAX_FLUSH_US: u64 = 60_000_000;
     /// Longest window, slide or out-of-orderness bound, ms (365 days).
