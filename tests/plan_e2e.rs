@@ -180,19 +180,29 @@ fn a_run_without_ring_bytes_keeps_its_node_within_the_ring_budget() {
         u(&r["channels"]["created_per_rank"][0]["thread_rings"]),
         2 * 1_600
     );
-    // The summary names the scaled rings.
+    // The summary names the scaled rings, and says they were scaled.
+    assert_eq!(r["channels"]["scaled_to_budget"], true, "{r}");
+    assert_eq!(u(&r["channels"]["ring_bytes_requested"]), 1 << 20, "{r}");
+    assert_eq!(u(&r["channels"]["ring_budget_bytes"]), 1 << 30, "{r}");
     let out = String::from_utf8_lossy(&o.stdout);
-    let digits = b.to_string();
-    let grouped: Vec<&str> = (0..digits.len())
-        .rev()
-        .step_by(3)
-        .map(|end| &digits[end.saturating_sub(2)..=end])
-        .collect();
     let sizes = format!(
-        ") of {} / 65,536 bytes",
-        grouped.into_iter().rev().collect::<Vec<_>>().join(",")
+        ") of {} / 65,536 bytes (scaled down from 1,048,576 to keep a node's rings within \
+         1.00 GiB; --ring-bytes sets them)",
+        air_runtime::units::thousands(b)
     );
     assert!(out.contains(&sizes), "{sizes}: {}", text(&o));
+    // With --ring-bytes: taken as given, not scaled, and not said to be.
+    let o = Command::new(AIR)
+        .args(["run", "ysb", "--workers", "2", "--events", "2000"])
+        .args(["--no-pin", "--ring-bytes", "65536", "--report"])
+        .arg(&rep)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    let r: Value = serde_json::from_str(&std::fs::read_to_string(&rep).unwrap()).unwrap();
+    assert_eq!(r["channels"]["scaled_to_budget"], false, "{r}");
+    assert!(r["channels"]["ring_budget_bytes"].is_null(), "{r}");
+    assert!(!String::from_utf8_lossy(&o.stdout).contains("scaled down"));
 }
 
 #[test]

@@ -134,6 +134,16 @@ pub struct ChannelsReport {
     /// Per rank, in rank order: thread rings, `/dev/shm` segments and
     /// network rings its setup created, and the bytes of its window.
     pub created_per_rank: Vec<serde_json::Value>,
+    /// The ring bytes asked for (`--ring-bytes`, `AIR_RING_BYTES`, or the
+    /// 1 MiB default).
+    pub ring_bytes_requested: u64,
+    /// The per-node ring budget, bytes (`None` with `--ring-bytes`: taken
+    /// as given).
+    pub ring_budget_bytes: Option<u64>,
+    /// Whether the rings were scaled down to keep the busiest node within
+    /// the per-node budget (no `--ring-bytes` given, and the job's shape
+    /// needed it): the plan's `edges` give the sizes used.
+    pub scaled_to_budget: bool,
 }
 
 /// The JSON report of a query run.
@@ -725,14 +735,25 @@ fn merge<Q: Query>(
     let (mut stopped, mut unfired) = (air_runtime::stop::requested(), 0);
     let mut peak_rss = 0;
     let mut extras = Vec::new();
+    let rt = q.runtime();
     let mut channels = ChannelsReport {
         plan: serde_json::Value::Null,
         created_per_rank: Vec::new(),
+        ring_bytes_requested: rt.ring_bytes() as u64,
+        ring_budget_bytes: rt.job_config().ring_budget,
+        scaled_to_budget: false,
     };
     for p in parts {
         extras.push(p.extra);
         if channels.plan.is_null() {
             channels.plan = p.channels["plan"].clone();
+            // The largest edge's ring is the requested size unless the
+            // budget scaled it (small edges get a sixteenth either way).
+            let largest = channels.plan["edges"]
+                .as_array()
+                .and_then(|e| e.iter().filter_map(|e| e["ring_bytes"].as_u64()).max());
+            channels.scaled_to_budget = channels.ring_budget_bytes.is_some()
+                && largest.is_some_and(|b| b < channels.ring_bytes_requested.next_multiple_of(16));
         }
         channels
             .created_per_rank
@@ -864,10 +885,20 @@ pub fn summary_channels(r: &Report, out: &mut dyn Write) -> std::io::Result<()> 
         .as_array()
         .map(|e| e.iter().map(|e| n(&e["ring_bytes"])).collect())
         .unwrap_or_default();
+    let scaled = if r.channels.scaled_to_budget {
+        format!(
+            " (scaled down from {} to keep a node's rings within {}; --ring-bytes sets them)",
+            thousands(r.channels.ring_bytes_requested),
+            air_runtime::units::binary_bytes(r.channels.ring_budget_bytes.unwrap_or(0))
+        )
+    } else {
+        String::new()
+    };
     writeln!(
         out,
-        "  channels: {} rings on node 0 (thread {}, node {}, network {}) of {} bytes, {:.1} MiB \
-         (process {:.1}, /dev/shm {:.1}, windows {:.1}); {} in the job (`air plan` explains)",
+        "  channels: {} rings on node 0 (thread {}, node {}, network {}) of {} bytes{scaled}, \
+         {:.1} MiB (process {:.1}, /dev/shm {:.1}, windows {:.1}); {} in the job (`air plan` \
+         explains)",
         n(&rings["total"]),
         n(&rings["thread"]),
         n(&rings["node"]),
