@@ -291,7 +291,25 @@ fn plan_graph(words: &[String]) -> Result<queries::plan::PlannedQuery, CliError>
         .map(String::from)
         .chain(words.iter().cloned());
     let cli = Cli::try_parse_from(argv).map_err(|e| {
-        CliError::BadInput(format!("`air run {}`: {}", words.join(" "), e.render()))
+        let text = e.render().to_string();
+        let text = text.trim_start_matches("error: ").trim_end();
+        // An option of `air plan` itself given after `--`.
+        let own = [
+            "--json",
+            "--nodes",
+            "--ranks-per-node",
+            "--emulate-ranks-per-node",
+        ]
+        .into_iter()
+        .find(|o| text.contains(&format!("unexpected argument '{o}'")));
+        let (first, rest) = text.split_once('\n').unwrap_or((text, ""));
+        let hint = own.map_or(String::new(), |o| {
+            format!(" ({o} is an option of `air plan`: give it before `--`)")
+        });
+        CliError::BadInput(format!(
+            "`air run {}`: {first}{hint}\n{rest}",
+            words.join(" ")
+        ))
     })?;
     let Command::Run(mut cmd) = cli.command else {
         unreachable!("parsed as `air run`")

@@ -395,3 +395,28 @@ mod mpi {
         assert_eq!(u(&created[1]["network_rings"]), 4, "{r}");
     }
 }
+
+#[test]
+fn a_bad_query_option_is_named_once_and_plan_options_after_dashes_get_a_hint() {
+    let run = |args: &[&str]| {
+        let o = Command::new(AIR)
+            .arg("plan")
+            .args(args)
+            .env_remove("SLURM_JOB_ID")
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+        String::from_utf8_lossy(&o.stderr).into_owned()
+    };
+    let err = run(&["--", "ysb", "--bogus"]);
+    assert_eq!(err.matches("error:").count(), 1, "{err}");
+    assert!(
+        err.contains("`air run ysb --bogus`: unexpected argument '--bogus'"),
+        "{err}"
+    );
+    let err = run(&["--", "ysb", "--json"]);
+    assert!(
+        err.contains("(--json is an option of `air plan`: give it before `--`)"),
+        "{err}"
+    );
+}
