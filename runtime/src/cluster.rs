@@ -580,7 +580,8 @@ where
         Doorbells::create_segment(&bell_segment(me), w)
             .map_err(|e| RuntimeError::Setup(e.to_string()))?
     };
-    // Every window is allocated and locked before any rank puts, and every
+    // Every window is allocated and locked before any rank reads a peer's
+    // part, and every
     // doorbell segment exists before any rank opens one.
     mpi.barrier();
     let mut peer_bells: Vec<Option<Doorbells>> = vec![None; mpi.size()];
