@@ -408,6 +408,52 @@ impl<'w, 'm> Epoch<'w, 'm> {
         Ok(Request { raw, done: false })
     }
 
+    /// Starts reading `len` bytes of rank `target`'s part at byte `disp`
+    /// into `dest` (`MPI_Rget`) without any later call having to wait for
+    /// it: the returned [`Request`] is polled with [`Request::test`], which
+    /// drives MPI's progress engine (and so serves the peers' operations on
+    /// this rank) while it waits. `dest` holds the bytes once `test` says
+    /// done.
+    ///
+    /// # Safety
+    /// `dest` is valid for writes of `len` bytes, and nothing reads or
+    /// writes those bytes until the request completed; a request dropped
+    /// before it completed is freed without waiting, so its `dest` must
+    /// then never be reused or freed (leak it).
+    ///
+    /// # Errors
+    /// [`RdmaError::Setup`] for more than 1 GiB; [`RdmaError::Mpi`].
+    pub unsafe fn rget(
+        &self,
+        dest: *mut u8,
+        len: usize,
+        target: usize,
+        disp: usize,
+    ) -> Result<Request> {
+        if len > CHUNK {
+            return Err(out_of_range("rget", disp, len, CHUNK));
+        }
+        // SAFETY: a constant of the rsmpi shim, set at load time.
+        let mut raw = unsafe { ffi::RSMPI_REQUEST_NULL };
+        // SAFETY: `dest` is writable for `len` bytes until the request
+        // completes (the caller's promise); byte counts; valid window inside
+        // a lock_all epoch; `raw` is a live out-pointer.
+        check("MPI_Rget", unsafe {
+            ffi::MPI_Rget(
+                dest.cast(),
+                len as c_int,
+                byte_type(),
+                target as c_int,
+                disp as ffi::MPI_Aint,
+                len as c_int,
+                byte_type(),
+                self.win.raw,
+                &mut raw,
+            )
+        })?;
+        Ok(Request { raw, done: false })
+    }
+
     /// Completes every operation of this process to `target`, at the origin
     /// and at the target (`MPI_Win_flush`).
     pub fn flush(&self, target: usize) -> Result<()> {
@@ -440,7 +486,7 @@ impl<'w, 'm> Epoch<'w, 'm> {
     }
 }
 
-/// A request-based RMA operation ([`Epoch::rput`]).
+/// A request-based RMA operation ([`Epoch::rput`], [`Epoch::rget`]).
 #[derive(Debug)]
 pub struct Request {
     raw: ffi::MPI_Request,
@@ -471,7 +517,8 @@ impl Drop for Request {
     fn drop(&mut self) {
         if !self.done {
             // SAFETY: an active request; freeing it does not wait; its origin
-            // buffer is 'static (see Epoch::rput).
+            // buffer is 'static (Epoch::rput) or leaked by the caller
+            // (Epoch::rget's contract).
             unsafe { ffi::MPI_Request_free(&mut self.raw) };
         }
     }

@@ -32,9 +32,10 @@ pub fn launched_ranks() -> Option<(&'static str, usize)> {
 /// dropping it finalizes MPI. Windows borrow it ([`crate::Window`]), so
 /// they are always freed before MPI is finalized.
 ///
-/// Thread level: `MPI_THREAD_MULTIPLE`. Every worker thread puts its own
-/// frames and flushes its own targets (no communication thread, no hand-off
-/// copy); both MPICH and Open MPI on Debian grant it.
+/// Thread level: `MPI_THREAD_MULTIPLE`. Every worker thread makes its own
+/// MPI calls (it publishes the frames it writes and pulls the rings it
+/// reads; no communication thread, no hand-off copy); both MPICH and Open
+/// MPI on Debian grant it.
 pub struct Mpi {
     rank: usize,
     size: usize,

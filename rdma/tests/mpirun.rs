@@ -80,6 +80,18 @@ fn remote_ring_delivers_every_frame_in_order_with_a_passive_receiver() {
 }
 
 #[test]
+fn a_full_remote_ring_blocks_its_sender_and_loses_nothing() {
+    // The receiver reads nothing for a second: at most a ring of frames is
+    // accepted, then the sender is refused until the receiver reads; every
+    // frame then arrives once, in order.
+    let args = ["full", "2000", "4096"];
+    let out = run(2, &args, Duration::from_secs(60));
+    assert_ok(2, &args, &out);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("then all 2000 frames arrived"), "{stdout}");
+}
+
+#[test]
 fn ranks_know_their_node_host_and_library() {
     let out = run(2, &["info"], Duration::from_secs(60));
     assert_ok(2, &["info"], &out);

@@ -6,12 +6,12 @@
 //! |---|---|---|
 //! | workers of one rank | thread | a ring in process memory |
 //! | ranks of one node (`MPI_COMM_TYPE_SHARED`) | node | a ring in a `/dev/shm` segment, created by the consumer, named `air-<uid>-<job>-g<from>-g<to>` with the job id agreed over MPI, unlinked as soon as the producer opens it |
-//! | ranks of different nodes, or any two ranks with `force_network` | network | a remote ring in the receiver's RMA window per (edge, sending rank, receiving worker), which the sending rank's workers share ([`air_rdma::RmaOutbox`]) |
+//! | ranks of different nodes, or any two ranks with `force_network` | network | a remote ring in the sender's RMA window per (edge, sending rank, receiving worker), which the sending rank's workers share ([`air_rdma::RmaOutbox`]) and the receiver pulls with `MPI_Rget` |
 //!
 //! Each rank allocates one window: heartbeats, then one ring region per
-//! incoming network ring (edge, peer rank, worker of this rank), then one
-//! credit slot per outgoing network ring (edge, peer rank, worker of the
-//! peer). Every rank computes every other rank's layout from the same
+//! outgoing network ring (edge, peer rank, worker of the peer), then one
+//! credit slot per incoming network ring (edge, peer rank, worker of this
+//! rank). Every rank computes every other rank's layout from the same
 //! numbers (ranks, tiers, `W`, ring size), which are checked to agree first.
 //! Two threads per rank notice lost ranks (see [`air_rdma::Liveness`]).
 //!
@@ -148,7 +148,8 @@ impl Layout {
 
     /// Network rings into rank `rank` (one per edge, remote peer rank and
     /// worker of `rank`), which is also the number of its outboxes (one per
-    /// edge, peer and worker of the peer), each with a credit slot.
+    /// edge, peer and worker of the peer): its part holds the ring region of
+    /// each outbox and the credit slot of each incoming ring.
     fn rings(&self, rank: usize) -> usize {
         self.regions.len() * self.net_peers[rank].len() * self.workers
     }
@@ -164,26 +165,37 @@ impl Layout {
         self.heartbeats + self.ring_area(rank, self.regions.len()) + self.rings(rank) * CREDIT_BYTES
     }
 
-    /// Where, in receiver `recv`'s part, the ring of `edge` from the workers
-    /// of rank `src` to worker `to` of `recv` starts.
-    fn ring_disp(&self, edge: usize, recv: usize, src: usize, to: usize) -> usize {
-        let i = self.peer_index(recv, src) * self.workers + to;
-        self.heartbeats + self.ring_area(recv, edge) + i * self.regions[edge]
+    /// Index of the ring of `edge` between rank `rank` and worker `worker`
+    /// of rank `peer` (for a sender `rank`: its outbox to `peer`'s worker;
+    /// for a receiver `rank`: the ring from `peer` into its worker), among
+    /// `rank`'s rings: edge-major, then peer, then worker.
+    fn ring_index(&self, edge: usize, rank: usize, peer: usize, worker: usize) -> usize {
+        let peers = self.net_peers[rank].len();
+        (edge * peers + self.peer_index(rank, peer)) * self.workers + worker
+    }
+
+    /// Where, in sender `send`'s part, the ring of `edge` from its workers
+    /// to worker `to` of rank `dst` starts (the sender writes it; the
+    /// receiver pulls from it).
+    fn ring_disp(&self, edge: usize, send: usize, dst: usize, to: usize) -> usize {
+        let i = self.peer_index(send, dst) * self.workers + to;
+        self.heartbeats + self.ring_area(send, edge) + i * self.regions[edge]
+    }
+
+    /// Where, in receiver `recv`'s part, the credit slot of the ring of
+    /// `edge` from the workers of rank `src` to worker `to` of `recv` is
+    /// (the receiver writes it; the sender reads it when its ring looks
+    /// full).
+    fn credit_disp(&self, edge: usize, recv: usize, src: usize, to: usize) -> usize {
+        self.heartbeats
+            + self.ring_area(recv, self.regions.len())
+            + self.ring_index(edge, recv, src, to) * CREDIT_BYTES
     }
 
     /// Index of sender `send`'s outbox of `edge` to worker `to` of rank
-    /// `dst` among its outboxes (edge-major, then peer, then worker).
+    /// `dst` among its outboxes.
     fn outbox_index(&self, edge: usize, send: usize, dst: usize, to: usize) -> usize {
-        let peers = self.net_peers[send].len();
-        (edge * peers + self.peer_index(send, dst)) * self.workers + to
-    }
-
-    /// Where, in sender `send`'s part, the credit slot of its outbox of
-    /// `edge` to worker `to` of rank `dst` is.
-    fn credit_disp(&self, edge: usize, send: usize, dst: usize, to: usize) -> usize {
-        self.heartbeats
-            + self.ring_area(send, self.regions.len())
-            + self.outbox_index(edge, send, dst, to) * CREDIT_BYTES
+        self.ring_index(edge, send, dst, to)
     }
 }
 
@@ -282,9 +294,9 @@ impl Wiring for MpiWiring<'_> {
                         self.epoch,
                         self.live,
                         rank,
-                        self.layout.ring_disp(edge, me, rank, to),
+                        self.layout.ring_disp(edge, rank, me, to),
                         self.ring_bytes[edge],
-                        self.layout.credit_disp(edge, rank, me, to),
+                        self.layout.credit_disp(edge, me, rank, to),
                     )
                     .map_err(|e| ch(e.into()))?,
                     senders: self.workers,
@@ -568,7 +580,8 @@ where
         Doorbells::create_segment(&bell_segment(me), w)
             .map_err(|e| RuntimeError::Setup(e.to_string()))?
     };
-    // Every window is allocated and locked before any rank puts, and every
+    // Every window is allocated and locked before any rank reads a peer's
+    // part, and every
     // doorbell segment exists before any rank opens one.
     mpi.barrier();
     let mut peer_bells: Vec<Option<Doorbells>> = vec![None; mpi.size()];
@@ -586,7 +599,7 @@ where
     let nodes: Vec<usize> = (0..mpi.size()).map(|r| mpi.node_of(r)).collect();
     let split = cpu_split(&masks, &nodes, me);
     // The sending side of every network ring out of this rank, shared by
-    // its workers (their mirrors are touched here, on the main thread), in
+    // its workers (the rings are in this rank's window part), in
     // `Layout::outbox_index` order: edge, peer (ascending), worker.
     let outboxes = (0..edges.len())
         .flat_map(|e| layout.net_peers[me].iter().map(move |&p| (e, p)))
@@ -596,9 +609,9 @@ where
                 &epoch,
                 &live,
                 p,
-                layout.ring_disp(e, p, me, to),
+                layout.ring_disp(e, me, p, to),
                 edges[e],
-                layout.credit_disp(e, me, p, to),
+                layout.credit_disp(e, p, me, to),
             )
             .map(|p| RmaOutbox::new(p, w))
         })

@@ -24,7 +24,8 @@ pub struct JobConfig {
     pub ring_bytes: usize,
     /// Per-node ring budget, bytes: `Some(b)` scales every ring down (same
     /// size for every edge of one kind, a multiple of 4 KiB, at least 64
-    /// KiB) until the busiest node's rings, windows and send mirrors fit
+    /// KiB) until the busiest node's rings, windows and network read
+    /// buffers fit
     /// in `b` ([`crate::plan::fit_ring_budget`]); a job that fits at
     /// `ring_bytes` keeps it. `None`: `ring_bytes` is taken as given.
     /// Default: [`crate::plan::RING_BUDGET_BYTES`] (1 GiB); `air run

@@ -23,11 +23,14 @@
 //!   each, in whole pages);
 //! - a rank's window (one per rank when `P > 1`) holds the heartbeats
 //!   (`64·P` bytes, rounded up to 128), one ring region of
-//!   [`RMA_RING_CTRL_BYTES`]` + c_e` per incoming network ring and one
-//!   credit slot of [`RMA_CREDIT_BYTES`] per outgoing network ring; each
-//!   outgoing network ring also has a mirror of one segment of the ring
-//!   (`air_shm::frame::segment_bytes(c_e)`: `c_e` up to 256 KiB, else a
-//!   divisor of it of at most 256 KiB) in its sender's process memory;
+//!   [`RMA_RING_CTRL_BYTES`]` + c_e` per outgoing network ring (the
+//!   sender writes its ring in its own part; the receiver pulls) and one
+//!   credit slot of [`RMA_CREDIT_BYTES`] per incoming network ring; each
+//!   incoming network ring also has a read buffer of one segment of the
+//!   ring (`air_shm::frame::segment_bytes(c_e)`: `c_e` up to 256 KiB, else
+//!   a divisor of it of at most 256 KiB) in its receiver's process memory
+//!   (a rank has as many incoming network rings as outgoing ones, so the
+//!   figures are those of the older push layout);
 //! - at every flush interval in which it advanced, a worker sends a
 //!   watermark frame to every worker of every edge (`E·G` frames); those
 //!   for the network tier are merged per sending rank by its outboxes (a
@@ -41,10 +44,10 @@ use crate::RuntimeError;
 use air_shm::DOORBELL_BYTES;
 use std::time::Duration;
 
-/// Bytes before the data area of a network-tier ring region (the tail and
-/// closed words; `air_rdma::RING_CTRL_BYTES`).
+/// Bytes before the data area of a network-tier ring region (the tail
+/// word; `air_rdma::RING_CTRL_BYTES`).
 pub const RMA_RING_CTRL_BYTES: usize = 128;
-/// Bytes of one credit slot of a network-tier ring, in its sender's window
+/// Bytes of one credit slot of a network-tier ring, in its receiver's window
 /// (`air_rdma::CREDIT_BYTES`).
 pub const RMA_CREDIT_BYTES: usize = 64;
 /// Bytes of one heartbeat slot, one per rank at the start of every window
@@ -389,8 +392,10 @@ pub struct NodeMemory {
     pub shm_bytes: u64,
     /// RMA windows of the node's ranks.
     pub window_bytes: u64,
-    /// Sender mirrors of the network rings out of the node's ranks, in
-    /// process memory (one per outgoing ring, its capacity each).
+    /// Read buffers of the network rings into the node's ranks, in process
+    /// memory (one per incoming ring, one segment of its capacity each;
+    /// the name is kept from the push layout, where they were the senders'
+    /// mirrors).
     pub mirror_bytes: u64,
     /// All of the above.
     pub total_bytes: u64,
@@ -406,9 +411,10 @@ pub struct RankWindow {
     pub bytes: u64,
     /// Of which heartbeat slots.
     pub heartbeat_bytes: u64,
-    /// Network-tier rings whose region is in it (incoming).
+    /// Network-tier rings whose region is in it (outgoing: the sender
+    /// writes its ring in its own part).
     pub ring_regions: u64,
-    /// Network-tier rings whose credit slot is in it (outgoing).
+    /// Network-tier rings whose credit slot is in it (incoming).
     pub credit_slots: u64,
 }
 
@@ -621,7 +627,8 @@ impl ChannelPlan {
         let e = shape.edge_ring_bytes.len() as u128;
         let (mut thread, mut segments, mut shm, mut window) = (0u128, 0u128, 0u128, 0u128);
         let mut mirror = 0u128;
-        // A mirror holds one segment of its ring (at most 256 KiB).
+        // A read buffer holds one segment of its ring (at most 256 KiB);
+        // a rank has one per incoming network ring (as many as outgoing).
         let caps: u128 = shape
             .edge_ring_bytes
             .iter()

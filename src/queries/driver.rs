@@ -905,7 +905,7 @@ pub fn summary_channels(r: &Report, out: &mut dyn Write) -> std::io::Result<()> 
         n(&rings["network"]),
         sizes.join(" / "),
         mib(&mem["total_bytes"]),
-        // Process memory: thread-tier rings and network send mirrors.
+        // Process memory: thread-tier rings and network read buffers.
         mib(&mem["thread_bytes"]) + mib(&mem["mirror_bytes"]),
         mib(&mem["shm_bytes"]),
         mib(&mem["window_bytes"]),

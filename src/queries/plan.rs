@@ -229,7 +229,7 @@ fn table(
     let _ = writeln!(
         s,
         "memory per node   {} = {} thread-tier rings (process memory) + {} /dev/shm ({} \
-         segments) + {} MPI windows + {} network send mirrors (process memory)",
+         segments) + {} MPI windows + {} network read buffers (process memory)",
         bytes(m.total_bytes),
         bytes(m.thread_bytes),
         bytes(m.shm_bytes),

@@ -9,6 +9,11 @@
 //!   bytes and checks every byte, kind and order of what it receives from
 //!   the previous rank. The receiver only ever polls its ring (it makes no
 //!   other MPI call), so this also proves the ring drives MPI progress.
+//! - `full FRAMES CAP`: the receiver of every ring reads nothing for the
+//!   first second: the sender must find the ring full (`try_send` says no)
+//!   after at most CAP bytes of frames and stay blocked, never dropping;
+//!   then the receiver reads all FRAMES numbered frames and checks that
+//!   none is lost, repeated or out of order.
 //! - `outbox FRAMES CAP SENDERS`: as `ring`, but SENDERS threads of each rank
 //!   share the one ring to the next rank (an `RmaOutbox`), each sending
 //!   FRAMES frames and then End; the receiver checks each sender's frames
@@ -42,6 +47,11 @@ fn main() {
             let cap: usize = args.get(3).and_then(|s| s.parse().ok()).unwrap_or(4096);
             let senders: u16 = args.get(4).and_then(|s| s.parse().ok()).unwrap_or(3);
             outbox(&mpi, frames, cap, senders)
+        }
+        "full" => {
+            let frames: u64 = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(2_000);
+            let cap: usize = args.get(3).and_then(|s| s.parse().ok()).unwrap_or(4096);
+            full(&mpi, frames, cap)
         }
         "putbw" => putbw(&mpi),
         "info" => {
@@ -280,6 +290,104 @@ fn ring(mpi: &Mpi, frames: u64, cap: usize) -> Result<(), String> {
 
 /// The frame a sender sends as its `i`-th: (payload length, first byte),
 /// a function of (rank, sender, i) only, so the receiver can predict it.
+fn full(mpi: &Mpi, frames: u64, cap: usize) -> Result<(), String> {
+    let n = mpi.size();
+    let me = mpi.rank();
+    let next = (me + 1) % n;
+    let prev = (me + n - 1) % n;
+    let hb = heartbeat_bytes(n).next_multiple_of(128);
+    let ring_at = hb;
+    let credit_at = ring_at + ring_region_bytes(cap);
+    let win = Window::allocate(mpi, credit_at + CREDIT_BYTES).map_err(|e| e.to_string())?;
+    let ep = win.lock_all().map_err(|e| e.to_string())?;
+    let live = Liveness::new(mpi);
+    let mut tx =
+        RmaProducer::new(&ep, &live, next, ring_at, cap, credit_at).map_err(|e| e.to_string())?;
+    let mut rx =
+        RmaConsumer::new(&ep, &live, prev, ring_at, cap, credit_at).map_err(|e| e.to_string())?;
+    mpi.barrier();
+    // Frames of 40 payload bytes: 56 bytes (64 with alignment) each.
+    const LEN: usize = 40;
+    let fit = (cap / 64) as u64;
+    let start = std::time::Instant::now();
+    let paused = std::time::Duration::from_secs(1);
+    std::thread::scope(|s| -> Result<(), String> {
+        let recv = s.spawn(move || -> Result<(), String> {
+            // Read nothing while the sender fills the ring.
+            while start.elapsed() < paused {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            let mut got = 0u64;
+            while got < frames {
+                let mut err = None;
+                let r = rx.try_recv(&mut |kind, payload| {
+                    let want = got.to_le_bytes();
+                    if kind != FrameKind::Data || payload.len() != LEN || payload[..8] != want {
+                        err = Some(format!(
+                            "frame {got}: {kind:?} of {} bytes starting {:?}",
+                            payload.len(),
+                            &payload[..payload.len().min(8)]
+                        ));
+                    }
+                });
+                match r {
+                    Ok(true) => {
+                        if let Some(e) = err {
+                            return Err(e);
+                        }
+                        got += 1;
+                        rx.release().map_err(|e| e.to_string())?;
+                    }
+                    Ok(false) => std::thread::yield_now(),
+                    Err(e) => return Err(format!("receive after {got} frames: {e}")),
+                }
+            }
+            Ok(())
+        });
+        let mut sent = 0u64;
+        let mut refused_while_paused = 0u64;
+        while sent < frames {
+            let ok = tx
+                .try_send(FrameKind::Data, LEN, &mut |b| {
+                    b[..8].copy_from_slice(&sent.to_le_bytes());
+                    Some(LEN)
+                })
+                .map_err(|e| e.to_string())?;
+            let early = start.elapsed() < paused / 2;
+            if ok {
+                sent += 1;
+                if early && sent > fit {
+                    return Err(format!(
+                        "{sent} frames of {LEN} bytes accepted into a ring of {cap} bytes \
+                         that nobody read"
+                    ));
+                }
+            } else {
+                if early {
+                    refused_while_paused += 1;
+                }
+                tx.flush().map_err(|e| e.to_string())?;
+                std::thread::yield_now();
+            }
+        }
+        tx.flush().map_err(|e| e.to_string())?;
+        if frames > fit && refused_while_paused == 0 {
+            return Err("the sender never found the unread ring full".into());
+        }
+        recv.join().map_err(|_| "receiver panicked".to_string())??;
+        println!(
+            "rank {me}: blocked {refused_while_paused} times on a full ring, then all \
+             {frames} frames arrived in order"
+        );
+        Ok(())
+    })?;
+    drop(tx);
+    mpi.barrier();
+    drop(ep);
+    drop(win);
+    Ok(())
+}
+
 fn outbox_frame(rank: usize, from: u16, i: u64, max: usize) -> (usize, u8) {
     let mut x = (rank as u64) << 48 ^ (from as u64) << 32 ^ i;
     let len = (splitmix(&mut x) as usize) % (max + 1);
