@@ -15,7 +15,13 @@
 //! CSV `window_start,user,clicks` on standard output, each window's rows
 //! by user, as soon as the window closes. The job ends, firing the last
 //! windows, when the input ends (EOF, the server closing, every sender
-//! gone) or on SIGINT/SIGTERM.
+//! gone); SIGINT/SIGTERM stop it with the windows already closed.
+//!
+//! Watermarks are per worker: a window closes once every worker has read a
+//! record past its end (plus the 500 ms delay). Lines are spread over the
+//! workers, so a trickle of a few lines may leave one worker without a newer
+//! record and hold the window until more input (or its end) comes;
+//! `AIR_WORKERS=1` closes windows on every line for such a trickle.
 
 use air::prelude::*;
 

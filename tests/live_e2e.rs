@@ -303,6 +303,13 @@ fn listen_with_two_senders_equals_file() {
         "{}",
         common::text(&o)
     );
+    // Records read carry their own event times: no latency line with 0
+    // samples (as for every live input).
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("(event times are not wall-clock: no latency)"),
+        "{}",
+        common::text(&o)
+    );
 }
 
 /// The resident set of process `pid` (bytes), or `None` once it is gone.

@@ -395,6 +395,23 @@ fn bad_input_names_file_line_and_field() {
     assert!(o.status.success(), "{}", stderr(&o));
     assert_eq!(report(&rep)["skipped_records"], 1);
     assert_eq!(read_csv(&out).values().sum::<u64>(), 5);
+    // The summary and the report name the first record skipped.
+    let first = format!(
+        "{}:4: malformed JSON at column 2 of the line: not JSON",
+        p.display()
+    );
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains(&format!("  first skipped record: {first}")),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+    assert!(
+        report(&rep)["first_skipped_record"]
+            .as_str()
+            .is_some_and(|s| s.starts_with(&first)),
+        "{}",
+        report(&rep)
+    );
 }
 
 #[test]

@@ -191,6 +191,9 @@ pub enum YsbSource {
         stop: Arc<std::sync::atomic::AtomicBool>,
         /// Where the error that stopped a source goes (the first one).
         failed: Arc<std::sync::Mutex<Option<String>>>,
+        /// The first record any worker of this rank skipped
+        /// (`--on-bad-record skip`), for the summary.
+        first_skip: Arc<std::sync::Mutex<Option<String>>>,
     },
 }
 
@@ -250,6 +253,8 @@ impl Source for YsbSource {
                 skipped,
                 current,
                 failed,
+                first_skipped,
+                first_skip,
                 live,
                 ..
             } => {
@@ -266,6 +271,10 @@ impl Source for YsbSource {
                 if let Some(e) = error {
                     let mut f = failed.lock().unwrap_or_else(|e| e.into_inner());
                     f.get_or_insert_with(|| e.to_string());
+                }
+                if let Some(e) = first_skipped.take() {
+                    let mut f = first_skip.lock().unwrap_or_else(|e| e.into_inner());
+                    f.get_or_insert(e);
                 }
             }
             YsbSource::Gen(_) => {}
@@ -635,7 +644,12 @@ impl Query for YsbArgs {
         inputs
     }
     fn wallclock(&self) -> bool {
-        self.input.is_empty() && self.event_time == EventTimeArg::Wallclock
+        // Generated events only: records read (files, or any live input:
+        // --input -, tcp://, --listen, --follow) carry their own times.
+        self.input.is_empty()
+            && self.listen.is_none()
+            && self.follow.is_none()
+            && self.event_time == EventTimeArg::Wallclock
     }
     fn params(&self) -> Value {
         json!({
@@ -668,6 +682,15 @@ impl Query for YsbArgs {
         m.insert("windows_emitted".into(), (windows.len() as u64).into());
         m.insert("window_ms".into(), self.window().into());
         m.insert("pre_aggregate".into(), (!self.shuffle).into());
+        // The first record skipped (`--on-bad-record skip`), of the lowest
+        // rank that skipped one.
+        m.insert(
+            "first_skipped_record".into(),
+            extras
+                .iter()
+                .find_map(|e| e["first_skipped_record"].as_str())
+                .map_or(Value::Null, |s| s.into()),
+        );
         m
     }
     fn summary(&self, r: &Report, out: &mut dyn Write) -> std::io::Result<()> {
@@ -689,6 +712,9 @@ impl Query for YsbArgs {
             field("windows_emitted"),
             r.rows
         )?;
+        if let Some(first) = r.extra.get("first_skipped_record").and_then(Value::as_str) {
+            writeln!(out, "  first skipped record: {first}")?;
+        }
         match &r.latency_ms {
             Some(l) => writeln!(
                 out,
@@ -788,6 +814,7 @@ fn run_rank(args: &YsbArgs, dist: &Dist, to: &RowsTo) -> Result<RankPart<YsbRow>
     let start = Instant::now();
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let failed = Arc::new(std::sync::Mutex::new(None));
+    let first_skip = Arc::new(std::sync::Mutex::new(None));
     let seen = Arc::new(std::sync::Mutex::new(std::collections::BTreeSet::new()));
     // The graph every worker runs: source → views of known ads → per
     // campaign per window count (pre-aggregated unless --shuffle) → rows.
@@ -817,6 +844,7 @@ fn run_rank(args: &YsbArgs, dist: &Dist, to: &RowsTo) -> Result<RankPart<YsbRow>
                 first_skipped: None,
                 stop: stop.clone(),
                 failed: failed.clone(),
+                first_skip: first_skip.clone(),
             }
         } else {
             let gen = YsbGenerator::new(&gen_cfg, me, df.workers());
@@ -916,7 +944,10 @@ fn run_rank(args: &YsbArgs, dist: &Dist, to: &RowsTo) -> Result<RankPart<YsbRow>
         stopped: out.stopped,
         unfired_windows: st.get("unfired_windows"),
         peak_rss_bytes: 0,
-        extra: json!({ "windows": windows }),
+        extra: json!({
+            "windows": windows,
+            "first_skipped_record": first_skip.lock().unwrap_or_else(|e| e.into_inner()).take(),
+        }),
         channels: super::driver::channel_figures(&out),
     })
 }

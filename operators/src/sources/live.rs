@@ -544,10 +544,12 @@ impl Follower {
         let file = File::open(path)?;
         let m = file.metadata()?;
         if !m.is_file() {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "not a regular file (read a pipe with --input -)",
-            ));
+            let what = if m.is_dir() {
+                "a directory, not a file (--follow takes a file)"
+            } else {
+                "not a regular file (read a pipe with --input -)"
+            };
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, what));
         }
         Ok(Follower {
             path: path.to_path_buf(),
@@ -1418,6 +1420,6 @@ mod tests {
         assert!(e.to_string().starts_with("cannot follow "), "{e}");
         let d = LiveInput::Follow(dir.path().to_path_buf());
         let e = LiveFeed::start(&d, 1, LiveOptions::default()).unwrap_err();
-        assert!(e.to_string().contains("not a regular file"), "{e}");
+        assert!(e.to_string().contains("a directory, not a file"), "{e}");
     }
 }
