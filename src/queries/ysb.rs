@@ -189,8 +189,9 @@ pub enum YsbSource {
         /// Set by the first worker that meets a bad record: every worker
         /// stops reading at its next batch.
         stop: Arc<std::sync::atomic::AtomicBool>,
-        /// Where the error that stopped a source goes (the first one).
-        failed: Arc<std::sync::Mutex<Option<String>>>,
+        /// Where the error that stopped a source goes (the earliest in its
+        /// stream of those the workers met).
+        failed: Arc<std::sync::Mutex<Option<Failure>>>,
         /// The first record any worker of this rank skipped
         /// (`--on-bad-record skip`), for the summary.
         first_skip: Arc<std::sync::Mutex<Option<String>>>,
@@ -269,8 +270,18 @@ impl Source for YsbSource {
                     *skipped + current.as_ref().map_or(0, |r| r.skipped()) + partial,
                 );
                 if let Some(e) = error {
+                    // Workers fail on their own chunks or ranges at about
+                    // the same time: keep the earliest in the stream.
+                    let at = e.offset.map(|o| (e.path.clone(), o));
                     let mut f = failed.lock().unwrap_or_else(|e| e.into_inner());
-                    f.get_or_insert_with(|| e.to_string());
+                    let earlier = match (&*f, &at) {
+                        (None, _) => true,
+                        (Some((Some((p0, o0)), _)), Some((p, o))) => p == p0 && o < o0,
+                        _ => false,
+                    };
+                    if earlier {
+                        *f = Some((at, e.to_string()));
+                    }
                 }
                 if let Some(e) = first_skipped.take() {
                     let mut f = first_skip.lock().unwrap_or_else(|e| e.into_inner());
@@ -281,6 +292,10 @@ impl Source for YsbSource {
         }
     }
 }
+
+/// An input error that stopped a rank's workers: where it is in the stream
+/// (path, byte offset), if known, and its message.
+type Failure = (Option<(PathBuf, u64)>, String);
 
 impl YsbSource {
     fn poll_inner(&mut self, buf: &mut Vec<YsbEvent>, max: usize) -> SourcePoll {
@@ -322,7 +337,10 @@ impl YsbSource {
                                 .lock()
                                 .unwrap_or_else(|e| e.into_inner())
                                 .get_or_insert_with(|| {
-                                    "a worker's share of the live input was taken twice".into()
+                                    (
+                                        None,
+                                        "a worker's share of the live input was taken twice".into(),
+                                    )
                                 });
                             stop.store(true, std::sync::atomic::Ordering::Relaxed);
                             return SourcePoll::Done;
@@ -922,7 +940,11 @@ fn run_rank(args: &YsbArgs, dist: &Dist, to: &RowsTo) -> Result<RankPart<YsbRow>
             }
         })
         .collect();
-    let input_error = failed.lock().unwrap_or_else(|e| e.into_inner()).take();
+    let input_error = failed
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .take()
+        .map(|(_, message)| message);
     let windows: Vec<u64> = seen
         .lock()
         .unwrap_or_else(|e| e.into_inner())
