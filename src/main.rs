@@ -294,14 +294,13 @@ fn plan_graph(words: &[String]) -> Result<queries::plan::PlannedQuery, CliError>
         let text = e.render().to_string();
         let text = text.trim_start_matches("error: ").trim_end();
         // An option of `air plan` itself given after `--`.
-        let own = [
-            "--json",
-            "--nodes",
-            "--ranks-per-node",
-            "--emulate-ranks-per-node",
-        ]
-        .into_iter()
-        .find(|o| text.contains(&format!("unexpected argument '{o}'")));
+        let plan_options =
+            <queries::plan::PlanArgs as clap::Args>::augment_args(clap::Command::new("plan"));
+        let own = plan_options
+            .get_arguments()
+            .filter_map(|a| a.get_long())
+            .map(|l| format!("--{l}"))
+            .find(|o| text.contains(&format!("unexpected argument '{o}'")));
         let (first, rest) = text.split_once('\n').unwrap_or((text, ""));
         let hint = own.map_or(String::new(), |o| {
             format!(" ({o} is an option of `air plan`: give it before `--`)")
