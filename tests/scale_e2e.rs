@@ -187,9 +187,10 @@ fn network_tier_8_by_28_gives_the_embedded_rows_within_120_s() {
     assert_eq!(r["mpi"]["force_network"], true);
 }
 
+/// Ignored until session 17 (2 runs of 5 were killed by signal 9 under the
+/// push ring); with the pull ring it passed 8 runs of 8 in sessions 17–18,
+/// 3 of them with two helpers building (load 85–135).
 #[test]
-#[ignore = "three tiers at 8 × 28: 75-85 s when it passes (release and debug), but 2 runs \
-            of 5 were killed by signal 9 after 30-70 s (cause not found; issue 18)"]
 fn three_tiers_8_by_28_give_the_embedded_rows_within_120_s() {
     let r = check_8_by_28("tiers", &[], &[("AIR_EMULATE_RANKS_PER_NODE", "2")]);
     // Nodes of 2 ranks: rank 1 on the node tier, ranks 2–7 on the network.
@@ -304,9 +305,10 @@ fn sigterm_stops_node_tier_8_by_28_within_10_s_with_whole_windows() {
     sigterm_8_by_28("sig-node", &[], &[]);
 }
 
+/// Ignored until session 17 (the stop took 270 s while senders spun in
+/// `MPI_Win_flush`); with the pull ring it passed 8 runs of 8 in sessions
+/// 17–18.
 #[test]
-#[ignore = "network tier at 8 × 28: the stop after SIGTERM took 270 s (issue 18); \
-            MPICH passive-target progress with 8 ranks on 2 CPUs (`air-net`)"]
 fn sigterm_stops_network_tier_8_by_28_within_10_s_with_whole_windows() {
     sigterm_8_by_28("sig-net", &["--force-network"], &[]);
 }
