@@ -37,6 +37,21 @@ pub const fn heartbeat_bytes(ranks: usize) -> usize {
     ranks * HEARTBEAT_SLOT
 }
 
+/// Sleeps for `d`, or until `stop` is set and this thread unparked
+/// (`Thread::unpark`), whichever comes first: the loops below nap between
+/// rounds, and a job's end must not wait out a whole [`HEARTBEAT`] to join
+/// them (that wait was up to 100 ms of every MPI job's run time).
+pub fn nap(stop: &AtomicBool, d: Duration) {
+    let until = Instant::now() + d;
+    while !stop.load(Ordering::Acquire) {
+        let now = Instant::now();
+        if now >= until {
+            return;
+        }
+        std::thread::park_timeout(until - now);
+    }
+}
+
 /// Which rank of the job is lost, if any; shared by every ring of a rank.
 #[derive(Debug)]
 pub struct Liveness {
@@ -148,7 +163,8 @@ impl Liveness {
     /// The heartbeat loop, run on its own thread while the job's channels
     /// live: every [`HEARTBEAT`], puts this rank's counter into every rank
     /// watched by heartbeats (request-based puts, tested, never waited for)
-    /// and calls into MPI's progress engine. Returns when `stop` is set.
+    /// and calls into MPI's progress engine. Returns when `stop` is set (at
+    /// once if the setter then unparks this thread; see [`nap`]).
     ///
     /// It makes MPI calls, so it can be held up by an MPI library that
     /// serializes threads (MPICH's global lock, held by a worker blocked in
@@ -202,7 +218,7 @@ impl Liveness {
                 }
             }
             win.progress();
-            std::thread::sleep(HEARTBEAT);
+            nap(stop, HEARTBEAT);
         }
     }
 
@@ -212,7 +228,8 @@ impl Liveness {
     /// `window` (a counter that has not moved for [`LOST_AFTER`] marks its
     /// rank lost) and checks the processes of this host's ranks. Once a
     /// rank is lost it calls `on_lost` every round; it returns when `stop` is
-    /// set or `on_lost` returns true.
+    /// set (at once if the setter then unparks this thread; see [`nap`]) or
+    /// `on_lost` returns true.
     pub fn check_loop(
         &self,
         window: &crate::win::Window<'_>,
@@ -257,7 +274,7 @@ impl Liveness {
                     return;
                 }
             }
-            std::thread::sleep(HEARTBEAT);
+            nap(stop, HEARTBEAT);
         }
     }
 }

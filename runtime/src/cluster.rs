@@ -686,6 +686,9 @@ where
             mpi.barrier();
         }
         stop.store(true, Ordering::Release);
+        // Both nap between rounds (`air_rdma::liveness::nap`): wake them.
+        beater.thread().unpark();
+        checker.thread().unpark();
         let _ = beater.join();
         let _ = checker.join();
         r
