@@ -58,18 +58,43 @@ fn tagged_ranks(tag: &str) -> Vec<u32> {
     pids
 }
 
-/// The same paced YSB on the node tier: `mpirun -np 2`, one worker per
-/// rank, `/dev/shm` rings and doorbells between the ranks. Each rank's
-/// steady-state CPU (3 s, from 1.5 s after both ranks appeared) must stay
-/// under the bound (the ranks' heartbeat threads included; mpirun and its
-/// proxy are not the job's processes).
+/// Voluntary context switches so far of the worker threads (`comm`
+/// starting "air-w") of process `pid`: one per park of a worker, so their
+/// rate counts its wake-ups.
 #[cfg(feature = "mpi")]
-#[test]
-fn a_paced_job_on_the_node_tier_stays_quiet_per_rank() {
-    let tag = format!("idle{}", std::process::id());
+fn worker_switches(pid: u32) -> u64 {
+    let mut n = 0;
+    for t in std::fs::read_dir(format!("/proc/{pid}/task"))
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        let comm = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default();
+        if !comm.starts_with("air-w") {
+            continue;
+        }
+        let status = std::fs::read_to_string(t.path().join("status")).unwrap_or_default();
+        n += status
+            .lines()
+            .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .unwrap_or(0);
+    }
+    n
+}
+
+/// The paced YSB under `mpirun -np 2`, one worker per rank, with `extra`
+/// options: each rank's steady state (3 s, from 1.5 s after both ranks
+/// appeared) as (CPU share of a core, worker wake-ups per second). CPU
+/// includes the ranks' heartbeat threads; mpirun and its proxy are not the
+/// job's processes.
+#[cfg(feature = "mpi")]
+fn paced_ranks(what: &str, extra: &[&str]) -> Vec<(f64, f64)> {
+    let tag = format!("idle-{what}-{}", std::process::id());
     let mut cmd = air_rdma::mpirun_command(2);
     cmd.args([AIR, "run", "ysb", "--workers", "1", "--no-pin"])
         .args(["--rate", "1000", "--duration", "7"])
+        .args(extra)
         .env("AIR_TEST_TAG", &tag)
         .stdout(Stdio::null())
         .stderr(Stdio::null());
@@ -87,25 +112,73 @@ fn a_paced_job_on_the_node_tier_stays_quiet_per_rank() {
         std::thread::sleep(Duration::from_millis(50));
     };
     std::thread::sleep(Duration::from_millis(1500));
-    let c0: Vec<f64> = pids.iter().map(|&p| cpu_seconds(p)).collect();
+    let c0: Vec<(f64, u64)> = pids
+        .iter()
+        .map(|&p| (cpu_seconds(p), worker_switches(p)))
+        .collect();
     let t0 = Instant::now();
     std::thread::sleep(Duration::from_secs(3));
-    let c1: Vec<f64> = pids.iter().map(|&p| cpu_seconds(p)).collect();
+    let c1: Vec<(f64, u64)> = pids
+        .iter()
+        .map(|&p| (cpu_seconds(p), worker_switches(p)))
+        .collect();
     let wall = t0.elapsed().as_secs_f64();
     let status = child.wait().unwrap();
-    assert!(status.success(), "{status}");
+    assert!(status.success(), "{what}: {status}");
+    let mut out = Vec::new();
     for (i, (a, b)) in c0.iter().zip(&c1).enumerate() {
-        let share = (b - a) / wall;
+        let share = (b.0 - a.0) / wall;
+        let wakes = (b.1 - a.1) as f64 / wall;
         eprintln!(
-            "node tier, rank pid {}: {:.3} s CPU in {wall:.2} s wall = {share:.3} of a core",
+            "{what}, rank pid {}: {:.3} s CPU in {wall:.2} s wall = {share:.3} of a core, \
+             {wakes:.0} worker wake-ups/s",
             pids[i],
-            b - a
+            b.0 - a.0
+        );
+        out.push((share, wakes));
+    }
+    out
+}
+
+/// The same paced YSB on the node tier: `/dev/shm` rings and doorbells
+/// between the ranks. Each rank's steady-state CPU must stay under the
+/// bound.
+#[cfg(feature = "mpi")]
+#[test]
+fn a_paced_job_on_the_node_tier_stays_quiet_per_rank() {
+    for (share, _) in paced_ranks("node tier", &[]) {
+        assert!(
+            share <= BOUND,
+            "a rank of an almost idle job used {:.1}% of a core",
+            share * 100.0
+        );
+    }
+}
+
+/// Most wake-ups a second of an idle network-tier rank's worker
+/// (`air_runtime::dataflow::POLLED_QUIET_AFTER`): about 100 measured
+/// (the idle grid), 1,085 when it polled every flush interval (session 17).
+#[cfg(feature = "mpi")]
+const NETWORK_WAKES: f64 = 400.0;
+
+/// The same paced YSB on the network tier (`--force-network`): the worker's
+/// network input cannot ring its doorbell, but once it has carried no data
+/// for `POLLED_QUIET_AFTER` (pre-aggregated YSB sends partials only as
+/// windows close) the worker ticks on the idle grid: its wake-ups stay
+/// under `NETWORK_WAKES` a second (a count, so a loaded host does not
+/// blur it) and each rank's CPU under the bound.
+#[cfg(feature = "mpi")]
+#[test]
+fn a_paced_job_on_the_network_tier_polls_on_the_idle_grid() {
+    for (share, wakes) in paced_ranks("network tier", &["--force-network"]) {
+        assert!(
+            wakes <= NETWORK_WAKES,
+            "an idle network-tier worker woke {wakes:.0} times a second"
         );
         assert!(
             share <= BOUND,
-            "a rank of an almost idle job used {:.1}% of a core ({:.3} s CPU in {wall:.2} s)",
-            share * 100.0,
-            b - a
+            "a rank of an almost idle job used {:.1}% of a core",
+            share * 100.0
         );
     }
 }

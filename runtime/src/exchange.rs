@@ -100,6 +100,11 @@ pub struct Inputs<'c> {
     ended: Vec<bool>,
     /// Channels whose every sender ended.
     n_done: usize,
+    /// Per channel: whether it must be polled (its sender cannot ring this
+    /// worker's doorbell: the network tier).
+    polled: Vec<bool>,
+    /// Data and End frames read from polled channels, ever.
+    polled_frames: u64,
     min_wm: u64,
     validate: bool,
     /// Counters of the receiving side.
@@ -120,7 +125,15 @@ impl<'c> Inputs<'c> {
     /// Whether some input must be polled: its sender does not ring this
     /// worker's doorbell ([`ChannelRx::rings_doorbell`]; the network tier).
     pub fn polled(&self) -> bool {
-        self.rx.iter().any(|r| !r.rings_doorbell())
+        self.polled.iter().any(|&p| p)
+    }
+
+    /// Data and End frames read so far from the inputs that must be polled
+    /// ([`Inputs::polled`]); watermark frames do not count. A worker's loop
+    /// watches it to poll those inputs every flush interval while they carry
+    /// data, and on the idle grid once they fell quiet.
+    pub fn polled_frames(&self) -> u64 {
+        self.polled_frames
     }
 
     /// Validates every batch with rkyv (`--validate`), also in release builds.
@@ -142,6 +155,8 @@ impl<'c> Inputs<'c> {
         Inputs {
             me,
             open: rx.iter().map(|r| r.senders()).collect(),
+            polled: rx.iter().map(|r| !r.rings_doorbell()).collect(),
+            polled_frames: 0,
             rx,
             first,
             wm: vec![0; n],
@@ -181,6 +196,8 @@ impl<'c> Inputs<'c> {
             let first = self.first[ch];
             let senders = self.rx[ch].senders();
             let mut got = 0;
+            // Data and End frames of this channel (not watermarks).
+            let mut carried = 0u64;
             let mut failed: Option<RuntimeError> = None;
             while got < budget {
                 let wm = &mut self.wm[first..first + senders];
@@ -213,6 +230,9 @@ impl<'c> Inputs<'c> {
                                 }),
                             ));
                             return;
+                        }
+                        if kind != FrameKind::Watermark {
+                            carried += 1;
                         }
                         match kind {
                             FrameKind::Data => {
@@ -266,6 +286,9 @@ impl<'c> Inputs<'c> {
                 }
             }
             if got > 0 {
+                if self.polled[ch] {
+                    self.polled_frames += carried;
+                }
                 self.rx[ch]
                     .release()
                     .map_err(|e| RuntimeError::channel(first, self.me, e))?;

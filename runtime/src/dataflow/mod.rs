@@ -128,6 +128,16 @@ pub fn batch_records() -> usize {
 /// within the flush interval.
 pub const IDLE_TICK: Duration = Duration::from_millis(10);
 
+/// How long a worker's network-tier inputs (those it must poll: their
+/// senders cannot ring its doorbell) must have carried no data or End frame
+/// before it polls them on the [`IDLE_TICK`] grid instead of every flush
+/// interval: 100 ms. While data arrives it is read within a flush interval;
+/// after a quiet spell the first data frame waits for an idle tick (at most
+/// 10 ms, a little more when the get of the bytes completes only at the
+/// next one). An idle rank of the network tier thus wakes about 100 times a
+/// second, not 1,000.
+pub const POLLED_QUIET_AFTER: Duration = Duration::from_millis(100);
+
 /// Tells this worker's loop that something was staged which its next flush
 /// tick must push on (records in a batch, a frame not yet published, rows
 /// a sink has not flushed): the next tick then comes one flush interval
@@ -584,21 +594,24 @@ where
     // With nothing staged, ticks fall on the shared idle grid (see
     // IDLE_TICK): every worker of the machine ticks at the same instants, so
     // a peer's watermark frames find it awake or about to look.
-    // A worker with network-tier inputs is never woken by their senders,
-    // and MPI needs it to call in: it keeps ticking every flush interval,
-    // from its own start (measured: ranks ticking at the same instants
-    // flush to each other at once, and MPICH completes each flush only
-    // once the target calls in, so aligned ticks spin longer).
+    // A worker with network-tier inputs is never woken by their senders: while
+    // they carry data (a Data or End frame in the last POLLED_QUIET_AFTER)
+    // it ticks every flush interval, from its own start, so it reads them
+    // within one; once they fell quiet it ticks on the idle grid too, and
+    // the first data frame after the quiet waits for an idle tick.
+    let idle_grid = Grid::new(cfg.flush.max(IDLE_TICK));
     let polled = rx.iter().any(|r| r.inputs.polled());
-    let grid = if polled {
-        Grid {
-            base: start,
-            every: cfg.flush.max(Duration::from_micros(1)),
-        }
-    } else {
-        Grid::new(cfg.flush.max(IDLE_TICK))
+    let fast_grid = Grid {
+        base: start,
+        every: cfg.flush.max(Duration::from_micros(1)),
     };
-    let mut grid_next = grid.after(start);
+    // Whether this worker's polled inputs are quiet (it then ticks on the
+    // idle grid); a worker without polled inputs always is.
+    let mut quiet = !polled;
+    let mut polled_frames = 0u64;
+    let mut polled_data_at = start;
+    let grid_of = |quiet: bool| if quiet { &idle_grid } else { &fast_grid };
+    let mut grid_next = grid_of(quiet).after(start);
     PENDING.with(|p| p.set(false));
     // Whether a loop since the last tick found nothing to do: a worker
     // busy in every loop since (a source reading as fast as it can) ticks
@@ -640,6 +653,17 @@ where
             frames += cx::poll_edge(&mut rx, k, 0, &mut tx, 0, 64, &mut error)?;
         }
         let now = Instant::now();
+        if polled && frames > 0 {
+            let f = rx.iter().map(|r| r.inputs.polled_frames()).sum::<u64>();
+            if f != polled_frames {
+                polled_frames = f;
+                polled_data_at = now;
+                if quiet {
+                    quiet = false;
+                    grid_next = grid_next.min(fast_grid.after(now));
+                }
+            }
+        }
         // Woken from a park with the tick a quarter interval away or less:
         // tick now, rather than park again and wake once more for it.
         let slack = if idler.just_woke() {
@@ -657,8 +681,11 @@ where
         };
         if now + slack >= due {
             last_flush = now;
+            if !quiet && polled && now.duration_since(polled_data_at) >= POLLED_QUIET_AFTER {
+                quiet = true;
+            }
             // Past the grid point this tick may have served early.
-            grid_next = grid.after(now + cfg.flush / 4);
+            grid_next = grid_of(quiet).after(now + cfg.flush / 4);
             for (s, done) in sources.iter_mut() {
                 if !*done {
                     let mut cx = Cx::new(&mut tx, &mut rx, 0, &mut error);
