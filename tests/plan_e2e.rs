@@ -205,6 +205,41 @@ fn a_run_without_ring_bytes_keeps_its_node_within_the_ring_budget() {
     assert!(!String::from_utf8_lossy(&o.stdout).contains("scaled down"));
 }
 
+/// A shape whose rings exceed the per-node budget even at the floor size
+/// (150 workers in one process: 45,000 rings of 64 KiB, 2.9 GiB) runs with
+/// floor-sized rings, and its summary says the budget was not met rather
+/// than that the rings were scaled to fit it.
+#[test]
+fn a_run_over_the_budget_at_the_floor_says_so() {
+    let o = Command::new(AIR)
+        .args([
+            "run",
+            "ysb",
+            "--workers",
+            "150",
+            "--events",
+            "2000",
+            "--no-pin",
+        ])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains(
+            "of 65,536 / 65,536 bytes (scaled down from 1,048,576 to the floor; a node's rings \
+             still need 2."
+        ) && out.contains("above the per-node budget of 1.00 GiB"),
+        "{}",
+        text(&o)
+    );
+    assert!(
+        !out.contains("to keep a node's rings within"),
+        "{}",
+        text(&o)
+    );
+}
+
 #[test]
 fn plan_options_and_queries_follow_air_run() {
     // --ring-bytes and a query after `--`: WA has one keyed exchange

@@ -885,11 +885,22 @@ pub fn summary_channels(r: &Report, out: &mut dyn Write) -> std::io::Result<()> 
         .as_array()
         .map(|e| e.iter().map(|e| n(&e["ring_bytes"])).collect())
         .unwrap_or_default();
-    let scaled = if r.channels.scaled_to_budget {
+    let budget = r.channels.ring_budget_bytes.unwrap_or(0);
+    let needs = mem["total_bytes"].as_u64().unwrap_or(0);
+    let scaled = if r.channels.scaled_to_budget && needs > budget {
+        // Even the smallest rings do not fit: say so, not that they do.
+        format!(
+            " (scaled down from {} to the floor; a node's rings still need {}, above the \
+             per-node budget of {}: lower --workers or ranks per node)",
+            thousands(r.channels.ring_bytes_requested),
+            air_runtime::units::binary_bytes(needs),
+            air_runtime::units::binary_bytes(budget)
+        )
+    } else if r.channels.scaled_to_budget {
         format!(
             " (scaled down from {} to keep a node's rings within {}; --ring-bytes sets them)",
             thousands(r.channels.ring_bytes_requested),
-            air_runtime::units::binary_bytes(r.channels.ring_budget_bytes.unwrap_or(0))
+            air_runtime::units::binary_bytes(budget)
         )
     } else {
         String::new()
