@@ -664,6 +664,11 @@ where
                 }
             }
         }
+        if quiet && polled && sources.iter().all(|s| s.1) {
+            // The sources ended: the End frames of the inputs are next.
+            quiet = false;
+            grid_next = grid_next.min(fast_grid.after(now));
+        }
         // Woken from a park with the tick a quarter interval away or less:
         // tick now, rather than park again and wake once more for it.
         let slack = if idler.just_woke() {
@@ -681,7 +686,13 @@ where
         };
         if now + slack >= due {
             last_flush = now;
-            if !quiet && polled && now.duration_since(polled_data_at) >= POLLED_QUIET_AFTER {
+            // Quiet only while a source still runs: a worker whose sources
+            // ended waits for its inputs' End frames, the job's end.
+            if !quiet
+                && polled
+                && now.duration_since(polled_data_at) >= POLLED_QUIET_AFTER
+                && sources.iter().any(|s| !s.1)
+            {
                 quiet = true;
             }
             // Past the grid point this tick may have served early.
