@@ -54,6 +54,14 @@ pub(crate) const TAIL_AT: usize = 0;
 const CLOSED_BIT: u64 = 1;
 /// Empty or full polls between two liveness checks.
 const PROGRESS_EVERY: u32 = 8;
+/// Least time between two polls of the sender's tail that found nothing
+/// new (each is an `MPI_Test`, and an `MPI_Rget` when one completed):
+/// 50 µs. A worker busy with its sources loops every ~15 µs (1,024 YSB
+/// events) and polled in every loop, about 3% of its CPU; data is read at
+/// most this much later than it could be (senders publish once per flush
+/// interval, 1 ms), and the peers' gets of this rank's words, which MPICH
+/// completes when this rank calls into MPI, wait at most this much more.
+const EMPTY_POLL_GAP: std::time::Duration = std::time::Duration::from_micros(50);
 /// Tests of a request a dropped end makes before it gives up on it (and
 /// leaks the buffer MPI may still write).
 const DROP_TESTS: u32 = 1_000_000;
@@ -507,6 +515,9 @@ pub struct RmaConsumer<'e> {
     /// The pending data get and the position it fetches to.
     data_req: Option<(Request, u64)>,
     empty_polls: u32,
+    /// No tail poll before this instant: the last one found nothing new
+    /// ([`EMPTY_POLL_GAP`]).
+    rest_until: Option<std::time::Instant>,
 }
 
 impl std::fmt::Debug for RmaConsumer<'_> {
@@ -581,6 +592,7 @@ impl<'e> RmaConsumer<'e> {
             tail_req: None,
             data_req: None,
             empty_polls: 0,
+            rest_until: None,
         })
     }
 
@@ -654,9 +666,20 @@ impl<'e> RmaConsumer<'e> {
             if self.closed {
                 return Err(RdmaError::Closed);
             }
+            let now = std::time::Instant::now();
+            if self.rest_until.is_some_and(|t| now < t) {
+                // Polled a moment ago: no MPI call now (credit still goes
+                // back at once).
+                if self.released != self.head {
+                    self.send_credit();
+                }
+                return Ok(false);
+            }
             if !self.poll_tail()? || self.tail == self.fetched {
+                self.rest_until = Some(now + EMPTY_POLL_GAP);
                 return self.empty();
             }
+            self.rest_until = None;
         }
         Ok(false)
     }
