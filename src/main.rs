@@ -272,7 +272,11 @@ fn parse_cli() -> Cli {
                 }
             }
         }
-        air_runtime::say!("air: {text}");
+        // Under a launcher every rank parses the same options: rank 0 says
+        // it, the others only exit.
+        if queries::dist::launcher_rank().is_none_or(|r| r == 0) {
+            air_runtime::say!("air: {text}");
+        }
         std::process::exit(2)
     }
     let mut matches = negative_numbers_are_values(Cli::command())

@@ -320,6 +320,22 @@ fn bad_input_under_mpirun_is_reported_once_and_every_rank_exits_2() {
         1,
         "one message, not one per rank:\n{err}"
     );
+    // A bad option (found before MPI starts), from the command line or the
+    // environment: rank 0 says it, every rank exits 2.
+    for (args, env) in [
+        (&["run", "ysb", "--workers", "abc"][..], &[][..]),
+        (&["run", "ysb", "--bogus"][..], &[][..]),
+        (&["run", "ysb"][..], &[("AIR_WORKERS", "abc")][..]),
+    ] {
+        let o = mpirun(3, args, env);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", text(&o));
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(
+            err.matches("air: error:").count(),
+            1,
+            "{args:?} {env:?}: one message, not one per rank:\n{err}"
+        );
+    }
     // A campaign file that every rank fails to read: reported once too.
     let nocamp = dir.join("nope-campaigns.txt");
     let o = mpirun(

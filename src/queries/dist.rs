@@ -264,6 +264,18 @@ pub struct MpiReport {
     pub rank0_channels_by_tier: air_runtime::cluster::TierCounts,
 }
 
+/// This process's rank as its launcher numbered it, before MPI is up, if it
+/// was started as one of several ranks: `PMI_RANK` (MPICH's hydra),
+/// `OMPI_COMM_WORLD_RANK` (Open MPI), `SLURM_PROCID` (srun). Used to print
+/// an error every rank meets alike (a bad option, found before MPI starts)
+/// once, from rank 0.
+pub fn launcher_rank() -> Option<usize> {
+    air_rdma_launched()?;
+    ["PMI_RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID"]
+        .iter()
+        .find_map(|var| std::env::var(var).ok()?.trim().parse().ok())
+}
+
 /// The launcher's rank count if this process was started as one of several
 /// ranks (the same check air-rdma makes, without linking MPI).
 fn air_rdma_launched() -> Option<(&'static str, usize)> {
