@@ -84,10 +84,11 @@ fn the_8_by_28_example_counts_every_edge_of_ysb() {
         196 * ((256 << 10) + (64 << 10))
     );
     assert_eq!(u(&plan["window_per_rank"]["windows"]), 1);
-    // Idle: 2 edges × 224 destinations per flush (1 ms).
+    // Idle: 2 edges × (28 workers of the node + 7 remote ranks) per flush
+    // (1 ms): E·(R·W + (N−1)·R), not E·G = 448.
     assert_eq!(
         u(&plan["control"]["watermark_frames_per_flush_per_worker"]),
-        448
+        70
     );
     // The table says the same.
     let o = Command::new(AIR)

@@ -60,7 +60,7 @@ fn a_one_cpu_cpuset_puts_every_worker_on_it_and_warns() {
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(out.contains("allowed CPUs: 1\n"), "{out}");
     assert_eq!(out.matches("-> PU   1 ").count(), 2, "{out}");
-    assert!(out.contains("warning: 2 workers but 1 cores"), "{out}");
+    assert!(out.contains("warning: 2 workers but 1 core"), "{out}");
 }
 
 #[test]
@@ -116,7 +116,7 @@ fn a_run_under_taskset_c_1_places_every_worker_on_cpu_1_and_warns() {
         .collect();
     assert_eq!(cores, vec![1, 1]);
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(err.contains("2 workers but 1 cores"), "warns:\n{err}");
+    assert!(err.contains("2 workers but 1 core"), "warns:\n{err}");
 }
 
 /// `air topo --json` on the machine hwloc loads from `HWLOC_SYNTHETIC=desc`.
@@ -227,7 +227,7 @@ fn hwloc_plans_stay_inside_a_cpuset() {
     assert!(s.iter().all(|x| x.0 == 3), "{s:?}");
     assert_eq!(s.len(), 3);
     let w = v["plan"]["warnings"].to_string();
-    assert!(w.contains("3 workers but 1 cores"), "{w}");
+    assert!(w.contains("3 workers but 1 core"), "{w}");
     // PUs 2 and 3 are one core's siblings: one worker per core means one.
     let s = slots(&hwloc_plan(NODE_28, &["--allowed", "2-5"]));
     assert_eq!(s.iter().map(|x| x.0).collect::<Vec<_>>(), vec![2, 4]);

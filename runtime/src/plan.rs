@@ -425,8 +425,11 @@ pub struct RankWindow {
 pub struct ControlTraffic {
     /// The flush interval, µs.
     pub flush_us: u64,
-    /// Watermark frames one worker sends per flush interval: one to every
-    /// worker of the job on every edge (`E·G`).
+    /// Watermark frames written into rings per worker of the node and flush
+    /// interval (average, rounded up): one to every worker of its node on
+    /// every edge, plus its share of its rank's frames to remote workers,
+    /// which the rank's outboxes merge (`E·(R·W + (N−1)·R)` on a job of `N`
+    /// nodes of `R` ranks of `W` workers; before session 14 it was `E·G`).
     pub watermark_frames_per_flush_per_worker: u64,
     /// The same per second.
     pub watermark_frames_per_s_per_worker: f64,
@@ -566,7 +569,6 @@ impl ChannelPlan {
             credit_slots: e * peers * w as u64,
         };
         let per_s = 1e6 / (shape.flush.as_micros().max(1) as f64);
-        let per_flush = e * g;
         // Network-tier frames of rank q: one per remote worker (W per
         // network peer) and edge, merged over q's workers by its outboxes.
         let net_frames: u64 = node
@@ -578,6 +580,9 @@ impl ChannelPlan {
             .iter()
             .map(|&q| (w as u64) * e * (g - shape.network_peers(q) as u64 * w as u64))
             .sum();
+        // Per worker of the node, on average (rounded up): its own frames
+        // to its node's workers and its share of its rank's merged ones.
+        let per_flush = (local_frames + net_frames).div_ceil((node.len() * w).max(1) as u64);
         let beat_peers = |q: usize| (0..p).filter(|&s| !shape.same_node(q, s)).count() as f64;
         let beats_per_s = 1.0 / HEARTBEAT_PERIOD.as_secs_f64();
         let node_beats: f64 = node.iter().map(|&q| beat_peers(q) * beats_per_s).sum();
@@ -915,11 +920,12 @@ mod tests {
             2 * 4 * per_ring * 2 + 2 * 4096 + 2 * win + mirrors
         );
         assert_eq!(p.job_bytes, 2 * p.memory_per_node.total_bytes);
-        // Watermarks: E·G = 16 frames per flush per worker, 8 of them to
-        // the 4 workers of its node (32 per ms for the node's 4 workers),
-        // 8 to remote workers, merged per rank: 2 ranks · 2 edges · 4
-        // remote workers = 16 per ms cross the network (64 unmerged).
-        assert_eq!(p.control.watermark_frames_per_flush_per_worker, 16);
+        // Watermarks: each worker's 8 to the 4 workers of its node (32 per
+        // ms for the node's 4 workers), and to remote workers merged per
+        // rank: 2 ranks · 2 edges · 4 remote workers = 16 per ms cross the
+        // network (64 unmerged). Per worker (48 / 4) = E·(R·W + (N−1)·R)
+        // = 2 · (4 + 2) = 12, not E·G = 16.
+        assert_eq!(p.control.watermark_frames_per_flush_per_worker, 12);
         assert_eq!(p.control.watermark_frames_per_s_per_node, 48_000.0);
         assert_eq!(p.control.network_watermark_frames_per_s_per_node, 16_000.0);
         // Heartbeats: each rank to the 2 ranks of the other node, 10/s.

@@ -330,7 +330,12 @@ impl Topology {
     /// local rank, and is oversubscribed too.
     pub fn plan(&self, workers: usize, ranks_on_node: usize, local_rank: usize, smt: bool) -> Plan {
         let ranks = ranks_on_node.max(1);
-        let unit = if smt { "PUs" } else { "cores" };
+        let unit = |n: usize| match (smt, n) {
+            (true, 1) => "PU",
+            (true, _) => "PUs",
+            (false, 1) => "core",
+            (false, _) => "cores",
+        };
         let mut warnings = Vec::new();
         let mut share = self.share(ranks, local_rank, smt);
         let mut oversubscribed = false;
@@ -349,8 +354,9 @@ impl Topology {
         if workers > share.len() && !share.is_empty() {
             oversubscribed = true;
             warnings.push(format!(
-                "{workers} workers but {} {unit} for this process: workers share them",
-                share.len()
+                "{workers} workers but {} {} for this process: workers share them",
+                share.len(),
+                unit(share.len())
             ));
         }
         let slots = (0..workers)
