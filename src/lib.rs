@@ -185,9 +185,8 @@ impl Job {
                     mpi: m.clone(),
                     force_network: env(air_runtime::cluster::FORCE_NETWORK_ENV).as_deref()
                         == Some("1"),
-                    emulate_ranks_per_node: env(air_runtime::cluster::RANKS_PER_NODE_ENV)
-                        .and_then(|v| v.parse().ok())
-                        .filter(|&n: &usize| n > 0),
+                    emulate_ranks_per_node: air_runtime::plan::emulated_ranks_per_node_from_env()
+                        .map_err(Error::Setup)?,
                 });
                 mpi = Some(m);
             }

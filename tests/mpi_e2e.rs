@@ -326,6 +326,14 @@ fn bad_input_under_mpirun_is_reported_once_and_every_rank_exits_2() {
         (&["run", "ysb", "--workers", "abc"][..], &[][..]),
         (&["run", "ysb", "--bogus"][..], &[][..]),
         (&["run", "ysb"][..], &[("AIR_WORKERS", "abc")][..]),
+        (
+            &["run", "ysb"][..],
+            &[("AIR_EMULATE_RANKS_PER_NODE", "x")][..],
+        ),
+        (
+            &["run", "ysb"][..],
+            &[("AIR_EMULATE_RANKS_PER_NODE", "0")][..],
+        ),
     ] {
         let o = mpirun(3, args, env);
         assert_eq!(o.status.code(), Some(2), "{args:?}: {}", text(&o));

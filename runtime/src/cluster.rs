@@ -40,7 +40,7 @@ use std::time::{Duration, Instant};
 
 /// Environment variable that emulates nodes of N ranks each (see
 /// [`ClusterConfig::emulate_ranks_per_node`]).
-pub const RANKS_PER_NODE_ENV: &str = "AIR_EMULATE_RANKS_PER_NODE";
+pub const RANKS_PER_NODE_ENV: &str = crate::plan::RANKS_PER_NODE_ENV;
 
 /// Environment variable that forces the network tier between ranks of one
 /// node when set to `1` (as `--force-network` does).

@@ -44,6 +44,34 @@ use crate::RuntimeError;
 use air_shm::DOORBELL_BYTES;
 use std::time::Duration;
 
+/// Environment variable that makes a job on one machine emulate nodes of
+/// this many ranks (the ranks of an emulated node use the node tier, the
+/// others the network tier): tests and `air plan` of a multi-node shape.
+pub const RANKS_PER_NODE_ENV: &str = "AIR_EMULATE_RANKS_PER_NODE";
+
+/// [`RANKS_PER_NODE_ENV`] as set: `Ok(None)` when unset or empty,
+/// `Ok(Some(n))` for a positive integer.
+///
+/// # Errors
+/// Any other value, with a message naming the variable and the value (a
+/// typo would otherwise change silently which tiers a job uses).
+pub fn emulated_ranks_per_node_from_env() -> Result<Option<usize>, String> {
+    let Some(v) = std::env::var_os(RANKS_PER_NODE_ENV) else {
+        return Ok(None);
+    };
+    let v = v.to_string_lossy();
+    if v.trim().is_empty() {
+        return Ok(None);
+    }
+    match v.trim().parse::<usize>() {
+        Ok(n) if n > 0 => Ok(Some(n)),
+        _ => Err(format!(
+            "{RANKS_PER_NODE_ENV}={v:?}: must be a positive integer (the ranks of one emulated \
+             node), or unset"
+        )),
+    }
+}
+
 /// Bytes before the data area of a network-tier ring region (the tail
 /// word; `air_rdma::RING_CTRL_BYTES`).
 pub const RMA_RING_CTRL_BYTES: usize = 128;

@@ -29,6 +29,14 @@ impl Dist {
             if launched.is_some() {
                 let mpi =
                     air_rdma::Mpi::init().map_err(|e| CliError::Other(anyhow::anyhow!("{e}")))?;
+                if let Err(e) = air_runtime::plan::emulated_ranks_per_node_from_env() {
+                    // Every rank has the same environment: rank 0 says it.
+                    return Err(if mpi.rank() == 0 {
+                        CliError::BadInput(e)
+                    } else {
+                        CliError::Quiet(2)
+                    });
+                }
                 return Ok(Dist {
                     mpi: Some(Arc::new(mpi)),
                 });
@@ -101,10 +109,10 @@ impl Dist {
 
     #[cfg(feature = "mpi")]
     fn cluster(&self, force_network: bool) -> Option<air_runtime::cluster::ClusterConfig> {
-        let emulate = std::env::var(air_runtime::cluster::RANKS_PER_NODE_ENV)
+        // Checked in `Dist::init`.
+        let emulate = air_runtime::plan::emulated_ranks_per_node_from_env()
             .ok()
-            .and_then(|v| v.parse::<usize>().ok())
-            .filter(|&n| n > 0);
+            .flatten();
         self.mpi
             .as_ref()
             .map(|m| air_runtime::cluster::ClusterConfig {

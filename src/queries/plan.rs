@@ -200,7 +200,8 @@ fn table(
         plan.ranks / plan.nodes.max(1),
         plan.workers_per_rank,
         plan.workers,
-        if plan.force_network {
+        // The query's words already say --force-network when it is on.
+        if plan.force_network && !query.contains("--force-network") {
             ", --force-network"
         } else {
             ""
@@ -270,10 +271,18 @@ fn table(
     let _ = match fits {
         None => writeln!(
             s,
-            "{here}: fits ({} available memory, {} free in {})",
+            "{here}: fits ({} available memory, {} free in {}){}",
             available(),
             shm_free(),
-            air_shm::shm_dir().display()
+            air_shm::shm_dir().display(),
+            // Measured: MPICH (ch4:ucx) maps ~4.3 MB of /dev/shm per rank
+            // at MPI_Init, before air checks its own needs.
+            if plan.ranks > 1 {
+                "; the MPI library's own /dev/shm segments (about 4 MiB per rank with MPICH) \
+                 come on top"
+            } else {
+                ""
+            }
         ),
         Some(e) => writeln!(s, "{here}: does not fit: {e}"),
     };
@@ -306,11 +315,12 @@ pub fn main(
     let words = run_words(args)?;
     let q = graph(&words)?;
     let rt = q.runtime.job_config();
-    let emulate = args
-        .emulate_ranks_per_node
-        .or_else(|| env_u64("AIR_EMULATE_RANKS_PER_NODE"))
-        .map(|n| n as usize)
-        .filter(|&n| n > 0);
+    let emulate = match args.emulate_ranks_per_node {
+        Some(n) => Some(n as usize).filter(|&n| n > 0),
+        None => {
+            air_runtime::plan::emulated_ranks_per_node_from_env().map_err(CliError::BadInput)?
+        }
+    };
     let shape_of = |ring_bytes: &[usize]| JobShape {
         force_network: q.runtime.force_network,
         emulate_ranks_per_node: emulate,
