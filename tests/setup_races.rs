@@ -111,6 +111,14 @@ fn stale_segment_is_removed_before_any_rank_checks_shm() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(!err.contains("stale segment left"), "{}", text(&o));
     assert!(!err.contains("not enough shared memory"), "{}", text(&o));
+    // And says so, once (local rank 0 cleans).
+    assert_eq!(
+        err.matches("removed 1 stale shared-memory segment(s)")
+            .count(),
+        1,
+        "{}",
+        text(&o)
+    );
 }
 
 /// A job every rank refuses at setup (its rings cannot fit in memory):

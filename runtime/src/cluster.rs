@@ -527,7 +527,13 @@ where
                     .filter(|(_, o)| *o == air_shm::CleanOutcome::Removed)
                     .count();
                 if n > 0 {
-                    tracing::info!("removed {n} stale shared-memory segment(s) of dead jobs");
+                    // Said (a warning shows by default): whoever wonders
+                    // where /dev/shm space went, or came from, learns it.
+                    tracing::warn!(
+                        "removed {n} stale shared-memory segment(s) of dead jobs from {} (as \
+                         `air shm clean` does)",
+                        air_shm::shm_dir().display()
+                    );
                 }
             }
             Err(e) => tracing::warn!("cleaning stale segments: {e}"),
