@@ -74,7 +74,7 @@ fn a_single_core_cpuset_puts_every_worker_there_and_warns() {
     assert!(p.slots.iter().all(|s| s.pu == 1));
     assert!(p.oversubscribed);
     assert!(
-        p.warnings[0].contains("2 workers but 1 cores"),
+        p.warnings[0].contains("2 workers but 1 core for"),
         "{:?}",
         p.warnings
     );

@@ -275,11 +275,9 @@ fn table(
             available(),
             shm_free(),
             air_shm::shm_dir().display(),
-            // Measured: MPICH (ch4:ucx) maps ~4.3 MB of /dev/shm per rank
-            // at MPI_Init, before air checks its own needs.
-            if plan.ranks > 1 {
-                "; the MPI library's own /dev/shm segments (about 4 MiB per rank with MPICH) \
-                 come on top"
+            // The check left room for them (check_here).
+            if plan.memory_per_node.shm_segments > 0 {
+                "; 5 MiB per rank of it left for the MPI library's own segments"
             } else {
                 ""
             }
