@@ -774,7 +774,9 @@ pub fn with_ring_hint(e: CliError, ring_bytes: usize) -> CliError {
     let fix = match ring_bytes_to_fit(bytes, max, ring_bytes) {
         Some(r) => format!(
             "--ring-bytes {r} ({}) is the smallest that fits it on every tier (every ring of the \
-             job takes that size: `air plan` shows the memory)",
+             job takes that size, and edges that carry few records a sixteenth of it: if one of \
+             those then refuses a record of its own, its error gives the size it needs; `air \
+             plan` shows the memory)",
             bytes_human(r as u64)
         ),
         None => format!(
