@@ -1,22 +1,6 @@
 #!/bin/bash
-# A/B: main (16aa542) vs pull, MPICH, interleaved ABBA, with embedded.
-# usage: ab.sh ROUNDS EVENTS
-R=${1:-3}; N=${2:-20000000}
-A=/tmp/pullx/air-base; B=/tmp/pullx/air-pull
-run() { # label cmd...
-  local label=$1; shift
-  local out; out=$( { timeout 300 /usr/bin/time -f "CPU %U %S %e" "$@" ; } 2>&1 )
-  local rate; rate=$(echo "$out" | grep -oE "= [0-9.]+ M events/s" | head -1 | grep -oE "[0-9.]+")
-  local cpu; cpu=$(echo "$out" | grep -E "^CPU" | tail -1 | awk '{print $2+$3, "wall", $4}')
-  echo "$label rate=$rate cpu=$cpu load=$(cut -d' ' -f1 /proc/loadavg)"
-}
-for r in $(seq $R); do
-  for sh in "" "--shuffle"; do
-    run "emb$sh" $A run ysb --workers 2 --events $N --no-pin $sh
-    run "base$sh" mpirun.mpich -np 2 $A run ysb --workers 1 --events $N --no-pin --force-network $sh
-    run "pull$sh" mpirun.mpich -np 2 $B run ysb --workers 1 --events $N --no-pin --force-network $sh
-    run "pull$sh" mpirun.mpich -np 2 $B run ysb --workers 1 --events $N --no-pin --force-network $sh
-    run "base$sh" mpirun.mpich -np 2 $A run ysb --workers 1 --events $N --no-pin --force-network $sh
-    run "emb$sh" $A run ysb --workers 2 --events $N --no-pin $sh
-  done
-done
+# A/B: main (16aa542) vs pull, MPICH, interleaved ABBA, with embedded
+# (session 17; the loop is net-ab-s18.sh's, labels base / pull).
+# usage: pull-ab.sh ROUNDS EVENTS
+LA=base LB=pull exec "$(dirname "$0")/net-ab-s18.sh" "${1:-3}" "${2:-20000000}" \
+  /tmp/pullx/air-base /tmp/pullx/air-pull
