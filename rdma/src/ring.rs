@@ -670,9 +670,7 @@ impl<'e> RmaConsumer<'e> {
             if self.rest_until.is_some_and(|t| now < t) {
                 // Polled a moment ago: no MPI call now (credit still goes
                 // back at once).
-                if self.released != self.head {
-                    self.send_credit();
-                }
+                self.release()?;
                 return Ok(false);
             }
             if !self.poll_tail()? || self.tail == self.fetched {
