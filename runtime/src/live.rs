@@ -562,6 +562,7 @@ impl Publisher {
     pub(crate) fn clear(&mut self) {
         self.scratch.counters.clear();
         self.scratch.maxima.clear();
+        self.scratch.late.entries.clear();
         self.scratch.latency.reset();
     }
 

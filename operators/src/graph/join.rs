@@ -37,13 +37,18 @@
 //! assert_eq!(rows, [(0, 1, 100, 900), (0, 2, 200, 300)]);
 //! ```
 
-use super::window::{KeyedTail, Windows};
-use air_runtime::dataflow::{Head, Identity, KeyedStream, Op2Head, Operator2, Pipe, Stats, Stream};
+use super::late::{BehindWatermark, LatePolicy, Lateness};
+use super::window::{window_tail, KeyedTail, Windows};
+use air_runtime::dataflow::{
+    Head, Identity, KeyedStream, LateRecords, Op2Head, Operator2, Pipe, Stats, Stream,
+};
 use air_runtime::{ExchangeData, Record};
 use rkyv::{Archive, Deserialize, Serialize};
 use rustc_hash::FxHashMap;
+use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::hash::Hash;
+use std::rc::Rc;
 
 /// A pair of records with one key in one window.
 #[derive(
@@ -83,6 +88,11 @@ impl<K, A, B> super::window::WindowRow for Joined<K, A, B> {
 pub struct JoinedStreams<L, R> {
     left: L,
     right: R,
+    /// Allowed lateness of a windowed join, ms.
+    lateness: u64,
+    /// Records behind their source's watermark are late even if their
+    /// window is open ([`JoinedStreams::drop_behind_watermark`]).
+    strict: bool,
 }
 
 /// Joins on a keyed stream.
@@ -90,7 +100,12 @@ pub trait JoinExt: Sized {
     /// This stream (left) with `right`, on equal keys: `window` or
     /// `interval` follows.
     fn join<R>(self, right: R) -> JoinedStreams<Self, R> {
-        JoinedStreams { left: self, right }
+        JoinedStreams {
+            left: self,
+            right,
+            lateness: 0,
+            strict: false,
+        }
     }
 }
 
@@ -110,6 +125,125 @@ where
     KF2: Fn(&P2::Out) -> K + Clone + 'static,
     K: Record + Hash + Eq,
 {
+    /// Allowed lateness of a windowed join (Flink's `allowedLateness`), ms:
+    /// a window's records are kept until the watermark passes its end +
+    /// `ms`; a record that comes after the window fired but before then
+    /// is paired at once with the other side's records of that window
+    /// (the new pairs only: pairs are never retracted). Later records are
+    /// late (counted, named in the run's summary). Without it (0), a record
+    /// is late only if every window it belongs to closed at the watermark
+    /// at the record (see [`super::late`]).
+    ///
+    /// ```
+    /// use air_operators::graph::*;
+    /// use air_runtime::dataflow::{run_graph, VecSource};
+    /// use air_runtime::JobConfig;
+    /// use std::sync::{Arc, Mutex};
+    ///
+    /// let cfg = JobConfig { workers: 1, pin: false, ..JobConfig::default() };
+    /// let rows = Arc::new(Mutex::new(Vec::new()));
+    /// let out = rows.clone();
+    /// let job = run_graph(&cfg, move |df| {
+    ///     // The order at 900 comes after 1 500 moved the watermark past
+    ///     // [0, 1000): within 1 s of lateness it still meets its payment.
+    ///     let orders = df.source(VecSource::new(vec![(1u32, 1_500u64), (7, 900)]))
+    ///         .event_time(|o| o.1, 0);
+    ///     let payments = df.source(VecSource::new(vec![(7u32, 950u64)]))
+    ///         .event_time(|p| p.1, 0);
+    ///     let out = out.clone();
+    ///     orders
+    ///         .key_by(|o| o.0)
+    ///         .join(payments.key_by(|p| p.0))
+    ///         .allowed_lateness(1_000)
+    ///         .window(Tumbling::ms(1_000), |o| o.1, |p| p.1)
+    ///         .for_each(move |j| out.lock().unwrap().push((j.key, j.left.1, j.right.1)));
+    /// })
+    /// .unwrap();
+    /// assert_eq!(*rows.lock().unwrap(), [(7, 900, 950)]);
+    /// assert_eq!(job.stats.get("late_records"), 0);
+    /// ```
+    pub fn allowed_lateness(mut self, ms: u64) -> Self {
+        self.lateness = ms;
+        self
+    }
+
+    /// The stricter rule of earlier versions, by name: every record behind
+    /// its source's watermark is late (dropped, counted), even if its window
+    /// is still open.
+    pub fn drop_behind_watermark(mut self) -> Self {
+        self.strict = true;
+        self
+    }
+
+    /// Ends both sides in tails that route records to their key's owner
+    /// for a windowed join (judging lateness there unless strict).
+    #[allow(clippy::type_complexity)]
+    fn window_edges<TL, TR>(
+        self,
+        windows: Windows,
+        time: (&TL, &TR),
+        label: &str,
+    ) -> (air_runtime::dataflow::Dataflow, usize, usize, KF1, KF2)
+    where
+        TL: Fn(&P1::Out) -> u64 + Clone + 'static,
+        TR: Fn(&P2::Out) -> u64 + Clone + 'static,
+    {
+        let (mut l, kl) = self.left.into_parts();
+        let (mut r, kr) = self.right.into_parts();
+        let df = l.dataflow().clone();
+        let e1 = df.new_edge("join left");
+        let e2 = df.new_edge("join right");
+        let o1 = df.outbox::<P1::Out>(e1);
+        let o2 = df.outbox::<P2::Out>(e2);
+        let policy = |g: Rc<Cell<u64>>| if self.strict { None } else { Some(g) };
+        let (g1, g2) = (Rc::new(Cell::new(0)), Rc::new(Cell::new(0)));
+        let lateness = self.lateness;
+        match (policy(g1), policy(g2)) {
+            (Some(g1), Some(g2)) => {
+                l.pipe_mut().pass_late(&g1);
+                r.pipe_mut().pass_late(&g2);
+                let gate1 = Lateness::<K, P1::Out>::ms(lateness).into_gate(g1);
+                let gate2 = Lateness::<K, P2::Out>::ms(lateness).into_gate(g2);
+                l.end_in(window_tail(
+                    o1,
+                    kl.clone(),
+                    time.0.clone(),
+                    windows,
+                    gate1,
+                    label,
+                ));
+                r.end_in(window_tail(
+                    o2,
+                    kr.clone(),
+                    time.1.clone(),
+                    windows,
+                    gate2,
+                    label,
+                ));
+            }
+            _ => {
+                let strict = BehindWatermark;
+                l.end_in(window_tail(
+                    o1,
+                    kl.clone(),
+                    time.0.clone(),
+                    windows,
+                    strict,
+                    label,
+                ));
+                r.end_in(window_tail(
+                    o2,
+                    kr.clone(),
+                    time.1.clone(),
+                    windows,
+                    strict,
+                    label,
+                ));
+            }
+        }
+        (df, e1, e2, kl, kr)
+    }
+
     fn edges(self) -> (air_runtime::dataflow::Dataflow, usize, usize, KF1, KF2) {
         let (l, kl) = self.left.into_parts();
         let (r, kr) = self.right.into_parts();
@@ -136,6 +270,7 @@ where
     /// pair's two event times, one sample per pair. Example: the
     /// [module](self).
     #[allow(clippy::type_complexity)]
+    #[track_caller]
     pub fn window<TL, TR>(
         self,
         windows: Windows,
@@ -143,8 +278,8 @@ where
         time_right: TR,
     ) -> JoinOut<WindowJoin<K, P1::Out, P2::Out, KF1, KF2, TL, TR>>
     where
-        TL: Fn(&P1::Out) -> u64 + 'static,
-        TR: Fn(&P2::Out) -> u64 + 'static,
+        TL: Fn(&P1::Out) -> u64 + Clone + 'static,
+        TR: Fn(&P2::Out) -> u64 + Clone + 'static,
     {
         self.window_join(windows, time_left, time_right, false)
     }
@@ -188,6 +323,7 @@ where
     /// assert_eq!(rows, [(0, 1, 100, 900), (0, 2, 200, 300)]);
     /// ```
     #[allow(clippy::type_complexity)]
+    #[track_caller]
     pub fn window_eager<TL, TR>(
         self,
         windows: Windows,
@@ -195,13 +331,14 @@ where
         time_right: TR,
     ) -> JoinOut<WindowJoin<K, P1::Out, P2::Out, KF1, KF2, TL, TR>>
     where
-        TL: Fn(&P1::Out) -> u64 + 'static,
-        TR: Fn(&P2::Out) -> u64 + 'static,
+        TL: Fn(&P1::Out) -> u64 + Clone + 'static,
+        TR: Fn(&P2::Out) -> u64 + Clone + 'static,
     {
         self.window_join(windows, time_left, time_right, true)
     }
 
     #[allow(clippy::type_complexity)]
+    #[track_caller]
     fn window_join<TL, TR>(
         self,
         windows: Windows,
@@ -210,10 +347,12 @@ where
         eager: bool,
     ) -> JoinOut<WindowJoin<K, P1::Out, P2::Out, KF1, KF2, TL, TR>>
     where
-        TL: Fn(&P1::Out) -> u64 + 'static,
-        TR: Fn(&P2::Out) -> u64 + 'static,
+        TL: Fn(&P1::Out) -> u64 + Clone + 'static,
+        TR: Fn(&P2::Out) -> u64 + Clone + 'static,
     {
-        let (df, e1, e2, kl, kr) = self.edges();
+        let label = format!("windowed join at {}", std::panic::Location::caller());
+        let lateness = self.lateness;
+        let (df, e1, e2, kl, kr) = self.window_edges(windows, (&time_left, &time_right), &label);
         if let Err(e) = windows.check() {
             df.fail(e);
         }
@@ -226,7 +365,9 @@ where
                 time: (time_left, time_right),
                 open: BTreeMap::new(),
                 fired: 0,
-                late: 0,
+                lateness,
+                late: None,
+                label,
                 pairs: 0,
                 unfired: 0,
                 eager,
@@ -314,8 +455,16 @@ pub struct WindowJoin<K, A, B, KF1, KF2, TL, TR> {
     time: (TL, TR),
     /// By window start: per key, both sides' records.
     open: BTreeMap<u64, FxHashMap<K, (Vec<A>, Vec<B>)>>,
+    /// The watermark fired up to, ms.
     fired: u64,
-    late: u64,
+    /// Allowed lateness, ms: fired windows are kept until the watermark
+    /// passes end + lateness.
+    lateness: u64,
+    /// Records too late here (a stream fed by an edge, or a sliding
+    /// window's record some of whose windows fired here), the first.
+    late: Option<LateRecords>,
+    /// The late records' label ([`air_runtime::dataflow::LateLog`]).
+    label: String,
     pairs: u64,
     unfired: u64,
     /// Pairs emitted as their second record arrives, not at the window's end.
@@ -369,12 +518,15 @@ where
             let (k, t) = ((self.key.0)(&a), (self.time.0)(&a));
             let (open, fired, late) = (&mut self.open, self.fired, &mut self.late);
             let (eager, time_r, pairs) = (self.eager, &self.time.1, &mut self.pairs);
+            let lateness = self.lateness;
             self.windows.assign(t, |s| {
-                if s.saturating_add(size) <= fired {
-                    *late += 1;
+                let end = s.saturating_add(size);
+                if end.saturating_add(lateness) <= fired {
+                    LateRecords::count(late, t, fired);
                 } else {
                     let e = open.entry(s).or_default().entry(k.clone()).or_default();
-                    if eager {
+                    // A window that fired (kept for lateness) pairs at once.
+                    if eager || end <= fired {
                         for b in &e.1 {
                             *pairs += 1;
                             newest.push(t.max(time_r(b)));
@@ -406,12 +558,15 @@ where
             let (k, t) = ((self.key.1)(&b), (self.time.1)(&b));
             let (open, fired, late) = (&mut self.open, self.fired, &mut self.late);
             let (eager, time_l, pairs) = (self.eager, &self.time.0, &mut self.pairs);
+            let lateness = self.lateness;
             self.windows.assign(t, |s| {
-                if s.saturating_add(size) <= fired {
-                    *late += 1;
+                let end = s.saturating_add(size);
+                if end.saturating_add(lateness) <= fired {
+                    LateRecords::count(late, t, fired);
                 } else {
                     let e = open.entry(s).or_default().entry(k.clone()).or_default();
-                    if eager {
+                    // A window that fired (kept for lateness) pairs at once.
+                    if eager || end <= fired {
                         for a in &e.0 {
                             *pairs += 1;
                             newest.push(t.max(time_l(a)));
@@ -432,46 +587,64 @@ where
     }
 
     fn on_watermark<E: FnMut(Self::Out)>(&mut self, wm: u64, emit: &mut E) {
-        self.fired = self.fired.max(wm);
+        if wm <= self.fired {
+            return;
+        }
+        let before = self.fired;
+        self.fired = wm;
         let size = self.windows.size();
         let mut newest = Vec::new();
-        while let Some(entry) = self.open.first_entry() {
-            let start = *entry.key();
-            if start.saturating_add(size) > wm {
-                break;
-            }
-            let closed = entry.remove();
-            if self.eager {
-                // Every pair went out when its second record came.
-                continue;
-            }
-            for (key, (ls, rs)) in closed {
-                for l in &ls {
-                    for r in &rs {
-                        self.pairs += 1;
-                        newest.push((self.time.0)(l).max((self.time.1)(r)));
-                        emit(Joined {
-                            start,
-                            end: start.saturating_add(size),
-                            key: key.clone(),
-                            left: l.clone(),
-                            right: r.clone(),
-                        });
+        // Fire the windows ending in (before, wm]; with lateness they stay.
+        if !self.eager {
+            for (&start, keys) in self.open.iter() {
+                let end = start.saturating_add(size);
+                if end > wm {
+                    break;
+                }
+                if end <= before {
+                    continue;
+                }
+                for (key, (ls, rs)) in keys {
+                    for l in ls {
+                        for r in rs {
+                            self.pairs += 1;
+                            newest.push((self.time.0)(l).max((self.time.1)(r)));
+                            emit(Joined {
+                                start,
+                                end,
+                                key: key.clone(),
+                                left: l.clone(),
+                                right: r.clone(),
+                            });
+                        }
                     }
                 }
             }
+        }
+        // Free the windows whose lateness ran out.
+        while let Some(entry) = self.open.first_entry() {
+            let end = entry.key().saturating_add(size);
+            if end.saturating_add(self.lateness) > wm {
+                break;
+            }
+            entry.remove();
         }
         self.record_latency(&newest);
     }
 
     fn on_end<E: FnMut(Self::Out)>(&mut self, final_wm: u64, emit: &mut E) {
         self.on_watermark(final_wm, emit);
-        self.unfired += self.open.len() as u64;
+        let size = self.windows.size();
+        self.unfired += self
+            .open
+            .keys()
+            .filter(|s| s.saturating_add(size) > final_wm)
+            .count() as u64;
     }
 
     fn report(&mut self, stats: &mut Stats) {
         stats.add("join_pairs", self.pairs);
-        stats.add("late_records", self.late);
+        stats.add_late(&self.label, self.late);
         stats.add("unfired_windows", self.unfired);
         let _ = stats.latency.add(&self.latency);
     }

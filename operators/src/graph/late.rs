@@ -2,33 +2,47 @@
 //! the side stream of the records that came too late for it (Flink's
 //! `sideOutputLateData`).
 //!
-//! Without either, a window is on time only ([`OnTime`]): the source's
-//! event-time stage drops every record behind its watermark and counts it
-//! (`late_records`), and a window fires once, when the watermark passes its
-//! end. [`WindowedStream::allowed_lateness`] and
-//! [`WindowedStream::side_output_late`] switch the window to judging
-//! lateness itself, per window as Flink does:
+//! Every windowed operator (tumbling and sliding windows, pre-aggregated or
+//! not, sessions, windowed joins) judges lateness per window, as Flink and
+//! Beam define it, by default with an allowed lateness of 0 ([`OnTime`]):
 //!
 //! - the event-time stage passes records behind its watermark on
-//!   ([`air_runtime::dataflow::Pipe::pass_late`]) and the window judges each
-//!   against that watermark `wm` (the exact one at the record, not the one
-//!   last sent downstream, so the outcome does not depend on timing);
-//! - a record whose window has not fired yet joins it as any other (even if
-//!   it is behind the watermark);
-//! - a record whose window fired but whose end + lateness is still after
-//!   `wm` updates the window, which fires again: its new row
-//!   (same key, start and end; for sessions, a session overlapping the
-//!   earlier rows) **supersedes** the rows fired before for it;
-//! - a record whose windows all have end + lateness `<= wm` is too late:
-//!   counted in `late_records` and, if asked, sent as a [`LateRecord`] on the
-//!   side stream (to its key's owner), never silently dropped;
+//!   ([`air_runtime::dataflow::Pipe::pass_late`]) and the operator judges
+//!   each against that watermark `wm` (the exact one at the record, not the
+//!   one last sent downstream, so the outcome does not depend on timing);
+//! - a record with a window that has not closed yet (end + lateness > `wm`)
+//!   joins those of its windows as any other, even if it is behind the
+//!   watermark;
+//! - a record whose window closed but whose end + lateness is still after
+//!   `wm` (only with [`WindowedStream::allowed_lateness`]) updates the
+//!   window, which fires again: its new row (same key, start and end; for
+//!   sessions, a session overlapping the earlier rows) **supersedes** the
+//!   rows fired before for it (a join emits the new pairs only);
+//! - a record whose windows all have end + lateness `<= wm` is late:
+//!   counted in `late_records`, named in the run's summary
+//!   ([`air_runtime::dataflow::LateLog`]) and, if asked, sent as a
+//!   [`LateRecord`] on the side stream ([`WindowedStream::side_output_late`],
+//!   to its key's owner), never silently dropped;
 //! - a window's state is kept until the watermark passes end + lateness
 //!   (sessions: end + gap + lateness, see [`super::session`]), then freed.
 //!
-//! Lateness applies to [`WindowedStream::aggregate`] (tumbling and sliding
-//! windows pre-aggregated, and sessions); `aggregate_every_event` stays on
-//! time. The check costs a few instructions per record on windows that use
-//! it; [`OnTime`] windows (the default) compile to the code without it.
+//! [`WindowedStream::drop_behind_watermark`] asks for the stricter rule of
+//! earlier versions by name: every record behind the source's watermark is
+//! late, even if its window is still open ([`BehindWatermark`]).
+//!
+//! Where the rule is exact and where it is Flink's only at the operator:
+//! pre-aggregated windows ([`WindowedStream::aggregate`]), tumbling windows
+//! of every kind and sessions judge each record at its source against the
+//! watermark there, so rows do not depend on timing. Sliding windows
+//! aggregated at the owner ([`WindowedStream::aggregate_every_event`]) and
+//! sliding windowed joins judge at the source only whether *every* window
+//! of a record closed; a record behind the watermark with some windows
+//! still open is added at the key's owner to those of its windows that
+//! have not fired there yet (Flink's rule at the operator), which can
+//! depend on when the watermarks of the other workers arrived.
+//!
+//! The check costs a few instructions per record; records in order take
+//! one comparison more than without it.
 //!
 //! ```
 //! use air_operators::graph::*;
@@ -68,7 +82,9 @@
 //! ```
 
 use super::window::WindowedStream;
-use air_runtime::dataflow::{Cx, Dataflow, Head, Identity, OpHead, Outbox, Pass, Pipe, Stream};
+use air_runtime::dataflow::{
+    Cx, Dataflow, Head, Identity, LateRecords, OpHead, Outbox, Pass, Pipe, Stream,
+};
 use air_runtime::{key_hash, Record};
 use rkyv::{Archive, Deserialize, Serialize};
 use std::cell::Cell;
@@ -89,10 +105,18 @@ pub struct LateRecord<K, T> {
     pub record: T,
 }
 
-/// Windows without lateness (the default): records behind the watermark
-/// are dropped and counted before they reach the window.
+/// Windows without allowed lateness (the default): a record is late only
+/// if every window it belongs to has already closed at the watermark at
+/// the record (Flink's rule with an allowed lateness of 0).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct OnTime;
+
+/// The stricter rule, asked for by name
+/// ([`WindowedStream::drop_behind_watermark`]): every record behind its
+/// source's watermark is late (dropped and counted by the event-time
+/// stage), even if its window is still open.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct BehindWatermark;
 
 /// Windows with allowed lateness (and maybe a side stream of too-late
 /// records), as [`WindowedStream::allowed_lateness`] and
@@ -100,6 +124,13 @@ pub struct OnTime;
 pub struct Lateness<K, T> {
     ms: u64,
     side: Option<Box<dyn SideOut<K, T>>>,
+}
+
+impl<K, T> Lateness<K, T> {
+    /// `ms` of allowed lateness, no side stream.
+    pub(crate) fn ms(ms: u64) -> Self {
+        Lateness { ms, side: None }
+    }
 }
 
 /// Where too-late records go (type-erased outbox of the side stream's edge).
@@ -129,14 +160,14 @@ where
     }
 }
 
-/// What a windowed stream does with late records: [`OnTime`] or
-/// [`Lateness`] (for operator code; users call
-/// [`WindowedStream::allowed_lateness`]).
+/// What a windowed operator does with records behind the watermark:
+/// [`OnTime`], [`Lateness`] or [`BehindWatermark`] (for operator code;
+/// users call [`WindowedStream::allowed_lateness`] and friends).
 pub trait LatePolicy<K, T>: 'static {
     /// The check the window's input tail runs per record.
     type Gate: Gate<K, T>;
     /// The same setting as a [`Lateness`] (0 ms, no side stream, for
-    /// [`OnTime`]).
+    /// [`OnTime`] and [`BehindWatermark`]).
     fn into_lateness(self) -> Lateness<K, T>;
     /// The tail's check, reading the event-time stage's watermark from
     /// `gate` (see [`air_runtime::dataflow::Pipe::pass_late`]).
@@ -144,12 +175,22 @@ pub trait LatePolicy<K, T>: 'static {
 }
 
 impl<K: 'static, T: 'static> LatePolicy<K, T> for OnTime {
-    type Gate = OnTime;
+    type Gate = LateGate<K, T>;
     fn into_lateness(self) -> Lateness<K, T> {
         Lateness { ms: 0, side: None }
     }
-    fn into_gate(self, _gate: Rc<Cell<u64>>) -> OnTime {
-        OnTime
+    fn into_gate(self, gate: Rc<Cell<u64>>) -> LateGate<K, T> {
+        self.into_lateness().into_gate(gate)
+    }
+}
+
+impl<K: 'static, T: 'static> LatePolicy<K, T> for BehindWatermark {
+    type Gate = BehindWatermark;
+    fn into_lateness(self) -> Lateness<K, T> {
+        Lateness { ms: 0, side: None }
+    }
+    fn into_gate(self, _gate: Rc<Cell<u64>>) -> BehindWatermark {
+        BehindWatermark
     }
 }
 
@@ -163,34 +204,36 @@ impl<K: 'static, T: 'static> LatePolicy<K, T> for Lateness<K, T> {
             gate,
             ms: self.ms,
             side: self.side,
-            late: 0,
+            late: None,
         }
     }
 }
 
 /// The lateness check of a window's input tail, per record.
 pub trait Gate<K, T>: 'static {
-    /// Whether it judges lateness (false: [`OnTime`], no code on the hot
-    /// path).
+    /// Whether it judges lateness (false: [`BehindWatermark`], the
+    /// event-time stage drops records behind its watermark, no code on the
+    /// hot path).
     const ON: bool;
     /// The event-time stage's watermark when the last record behind it
     /// went through, ms (0 if none did).
     fn behind(&self) -> u64;
     /// Allowed lateness, ms.
     fn lateness(&self) -> u64;
-    /// A record too late for all its windows: count it, side-output it.
-    fn reject(&mut self, key: K, time: u64, record: T, cx: &mut Cx<'_, '_>);
+    /// A record (event time `time`) too late for all its windows at
+    /// watermark `wm`: count it, side-output it.
+    fn reject(&mut self, key: K, time: u64, wm: u64, record: T, cx: &mut Cx<'_, '_>);
     /// Forwards the watermark to the side stream.
     fn watermark(&mut self, wm: u64, cx: &mut Cx<'_, '_>);
     /// Flushes the side stream.
     fn tick(&mut self, cx: &mut Cx<'_, '_>);
     /// Ends the side stream.
     fn end(&mut self, final_wm: u64, cx: &mut Cx<'_, '_>);
-    /// Records rejected.
-    fn late(&self) -> u64;
+    /// Records rejected, and the first of them.
+    fn late(&self) -> Option<LateRecords>;
 }
 
-impl<K: 'static, T: 'static> Gate<K, T> for OnTime {
+impl<K: 'static, T: 'static> Gate<K, T> for BehindWatermark {
     const ON: bool = false;
     #[inline(always)]
     fn behind(&self) -> u64 {
@@ -200,21 +243,22 @@ impl<K: 'static, T: 'static> Gate<K, T> for OnTime {
     fn lateness(&self) -> u64 {
         0
     }
-    fn reject(&mut self, _key: K, _time: u64, _record: T, _cx: &mut Cx<'_, '_>) {}
+    fn reject(&mut self, _key: K, _time: u64, _wm: u64, _record: T, _cx: &mut Cx<'_, '_>) {}
     fn watermark(&mut self, _wm: u64, _cx: &mut Cx<'_, '_>) {}
     fn tick(&mut self, _cx: &mut Cx<'_, '_>) {}
     fn end(&mut self, _final_wm: u64, _cx: &mut Cx<'_, '_>) {}
-    fn late(&self) -> u64 {
-        0
+    fn late(&self) -> Option<LateRecords> {
+        None
     }
 }
 
-/// The check of a window with allowed lateness.
+/// The check of a window that judges lateness itself ([`OnTime`],
+/// [`Lateness`]).
 pub struct LateGate<K, T> {
     gate: Rc<Cell<u64>>,
     ms: u64,
     side: Option<Box<dyn SideOut<K, T>>>,
-    late: u64,
+    late: Option<LateRecords>,
 }
 
 impl<K: 'static, T: 'static> Gate<K, T> for LateGate<K, T> {
@@ -228,8 +272,8 @@ impl<K: 'static, T: 'static> Gate<K, T> for LateGate<K, T> {
         self.ms
     }
     #[cold]
-    fn reject(&mut self, key: K, time: u64, record: T, cx: &mut Cx<'_, '_>) {
-        self.late += 1;
+    fn reject(&mut self, key: K, time: u64, wm: u64, record: T, cx: &mut Cx<'_, '_>) {
+        LateRecords::count(&mut self.late, time, wm);
         if let Some(s) = &mut self.side {
             s.push(LateRecord { key, time, record }, cx);
         }
@@ -249,7 +293,7 @@ impl<K: 'static, T: 'static> Gate<K, T> for LateGate<K, T> {
             s.end(final_wm, cx);
         }
     }
-    fn late(&self) -> u64 {
+    fn late(&self) -> Option<LateRecords> {
         self.late
     }
 }
@@ -258,6 +302,48 @@ impl<K: 'static, T: 'static> Gate<K, T> for LateGate<K, T> {
 pub type LateStream<K, T> = Stream<OpHead<Pass<LateRecord<K, T>>>, Identity>;
 
 impl<H: Head, P: Pipe<H::Out>, KF, TF, M, W, L> WindowedStream<H, P, KF, TF, M, W, L> {
+    /// The stricter rule of earlier versions, by name: every record behind
+    /// its source's watermark (newest event time − the delay of
+    /// `event_time`) is late, dropped and counted by the event-time stage,
+    /// even if its window is still open. The default ([`OnTime`]) keeps such
+    /// a record when one of its windows has not closed.
+    ///
+    /// ```
+    /// use air_operators::graph::*;
+    /// use air_runtime::dataflow::{run_graph, VecSource};
+    /// use air_runtime::JobConfig;
+    /// use std::sync::{Arc, Mutex};
+    ///
+    /// for strict in [false, true] {
+    ///     let cfg = JobConfig { workers: 1, pin: false, ..JobConfig::default() };
+    ///     let rows = Arc::new(Mutex::new(Vec::new()));
+    ///     let out = rows.clone();
+    ///     let job = run_graph(&cfg, move |df| {
+    ///         let out = out.clone();
+    ///         // 300 moves the watermark to 300 − 100 = 200: 150 is behind it,
+    ///         // but its window [0, 1000) is open.
+    ///         let w = df
+    ///             .source(VecSource::new(vec![(1u32, 100u64), (1, 300), (1, 150)]))
+    ///             .event_time(|r| r.1, 100)
+    ///             .key_by(|r| r.0)
+    ///             .window(Tumbling::ms(1_000), |r| r.1);
+    ///         let sink = move |r: Windowed<u32, u64>| out.lock().unwrap().push(r.value);
+    ///         if strict {
+    ///             w.drop_behind_watermark().aggregate(Count).for_each(sink);
+    ///         } else {
+    ///             w.aggregate(Count).for_each(sink);
+    ///         }
+    ///     })
+    ///     .unwrap();
+    ///     let want = if strict { 2 } else { 3 };
+    ///     assert_eq!(*rows.lock().unwrap(), [want]);
+    ///     assert_eq!(job.stats.get("late_records"), 3 - want);
+    /// }
+    /// ```
+    pub fn drop_behind_watermark(self) -> WindowedStream<H, P, KF, TF, M, W, BehindWatermark> {
+        self.map_late(|_| BehindWatermark)
+    }
+
     /// Allowed lateness (Flink's `allowedLateness`), ms: a window's state is
     /// kept until the watermark passes its end + `ms`; a record that comes
     /// after the window fired but before then updates it and fires it

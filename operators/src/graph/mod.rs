@@ -21,7 +21,7 @@ pub use aggregate::{
     AggregateFunction, Count, DistinctCount, Filtered, Max, MaxBy, Mean, Min, Number, Sum, TopN,
 };
 pub use join::{IntervalJoin, JoinExt, Joined, JoinedStreams, WindowJoin};
-pub use late::{LateRecord, LateStream, Lateness, OnTime};
+pub use late::{BehindWatermark, LateRecord, LateStream, Lateness, OnTime};
 pub use live_source::{LineFormat, LiveSource};
 pub use partitioned::{PartitionedCsv, PartitionedExt};
 pub use process::{

@@ -55,7 +55,7 @@ use super::aggregate::AggregateFunction;
 use super::late::{Gate, LatePolicy};
 use super::window::{WindowSpec, Windowed, WindowedStream};
 use air_runtime::dataflow::{
-    Cx, Head, Identity, OpHead, Operator, Outbox, Pipe, Stats, Stream, Tail,
+    Cx, Head, Identity, LateRecords, OpHead, Operator, Outbox, Pipe, Stats, Stream, Tail,
 };
 use air_runtime::{key_hash, ExchangeData, Record};
 use rustc_hash::FxHashMap;
@@ -109,6 +109,7 @@ where
     /// the session's end. Every record goes to its key's owner (no
     /// pre-aggregation).
     #[allow(clippy::type_complexity)]
+    #[track_caller]
     pub fn aggregate<A>(
         self,
         agg: A,
@@ -116,6 +117,7 @@ where
     where
         A: AggregateFunction<P::Out>,
     {
+        let label = format!("session window at {}", std::panic::Location::caller());
         let WindowedStream {
             keyed,
             windows,
@@ -141,6 +143,7 @@ where
             horizon: gap.saturating_add(lateness),
             wm: 0,
             gate,
+            label: label.clone(),
         });
         let keep = if <L::Gate as Gate<K, P::Out>>::ON {
             gap.saturating_add(lateness)
@@ -159,7 +162,8 @@ where
                     timers: BTreeMap::new(),
                     spare: Vec::new(),
                     fired: 0,
-                    late: 0,
+                    late: None,
+                    label,
                     rows: 0,
                     refired: 0,
                     unfired: 0,
@@ -189,6 +193,8 @@ struct SessionTail<T, KF, TF, G> {
     /// The last watermark this tail passed on, ms.
     wm: u64,
     gate: G,
+    /// The late records' label ([`air_runtime::dataflow::LateLog`]).
+    label: String,
 }
 
 impl<T, K, KF, TF, G> Tail<T> for SessionTail<T, KF, TF, G>
@@ -206,7 +212,7 @@ where
             let wm = self.gate.behind().max(self.wm);
             if t.saturating_add(self.horizon) <= wm {
                 let k = (self.key)(&item);
-                self.gate.reject(k, t, item, cx);
+                self.gate.reject(k, t, wm, item, cx);
                 return;
             }
         }
@@ -234,7 +240,7 @@ where
     }
     fn report(&mut self, stats: &mut Stats) {
         stats.add("window_records", self.out.records);
-        stats.add("late_records", self.gate.late());
+        stats.add_late(&self.label, self.gate.late());
     }
 }
 
@@ -276,7 +282,10 @@ struct SessionCore<K, A: AggregateFunction<T>, T> {
     spare: Vec<Vec<K>>,
     /// The watermark fired up to, ms.
     fired: u64,
-    late: u64,
+    /// Records too late here (a stream fed by an edge), the first of them.
+    late: Option<LateRecords>,
+    /// The late records' label ([`air_runtime::dataflow::LateLog`]).
+    label: String,
     rows: u64,
     refired: u64,
     unfired: u64,
@@ -462,7 +471,7 @@ where
             // sender judged it against a watermark at least this one, so
             // only a stream fed by an edge gets here).
             if t.saturating_add(c.gap).saturating_add(c.lateness) <= c.fired {
-                c.late += 1;
+                LateRecords::count(&mut c.late, t, c.fired);
                 continue;
             }
             let k = (self.key)(&x);
@@ -542,7 +551,7 @@ where
         let c = &mut self.core;
         stats.add("window_rows", c.rows);
         stats.add("refired_rows", c.refired);
-        stats.add("late_records", c.late);
+        stats.add_late(&c.label, c.late);
         stats.add("unfired_windows", c.unfired);
         stats.add("session_merges", c.merged);
         stats.max("sessions_open_max", c.open_max);

@@ -37,7 +37,8 @@
 use super::aggregate::AggregateFunction;
 use super::late::{Gate, LatePolicy, OnTime};
 use air_runtime::dataflow::{
-    Cx, Dataflow, Head, KeyedStream, OpHead, Operator, Outbox, Pipe, Stats, Stream, Tail,
+    Cx, Dataflow, Head, KeyedStream, LateRecords, OpHead, Operator, Outbox, Pipe, Stats, Stream,
+    Tail,
 };
 use air_runtime::{key_hash, ExchangeData, Record};
 use rkyv::{Archive, Deserialize, Serialize};
@@ -194,6 +195,23 @@ impl Windows {
                     }
                 }
             }
+        }
+    }
+
+    /// The end of the last window holding event time `t`, ms: a record at
+    /// `t` is late (no allowed lateness) once the watermark reaches it.
+    ///
+    /// ```
+    /// use air_operators::graph::*;
+    /// assert_eq!(Tumbling::ms(1_000).last_end(1_200), 2_000);
+    /// assert_eq!(Sliding::ms(1_000, 500).last_end(1_200), 2_000);
+    /// assert_eq!(Sliding::ms(1_000, 500).last_end(1_600), 2_500);
+    /// ```
+    #[inline]
+    pub fn last_end(&self, t: u64) -> u64 {
+        match *self {
+            Windows::Tumbling { size } => (t - t % size).saturating_add(size),
+            Windows::Sliding { size, slide } => (t - t % slide).saturating_add(size),
         }
     }
 
@@ -650,6 +668,7 @@ where
     /// assert_eq!(rows, [(0, 1, (2, 8)), (0, 2, (1, 7)), (1_000, 1, (1, 4))]);
     /// ```
     #[allow(clippy::type_complexity)]
+    #[track_caller]
     pub fn aggregate<A>(
         self,
         agg: A,
@@ -658,6 +677,7 @@ where
         A: AggregateFunction<P::Out>,
         Partial<K, A::Acc>: Record,
     {
+        let label = format!("window at {}", std::panic::Location::caller());
         let WindowedStream {
             keyed,
             windows,
@@ -676,13 +696,10 @@ where
         let df = stream.dataflow().clone();
         let edge = df.new_edge("window partials");
         let out = df.outbox::<Partial<K, A::Acc>>(edge);
-        // With lateness, a record may be too late for some of its sliding
-        // windows and not for others: keep windows, not panes.
-        let pane = if <L::Gate as Gate<K, P::Out>>::ON {
-            None
-        } else {
-            windows.pane()
-        };
+        // Sliding windows are kept per pane; records behind the watermark
+        // that are too late for some of their windows go to `exact`, per
+        // window.
+        let pane = windows.pane();
         stream.end_in(PartialTail {
             out,
             key,
@@ -690,9 +707,10 @@ where
             agg: agg.clone(),
             windows,
             table: Table::<K, A::Acc, M>::new(),
+            exact: Table::<K, A::Acc, M>::new(),
             hot: (u64::MAX, 0, 0),
             wm: 0,
-            late: 0,
+            late: None,
             records: 0,
             step: match windows {
                 Windows::Tumbling { size } => size,
@@ -701,6 +719,7 @@ where
             pane,
             gate,
             pending: false,
+            label,
         });
         let mut core = Core::new(windows, agg, latency_per_window);
         core.lateness = lateness;
@@ -708,7 +727,7 @@ where
     }
 }
 
-impl<H, P, KF, TF, K, M> WindowedStream<H, P, KF, TF, M, Windows, OnTime>
+impl<H, P, KF, TF, K, M, L> WindowedStream<H, P, KF, TF, M, Windows, L>
 where
     H: Head,
     P: Pipe<H::Out>,
@@ -717,10 +736,14 @@ where
     KF: Fn(&P::Out) -> K + Clone + 'static,
     TF: Fn(&P::Out) -> u64 + Clone + 'static,
     M: MapKind<K>,
+    L: LatePolicy<K, P::Out>,
 {
     /// [`WindowedStream::aggregate`] without pre-aggregation: every record
     /// goes to its key's owner, which assigns its windows (what Flink does
     /// without a combiner; the exchange carries every record). Same rows.
+    /// Lateness as for [`WindowedStream::aggregate`] (see [`super::late`]
+    /// for sliding windows); records within an allowed lateness are added
+    /// to windows the owner keeps, which fire again.
     ///
     /// ```
     /// use air_operators::graph::*;
@@ -752,6 +775,7 @@ where
     /// assert_eq!(rows, [(0, 1, 2), (0, 2, 1), (1_000, 1, 1)]);
     /// ```
     #[allow(clippy::type_complexity)]
+    #[track_caller]
     pub fn aggregate_every_event<A>(
         self,
         agg: A,
@@ -760,29 +784,38 @@ where
         A: AggregateFunction<P::Out>,
         P::Out: Record,
     {
+        let label = format!("window at {}", std::panic::Location::caller());
         let WindowedStream {
             keyed,
             windows,
             time,
+            late,
             latency_per_window,
             ..
         } = self;
-        let (stream, key) = keyed.into_parts();
+        let (mut stream, key) = keyed.into_parts();
+        let gate = Rc::new(Cell::new(0));
+        if <L::Gate as Gate<K, P::Out>>::ON {
+            stream.pipe_mut().pass_late(&gate);
+        }
+        let gate = late.into_gate(gate);
+        let lateness = gate.lateness();
         let df = stream.dataflow().clone();
         let edge = df.new_edge("window records");
         let out = df.outbox::<P::Out>(edge);
-        stream.end_in(KeyedTail {
+        stream.end_in(WindowTail {
             out,
             key: key.clone(),
+            time: time.clone(),
+            windows,
+            wm: 0,
+            gate,
+            label: label.clone(),
         });
-        df.consume(
-            edge,
-            WindowEveryEvent {
-                core: Core::new(windows, agg, latency_per_window),
-                key,
-                time,
-            },
-        )
+        let mut core = Core::new(windows, agg, latency_per_window);
+        core.lateness = lateness;
+        core.label = label;
+        df.consume(edge, WindowEveryEvent { core, key, time })
     }
 }
 
@@ -812,6 +845,92 @@ impl<T: ExchangeData, K: Hash, KF: Fn(&T) -> K + 'static> Tail<T> for KeyedTail<
     }
 }
 
+/// Routes records to their key's owner for a windowed operator there
+/// (windows aggregated at the owner, windowed joins), judging lateness
+/// first: a record whose windows all closed at the watermark at it (the
+/// last one's end + lateness <= it) is late here (see [`super::late`]).
+pub(crate) struct WindowTail<T, KF, TF, G> {
+    pub(crate) out: Outbox<T>,
+    pub(crate) key: KF,
+    pub(crate) time: TF,
+    pub(crate) windows: Windows,
+    /// The last watermark this tail passed on, ms.
+    pub(crate) wm: u64,
+    pub(crate) gate: G,
+    /// The late records' label ([`air_runtime::dataflow::LateLog`]).
+    pub(crate) label: String,
+}
+
+impl<T, K, KF, TF, G> Tail<T> for WindowTail<T, KF, TF, G>
+where
+    T: ExchangeData,
+    K: Hash + 'static,
+    KF: Fn(&T) -> K + 'static,
+    TF: Fn(&T) -> u64 + 'static,
+    G: Gate<K, T>,
+{
+    #[inline(always)]
+    fn push(&mut self, item: T, cx: &mut Cx<'_, '_>) {
+        if G::ON {
+            let t = (self.time)(&item);
+            let behind = self.gate.behind();
+            if t < behind || t < self.wm {
+                let wm = behind.max(self.wm);
+                let end = self.windows.last_end(t);
+                if end.saturating_add(self.gate.lateness()) <= wm {
+                    let k = (self.key)(&item);
+                    return self.gate.reject(k, t, wm, item, cx);
+                }
+            }
+        }
+        let h = key_hash(&(self.key)(&item));
+        self.out.push_hashed(h, item, cx);
+    }
+    fn watermark(&mut self, wm: u64, cx: &mut Cx<'_, '_>) {
+        self.wm = self.wm.max(wm);
+        if G::ON {
+            self.gate.watermark(wm, cx);
+        }
+        self.out.watermark(wm, cx)
+    }
+    fn tick(&mut self, cx: &mut Cx<'_, '_>) {
+        if G::ON {
+            self.gate.tick(cx);
+        }
+        self.out.flush(cx)
+    }
+    fn end(&mut self, final_wm: u64, cx: &mut Cx<'_, '_>) {
+        if G::ON {
+            self.gate.end(final_wm, cx);
+        }
+        self.out.end(final_wm, cx)
+    }
+    fn report(&mut self, stats: &mut Stats) {
+        stats.add("window_records", self.out.records);
+        stats.add_late(&self.label, self.gate.late());
+    }
+}
+
+/// A [`WindowTail`] for a windowed operator at the owners (joins).
+pub(crate) fn window_tail<T, KF, TF, G>(
+    out: Outbox<T>,
+    key: KF,
+    time: TF,
+    windows: Windows,
+    gate: G,
+    label: &str,
+) -> WindowTail<T, KF, TF, G> {
+    WindowTail {
+        out,
+        key,
+        time,
+        windows,
+        wm: 0,
+        gate,
+        label: label.to_string(),
+    }
+}
+
 /// The pre-aggregating end of a windowed segment: one accumulator per
 /// (window or pane, key); a window's partials go to their keys' owners when
 /// the watermark passes its end.
@@ -822,10 +941,15 @@ struct PartialTail<T, K, A: AggregateFunction<T>, KF, TF, M: MapKind<K>, G> {
     agg: A,
     windows: Windows,
     table: Table<K, A::Acc, M>,
+    /// Sliding windows kept per pane: the records behind the watermark
+    /// whose pane closed, per window (only their windows still open).
+    exact: Table<K, A::Acc, M>,
     /// (start, end, index) of the window (or pane) events last went to.
     hot: (u64, u64, usize),
     wm: u64,
-    late: u64,
+    /// Records for closed windows without a gate (a stream fed by an
+    /// edge, [`super::BehindWatermark`]).
+    late: Option<LateRecords>,
     /// Records that reached the window.
     records: u64,
     /// The tumbling window's size or the sliding windows' pane, ms (0:
@@ -838,6 +962,8 @@ struct PartialTail<T, K, A: AggregateFunction<T>, KF, TF, M: MapKind<K>, G> {
     /// A window whose partial went out got records again (lateness): send
     /// it at the next watermark even if the watermark did not move.
     pending: bool,
+    /// The late records' label ([`air_runtime::dataflow::LateLog`]).
+    label: String,
 }
 
 impl<T, K, A, KF, TF, M, G> PartialTail<T, K, A, KF, TF, M, G>
@@ -853,29 +979,34 @@ where
     fn emit_closed(&mut self, wm: u64, cx: &mut Cx<'_, '_>) {
         self.hot = (u64::MAX, 0, 0);
         let out = &mut self.out;
+        let size = self.windows.size();
+        let mut send = |start: u64, m: M::Map<Slot<A::Acc>>, cx: &mut Cx<'_, '_>| {
+            for (key, s) in m.into_entries() {
+                let h = key_hash(&key);
+                out.push_hashed(
+                    h,
+                    Partial {
+                        start,
+                        newest: s.newest,
+                        key,
+                        acc: s.acc,
+                    },
+                    cx,
+                );
+            }
+        };
         match self.pane {
             None => {
                 self.table
-                    .drain_closed(self.windows.size(), wm, |start, m| {
-                        for (key, s) in m.into_entries() {
-                            let h = key_hash(&key);
-                            out.push_hashed(
-                                h,
-                                Partial {
-                                    start,
-                                    newest: s.newest,
-                                    key,
-                                    acc: s.acc,
-                                },
-                                cx,
-                            );
-                        }
-                    });
+                    .drain_closed(size, wm, |start, m| send(start, m, cx));
             }
             Some(slide) => {
+                // Records behind the watermark, per window.
+                self.exact
+                    .drain_closed(size, wm, |start, m| send(start, m, cx));
                 // A closed pane [p, p + slide) is part of the windows
                 // starting p − size + slide … p.
-                let back = self.windows.size() - slide;
+                let back = size - slide;
                 self.table.drain_closed(slide, wm, |p, m| {
                     for (key, s) in m.into_entries() {
                         let h = key_hash(&key);
@@ -904,23 +1035,26 @@ where
         }
     }
 
-    /// [`Tail::push`] with allowed lateness: `t` is judged against the
+    /// [`Tail::push`] judging lateness: `t` is judged against the
     /// watermark at the record (the event-time stage's, or this tail's for
     /// a stream fed by an edge).
     #[inline(always)]
     fn push_gated(&mut self, item: T, t: u64, cx: &mut Cx<'_, '_>) {
         let behind = self.gate.behind();
-        let lateness = self.gate.lateness();
         let step = self.step;
         if step != 0 {
-            // Tumbling windows.
+            // Tumbling windows, or the panes of sliding ones.
             if t < behind || !(self.hot.0 <= t && t < self.hot.1) {
                 let wm = behind.max(self.wm);
                 let start = t - t % step;
                 let end = start.saturating_add(step);
-                if end.saturating_add(lateness) <= wm {
+                if end <= wm && self.pane.is_some() {
+                    // Its pane closed: some of its windows may still be open.
+                    return self.push_exact(item, t, wm, cx);
+                }
+                if end.saturating_add(self.gate.lateness()) <= wm {
                     let k = (self.key)(&item);
-                    self.gate.reject(k, t, item, cx);
+                    self.gate.reject(k, t, wm, item, cx);
                     return;
                 }
                 if end <= self.wm {
@@ -940,37 +1074,98 @@ where
             agg.add(&mut s.acc, &item);
             s.newest = s.newest.max(t);
         } else {
-            // Sliding windows, one by one: the record goes to those of its
-            // windows still within lateness; too late if none is.
+            // Sliding windows, one by one.
             let wm = behind.max(self.wm);
-            let k = (self.key)(&item);
-            let size = self.windows.size();
-            let (table, agg, own, pending) =
-                (&mut self.table, &self.agg, self.wm, &mut self.pending);
-            let mut taken = false;
-            self.windows.assign(t, |start| {
-                let end = start.saturating_add(size);
-                if end.saturating_add(lateness) <= wm {
-                    return;
-                }
-                taken = true;
-                if end <= own {
-                    *pending = true;
-                }
-                let i = table.index(start);
-                let s = table.windows[i].1.get_or_insert_with(k.clone(), || Slot {
-                    acc: agg.create(),
-                    newest: 0,
-                });
-                agg.add(&mut s.acc, &item);
-                s.newest = s.newest.max(t);
-            });
             self.hot = (u64::MAX, 0, 0);
-            if !taken {
-                self.gate.reject(k, t, item, cx);
+            let (windows, lateness, own) = (self.windows, self.gate.lateness(), self.wm);
+            let (key, agg, pending) = (&self.key, &self.agg, &mut self.pending);
+            if !add_open(
+                &mut self.table,
+                windows,
+                lateness,
+                own,
+                wm,
+                key,
+                agg,
+                pending,
+                &item,
+                t,
+            ) {
+                let k = (self.key)(&item);
+                self.gate.reject(k, t, wm, item, cx);
             }
         }
     }
+
+    /// A record whose pane closed at watermark `wm`: into those of its
+    /// windows still open (within lateness), kept per window; late if none is.
+    #[cold]
+    fn push_exact(&mut self, item: T, t: u64, wm: u64, cx: &mut Cx<'_, '_>) {
+        let (windows, lateness, own) = (self.windows, self.gate.lateness(), self.wm);
+        let (key, agg, pending) = (&self.key, &self.agg, &mut self.pending);
+        if !add_open(
+            &mut self.exact,
+            windows,
+            lateness,
+            own,
+            wm,
+            key,
+            agg,
+            pending,
+            &item,
+            t,
+        ) {
+            let k = (self.key)(&item);
+            self.gate.reject(k, t, wm, item, cx);
+        }
+    }
+}
+
+/// Adds `item` (event time `t`) to those of its `windows` in `table` whose
+/// end + `lateness` is after watermark `wm`; sets `pending` if one of them
+/// already went out (end <= `own`, the tail's watermark). Returns whether
+/// any took it.
+#[allow(clippy::too_many_arguments)]
+#[inline]
+fn add_open<T, K, A, KF, M>(
+    table: &mut Table<K, A::Acc, M>,
+    windows: Windows,
+    lateness: u64,
+    own: u64,
+    wm: u64,
+    key: &KF,
+    agg: &A,
+    pending: &mut bool,
+    item: &T,
+    t: u64,
+) -> bool
+where
+    K: Clone,
+    A: AggregateFunction<T>,
+    KF: Fn(&T) -> K,
+    M: MapKind<K>,
+{
+    let size = windows.size();
+    let k = key(item);
+    let mut taken = false;
+    windows.assign(t, |start| {
+        let end = start.saturating_add(size);
+        if end.saturating_add(lateness) <= wm {
+            return;
+        }
+        taken = true;
+        if end <= own {
+            *pending = true;
+        }
+        let i = table.index(start);
+        let s = table.windows[i].1.get_or_insert_with(k.clone(), || Slot {
+            acc: agg.create(),
+            newest: 0,
+        });
+        agg.add(&mut s.acc, item);
+        s.newest = s.newest.max(t);
+    });
+    taken
 }
 
 impl<T, K, A, KF, TF, M, G> Tail<T> for PartialTail<T, K, A, KF, TF, M, G>
@@ -998,7 +1193,7 @@ where
             if !(self.hot.0 <= t && t < self.hot.1) {
                 let start = t - t % step;
                 if start.saturating_add(step) <= self.wm {
-                    self.late += 1;
+                    LateRecords::count(&mut self.late, t, self.wm);
                     return;
                 }
                 let i = self.table.index(start);
@@ -1020,7 +1215,7 @@ where
             let (table, agg, wm, late) = (&mut self.table, &self.agg, self.wm, &mut self.late);
             self.windows.assign(t, |start| {
                 if start.saturating_add(size) <= wm {
-                    *late += 1;
+                    LateRecords::count(late, t, wm);
                     return;
                 }
                 let i = table.index(start);
@@ -1069,7 +1264,8 @@ where
     }
 
     fn report(&mut self, stats: &mut Stats) {
-        stats.add("late_records", self.late + self.gate.late());
+        stats.add_late(&self.label, self.late);
+        stats.add_late(&self.label, self.gate.late());
         stats.add("window_records", self.records);
     }
 }
@@ -1084,7 +1280,10 @@ struct Core<K, A: AggregateFunction<T>, T, M: MapKind<K>> {
     /// Allowed lateness, ms: fired windows are kept until the watermark
     /// passes end + lateness (0: dropped when they fire).
     lateness: u64,
-    late: u64,
+    /// Records (partials) for windows that had fired, the first of them.
+    late: Option<LateRecords>,
+    /// The late records' label ([`air_runtime::dataflow::LateLog`]).
+    label: String,
     rows: u64,
     /// Rows fired again for windows updated within their lateness.
     refired: u64,
@@ -1107,7 +1306,8 @@ impl<K: Hash + Eq, A: AggregateFunction<T>, T, M: MapKind<K>> Core<K, A, T, M> {
             table: Table::new(),
             fired: 0,
             lateness: 0,
-            late: 0,
+            late: None,
+            label: String::new(),
             rows: 0,
             refired: 0,
             unfired: 0,
@@ -1117,12 +1317,12 @@ impl<K: Hash + Eq, A: AggregateFunction<T>, T, M: MapKind<K>> Core<K, A, T, M> {
         }
     }
 
-    /// The slot of (`start`, `key`), or `None` (counted) if that window
-    /// already fired.
+    /// The slot of (`start`, `key`), or `None` (counted, event time `t`)
+    /// if that window already fired.
     #[inline]
-    fn slot(&mut self, start: u64, key: K) -> Option<&mut Slot<A::Acc>> {
+    fn slot(&mut self, start: u64, key: K, t: u64) -> Option<&mut Slot<A::Acc>> {
         if start.saturating_add(self.windows.size()) <= self.fired {
-            self.late += 1;
+            LateRecords::count(&mut self.late, t, self.fired);
             return None;
         }
         let i = self.table.index(start);
@@ -1140,6 +1340,7 @@ impl<K: Hash + Eq, A: AggregateFunction<T>, T, M: MapKind<K>> Core<K, A, T, M> {
         &mut self,
         start: u64,
         key: K,
+        t: u64,
         f: impl FnOnce(&mut Slot<A::Acc>),
         emit: &mut E,
     ) where
@@ -1147,7 +1348,7 @@ impl<K: Hash + Eq, A: AggregateFunction<T>, T, M: MapKind<K>> Core<K, A, T, M> {
     {
         let end = start.saturating_add(self.windows.size());
         if end.saturating_add(self.lateness) <= self.fired {
-            self.late += 1;
+            LateRecords::count(&mut self.late, t, self.fired);
             return;
         }
         let i = self.table.index(start);
@@ -1297,7 +1498,10 @@ impl<K: Hash + Eq, A: AggregateFunction<T>, T, M: MapKind<K>> Core<K, A, T, M> {
     fn report(&mut self, stats: &mut Stats, late_name: &str) {
         stats.add("window_rows", self.rows);
         stats.add("refired_rows", self.refired);
-        stats.add(late_name, self.late);
+        match late_name {
+            "late_records" => stats.add_late(&self.label, self.late),
+            _ => stats.add(late_name, self.late.map_or(0, |l| l.records)),
+        }
         stats.add("unfired_windows", self.unfired);
         stats.add("windows_fired", self.windows_fired);
         stats.max("watermark_lag_max_ms", self.wm_lag);
@@ -1337,6 +1541,7 @@ where
                 self.core.refine(
                     p.start,
                     p.key,
+                    newest,
                     |s| {
                         agg.merge(&mut s.acc, acc);
                         s.newest = s.newest.max(newest);
@@ -1345,7 +1550,7 @@ where
                 );
                 continue;
             }
-            if let Some(s) = self.core.slot(p.start, p.key) {
+            if let Some(s) = self.core.slot(p.start, p.key, p.newest) {
                 agg.merge(&mut s.acc, p.acc);
                 s.newest = s.newest.max(p.newest);
             }
@@ -1365,6 +1570,13 @@ where
         // watermark protocol is broken.
         self.core.report(stats, "late_partials");
     }
+}
+
+/// Adds record `x` (event time `t`) to slot `s`.
+#[inline(always)]
+fn add<T, A: AggregateFunction<T>>(agg: &A, s: &mut Slot<A::Acc>, x: &T, t: u64) {
+    agg.add(&mut s.acc, x);
+    s.newest = s.newest.max(t);
 }
 
 /// The window operator at a key's owner, fed by every record.
@@ -1387,7 +1599,7 @@ where
     type Out = Windowed<K, A::Out>;
 
     #[inline]
-    fn on_batch<E: FnMut(Self::Out)>(&mut self, items: &[T::Item], _emit: &mut E) {
+    fn on_batch<E: FnMut(Self::Out)>(&mut self, items: &[T::Item], emit: &mut E) {
         let windows = self.core.windows;
         let agg = self.core.agg.clone();
         if let Windows::Tumbling { size } = windows {
@@ -1401,7 +1613,10 @@ where
                 if !(hot.0 <= t && t < hot.1) {
                     let start = t - t % size;
                     if start.saturating_add(size) <= self.core.fired {
-                        self.core.late += 1;
+                        // Fired: again within lateness, else late.
+                        let k = (self.key)(&x);
+                        self.core.refine(start, k, t, |s| add(&agg, s, &x, t), emit);
+                        hot = (u64::MAX, 0, 0);
                         continue;
                     }
                     hot = (
@@ -1417,19 +1632,21 @@ where
                         acc: agg.create(),
                         newest: 0,
                     });
-                agg.add(&mut s.acc, &x);
-                s.newest = s.newest.max(t);
+                add(&agg, s, &x, t);
             }
             return;
         }
+        let size = windows.size();
         for a in items {
             let x = T::from_archived(a);
             let t = (self.time)(&x);
             let k = (self.key)(&x);
             windows.assign(t, |start| {
-                if let Some(s) = self.core.slot(start, k.clone()) {
-                    agg.add(&mut s.acc, &x);
-                    s.newest = s.newest.max(t);
+                if start.saturating_add(size) <= self.core.fired {
+                    let k = k.clone();
+                    self.core.refine(start, k, t, |s| add(&agg, s, &x, t), emit);
+                } else if let Some(s) = self.core.slot(start, k.clone(), t) {
+                    add(&agg, s, &x, t);
                 }
             });
         }

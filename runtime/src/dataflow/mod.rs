@@ -46,10 +46,12 @@
 //! its inputs'. See [`cx`] for why backpressure cannot deadlock.
 
 pub mod cx;
+pub mod late;
 pub mod pipe;
 pub mod stream;
 
 pub use cx::{Cx, EdgeConsumer, Outbox};
+pub use late::{LateLog, LateRecords, DISORDER_MAX};
 pub use pipe::{
     EventTime, Filter, FlatMap, Identity, IngestionTime, Inspect, Map, Pipe, Then,
     INGESTION_CLOCK_EVERY,
@@ -200,6 +202,9 @@ pub struct Stats {
     /// Latency of result rows, ms (the YSB definition: emit time minus the
     /// newest event time in the row's window), where an operator measures it.
     pub latency: Histogram<u64>,
+    /// Late records by operator ([`LateLog`]): what [`LateLog::summary`]
+    /// prints at the end of a run.
+    pub late: LateLog,
 }
 
 impl Default for Stats {
@@ -208,6 +213,7 @@ impl Default for Stats {
             counters: BTreeMap::new(),
             maxima: BTreeMap::new(),
             latency: latency_histogram(),
+            late: LateLog::default(),
         }
     }
 }
@@ -243,6 +249,22 @@ impl Stats {
             self.max(k, *v);
         }
         let _ = self.latency.add(&o.latency);
+        self.late.merge(&o.late);
+    }
+
+    /// Records `l` late at the operator `label` (also counted in
+    /// `late_records`).
+    pub fn add_late(&mut self, label: &str, l: Option<LateRecords>) {
+        if let Some(l) = l {
+            self.add("late_records", l.records);
+            self.late.add(label, l);
+        }
+    }
+
+    /// The lines to print about late records (none if none was late):
+    /// [`LateLog::summary`] with the disorder the event-time stages saw.
+    pub fn late_summary(&self) -> Vec<String> {
+        self.late.summary(self.get_max(DISORDER_MAX))
     }
 
     /// Latency percentiles (none without samples).

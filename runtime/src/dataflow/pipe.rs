@@ -168,19 +168,30 @@ impl<In, P: Pipe<In>, Q: Pipe<P::Out>> Pipe<In> for Then<P, Q> {
 }
 
 /// The event-time stage of a source's chain ([`super::Stream::event_time`]):
-/// the watermark is the newest event time seen minus the allowed delay; an
-/// older record is late (dropped, counted in `late_records`). With
-/// idleness, a stage that saw no record for a while lets its watermark
-/// follow the wall clock. Once [`Pipe::pass_late`] gave it a gate, records
-/// behind the watermark go on (the operator at the chain's end judges and
-/// counts them).
+/// the watermark is the newest event time seen minus the allowed delay. A
+/// record older than the watermark goes on to the operator at the chain's
+/// end, which judges it (a window: late only if every window it belongs
+/// to already closed) once [`Pipe::pass_late`] gave this stage a gate;
+/// without a gate (the chain ends in no windowed operator, or the window
+/// asked for [`drop_behind_watermark`]-style strictness) it is late here:
+/// dropped and counted (`late_records`, and the [`super::LateLog`] entry
+/// of this stage). With idleness, a stage that saw no record for a while
+/// lets its watermark follow the wall clock. It also keeps the largest lag
+/// of a record behind the newest event time ([`super::DISORDER_MAX`]).
+///
+/// [`drop_behind_watermark`]: super::Stream::event_time
 pub struct EventTime<P, F> {
     pub(crate) inner: P,
     pub(crate) time: F,
     pub(crate) delay: u64,
     pub(crate) newest: u64,
     pub(crate) wm: u64,
-    pub(crate) late: u64,
+    /// Records dropped here (no gate), the first of them.
+    pub(crate) late: Option<super::LateRecords>,
+    /// Largest `newest − t` of a record, ms.
+    pub(crate) disorder: u64,
+    /// Where the user's program made this stage (the late records' label).
+    pub(crate) at: &'static std::panic::Location<'static>,
     /// Idle after this many ms without a record.
     pub(crate) idle_ms: Option<u64>,
     /// Records seen since the last tick (idleness).
@@ -203,28 +214,32 @@ impl<In, P: Pipe<In>, F: Fn(&P::Out) -> u64 + 'static> Pipe<In> for EventTime<P,
             newest,
             wm,
             late,
+            disorder,
             seen,
             gate,
             ..
         } = self;
         inner.run(x, &mut |y| {
             let t = time(&y);
-            if t < *wm {
-                // Late: dropped, unless a window downstream judges it
-                // (one call site of `emit`, so the tail stays inlined).
-                match gate {
-                    Some(g) => g.set(*wm),
-                    None => {
-                        *late += 1;
-                        return;
-                    }
-                }
-            }
             if t > *newest {
                 *newest = t;
                 // The watermark follows every record: lateness is judged
                 // against every record before it, batch or not.
                 *wm = (*wm).max(t.saturating_sub(*delay));
+            } else {
+                *disorder = (*disorder).max(*newest - t);
+                if t < *wm {
+                    // Behind the watermark: judged by the operator at the
+                    // chain's end, or dropped here (one call site of
+                    // `emit`, so the tail stays inlined).
+                    match gate {
+                        Some(g) => g.set(*wm),
+                        None => {
+                            super::LateRecords::count(late, t, *wm);
+                            return;
+                        }
+                    }
+                }
             }
             *seen = true;
             emit(y)
@@ -248,7 +263,8 @@ impl<In, P: Pipe<In>, F: Fn(&P::Out) -> u64 + 'static> Pipe<In> for EventTime<P,
     }
     fn report(&self, stats: &mut Stats) {
         self.inner.report(stats);
-        stats.add("late_records", self.late);
+        stats.add_late(&format!("event-time stage at {}", self.at), self.late);
+        stats.max(super::DISORDER_MAX, self.disorder);
     }
     fn pass_late(&mut self, gate: &Rc<Cell<u64>>) -> bool {
         self.gate = Some(gate.clone());

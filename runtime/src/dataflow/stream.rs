@@ -1094,12 +1094,18 @@ impl<S: Source, P: Pipe<S::Item>> Stream<SourceHead<S>, P> {
     /// this point of the source's chain: `time` gives a record's event time
     /// (ms); the watermark is the newest event time seen minus
     /// `max_delay_ms` (bounded out-of-orderness). A record older than the
-    /// watermark is late: dropped and counted (`late_records`), never
-    /// silently — unless the chain ends in a window with allowed lateness
-    /// or a side stream of late records, which judges such records itself
-    /// ([`Pipe::pass_late`]). Records dropped before this point (by a
-    /// `filter`) do not move the watermark. Without it a source's watermark
-    /// stays at 0 until it ends.
+    /// watermark goes on when the chain ends in a windowed operator
+    /// (window, windowed join, session), which judges it as Flink does: late
+    /// only if every window it belongs to has already closed (end +
+    /// allowed lateness <= the watermark at the record;
+    /// [`Pipe::pass_late`]). Where the chain ends in anything else (a
+    /// keyed process function, an interval join, a sink), or the window
+    /// asked for `drop_behind_watermark`, such a record is late here:
+    /// dropped and counted (`late_records`), never silently — the run's
+    /// summary names this stage, its first late record, and the disorder
+    /// seen ([`super::LateLog`]). Records dropped before this point (by a
+    /// `filter`) do not move the watermark. Without it a source's
+    /// watermark stays at 0 until it ends.
     ///
     /// ```
     /// use air_runtime::dataflow::{run_graph, VecSource};
@@ -1136,7 +1142,9 @@ impl<S: Source, P: Pipe<S::Item>> Stream<SourceHead<S>, P> {
                 delay: max_delay_ms,
                 newest: 0,
                 wm: 0,
-                late: 0,
+                late: None,
+                disorder: 0,
+                at: std::panic::Location::caller(),
                 idle_ms: None,
                 seen: false,
                 last_seen: std::time::Instant::now(),
