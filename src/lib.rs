@@ -142,6 +142,10 @@ fn env_number(var: &str, range: std::ops::RangeInclusive<usize>) -> Result<Optio
 /// ```
 pub struct Job {
     cfg: JobConfig,
+    /// Print late records per operator on stderr at the end (default).
+    report_late: bool,
+    /// Fail (`Error::Late`) if any record was late.
+    fail_on_late: bool,
     #[cfg(feature = "mpi")]
     mpi: Option<Arc<air_rdma::Mpi>>,
 }
@@ -190,7 +194,12 @@ impl Job {
                 });
                 mpi = Some(m);
             }
-            Ok(Job { cfg, mpi })
+            Ok(Job {
+                cfg,
+                mpi,
+                report_late: true,
+                fail_on_late: false,
+            })
         }
         #[cfg(not(feature = "mpi"))]
         {
@@ -200,13 +209,57 @@ impl Job {
                      (enable the `mpi` feature); each rank would run the whole job alone"
                 )));
             }
-            Ok(Job { cfg })
+            Ok(Job {
+                cfg,
+                report_late: true,
+                fail_on_late: false,
+            })
         }
     }
 
     /// Sets the worker threads per process.
     pub fn workers(mut self, n: usize) -> Self {
         self.cfg.workers = n.max(1);
+        self
+    }
+
+    /// Whether [`Job::run`] prints late records on stderr when the job ends
+    /// (default: yes): per operator (the line of the program that made
+    /// it), how many, the first late record's event time and the watermark
+    /// it fell behind, and a watermark delay that would have kept them (the
+    /// largest lag behind the newest event time seen). Under MPI each rank
+    /// prints its own workers' (`air: rank R: …`).
+    pub fn report_late(mut self, on: bool) -> Self {
+        self.report_late = on;
+        self
+    }
+
+    /// Makes late records an error: [`Job::run`] returns
+    /// [`Error::Late`] if any record was late (after the job ran to its end
+    /// and wrote its rows). Off by default.
+    ///
+    /// ```
+    /// use air::prelude::*;
+    ///
+    /// let mut job = air::Job::from_env()?.workers(1).fail_on_late(true).report_late(false);
+    /// job.config_mut().pin = false;
+    /// let err = job
+    ///     .run(|df| {
+    ///         // 2 500 closes [0, 1000) (delay 0): the record at 100 is late.
+    ///         df.source(VecSource::new(vec![(1u32, 2_500u64), (1, 100)]))
+    ///             .event_time(|r| r.1, 0)
+    ///             .key_by(|r| r.0)
+    ///             .window(Tumbling::ms(1_000), |r| r.1)
+    ///             .aggregate(Count)
+    ///             .for_each(|_| {});
+    ///     })
+    ///     .unwrap_err();
+    /// assert!(matches!(err, air::Error::Late { records: 1, .. }), "{err}");
+    /// assert!(err.to_string().contains("event time 100 ms"), "{err}");
+    /// # Ok::<(), air::Error>(())
+    /// ```
+    pub fn fail_on_late(mut self, on: bool) -> Self {
+        self.fail_on_late = on;
         self
     }
 
@@ -284,7 +337,7 @@ impl Job {
     where
         B: Fn(&air_runtime::dataflow::Dataflow) + Sync,
     {
-        let r = air_runtime::dataflow::run_graph(&self.cfg, build);
+        let r = air_runtime::dataflow::run_graph(&self.cfg, build).and_then(|out| self.late(out));
         #[cfg(feature = "mpi")]
         if let (Err(e), Some(m)) = (&r, &self.mpi) {
             if m.size() > 1 {
@@ -304,5 +357,31 @@ impl Job {
             }
         }
         r
+    }
+
+    /// Reports late records (on stderr unless [`Job::report_late`] is off)
+    /// and fails if asked to ([`Job::fail_on_late`]).
+    fn late(&self, out: GraphOutput) -> Result<GraphOutput, Error> {
+        let lines = out.stats.late_summary();
+        if lines.is_empty() {
+            return Ok(out);
+        }
+        let who = if self.ranks() > 1 {
+            format!("air: rank {}: ", self.rank())
+        } else {
+            "air: ".to_string()
+        };
+        if self.report_late && !self.fail_on_late {
+            for l in &lines {
+                air_runtime::say!("{who}{l}");
+            }
+        }
+        if self.fail_on_late {
+            return Err(Error::Late {
+                records: out.stats.late.total(),
+                summary: lines.join("; "),
+            });
+        }
+        Ok(out)
     }
 }

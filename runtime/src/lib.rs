@@ -114,6 +114,17 @@ pub enum RuntimeError {
     /// rank elsewhere. `air` exits with code 2 (a bad option).
     #[error("job setup: {0}")]
     Refused(String),
+    /// Records were late and the job was asked to fail on late records
+    /// (`fail_on_late`, `--fail-on-late`): the job ran to its end (rows
+    /// written as windows closed), then failed with the late records per
+    /// operator ([`dataflow::LateLog::summary`]).
+    #[error("{records} late record(s) (asked to fail on late records): {summary}")]
+    Late {
+        /// Late records over every operator of this process.
+        records: u64,
+        /// The summary's lines, joined by "; ".
+        summary: String,
+    },
 }
 
 /// The message (what `main` returning an error prints is then readable).

@@ -45,6 +45,11 @@ pub struct OutputArgs {
     /// and a query with windows.
     #[arg(long, value_name = "FILE.png")]
     pub latency_plot: Option<PathBuf>,
+    /// Exit with an error (code 1) if any record was late (after the run
+    /// wrote its rows and report): for jobs whose results must hold every
+    /// record. Late records are printed on stderr either way.
+    #[arg(long)]
+    pub fail_on_late: bool,
 }
 
 /// One worker's figures in a report.
@@ -88,6 +93,13 @@ pub struct RankPart<R> {
     pub elapsed_s: f64,
     /// Partials that arrived after their window fired (must be 0).
     pub late_partials: u64,
+    /// Late records by operator.
+    #[serde(default)]
+    pub late: air_runtime::dataflow::LateLog,
+    /// The largest lag of a record behind the newest event time before it,
+    /// ms (`None`: no event-time stage).
+    #[serde(default)]
+    pub disorder_max_ms: Option<u64>,
     /// The input error that stopped a source, if any.
     pub input_error: Option<String>,
     /// Bad records skipped (`--on-bad-record skip`).
@@ -167,6 +179,14 @@ pub struct Report {
     pub events_per_s_per_worker: f64,
     /// Late records, dropped and counted.
     pub late_records: u64,
+    /// Late records by operator (the place in the query that judged them):
+    /// count, first late record's event time and the watermark it fell
+    /// behind.
+    pub late_by_operator: air_runtime::dataflow::LateLog,
+    /// The largest lag of a record behind the newest event time before it,
+    /// ms: a `--max-delay-ms` at least this large makes no record late
+    /// (`null`: no event-time stage).
+    pub disorder_max_ms: Option<u64>,
     /// Bad input records skipped.
     pub skipped_records: u64,
     /// Result rows (counted, also when not collected).
@@ -682,6 +702,7 @@ pub fn run<Q: Query>(q: &Q, dist: &Dist, print: bool) -> Result<Option<Report>, 
     let merged = merge(q, parts, mpi);
     let code = match &merged {
         Ok((_, _, Some(_), _)) => 2,
+        Ok((_, r, None, _)) if out.fail_on_late && r.late_by_operator.total() > 0 => 1,
         Ok(_) => 0,
         Err(e) => e.exit_code(),
     };
@@ -707,8 +728,19 @@ pub fn run<Q: Query>(q: &Q, dist: &Dist, print: bool) -> Result<Option<Report>, 
         let title = format!("air run {} latency", q.name());
         super::plots::write_latency_cdf(&hist, p, &title).map_err(CliError::BadInput)?;
     }
+    // Late records are never silent: on stderr, whatever the summary's way.
+    let late = report.late_by_operator.summary(report.disorder_max_ms);
+    if print {
+        for l in &late {
+            air_runtime::say!("air: {l}");
+        }
+    }
     match input_error {
         Some(e) => Err(CliError::BadInput(e)),
+        None if out.fail_on_late && !late.is_empty() => Err(CliError::Other(anyhow::anyhow!(
+            "{} late record(s) (--fail-on-late)",
+            report.late_by_operator.total()
+        ))),
         None => Ok(Some(report)),
     }
 }
@@ -735,6 +767,8 @@ fn merge<Q: Query>(
     let (mut stopped, mut unfired) = (air_runtime::stop::requested(), 0);
     let mut peak_rss = 0;
     let mut extras = Vec::new();
+    let mut late = air_runtime::dataflow::LateLog::default();
+    let mut disorder: Option<u64> = None;
     let rt = q.runtime();
     let mut channels = ChannelsReport {
         plan: serde_json::Value::Null,
@@ -770,6 +804,8 @@ fn merge<Q: Query>(
         skipped += p.skipped;
         uncollected += p.uncollected_rows;
         late_partials += p.late_partials;
+        late.merge(&p.late);
+        disorder = disorder.max(p.disorder_max_ms);
         secs = secs.max(p.elapsed_s);
         if input_error.is_none() {
             input_error = p.input_error;
@@ -800,6 +836,8 @@ fn merge<Q: Query>(
         events_per_s: events as f64 / secs,
         events_per_s_per_worker: events as f64 / secs / w as f64,
         late_records: per_worker.iter().map(|p| p.late_records).sum(),
+        late_by_operator: late,
+        disorder_max_ms: disorder,
         skipped_records: skipped,
         rows: rows.len() as u64 + uncollected,
         latency_ms: q

@@ -295,6 +295,8 @@ impl Query for WaArgs {
             },
             elapsed_s: elapsed.as_secs_f64(),
             late_partials: st.get("late_partials"),
+            late: st.late.clone(),
+            disorder_max_ms: st.get_max(air_runtime::dataflow::DISORDER_MAX),
             input_error: None,
             skipped: 0,
             // Written as their windows fired (or only counted).

@@ -958,6 +958,8 @@ fn run_rank(args: &YsbArgs, dist: &Dist, to: &RowsTo) -> Result<RankPart<YsbRow>
         latency: air_runtime::metrics::histogram_pairs(&st.latency),
         elapsed_s: elapsed.as_secs_f64(),
         late_partials: st.get("late_partials"),
+        late: st.late.clone(),
+        disorder_max_ms: st.get_max(air_runtime::dataflow::DISORDER_MAX),
         input_error,
         skipped: st.get("skipped_records"),
         // Written as their windows closed (or only counted).

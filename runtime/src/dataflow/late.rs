@@ -116,8 +116,8 @@ impl LateLog {
         let mut lines = Vec::new();
         for (label, e) in &self.entries {
             lines.push(format!(
-                "{} late record(s) dropped by the {label} (first: event time {} ms behind \
-                 watermark {} ms)",
+                "{} late record(s) at the {label} (first: event time {} ms, behind watermark \
+                 {} ms)",
                 e.records, e.first_time_ms, e.first_watermark_ms
             ));
         }

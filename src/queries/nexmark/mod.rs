@@ -1499,6 +1499,8 @@ impl NexmarkArgs {
             },
             elapsed_s: elapsed.as_secs_f64(),
             late_partials: st.get("late_partials"),
+            late: st.late.clone(),
+            disorder_max_ms: st.get_max(air_runtime::dataflow::DISORDER_MAX),
             input_error,
             skipped: st.get("skipped_records") + partial,
             // Written (or counted) by the sinks as they came.
