@@ -271,16 +271,60 @@ fn late_events_are_counted_and_dropped() {
         v(2, 12_000),
         v(3, 10_500), // within the 2 s delay: on time
         v(4, 10_000), // exactly the watermark (12 000 − 2 000): on time
-        v(5, 9_999),  // older than the watermark: late
+        v(5, 9_999),  // behind the watermark, its window [0, 10 000) closed: late
         v(6, 50_000),
         v(7, 1_000),  // far behind: late
         v(8, 48_000), // exactly the watermark: on time
+        v(9, 47_000), // behind the watermark, but [40 000, 50 000) is open: counted
     ];
     let (want, late) = sequential(&evs, 10, 10_000, 2_000);
-    assert_eq!(late, 2);
+    assert_eq!(late, 3, "the strict rule drops 9 999, 1 000 and 47 000");
+    let mut want = want;
+    *want.entry((40_000, uuid(campaign(0)))).or_insert(0) += 1;
     let input = write_events(&dir, "late.json", &evs);
     let (o, out, rep) = run_input(&dir, &input, &["--max-delay-ms", "2000"]);
     assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(read_csv(&out), want);
+    let r = report(&rep);
+    assert_eq!(r["late_records"], 2);
+    assert_eq!(r["disorder_max_ms"], 49_000);
+    let ops = r["late_by_operator"]["entries"].as_object().unwrap();
+    assert_eq!(ops.len(), 1, "{ops:?}");
+    let (label, e) = ops.iter().next().unwrap();
+    assert!(
+        label.starts_with("window at src/queries/ysb.rs:"),
+        "{label}"
+    );
+    assert_eq!(e["records"], 2);
+    assert_eq!(
+        (&e["first_time_ms"], &e["first_watermark_ms"]),
+        (&9_999.into(), &10_000.into())
+    );
+    // Never silent: stderr names the operator, the first late event and
+    // the delay that keeps them all.
+    let err = stderr(&o);
+    assert!(
+        err.contains("2 late record(s) at the window at src/queries/ysb.rs:")
+            && err.contains("first: event time 9999 ms, behind watermark 10000 ms")
+            && err.contains("came up to 49000 ms behind"),
+        "{err}"
+    );
+    // With that delay none is late, and the rows are those of every event.
+    let (o, out, rep) = run_input(&dir, &input, &["--max-delay-ms", "49000"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(report(&rep)["late_records"], 0);
+    assert!(!stderr(&o).contains("late record"), "{}", stderr(&o));
+    let (all, none) = sequential(&evs, 10, 10_000, u64::MAX);
+    assert_eq!(none, 0);
+    assert_eq!(read_csv(&out), all);
+    // --fail-on-late: the rows and report are written, then exit 1.
+    let (o, out, rep) = run_input(&dir, &input, &["--max-delay-ms", "2000", "--fail-on-late"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("2 late record(s) (--fail-on-late)"),
+        "{}",
+        stderr(&o)
+    );
     assert_eq!(read_csv(&out), want);
     assert_eq!(report(&rep)["late_records"], 2);
 }

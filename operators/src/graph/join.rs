@@ -37,7 +37,7 @@
 //! assert_eq!(rows, [(0, 1, 100, 900), (0, 2, 200, 300)]);
 //! ```
 
-use super::late::{BehindWatermark, LatePolicy, Lateness};
+use super::late::{BehindWatermark, LatePolicy, LateRecord, LateStream, Lateness, SideOut};
 use super::window::{window_tail, KeyedTail, Windows};
 use air_runtime::dataflow::{
     Head, Identity, KeyedStream, LateRecords, Op2Head, Operator2, Pipe, Stats, Stream,
@@ -45,6 +45,7 @@ use air_runtime::dataflow::{
 use air_runtime::{ExchangeData, Record};
 use rkyv::{Archive, Deserialize, Serialize};
 use rustc_hash::FxHashMap;
+use std::any::Any;
 use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::hash::Hash;
@@ -93,6 +94,10 @@ pub struct JoinedStreams<L, R> {
     /// Records behind their source's watermark are late even if their
     /// window is open ([`JoinedStreams::drop_behind_watermark`]).
     strict: bool,
+    /// The side streams of late records, left and right
+    /// (`Box<dyn SideOut<K, A>>`, `Box<dyn SideOut<K, B>>`), from
+    /// [`JoinedStreams::side_output_late`].
+    sides: Option<(Box<dyn Any>, Box<dyn Any>)>,
 }
 
 /// Joins on a keyed stream.
@@ -105,6 +110,7 @@ pub trait JoinExt: Sized {
             right,
             lateness: 0,
             strict: false,
+            sides: None,
         }
     }
 }
@@ -167,6 +173,57 @@ where
         self
     }
 
+    /// The records too late for a windowed join (beyond the allowed
+    /// lateness) as two more streams, left and right (Flink's
+    /// `sideOutputLateData`): one [`LateRecord`] (key, event time, record)
+    /// each, at its key's owner. Both must end in a sink or an operator.
+    ///
+    /// ```
+    /// use air_operators::graph::*;
+    /// use air_runtime::dataflow::{run_graph, VecSource};
+    /// use air_runtime::JobConfig;
+    /// use std::sync::{Arc, Mutex};
+    ///
+    /// let cfg = JobConfig { workers: 1, pin: false, ..JobConfig::default() };
+    /// let late = Arc::new(Mutex::new(Vec::new()));
+    /// let out = late.clone();
+    /// run_graph(&cfg, move |df| {
+    ///     // 2 500 closes [0, 1000) (delay 0): the order at 100 is late.
+    ///     let orders = df.source(VecSource::new(vec![(1u32, 2_500u64), (7, 100)]))
+    ///         .event_time(|o| o.1, 0);
+    ///     let payments = df.source(VecSource::new(vec![(7u32, 150u64)]))
+    ///         .event_time(|p| p.1, 0);
+    ///     let (joined, late_orders, late_payments) =
+    ///         orders.key_by(|o| o.0).join(payments.key_by(|p| p.0)).side_output_late();
+    ///     joined.window(Tumbling::ms(1_000), |o| o.1, |p| p.1).for_each(|_| {});
+    ///     let out = out.clone();
+    ///     late_orders.for_each(move |l| out.lock().unwrap().push((l.key, l.time)));
+    ///     late_payments.for_each(|_| {});
+    /// })
+    /// .unwrap();
+    /// assert_eq!(*late.lock().unwrap(), [(7, 100)]);
+    /// ```
+    #[allow(clippy::type_complexity)]
+    pub fn side_output_late(mut self) -> (Self, LateStream<K, P1::Out>, LateStream<K, P2::Out>)
+    where
+        LateRecord<K, P1::Out>: Record,
+        LateRecord<K, P2::Out>: Record,
+    {
+        let df = self.left.dataflow().clone();
+        let (e1, e2) = (
+            df.new_edge("late left records"),
+            df.new_edge("late right records"),
+        );
+        let o1: Box<dyn SideOut<K, P1::Out>> = Box::new(df.outbox::<LateRecord<K, P1::Out>>(e1));
+        let o2: Box<dyn SideOut<K, P2::Out>> = Box::new(df.outbox::<LateRecord<K, P2::Out>>(e2));
+        self.sides = Some((Box::new(o1), Box::new(o2)));
+        let (s1, s2) = (
+            df.consume(e1, air_runtime::dataflow::Pass::default()),
+            df.consume(e2, air_runtime::dataflow::Pass::default()),
+        );
+        (self, s1, s2)
+    }
+
     /// The stricter rule of earlier versions, by name: every record behind
     /// its source's watermark is late (dropped, counted), even if its window
     /// is still open.
@@ -188,6 +245,7 @@ where
         TL: Fn(&P1::Out) -> u64 + Clone + 'static,
         TR: Fn(&P2::Out) -> u64 + Clone + 'static,
     {
+        let sides = self.sides;
         let (mut l, kl) = self.left.into_parts();
         let (mut r, kr) = self.right.into_parts();
         let df = l.dataflow().clone();
@@ -195,51 +253,60 @@ where
         let e2 = df.new_edge("join right");
         let o1 = df.outbox::<P1::Out>(e1);
         let o2 = df.outbox::<P2::Out>(e2);
-        let policy = |g: Rc<Cell<u64>>| if self.strict { None } else { Some(g) };
-        let (g1, g2) = (Rc::new(Cell::new(0)), Rc::new(Cell::new(0)));
-        let lateness = self.lateness;
-        match (policy(g1), policy(g2)) {
-            (Some(g1), Some(g2)) => {
+        let (mut late1, mut late2) = (
+            Lateness::<K, P1::Out>::ms(self.lateness),
+            Lateness::<K, P2::Out>::ms(self.lateness),
+        );
+        let sided = sides.is_some();
+        if let Some((o1, o2)) = sides {
+            let o1 = o1.downcast::<Box<dyn SideOut<K, P1::Out>>>();
+            let o2 = o2.downcast::<Box<dyn SideOut<K, P2::Out>>>();
+            late1 = late1.side(*o1.ok().expect("left side outbox"));
+            late2 = late2.side(*o2.ok().expect("right side outbox"));
+        }
+        if self.strict && !sided {
+            let strict = BehindWatermark;
+            l.end_in(window_tail(
+                o1,
+                kl.clone(),
+                time.0.clone(),
+                windows,
+                strict,
+                label,
+            ));
+            r.end_in(window_tail(
+                o2,
+                kr.clone(),
+                time.1.clone(),
+                windows,
+                strict,
+                label,
+            ));
+        } else {
+            // Strict with side streams: the event-time stages drop what is
+            // behind them; the gates still carry the side streams' ends.
+            let (g1, g2) = (Rc::new(Cell::new(0)), Rc::new(Cell::new(0)));
+            if !self.strict {
                 l.pipe_mut().pass_late(&g1);
                 r.pipe_mut().pass_late(&g2);
-                let gate1 = Lateness::<K, P1::Out>::ms(lateness).into_gate(g1);
-                let gate2 = Lateness::<K, P2::Out>::ms(lateness).into_gate(g2);
-                l.end_in(window_tail(
-                    o1,
-                    kl.clone(),
-                    time.0.clone(),
-                    windows,
-                    gate1,
-                    label,
-                ));
-                r.end_in(window_tail(
-                    o2,
-                    kr.clone(),
-                    time.1.clone(),
-                    windows,
-                    gate2,
-                    label,
-                ));
             }
-            _ => {
-                let strict = BehindWatermark;
-                l.end_in(window_tail(
-                    o1,
-                    kl.clone(),
-                    time.0.clone(),
-                    windows,
-                    strict,
-                    label,
-                ));
-                r.end_in(window_tail(
-                    o2,
-                    kr.clone(),
-                    time.1.clone(),
-                    windows,
-                    strict,
-                    label,
-                ));
-            }
+            let (gate1, gate2) = (late1.into_gate(g1), late2.into_gate(g2));
+            l.end_in(window_tail(
+                o1,
+                kl.clone(),
+                time.0.clone(),
+                windows,
+                gate1,
+                label,
+            ));
+            r.end_in(window_tail(
+                o2,
+                kr.clone(),
+                time.1.clone(),
+                windows,
+                gate2,
+                label,
+            ));
         }
         (df, e1, e2, kl, kr)
     }

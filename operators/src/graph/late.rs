@@ -131,6 +131,12 @@ impl<K, T> Lateness<K, T> {
     pub(crate) fn ms(ms: u64) -> Self {
         Lateness { ms, side: None }
     }
+
+    /// The same, too-late records sent to `side` (a side stream's edge).
+    pub(crate) fn side(mut self, side: Box<dyn SideOut<K, T>>) -> Self {
+        self.side = Some(side);
+        self
+    }
 }
 
 /// Where too-late records go (type-erased outbox of the side stream's edge).

@@ -11,13 +11,15 @@
 //!
 //! Sessions are not pre-aggregated (as in Flink, whose merging windows have
 //! no combiner): every record goes to its key's owner, which keeps the open
-//! sessions of its keys and frees a session's state when it fires (or, with
-//! allowed lateness, when the watermark passes end + gap + lateness: a
-//! record within lateness of its own window `[t, t + gap)` may bridge into
-//! a session that ended up to `gap` before, and keeping that session makes
-//! the result the same whatever the timing). See [`super::late`] for
-//! lateness; a session fired again supersedes the rows fired before for
-//! every session it merged (same key, overlapping).
+//! sessions of its keys and frees a session's state when the watermark
+//! passes end + gap + lateness (0 unless allowed): a record behind the
+//! watermark whose own window `[t, t + gap)` is still open (+ lateness) may
+//! bridge into a session that ended up to `gap` before, and keeping that
+//! session makes the result the same whatever the timing. See
+//! [`super::late`] for lateness; a session fired again supersedes the rows
+//! fired before for every session it merged (same key, overlapping).
+//! [`super::WindowedStream::drop_behind_watermark`] drops records behind
+//! the watermark instead, and frees a session when it fires.
 //!
 //! ```
 //! use air_operators::graph::*;

@@ -464,7 +464,8 @@ impl<K, A: 'static, M: MapKind<K>> Table<K, A, M> {
 
 /// A keyed stream cut into event-time windows: `aggregate` follows.
 /// `W` is the kind of windows ([`Windows`] or [`super::Sessions`]), `L`
-/// what happens to late records ([`OnTime`] or [`super::Lateness`]).
+/// what happens to late records ([`OnTime`], the default, [`super::Lateness`]
+/// or [`super::BehindWatermark`]).
 pub struct WindowedStream<H, P, KF, TF, M = Hashed, W = Windows, L = OnTime> {
     pub(crate) keyed: KeyedStream<H, P, KF>,
     pub(crate) windows: W,
@@ -957,7 +958,7 @@ struct PartialTail<T, K, A: AggregateFunction<T>, KF, TF, M: MapKind<K>, G> {
     step: u64,
     /// The pane of sliding windows kept per pane.
     pane: Option<u64>,
-    /// The lateness check ([`OnTime`]: none).
+    /// The lateness check ([`super::BehindWatermark`]: none).
     gate: G,
     /// A window whose partial went out got records again (lateness): send
     /// it at the next watermark even if the watermark did not move.

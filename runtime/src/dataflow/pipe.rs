@@ -26,8 +26,8 @@ pub trait Pipe<In>: 'static {
     }
     /// Asks the chain's event-time stage ([`EventTime`]) to pass records
     /// behind its watermark on instead of dropping them, for an operator
-    /// at the chain's end that judges lateness itself (a window with
-    /// allowed lateness): before emitting such a record the stage stores
+    /// at the chain's end that judges lateness itself (a windowed
+    /// operator): before emitting such a record the stage stores
     /// its watermark (ms) in `gate`, so a record `t < gate.get()` read
     /// right after it arrived is behind the watermark `gate.get()`.
     /// Returns whether the chain has an event-time stage.
