@@ -175,6 +175,8 @@ fn ranked_rows_read_as_their_row_and_serialize_with_their_rank() {
 
 /// (url, latency ms, time ms)
 type Visit = (u32, f64, u64);
+/// (max, min, and of no record: `Max::or_none`, `Max::of`)
+type Extremes = (f64, f64, Option<f64>, f64);
 
 #[test]
 fn max_and_min_of_a_window_are_values_and_or_none_tells_an_empty_filter() {
@@ -189,7 +191,7 @@ fn max_and_min_of_a_window_are_values_and_or_none_tells_an_empty_filter() {
             (i % 3, lat, (i as u64 * 53) % 2_000)
         })
         .collect();
-    let mut want: BTreeMap<(u64, u32), (f64, f64, Option<f64>, f64)> = BTreeMap::new();
+    let mut want: BTreeMap<(u64, u32), Extremes> = BTreeMap::new();
     for &(u, l, t) in &visits {
         let e = want.entry((t / 1_000 * 1_000, u)).or_insert((
             f64::NEG_INFINITY,
@@ -204,7 +206,7 @@ fn max_and_min_of_a_window_are_values_and_or_none_tells_an_empty_filter() {
     }
     let visits = Arc::new(visits);
     for workers in [1, 2, 4] {
-        type Row = Windowed<u32, (f64, f64, Option<f64>, f64)>;
+        type Row = Windowed<u32, Extremes>;
         let got: Arc<Mutex<Vec<Row>>> = Arc::new(Mutex::new(Vec::new()));
         let (out, vs) = (got.clone(), visits.clone());
         run_graph(&config(workers), move |df| {
@@ -283,7 +285,7 @@ fn sinks_write_shortest_round_trip_floats_or_a_fixed_precision() {
         ]
     };
     // Shortest text that parses back to the same float.
-    let csv = written(rows(), |p| Csv::to_path(p));
+    let csv = written(rows(), Csv::to_path);
     assert_eq!(
         csv,
         "/a,0.30000000000000004,2.0,0.3333333333333333\n\"/b,c\",-0.0004,10000000000.0,\n/d,NaN,inf,12.5\n"
@@ -301,7 +303,7 @@ fn sinks_write_shortest_round_trip_floats_or_a_fixed_precision() {
     let csv0 = written(rows(), |p| Csv::to_path(p).float_precision(0));
     assert!(csv0.starts_with("/a,0,2,0\n"), "{csv0}");
 
-    let json = written(rows(), |p| JsonLines::to_path(p));
+    let json = written(rows(), JsonLines::to_path);
     assert_eq!(
         json,
         "[\"/a\",0.30000000000000004,2.0,0.3333333333333333]\n\
