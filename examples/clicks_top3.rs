@@ -7,8 +7,8 @@
 //! ```
 //!
 //! Input: CSV with a header `user,time_ms`. Output: CSV
-//! `window_start,user,clicks`, each window's rows best first (ties: the
-//! smaller user first), written as each window closes.
+//! `window_start,rank,user,clicks`, each window's rows best first, ranked
+//! 1 to 3 (ties: the smaller user first), written as each window closes.
 
 use air::prelude::*;
 use std::cmp::Reverse;
@@ -33,10 +33,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             .window(Tumbling::ms(10_000), |c| c.time_ms)
             .aggregate(Count)
             .key_by(|r| r.start)
-            .top_n(3, |r| (r.value, Reverse(r.key)))
-            .map(|r| (r.start, r.key, r.value))
+            .top_n(3, |r| (r.value, Reverse(r.key))) // ties: the smaller user first
+            .map(|r| (r.start, r.rank, r.key, r.value))
             .collect();
-        let header = ["window_start", "user", "clicks"];
+        let header = ["window_start", "rank", "user", "clicks"];
         match &out {
             Some(path) => rows.sink(Csv::to_path(path).header(&header)),
             None => rows.sink(Csv::stdout().header(&header)),

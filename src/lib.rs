@@ -20,8 +20,8 @@
 //!             .window(Tumbling::ms(10_000), |c| c.time_ms)
 //!             .aggregate(Count)                           // partial, then final
 //!             .key_by(|r| r.start)                        // exchange 2
-//!             .top_n(3, |r| r.value)
-//!             .map(|r| (r.start, r.key, r.value))
+//!             .top_n(3, |r| r.value)                      // rows ranked 1, 2, 3
+//!             .map(|r| (r.start, r.rank, r.key, r.value))
 //!             .collect()                                  // one writer
 //!             .sink(Csv::stdout());                       // rows as windows close
 //!     })?;

@@ -249,9 +249,9 @@ fn orders_and_payments(seed: u64, n: usize) -> (Vec<Order>, Vec<Payment>) {
 // ---------------------------------------------------------------------------
 // Sequential references (rows in the order the test compares them)
 
-/// Per 10-s window, best first: the 3 users with the most clicks (ties: the
-/// smaller user first).
-fn clicks_top3_reference(clicks: &[Click]) -> Vec<(u64, u64, u64)> {
+/// Per 10-s window, best first: (window, rank, user, clicks) of the 3 users
+/// with the most clicks (ties: the smaller user first).
+fn clicks_top3_reference(clicks: &[Click]) -> Vec<(u64, u32, u64, u64)> {
     let mut counts: BTreeMap<u64, BTreeMap<u64, u64>> = BTreeMap::new();
     for c in clicks {
         *counts
@@ -264,7 +264,11 @@ fn clicks_top3_reference(clicks: &[Click]) -> Vec<(u64, u64, u64)> {
     for (w, users) in counts {
         let mut v: Vec<(u64, u64)> = users.into_iter().collect();
         v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
-        rows.extend(v.into_iter().take(3).map(|(u, c)| (w, u, c)));
+        rows.extend(
+            (1..)
+                .zip(v.into_iter().take(3))
+                .map(|(rank, (u, c))| (w, rank, u, c)),
+        );
     }
     rows
 }
@@ -576,10 +580,10 @@ fn clicks_case() -> Case {
         inputs: vec![input],
         check: Box::new(move |out, o, what| {
             let (header, rows) = read_output(out, o);
-            assert_eq!(header, "window_start,user,clicks", "{what}");
-            let mut got: Vec<(u64, u64, u64)> = rows
+            assert_eq!(header, "window_start,rank,user,clicks", "{what}");
+            let mut got: Vec<(u64, u32, u64, u64)> = rows
                 .iter()
-                .map(|r| (num(r, 0), num(r, 1), num(r, 2)))
+                .map(|r| (num(r, 0), num(r, 1), num(r, 2), num(r, 3)))
                 .collect();
             // Windows may arrive in any order; a window's rows keep theirs
             // (best first): a stable sort by window only.

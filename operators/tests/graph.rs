@@ -212,7 +212,7 @@ fn three_stages_with_skewed_keys_through_4k_rings_equal_a_sequential_top_n() {
         (1, true),
         (4, true),
     ] {
-        let got = rows::<Windowed<u64, i64>>();
+        let got = rows::<Ranked<Windowed<u64, i64>>>();
         // Source records read so far (all workers), and that count when
         // the first row reached the sink.
         let read = Arc::new(AtomicUsize::new(0));
@@ -256,12 +256,19 @@ fn three_stages_with_skewed_keys_through_4k_rings_equal_a_sequential_top_n() {
             }
         })
         .unwrap_or_else(|e| panic!("{workers} workers: {e}"));
-        let mut got: Vec<(u64, u64, u64, i64)> = take(&got)
+        let mut got = take(&got);
+        // Windows in any order, each window's rows best first.
+        got.sort_by_key(|r| r.start);
+        // Each window's rows ranked 1, 2, … in the order they left.
+        for (i, r) in got.iter().enumerate() {
+            let first = i == 0 || got[i - 1].start != r.start;
+            let want_rank = if first { 1 } else { got[i - 1].rank + 1 };
+            assert_eq!(r.rank, want_rank, "{workers} workers: {r:?}");
+        }
+        let got: Vec<(u64, u64, u64, i64)> = got
             .into_iter()
             .map(|r| (r.start, r.end, r.key, r.value))
             .collect();
-        // Windows in any order, each window's rows best first.
-        got.sort_by_key(|r| r.0);
         assert_eq!(got, want, "{workers} workers, every_event {every_event}");
         assert_eq!(o.edges.len(), 3, "{:?}", o.edges);
         assert_eq!(o.stats.get("source_records"), evs.len() as u64);
@@ -301,7 +308,7 @@ fn an_aggregate_of_an_aggregate_through_4k_rings_equals_a_sequential_one() {
         e.2 = e.2.max(s);
     }
     for workers in [1, 2, 3, 4] {
-        let got = rows::<(u64, (u64, i64, Option<i64>))>();
+        let got = rows::<(u64, (u64, i64, i64))>();
         let (out, evs2) = (got.clone(), evs.clone());
         let o = run_limited(config(workers, 4096, 8), move |df| {
             let out = out.clone();
@@ -323,10 +330,7 @@ fn an_aggregate_of_an_aggregate_through_4k_rings_equals_a_sequential_one() {
                 .for_each(move |r| out.lock().unwrap().push(r));
         })
         .unwrap_or_else(|e| panic!("{workers} workers: {e}"));
-        let got: BTreeMap<u64, (u64, i64, i64)> = take(&got)
-            .into_iter()
-            .map(|(w, (n, s, m))| (w, (n, s, m.unwrap())))
-            .collect();
+        let got: BTreeMap<u64, (u64, i64, i64)> = take(&got).into_iter().collect();
         assert_eq!(got, want, "{workers} workers");
         assert_eq!(o.stats.get("late_records"), 0, "{workers} workers");
         assert_eq!(o.stats.get("late_partials"), 0, "{workers} workers");
@@ -376,18 +380,18 @@ fn graphs_over_empty_and_tiny_inputs_end_with_their_rows() {
 // ---------------------------------------------------------------------------
 // (b) Sliding windows
 
-type Agg4 = (u64, i64, Option<i64>, Option<i64>);
+type Agg4 = (u64, i64, i64, i64);
 
 /// (count, sum, min, max) per (window start, key).
 fn sliding_reference(evs: &[Ev], size: u64, slide: u64) -> BTreeMap<(u64, u64), Agg4> {
     let mut m: BTreeMap<(u64, u64), Agg4> = BTreeMap::new();
     for &(k, t, v) in evs {
         for s in starts(t, size, slide) {
-            let e = m.entry((s, k)).or_insert((0, 0, None, None));
+            let e = m.entry((s, k)).or_insert((0, 0, i64::MAX, i64::MIN));
             e.0 += 1;
             e.1 += v;
-            e.2 = Some(e.2.map_or(v, |x: i64| x.min(v)));
-            e.3 = Some(e.3.map_or(v, |x: i64| x.max(v)));
+            e.2 = e.2.min(v);
+            e.3 = e.3.max(v);
         }
     }
     m
@@ -669,7 +673,7 @@ fn sliding_window_joins_equal_a_sequential_join() {
 /// (url, user, latency ms, time ms)
 type Visit = (String, u64, i64, u64);
 /// (count, mean latency, max latency, distinct users)
-type Stats4 = (u64, f64, Option<i64>, u64);
+type Stats4 = (u64, f64, i64, u64);
 
 #[test]
 fn string_keys_with_count_mean_max_distinct_equal_a_sequential_computation() {
@@ -711,7 +715,7 @@ fn string_keys_with_count_mean_max_distinct_equal_a_sequential_computation() {
             .into_iter()
             .map(|(k, (n, sum, max, users))| {
                 // Sums of whole numbers are exact in f64, in any order.
-                (k, (n, sum as f64 / n as f64, Some(max), users.len() as u64))
+                (k, (n, sum as f64 / n as f64, max, users.len() as u64))
             })
             .collect();
         for workers in [1, 2, 4] {
@@ -944,7 +948,7 @@ fn filtered_aggregates_add_only_kept_records_and_merge_in_any_split() {
         Count,
         Filtered::new(even, Count),
         Filtered::new(even, Sum::of(|x: &u64| *x)),
-        Filtered::new(|x: &u64| *x > 1000, Max::of(|x: &u64| *x)),
+        Filtered::new(|x: &u64| *x > 1000, Max::or_none(|x: &u64| *x)),
     );
     let kept: Vec<u64> = xs.iter().copied().filter(even).collect();
     let want = (200, kept.len() as u64, kept.iter().sum::<u64>(), None);

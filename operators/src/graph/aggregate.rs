@@ -15,7 +15,7 @@
 //! let mut b = agg.create();
 //! agg.add(&mut b, &3.0);
 //! agg.merge(&mut a, b);
-//! assert_eq!(agg.result(&a), (4, 3.0, Some(6.0)));
+//! assert_eq!(agg.result(&a), (4, 3.0, 6.0));
 //! ```
 
 use air_runtime::Record;
@@ -135,6 +135,12 @@ impl<In> AggregateFunction<In> for Count {
 pub trait Number: Record + Copy + PartialOrd + 'static {
     /// 0.
     const ZERO: Self;
+    /// The smallest value (`-inf` for floats): what [`Max::of`] gives
+    /// when no record was added.
+    const LOWEST: Self;
+    /// The largest value (`+inf` for floats): what [`Min::of`] gives when
+    /// no record was added.
+    const HIGHEST: Self;
     /// `self + o` (wrapping for integers: sums of a window never panic).
     fn plus(self, o: Self) -> Self;
     /// As an `f64` (for means).
@@ -145,6 +151,8 @@ macro_rules! int_number {
     ($($t:ty),*) => {$(
         impl Number for $t {
             const ZERO: Self = 0;
+            const LOWEST: Self = <$t>::MIN;
+            const HIGHEST: Self = <$t>::MAX;
             #[inline(always)]
             fn plus(self, o: Self) -> Self { self.wrapping_add(o) }
             #[inline(always)]
@@ -156,6 +164,8 @@ int_number!(i32, i64, u32, u64);
 
 impl Number for f64 {
     const ZERO: Self = 0.0;
+    const LOWEST: Self = f64::NEG_INFINITY;
+    const HIGHEST: Self = f64::INFINITY;
     #[inline(always)]
     fn plus(self, o: Self) -> Self {
         self + o
@@ -168,6 +178,8 @@ impl Number for f64 {
 
 impl Number for f32 {
     const ZERO: Self = 0.0;
+    const LOWEST: Self = f32::NEG_INFINITY;
+    const HIGHEST: Self = f32::INFINITY;
     #[inline(always)]
     fn plus(self, o: Self) -> Self {
         self + o
@@ -251,15 +263,93 @@ impl<In: 'static, V: Number, F: Fn(&In) -> V + Clone + 'static> AggregateFunctio
     }
 }
 
+/// What [`Min`] and [`Max`] give: the value itself ([`Bare`], from
+/// `of`) or an `Option` of it ([`OrNone`], from `or_none`).
+pub trait Extreme<V: Number>: 'static {
+    /// The accumulator.
+    type Acc: Record;
+    /// The result.
+    type Out: 'static;
+    /// An empty accumulator, holding `identity` (the value that never
+    /// wins).
+    fn create(identity: V) -> Self::Acc;
+    /// Replaces the accumulated value by `v` if `wins(v, accumulated)`.
+    fn keep(acc: &mut Self::Acc, v: V, wins: impl Fn(V, V) -> bool);
+    /// The accumulated value of `acc`, if any.
+    fn get(acc: &Self::Acc) -> Option<V>;
+    /// The result of `acc`.
+    fn result(acc: &Self::Acc) -> Self::Out;
+}
+
+/// [`Min::of`] and [`Max::of`]: the result is the value (the identity —
+/// the type's largest or smallest value — if no record was added).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Bare;
+
+/// [`Min::or_none`] and [`Max::or_none`]: the result is `None` if no
+/// record was added.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct OrNone;
+
+impl<V: Number> Extreme<V> for Bare {
+    type Acc = V;
+    type Out = V;
+    #[inline(always)]
+    fn create(identity: V) -> V {
+        identity
+    }
+    #[inline(always)]
+    fn keep(acc: &mut V, v: V, wins: impl Fn(V, V) -> bool) {
+        if wins(v, *acc) {
+            *acc = v;
+        }
+    }
+    #[inline(always)]
+    fn get(acc: &V) -> Option<V> {
+        Some(*acc)
+    }
+    fn result(acc: &V) -> V {
+        *acc
+    }
+}
+
+impl<V: Number> Extreme<V> for OrNone
+where
+    Option<V>: Record,
+{
+    type Acc = Option<V>;
+    type Out = Option<V>;
+    fn create(_: V) -> Option<V> {
+        None
+    }
+    #[inline(always)]
+    fn keep(acc: &mut Option<V>, v: V, wins: impl Fn(V, V) -> bool) {
+        // NaN is unordered: it never wins, so it is never kept first either.
+        #[allow(clippy::eq_op)]
+        let number = v == v;
+        match acc {
+            Some(a) if !wins(v, *a) => {}
+            _ if !number => {}
+            _ => *acc = Some(v),
+        }
+    }
+    fn get(acc: &Option<V>) -> Option<V> {
+        *acc
+    }
+    fn result(acc: &Option<V>) -> Option<V> {
+        *acc
+    }
+}
+
 macro_rules! extreme {
-    ($(#[$doc:meta])* $name:ident, $keep:tt) => {
+    ($(#[$doc:meta])* $name:ident, $keep:tt, $identity:ident) => {
         $(#[$doc])*
-        pub struct $name<In, V, F> {
+        pub struct $name<In, V, F, R = Bare> {
             value: F,
-            _t: PhantomData<fn(&In) -> V>,
+            _t: PhantomData<fn(&In) -> (V, R)>,
         }
 
-        impl<In, V, F: Clone> Clone for $name<In, V, F> {
+        impl<In, V, F: Clone, R> Clone for $name<In, V, F, R> {
             fn clone(&self) -> Self {
                 $name {
                     value: self.value.clone(),
@@ -269,8 +359,18 @@ macro_rules! extreme {
         }
 
         impl<In, V: Number, F: Fn(&In) -> V + Clone + 'static> $name<In, V, F> {
-            /// Over `value` of every record.
+            /// Over `value` of every record; the result is a `V`.
             pub fn of(value: F) -> Self {
+                $name {
+                    value,
+                    _t: PhantomData,
+                }
+            }
+
+            /// Over `value` of every record; the result is an
+            /// `Option<V>`, `None` if no record was added (e.g. under
+            /// [`Filtered`] when the predicate kept none).
+            pub fn or_none(value: F) -> $name<In, V, F, OrNone> {
                 $name {
                     value,
                     _t: PhantomData,
@@ -278,47 +378,38 @@ macro_rules! extreme {
             }
         }
 
-        impl<In: 'static, V: Number, F: Fn(&In) -> V + Clone + 'static> AggregateFunction<In>
-            for $name<In, V, F>
-        where
-            Option<V>: Record,
+        impl<In: 'static, V: Number, F: Fn(&In) -> V + Clone + 'static, R: Extreme<V>>
+            AggregateFunction<In> for $name<In, V, F, R>
         {
-            type Acc = Option<V>;
-            type Out = Option<V>;
-            fn create(&self) -> Option<V> {
-                None
+            type Acc = R::Acc;
+            type Out = R::Out;
+            fn create(&self) -> R::Acc {
+                R::create(V::$identity)
             }
             #[inline(always)]
-            fn add(&self, acc: &mut Option<V>, x: &In) {
-                let v = (self.value)(x);
-                let better = match acc {
-                    None => true,
-                    Some(a) => v $keep *a,
-                };
-                if better {
-                    *acc = Some(v);
+            fn add(&self, acc: &mut R::Acc, x: &In) {
+                R::keep(acc, (self.value)(x), |v, a| v $keep a);
+            }
+            fn merge(&self, acc: &mut R::Acc, other: R::Acc) {
+                if let Some(v) = R::get(&other) {
+                    R::keep(acc, v, |v, a| v $keep a);
                 }
             }
-            fn merge(&self, acc: &mut Option<V>, other: Option<V>) {
-                if let Some(v) = other {
-                    let better = match acc {
-                        None => true,
-                        Some(a) => v $keep *a,
-                    };
-                    if better {
-                        *acc = Some(v);
-                    }
-                }
-            }
-            fn result(&self, acc: &Option<V>) -> Option<V> {
-                *acc
+            fn result(&self, acc: &R::Acc) -> R::Out {
+                R::result(acc)
             }
         }
     };
 }
 
 extreme!(
-    /// The smallest `value(record)` (`None` for no record; NaN never wins).
+    /// The smallest `value(record)`, as a `V` ([`Min::of`]) or an
+    /// `Option<V>` ([`Min::or_none`]). A window's row exists only if a
+    /// record of its key came, so a window's minimum always exists: `of`
+    /// is the one to use. With no record added (possible only under
+    /// [`Filtered`]), `of` gives `V`'s largest value (`+inf` for floats)
+    /// and `or_none` gives `None`. NaN never wins (a window of NaN only
+    /// gives the largest value, or `None`).
     ///
     /// ```
     /// use air_operators::graph::*;
@@ -346,13 +437,20 @@ extreme!(
     /// .unwrap();
     /// let mut rows = rows.lock().unwrap().clone();
     /// rows.sort_by_key(|r| r.0);
-    /// assert_eq!(rows, [(1, Some(10)), (2, Some(5))]);
+    /// assert_eq!(rows, [(1, 10), (2, 5)]);
     /// ```
     Min,
-    <
+    <,
+    HIGHEST
 );
 extreme!(
-    /// The largest `value(record)` (`None` for no record; NaN never wins).
+    /// The largest `value(record)`, as a `V` ([`Max::of`]) or an
+    /// `Option<V>` ([`Max::or_none`]). A window's row exists only if a
+    /// record of its key came, so a window's maximum always exists: `of`
+    /// is the one to use. With no record added (possible only under
+    /// [`Filtered`]), `of` gives `V`'s smallest value (`-inf` for floats)
+    /// and `or_none` gives `None`. NaN never wins (a window of NaN only
+    /// gives the smallest value, or `None`).
     ///
     /// ```
     /// use air_operators::graph::*;
@@ -364,8 +462,8 @@ extreme!(
     /// let rows = Arc::new(Mutex::new(Vec::new()));
     /// let out = rows.clone();
     /// run_graph(&cfg, move |df| {
-    ///     // (auction, bid): worker w reads every other one.
-    ///     let input: Vec<(u32, u64)> = [(1, 20), (2, 5), (1, 30), (1, 10)]
+    ///     // (url, latency ms): worker w reads every other one.
+    ///     let input: Vec<(u32, f64)> = [(1, 20.5), (2, 5.0), (1, 30.25), (1, 10.0)]
     ///         .into_iter()
     ///         .skip(df.index())
     ///         .step_by(2)
@@ -374,16 +472,25 @@ extreme!(
     ///     df.source(VecSource::new(input))
     ///         .key_by(|r| r.0)
     ///         .window(Tumbling::ms(1_000), |_| 0) // one window, [0, 1000), for all
-    ///         .aggregate(Max::of(|b: &(u32, u64)| b.1))
+    ///         .aggregate(Max::of(|v: &(u32, f64)| v.1)) // an f64, not an Option
     ///         .for_each(move |r| out.lock().unwrap().push((r.key, r.value)));
     /// })
     /// .unwrap();
     /// let mut rows = rows.lock().unwrap().clone();
     /// rows.sort_by_key(|r| r.0);
-    /// assert_eq!(rows, [(1, Some(30)), (2, Some(5))]);
+    /// assert_eq!(rows, [(1, 30.25), (2, 5.0)]);
+    ///
+    /// // Under `Filtered`, no record may be kept: `or_none` tells.
+    /// let big = Filtered::new(|x: &u64| *x > 100, Max::or_none(|x: &u64| *x));
+    /// let mut acc = big.create();
+    /// big.add(&mut acc, &7);
+    /// assert_eq!(big.result(&acc), None);
+    /// big.add(&mut acc, &700);
+    /// assert_eq!(big.result(&acc), Some(700));
     /// ```
     Max,
-    >
+    >,
+    LOWEST
 );
 
 /// The arithmetic mean of `value(record)` as `f64` (NaN for no record).

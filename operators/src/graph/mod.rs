@@ -6,6 +6,7 @@
 //! [`PartitionedExt::sink_partitioned`]).
 
 pub mod aggregate;
+mod fixed;
 pub mod join;
 pub mod late;
 pub mod live_source;
@@ -18,7 +19,8 @@ pub mod top;
 pub mod window;
 
 pub use aggregate::{
-    AggregateFunction, Count, DistinctCount, Filtered, Max, MaxBy, Mean, Min, Number, Sum, TopN,
+    AggregateFunction, Bare, Count, DistinctCount, Extreme, Filtered, Max, MaxBy, Mean, Min,
+    Number, OrNone, Sum, TopN,
 };
 pub use join::{IntervalJoin, JoinExt, Joined, JoinedStreams, WindowJoin};
 pub use late::{BehindWatermark, LateRecord, LateStream, Lateness, OnTime};
@@ -31,7 +33,10 @@ pub use process::{
 pub use session::{SessionWindow, Sessions};
 pub use sink::{Csv, JsonLines};
 pub use source::CsvSource;
-pub use top::{ByKey, CollectByWindowExt, LocalTop, MaxByWindowExt, Score, TopNExt, WindowTopN};
+pub use top::{
+    ByKey, CollectByWindowExt, LocalTop, MaxByWindowExt, Ranked, RankedTopN, Score, TopNExt,
+    WindowTopN,
+};
 pub use window::{
     Dense, DenseKey, DenseMap, Hashed, KeyMap, KeyedWindowExt, MapKind, Partial, Sliding, Tumbling,
     WindowEveryEvent, WindowFinal, WindowRow, WindowSpec, Windowed, WindowedStream, Windows,

@@ -6,8 +6,15 @@
 //! gets rows, so one process writes one file. Otherwise, worker 0 writes the
 //! named file and any other worker that gets rows writes `NAME.w<index>`.
 //!
+//! Floats (`f32`, `f64`) are written by default as the shortest text that
+//! reads back as the same number (`0.1 + 0.2` as `0.30000000000000004`,
+//! `2.0` as `2.0` in CSV and JSON); `float_precision(d)` writes every float
+//! with `d` decimals instead ([`Csv::float_precision`],
+//! [`JsonLines::float_precision`]).
+//!
 //! [`Stream::collect`]: air_runtime::dataflow::Stream::collect
 
+use super::fixed::{Fixed, FixedJson};
 use air_runtime::dataflow::{Sink, Stats};
 use std::fs::File;
 use std::io::Write;
@@ -112,7 +119,8 @@ impl Lines {
 }
 
 /// CSV rows (the `csv` crate; a row is any `serde::Serialize` whose fields
-/// are scalars or tuples of scalars).
+/// are scalars or tuples of scalars). Floats as the shortest text that
+/// reads back as the same number, unless [`Csv::float_precision`].
 ///
 /// ```
 /// use air_operators::graph::*;
@@ -140,6 +148,8 @@ pub struct Csv {
     lines: Lines,
     w: csv::Writer<Shared>,
     out: Shared,
+    /// Decimals of every float, if fixed.
+    digits: Option<usize>,
 }
 
 /// A byte buffer the CSV writer writes into and the sink drains.
@@ -171,6 +181,7 @@ impl Csv {
             lines: Lines::new(Target::Path(path.into())),
             w: csv_writer(&out),
             out,
+            digits: None,
         }
     }
 
@@ -196,6 +207,7 @@ impl Csv {
             lines: Lines::new(Target::Stdout),
             w: csv_writer(&out),
             out,
+            digits: None,
         }
     }
 
@@ -214,6 +226,35 @@ impl Csv {
         }
         self
     }
+
+    /// Every float (`f32`, `f64`, wherever it is in a row) written with
+    /// `digits` decimals, rounded to nearest (`6`: `0.1 + 0.2` as
+    /// `0.300000`, `2.0` as `2.000000`; `0`: `2.75` as `3`, without a
+    /// point); NaN and infinities as `NaN`, `inf` and `-inf`. Without it,
+    /// floats are the shortest text that reads back as the same number.
+    ///
+    /// ```
+    /// use air_operators::graph::*;
+    /// use air_runtime::dataflow::{run_graph, VecSource};
+    /// use air_runtime::JobConfig;
+    ///
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let path = dir.path().join("latency.csv");
+    /// let p = path.clone();
+    /// let cfg = JobConfig { workers: 1, pin: false, ..JobConfig::default() };
+    /// run_graph(&cfg, move |df| {
+    ///     // (url, mean latency ms)
+    ///     df.source(VecSource::new(vec![("/a".to_string(), 0.1 + 0.2), ("/b".into(), 2.0)]))
+    ///         .sink(Csv::to_path(p.clone()).header(&["url", "mean_ms"]).float_precision(6));
+    /// })
+    /// .unwrap();
+    /// let text = std::fs::read_to_string(&path).unwrap();
+    /// assert_eq!(text, "url,mean_ms\n/a,0.300000\n/b,2.000000\n");
+    /// ```
+    pub fn float_precision(mut self, digits: usize) -> Self {
+        self.digits = Some(digits);
+        self
+    }
 }
 
 impl<T: serde::Serialize> Sink<T> for Csv {
@@ -226,9 +267,14 @@ impl<T: serde::Serialize> Sink<T> for Csv {
     }
 
     fn write(&mut self, row: T) -> Result<(), String> {
-        self.w
-            .serialize(&row)
-            .map_err(|e| format!("CSV row: {e}"))?;
+        match self.digits {
+            None => self.w.serialize(&row),
+            Some(digits) => self.w.serialize(Fixed {
+                value: &row,
+                digits,
+            }),
+        }
+        .map_err(|e| format!("CSV row: {e}"))?;
         self.lines.rows += 1;
         if self.out.0.borrow().len() >= 1 << 20 {
             Sink::<T>::flush(self)?;
@@ -252,7 +298,10 @@ impl<T: serde::Serialize> Sink<T> for Csv {
     }
 }
 
-/// JSON lines: one `serde_json` object (or value) per line.
+/// JSON lines: one `serde_json` object (or value) per line. Floats as the
+/// shortest text that reads back as the same number, unless
+/// [`JsonLines::float_precision`]; NaN and infinities as `null` (JSON has
+/// no such numbers).
 ///
 /// Without [`collect`](air_runtime::dataflow::Stream::collect) first, each
 /// worker with rows writes its own file:
@@ -279,6 +328,8 @@ impl<T: serde::Serialize> Sink<T> for Csv {
 /// ```
 pub struct JsonLines {
     lines: Lines,
+    /// Decimals of every float, if fixed.
+    digits: Option<usize>,
 }
 
 impl JsonLines {
@@ -286,6 +337,7 @@ impl JsonLines {
     pub fn to_path(path: impl Into<PathBuf>) -> Self {
         JsonLines {
             lines: Lines::new(Target::Path(path.into())),
+            digits: None,
         }
     }
 
@@ -307,7 +359,36 @@ impl JsonLines {
     pub fn stdout() -> Self {
         JsonLines {
             lines: Lines::new(Target::Stdout),
+            digits: None,
         }
+    }
+
+    /// Every finite float (`f32`, `f64`, wherever it is in a row) written
+    /// as a JSON number with `digits` decimals, rounded to nearest (`3`:
+    /// `0.1 + 0.2` as `0.300`, `2.0` as `2.000`; `0`: `2.75` as `3`); NaN
+    /// and infinities stay `null`. Without it, floats are the shortest
+    /// text that reads back as the same number.
+    ///
+    /// ```
+    /// use air_operators::graph::*;
+    /// use air_runtime::dataflow::{run_graph, VecSource};
+    /// use air_runtime::JobConfig;
+    ///
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let path = dir.path().join("latency.jsonl");
+    /// let p = path.clone();
+    /// let cfg = JobConfig { workers: 1, pin: false, ..JobConfig::default() };
+    /// run_graph(&cfg, move |df| {
+    ///     let row = Windowed { start: 0, end: 1_000, key: "/a", value: (0.1 + 0.2, 2.0f32) };
+    ///     df.source(VecSource::new(vec![row])).sink(JsonLines::to_path(p.clone()).float_precision(3));
+    /// })
+    /// .unwrap();
+    /// let text = std::fs::read_to_string(&path).unwrap();
+    /// assert_eq!(text, "{\"start\":0,\"end\":1000,\"key\":\"/a\",\"value\":[0.300,2.000]}\n");
+    /// ```
+    pub fn float_precision(mut self, digits: usize) -> Self {
+        self.digits = Some(digits);
+        self
     }
 }
 
@@ -317,7 +398,15 @@ impl<T: serde::Serialize> Sink<T> for JsonLines {
     }
 
     fn write(&mut self, row: T) -> Result<(), String> {
-        serde_json::to_writer(&mut self.lines.buf, &row).map_err(|e| format!("JSON row: {e}"))?;
+        match self.digits {
+            None => serde_json::to_writer(&mut self.lines.buf, &row),
+            Some(digits) => {
+                let f = FixedJson { digits };
+                let mut s = serde_json::Serializer::with_formatter(&mut self.lines.buf, f);
+                row.serialize(&mut s)
+            }
+        }
+        .map_err(|e| format!("JSON row: {e}"))?;
         self.lines.buf.push(b'\n');
         self.lines.rows += 1;
         if self.lines.buf.len() >= 1 << 20 {

@@ -1,7 +1,7 @@
 //! The best `n` rows of every window: after a windowed aggregate, keyed by
 //! the window, each window's rows meet at one worker, which emits the `n`
-//! with the largest score (best first) when the watermark passes the
-//! window's end.
+//! with the largest score (best first, each with its rank: [`Ranked`])
+//! when the watermark passes the window's end.
 //!
 //! [`TopNExt::top_n`] and [`MaxByWindowExt::max_by_window`] combine before
 //! their exchange: each worker keeps only its own best rows of every window
@@ -34,10 +34,11 @@
 //!         .aggregate(Count)
 //!         .key_by(|r| r.start)
 //!         .top_n(3, |r| r.value)
-//!         .for_each(move |r| out.lock().unwrap().push((r.key, r.value)));
+//!         // A `Ranked` row reads as the row it wraps, plus its `rank`.
+//!         .for_each(move |r| out.lock().unwrap().push((r.rank, r.key, r.value)));
 //! })
 //! .unwrap();
-//! assert_eq!(*top.lock().unwrap(), [(5, 5), (4, 4), (3, 3)]);
+//! assert_eq!(*top.lock().unwrap(), [(1, 5, 5), (2, 4, 4), (3, 3, 3)]);
 //! ```
 
 use super::window::WindowRow;
@@ -45,18 +46,89 @@ use air_runtime::dataflow::{
     Cx, Head, Identity, KeyedStream, OpHead, Operator, Outbox, Pipe, Stats, Stream, Tail,
 };
 use air_runtime::{key_hash, Record};
+use rkyv::{Archive, Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::hash::Hash;
+use std::ops::{Deref, DerefMut};
+
+/// A row of [`TopNExt::top_n`] with its rank in its window: 1 for the
+/// window's best row, then 2, 3, … up to `n` (consecutive, one rank per
+/// row: SQL's `ROW_NUMBER`, not `RANK`; the tie rule is
+/// [`TopNExt::top_n`]'s). It reads as the row it wraps (`Deref`):
+/// `r.key`, `r.value` and `r.start` are the row's, `r.rank` its rank, and
+/// `r.row` (or [`Ranked::into_row`]) the row itself.
+///
+/// ```
+/// use air_operators::graph::{Ranked, Windowed};
+/// let r = Ranked { rank: 1, row: Windowed { start: 0, end: 10, key: 7u32, value: 3u64 } };
+/// assert_eq!((r.start, r.rank, r.key, r.value), (0, 1, 7, 3));
+/// assert_eq!(r.into_row().key, 7);
+/// ```
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Archive,
+    Serialize,
+    Deserialize,
+    serde::Serialize,
+    serde::Deserialize,
+)]
+pub struct Ranked<T> {
+    /// The row's 1-based position in its window's top, best first.
+    pub rank: u32,
+    /// The row.
+    pub row: T,
+}
+
+impl<T> Ranked<T> {
+    /// The row, without its rank.
+    pub fn into_row(self) -> T {
+        self.row
+    }
+}
+
+impl<T> Deref for Ranked<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.row
+    }
+}
+
+impl<T> DerefMut for Ranked<T> {
+    fn deref_mut(&mut self) -> &mut T {
+        &mut self.row
+    }
+}
+
+impl<T: WindowRow> WindowRow for Ranked<T> {
+    fn window_end(&self) -> u64 {
+        self.row.window_end()
+    }
+}
 
 /// `top_n` on a stream of window rows keyed by their window.
 pub trait TopNExt<H: Head, P: Pipe<H::Out>> {
-    /// Each window's `n` rows with the largest `score` (best first; ties in
-    /// arrival order: put a tie-breaker in the score, e.g. `(count,
-    /// Reverse(key))`, for a deterministic order), emitted when the
-    /// watermark passes the window's end. Each worker sends only its own
-    /// `n` best rows of a window ([`LocalTop`]). Example: the
+    /// Each window's `n` rows with the largest `score` (fewer if the window
+    /// has fewer rows), best first, each with its rank ([`Ranked`]: 1 to
+    /// `n`), emitted when the watermark passes the window's end. Each
+    /// worker sends only its own `n` best rows of a window ([`LocalTop`]);
+    /// the rank is assigned at the window's owner as the window is emitted.
+    ///
+    /// Ranks are positions in the order of `score`, largest first: every
+    /// row gets its own rank, also when scores are equal (`ROW_NUMBER`).
+    /// Rows of equal score keep the order in which they reached the
+    /// window's owner, which depends on the number of workers and on
+    /// timing: so the score at each rank is deterministic, but which of
+    /// the tied rows gets which rank (and, tied at the `n`-th place, which
+    /// is kept) is not. For deterministic rows put a tie-breaker in the
+    /// score, e.g. `(count, Reverse(key))`: the smaller key first.
+    ///
+    /// Fails the graph (an error from `run`) if `n` is 0. Example: the
     /// [module](self).
-    fn top_n<S, SF>(self, n: usize, score: SF) -> Stream<OpHead<WindowTopN<P::Out, SF>>, Identity>
+    fn top_n<S, SF>(self, n: usize, score: SF) -> Stream<OpHead<RankedTopN<P::Out, SF>>, Identity>
     where
         S: Ord + 'static,
         SF: Fn(&P::Out) -> S + Clone + 'static;
@@ -70,7 +142,7 @@ where
     K: Hash + 'static,
     KF: Fn(&P::Out) -> K + 'static,
 {
-    fn top_n<S, SF>(self, n: usize, score: SF) -> Stream<OpHead<WindowTopN<P::Out, SF>>, Identity>
+    fn top_n<S, SF>(self, n: usize, score: SF) -> Stream<OpHead<RankedTopN<P::Out, SF>>, Identity>
     where
         S: Ord + 'static,
         SF: Fn(&P::Out) -> S + Clone + 'static,
@@ -85,7 +157,7 @@ where
         stream.end_in(LocalTop::new(out, key, n, false, score.clone()));
         df.consume(
             edge,
-            WindowTopN {
+            RankedTopN(WindowTopN {
                 n,
                 ties: false,
                 score,
@@ -93,7 +165,7 @@ where
                 unfired: 0,
                 counter: "unfired_windows",
                 windows: 0,
-            },
+            }),
         )
     }
 }
@@ -196,7 +268,17 @@ where
     T: Record + WindowRow,
     SF: Score<T>,
 {
-    fn fire<E: FnMut(T)>(&mut self, wm: u64, emit: &mut E) {
+    /// Adds a batch of rows to their windows.
+    fn add(&mut self, items: &[T::Item]) {
+        for a in items {
+            let r = T::from_archived(a);
+            self.open.entry(r.window_end()).or_default().push(r);
+        }
+    }
+
+    /// Emits the rows of every window ending at or before `wm`, each with
+    /// its 1-based position in its window's order (1 for every tie).
+    fn fire<E: FnMut(u32, T)>(&mut self, wm: u64, emit: &mut E) {
         while let Some(entry) = self.open.first_entry() {
             if *entry.key() > wm {
                 break;
@@ -210,14 +292,15 @@ where
                 };
                 for r in rows {
                     if score.score(&r) == best {
-                        emit(r);
+                        emit(1, r);
                     }
                 }
                 continue;
             }
+            // Stable: equal scores keep their arrival order.
             rows.sort_by_cached_key(|r| std::cmp::Reverse(score.score(r)));
-            for r in rows.into_iter().take(self.n) {
-                emit(r);
+            for (i, r) in rows.into_iter().take(self.n).enumerate() {
+                emit(u32::try_from(i + 1).unwrap_or(u32::MAX), r);
             }
         }
     }
@@ -232,18 +315,15 @@ where
     type Out = T;
 
     fn on_batch<E: FnMut(T)>(&mut self, items: &[T::Item], _emit: &mut E) {
-        for a in items {
-            let r = T::from_archived(a);
-            self.open.entry(r.window_end()).or_default().push(r);
-        }
+        self.add(items);
     }
 
     fn on_watermark<E: FnMut(T)>(&mut self, wm: u64, emit: &mut E) {
-        self.fire(wm, emit);
+        self.fire(wm, &mut |_, r| emit(r));
     }
 
     fn on_end<E: FnMut(T)>(&mut self, final_wm: u64, emit: &mut E) {
-        self.fire(final_wm, emit);
+        self.fire(final_wm, &mut |_, r| emit(r));
         self.unfired += self.open.len() as u64;
     }
 
@@ -252,6 +332,37 @@ where
         if self.counter != "unfired_windows" {
             stats.add("collected_windows", self.windows);
         }
+    }
+}
+
+/// The operator of [`TopNExt::top_n`] at a window's owner: a
+/// [`WindowTopN`] whose rows leave [`Ranked`].
+pub struct RankedTopN<T, SF>(WindowTopN<T, SF>);
+
+impl<T, SF> Operator for RankedTopN<T, SF>
+where
+    T: Record + WindowRow,
+    SF: Score<T>,
+{
+    type In = T;
+    type Out = Ranked<T>;
+
+    fn on_batch<E: FnMut(Ranked<T>)>(&mut self, items: &[T::Item], _emit: &mut E) {
+        self.0.add(items);
+    }
+
+    fn on_watermark<E: FnMut(Ranked<T>)>(&mut self, wm: u64, emit: &mut E) {
+        self.0.fire(wm, &mut |rank, row| emit(Ranked { rank, row }));
+    }
+
+    fn on_end<E: FnMut(Ranked<T>)>(&mut self, final_wm: u64, emit: &mut E) {
+        self.0
+            .fire(final_wm, &mut |rank, row| emit(Ranked { rank, row }));
+        self.0.unfired += self.0.open.len() as u64;
+    }
+
+    fn report(&mut self, stats: &mut Stats) {
+        self.0.report(stats);
     }
 }
 

@@ -254,10 +254,10 @@ fn build(cx: &Cx<'_>, df: &Dataflow, shard: &Shard<'_>) {
     });
     sink_window_rows(
         stats,
-        |r: &Windowed<Word, SplitStats<Option<u64>>>| r.key.clone(),
+        |r: &Windowed<Word, SplitStats<u64>>| r.key.clone(),
         |r| {
-            // Every channel's window has a bid, so a minute.
-            let minute = r.value.1.unwrap_or(0);
+            // Every channel's window has a bid, so its latest minute.
+            let minute = r.value.1;
             Q16Csv {
                 window_start_ms: r.start,
                 window_end_ms: r.end,

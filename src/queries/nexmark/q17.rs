@@ -114,9 +114,8 @@ fn build(cx: &Cx<'_>, df: &Dataflow, shard: &Shard<'_>) {
         .window(Tumbling::ms(size), |b: &Bid| b.date_time)
         .aggregate(stats)
         .map(|r| {
+            // A window of a key has at least one bid: min and max are its.
             let ((all, r1, r2, r3), min, max, sum) = r.value;
-            // A window of a key has at least one bid: min and max exist.
-            let (min, max) = (min.unwrap_or(0), max.unwrap_or(0));
             Windowed {
                 start: r.start,
                 end: r.end,
