@@ -228,11 +228,7 @@ fn orders_and_payments(seed: u64, n: usize) -> (Vec<Order>, Vec<Payment>) {
 }
 
 /// [`orders_and_payments`], both files up to `max_lag` ms out of order.
-fn orders_and_payments_lagging(
-    seed: u64,
-    n: usize,
-    max_lag: u64,
-) -> (Vec<Order>, Vec<Payment>) {
+fn orders_and_payments_lagging(seed: u64, n: usize, max_lag: u64) -> (Vec<Order>, Vec<Payment>) {
     let mut rng = Rng(seed);
     let users = Zipf::new(50, 1.1);
     let mut clock = Clock {
@@ -1224,7 +1220,10 @@ impl SqlCase {
         );
         assert_eq!(rows.len(), want.len(), "{what}: rows with MAX_DELAY_MS={d}");
         for (g, w) in rows.iter().zip(&want) {
-            assert_eq!(g, w, "{what}: a row with MAX_DELAY_MS={d} differs from SQL's");
+            assert_eq!(
+                g, w,
+                "{what}: a row with MAX_DELAY_MS={d} differs from SQL's"
+            );
         }
     }
 
@@ -1331,7 +1330,7 @@ const PAYMENTS_TABLE: &str = "CREATE TABLE payments(\"order\" INTEGER, time_ms I
 /// default).
 fn orders_sql_case() -> SqlCase {
     let dir = common::tmpdir("examples", "orders-sql");
-    let (orders, payments) = orders_and_payments_lagging(0x0dde_5c1, 8_000, 3_000);
+    let (orders, payments) = orders_and_payments_lagging(0x0dde_05c1, 8_000, 3_000);
     let late_o = late_flags(
         &orders.iter().map(|o| o.time_ms).collect::<Vec<_>>(),
         5_000,
@@ -1344,8 +1343,13 @@ fn orders_sql_case() -> SqlCase {
         1_000,
         0,
     );
-    let files = ["orders.csv", "payments.csv", "orders-ok.csv", "payments-ok.csv"]
-        .map(|f| dir.join(f));
+    let files = [
+        "orders.csv",
+        "payments.csv",
+        "orders-ok.csv",
+        "payments-ok.csv",
+    ]
+    .map(|f| dir.join(f));
     write_csv(&files[0], &orders);
     write_csv(&files[1], &payments);
     write_csv(&files[2], &on_time(&orders, &late_o));
@@ -1471,7 +1475,10 @@ fn late_clicks_puts_every_click_in_a_count_or_the_late_file() {
     let closed = late_flags(&times, 10_000, 2_000, 0);
     let n_late = too_late.iter().filter(|&&l| l).count();
     let n_within = closed.iter().filter(|&&l| l).count() - n_late;
-    assert!(n_late > 20 && n_within > 20, "{n_late} too late, {n_within} within the lateness");
+    assert!(
+        n_late > 20 && n_within > 20,
+        "{n_late} too late, {n_within} within the lateness"
+    );
     let mut want_late: Vec<(u64, u64)> = data
         .iter()
         .zip(&too_late)
@@ -1505,7 +1512,12 @@ fn late_clicks_puts_every_click_in_a_count_or_the_late_file() {
         assert_eq!(placed, all, "{what}: counts + late clicks != the input");
         // The engine's summary names the late clicks, as many as the file.
         let said = LateSaid::of(&o);
-        assert_eq!(said.total(), got_late.len() as u64, "{what}: {said:?}\n{}", text(&o));
+        assert_eq!(
+            said.total(),
+            got_late.len() as u64,
+            "{what}: {said:?}\n{}",
+            text(&o)
+        );
         assert!(
             said.records
                 .keys()
