@@ -9,6 +9,11 @@
 //! Input: `orders.csv` with `order,user,amount,time_ms` and `payments.csv`
 //! with `order,time_ms`. An order counts as paid in a window if its payment
 //! falls in the same 5-s window. Output: CSV `window_start,user,paid`.
+//!
+//! Both inputs may be out of order: the watermarks wait `MAX_DELAY_MS`
+//! (default 1 000) behind the newest order or payment; records later than
+//! that for their window are named on stderr at the end, with the delay
+//! that would have kept them.
 
 use air::prelude::*;
 
@@ -32,14 +37,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         return Err("usage: orders_payments ORDERS.csv PAYMENTS.csv [OUT.csv]".into());
     };
     let out = args.get(2).cloned();
+    let delay: u64 = match std::env::var("MAX_DELAY_MS") {
+        Ok(v) => v.parse().map_err(|e| format!("MAX_DELAY_MS={v:?}: {e}"))?,
+        Err(_) => 1_000,
+    };
     air::Job::from_env()?.run(|df| {
         let (me, n) = (df.index(), df.workers());
         let orders = df
             .source(CsvSource::<Order>::shard(&orders, me, n))
-            .event_time(|o| o.time_ms, 1_000);
+            .event_time(|o| o.time_ms, delay);
         let payments = df
             .source(CsvSource::<Payment>::shard(&payments, me, n))
-            .event_time(|p| p.time_ms, 1_000);
+            .event_time(|p| p.time_ms, delay);
         let rows = orders
             .key_by(|o| o.order)
             .join(payments.key_by(|p| p.order))

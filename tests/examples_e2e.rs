@@ -8,6 +8,15 @@
 //! field. `live_clicks.rs` reads a pipe: its rows come out as windows
 //! close, before the input ends.
 //!
+//! On inputs out of order by more than an example's default watermark
+//! delay, a run exits 0 and names its late records and a delay that keeps
+//! them on stderr; rerun with that delay (`MAX_DELAY_MS`), it writes
+//! exactly the rows SQLite (the `sqlite3` command) computes from the same
+//! files, at 1 and 2 workers and under `mpirun -np 2`. At one worker the
+//! first run's rows are SQL's over the records that were on time.
+//! `late_clicks.rs` (allowed lateness and a side output of late clicks)
+//! puts every click in exactly one place: a count or its late file.
+//!
 //! The example binaries are the ones `cargo test` builds next to this
 //! test's (`target/<profile>/examples/<name>`); run alone (`cargo test
 //! --test examples_e2e`, which does not build them), the test builds them
@@ -23,8 +32,14 @@ use std::time::{Duration, Instant};
 /// Longest one run of an example may take before the test calls it a hang.
 const LIMIT: Duration = Duration::from_secs(60);
 
-/// The environment variables of `air::Job::from_env` a run sets itself.
-const JOB_ENV: [&str; 3] = ["AIR_WORKERS", "AIR_RING_BYTES", "AIR_FORCE_NETWORK"];
+/// The environment variables of `air::Job::from_env` a run sets itself, and
+/// the examples' watermark delay.
+const JOB_ENV: [&str; 4] = [
+    "AIR_WORKERS",
+    "AIR_RING_BYTES",
+    "AIR_FORCE_NETWORK",
+    "MAX_DELAY_MS",
+];
 
 // ---------------------------------------------------------------------------
 // Inputs
@@ -117,13 +132,18 @@ struct Click {
 /// ~20k clicks over ~190 s, users Zipf-skewed (a few users click most),
 /// up to 4 s out of order (the example waits 5 s).
 fn clicks(seed: u64, n: usize) -> Vec<Click> {
+    clicks_lagging(seed, n, 4_000)
+}
+
+/// [`clicks`], up to `max_lag` ms out of order.
+fn clicks_lagging(seed: u64, n: usize, max_lag: u64) -> Vec<Click> {
     let mut rng = Rng(seed);
     let users = Zipf::new(300, 1.2);
     let mut clock = Clock {
         t: 0,
         step: 20,
         disorder_pct: 30,
-        max_lag: 4_000,
+        max_lag,
     };
     (0..n)
         .map(|i| {
@@ -131,7 +151,7 @@ fn clicks(seed: u64, n: usize) -> Vec<Click> {
             if i % 97 == 0 {
                 // On a window's first millisecond.
                 time_ms -= time_ms % 10_000;
-                time_ms = time_ms.max(clock.t.saturating_sub(4_000));
+                time_ms = time_ms.max(clock.t.saturating_sub(max_lag));
             }
             Click {
                 // Spread the ranks so users are not 0, 1, 2, …
@@ -154,13 +174,18 @@ struct Visit {
 /// integer-valued latencies (so float sums are exact in any order), up to
 /// 1.5 s out of order (the example waits 2 s).
 fn visits(seed: u64, n: usize) -> Vec<Visit> {
+    visits_lagging(seed, n, 1_500)
+}
+
+/// [`visits`], up to `max_lag` ms out of order.
+fn visits_lagging(seed: u64, n: usize, max_lag: u64) -> Vec<Visit> {
     let mut rng = Rng(seed);
     let urls = Zipf::new(40, 1.0);
     let mut clock = Clock {
         t: 0,
         step: 4,
         disorder_pct: 30,
-        max_lag: 1_500,
+        max_lag,
     };
     (0..n)
         .map(|_| {
@@ -199,13 +224,18 @@ struct Payment {
 /// twice, some never, and payments of unknown orders. Both files up to
 /// 0.8 s out of order (the example waits 1 s).
 fn orders_and_payments(seed: u64, n: usize) -> (Vec<Order>, Vec<Payment>) {
+    orders_and_payments_lagging(seed, n, 800)
+}
+
+/// [`orders_and_payments`], both files up to `max_lag` ms out of order.
+fn orders_and_payments_lagging(seed: u64, n: usize, max_lag: u64) -> (Vec<Order>, Vec<Payment>) {
     let mut rng = Rng(seed);
     let users = Zipf::new(50, 1.1);
     let mut clock = Clock {
         t: 0,
         step: 12,
         disorder_pct: 25,
-        max_lag: 800,
+        max_lag,
     };
     let mut orders = Vec::with_capacity(n);
     let mut paid_at: Vec<(u64, u64)> = Vec::new();
@@ -235,9 +265,9 @@ fn orders_and_payments(seed: u64, n: usize) -> (Vec<Order>, Vec<Payment>) {
         .into_iter()
         .map(|(t, order)| Payment {
             order,
-            // Sorted by t: lagging t by < 1 s stays within the delay.
+            // Sorted by t: lagging t by < max_lag ms.
             time_ms: if rng.chance(20) {
-                t.saturating_sub(rng.below(800))
+                t.saturating_sub(rng.below(max_lag))
             } else {
                 t
             },
@@ -315,7 +345,13 @@ fn orders_payments_reference(orders: &[Order], payments: &[Payment]) -> Vec<(u64
 // Running the examples
 
 /// The example programs this test runs.
-const EXAMPLES: [&str; 4] = ["clicks_top3", "url_stats", "orders_payments", "live_clicks"];
+const EXAMPLES: [&str; 5] = [
+    "clicks_top3",
+    "url_stats",
+    "orders_payments",
+    "live_clicks",
+    "late_clicks",
+];
 
 /// `target/<profile>/examples/<name>`, next to this test's directory
 /// (`target/<profile>/deps`). `cargo test` builds the examples, but
@@ -921,4 +957,583 @@ fn live_clicks_bad_line_names_stream_line_and_offset() {
         err.contains(&format!("-:4: column 14: invalid type: string \"one\", expected u64 (line at byte offset {offset})")),
         "{err}"
     );
+}
+
+// ---------------------------------------------------------------------------
+// Data out of order by more than the examples' default delay, and SQLite
+// (the `sqlite3` command) as the reference: the first run, with the
+// default delay, exits 0 and names its late records and a delay that
+// keeps them; the second, with that delay (`MAX_DELAY_MS`), writes exactly
+// the rows SQL computes from the same input.
+
+/// A table SQLite reads from a CSV file with a header.
+struct Table {
+    /// `CREATE TABLE …;` (typed columns, so numbers compare as numbers).
+    create: &'static str,
+    name: &'static str,
+    csv: PathBuf,
+}
+
+/// Runs `query` with `sqlite3` on `tables` (in memory) and returns its
+/// rows, fields as SQLite prints them in CSV mode.
+fn sqlite(tables: &[Table], query: &str) -> Vec<Vec<String>> {
+    use std::io::Write;
+    let mut script = String::from(".bail on\n.mode csv\n.headers off\n");
+    for t in tables {
+        script += &format!(
+            "{}\n.import --csv --skip 1 \"{}\" {}\n",
+            t.create,
+            t.csv.display(),
+            t.name
+        );
+    }
+    script += query;
+    script += "\n";
+    let mut child = Command::new("sqlite3")
+        .args(["-batch", ":memory:"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| {
+            panic!("sqlite3 (the reference of these tests; Debian package sqlite3): {e}")
+        });
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(script.as_bytes())
+        .unwrap();
+    let o = wait(child, "sqlite3");
+    assert!(o.status.success(), "sqlite3 on\n{script}\n{}", text(&o));
+    csv::ReaderBuilder::new()
+        .has_headers(false)
+        .from_reader(&o.stdout[..])
+        .records()
+        .map(|r| r.unwrap().iter().map(str::to_string).collect())
+        .collect()
+}
+
+/// How a column of an example's rows compares.
+#[derive(Clone, Copy)]
+enum Col {
+    /// Text as written (integers, strings).
+    Text,
+    /// A float: equal if it parses to the same f64.
+    Float,
+}
+
+/// Rows in a canonical form: floats parsed (and printed back in Rust's
+/// shortest form, one text per f64); `in_window_order`: rows stable-sorted
+/// by their window (column 0), keeping each window's order, else sorted.
+fn canonical(rows: Vec<Vec<String>>, cols: &[Col], in_window_order: bool) -> Vec<Vec<String>> {
+    let mut rows: Vec<Vec<String>> = rows
+        .into_iter()
+        .map(|r| {
+            assert_eq!(r.len(), cols.len(), "row {r:?}");
+            r.into_iter()
+                .zip(cols)
+                .map(|(f, c)| match c {
+                    Col::Text => f,
+                    Col::Float => {
+                        let x: f64 = f.parse().unwrap_or_else(|e| panic!("{f:?}: {e}"));
+                        format!("{x:?}")
+                    }
+                })
+                .collect()
+        })
+        .collect();
+    if in_window_order {
+        rows.sort_by_key(|r| r[0].parse::<u64>().expect("a window start"));
+    } else {
+        rows.sort();
+    }
+    rows
+}
+
+/// What a run said about late records on stderr: per operator label, the
+/// records (summed over ranks), and the largest delay suggested.
+#[derive(Debug, Default)]
+struct LateSaid {
+    records: BTreeMap<String, u64>,
+    suggested_ms: Option<u64>,
+}
+
+impl LateSaid {
+    /// Parses `air: [rank R: ]N late record(s) at the LABEL (first: …)` and
+    /// `air: [rank R: ]records came up to D ms behind the newest event
+    /// time: …` lines.
+    fn of(o: &Output) -> LateSaid {
+        let mut said = LateSaid::default();
+        for line in String::from_utf8_lossy(&o.stderr).lines() {
+            let Some(rest) = line.strip_prefix("air: ") else {
+                continue;
+            };
+            let rest = match rest.strip_prefix("rank ") {
+                Some(r) => r.split_once(": ").map_or(r, |(_, r)| r),
+                None => rest,
+            };
+            if let Some((n, label)) = rest.split_once(" late record(s) at the ") {
+                let n: u64 = n.parse().unwrap_or_else(|e| panic!("{line:?}: {e}"));
+                let label = label.split(" (first: ").next().unwrap().to_string();
+                *said.records.entry(label).or_default() += n;
+            } else if let Some(d) = rest.strip_prefix("records came up to ") {
+                let d: u64 = d
+                    .split(' ')
+                    .next()
+                    .and_then(|d| d.parse().ok())
+                    .unwrap_or_else(|| panic!("no delay in {line:?}"));
+                assert!(
+                    rest.contains(&format!("of {d} or more")),
+                    "the suggestion names the delay: {line:?}"
+                );
+                said.suggested_ms = Some(said.suggested_ms.map_or(d, |s| s.max(d)));
+            }
+        }
+        said
+    }
+
+    fn total(&self) -> u64 {
+        self.records.values().sum()
+    }
+}
+
+/// Which records of one source are late for tumbling windows of
+/// `window_ms` at one worker reading the whole file in order: the
+/// watermark at a record is the newest event time before it − `delay_ms`,
+/// and a record is late iff its window's end + `lateness_ms` is at or
+/// before that watermark.
+fn late_flags(times: &[u64], window_ms: u64, delay_ms: u64, lateness_ms: u64) -> Vec<bool> {
+    let mut newest = 0u64;
+    times
+        .iter()
+        .map(|&t| {
+            let wm = newest.saturating_sub(delay_ms);
+            newest = newest.max(t);
+            t / window_ms * window_ms + window_ms + lateness_ms <= wm
+        })
+        .collect()
+}
+
+/// `rows` without those flagged late.
+fn on_time<R: Clone>(rows: &[R], late: &[bool]) -> Vec<R> {
+    rows.iter()
+        .zip(late)
+        .filter(|(_, &l)| !l)
+        .map(|(r, _)| r.clone())
+        .collect()
+}
+
+/// One example, its inputs (out of order by more than its default delay)
+/// and the SQL that computes its rows.
+struct SqlCase {
+    dir: common::TmpDir,
+    name: &'static str,
+    /// The example's input files (its arguments before the output file).
+    inputs: Vec<PathBuf>,
+    /// The SQL's tables: the same files.
+    tables: Vec<Table>,
+    /// The SQL's tables at one worker without the records late there at the
+    /// default delay.
+    on_time_tables: Vec<Table>,
+    /// Records late at one worker with the default delay.
+    late_at_one_worker: u64,
+    query: &'static str,
+    cols: &'static [Col],
+    header: &'static str,
+    /// Rows compared in each window's order (top-3: best first).
+    in_window_order: bool,
+    /// The start of the label of the operator that judges lateness.
+    judge: &'static str,
+}
+
+impl SqlCase {
+    /// The example's rows (canonical) written to `out`.
+    fn rows(&self, out: &Path, o: &Output) -> Vec<Vec<String>> {
+        let (header, rows) = read_output(out, o);
+        assert_eq!(header, self.header, "{}", self.name);
+        let rows = rows
+            .iter()
+            .map(|r| r.iter().map(str::to_string).collect())
+            .collect();
+        canonical(rows, self.cols, self.in_window_order)
+    }
+
+    fn sql(&self, tables: &[Table]) -> Vec<Vec<String>> {
+        canonical(sqlite(tables, self.query), self.cols, self.in_window_order)
+    }
+
+    /// Runs the example with the default delay, then with the delay its
+    /// summary suggests; `launch` starts it (with extra environment), `tag`
+    /// names the runs and `workers` is the total worker count.
+    fn check(
+        &self,
+        tag: &str,
+        workers: usize,
+        launch: impl Fn(&str, &[&Path], &[(&str, &str)]) -> Output,
+    ) {
+        let what = format!("{} {tag}", self.name);
+        let want = self.sql(&self.tables);
+        assert!(want.len() > 30, "{what}: {} SQL rows", want.len());
+        let run = |file: &str, env: &[(&str, &str)]| {
+            let out = self.dir.join(format!("{tag}-{file}.csv"));
+            let mut args: Vec<&Path> = self.inputs.iter().map(PathBuf::as_path).collect();
+            args.push(&out);
+            let o = launch(self.name, &args, env);
+            assert!(o.status.success(), "{what}: {}", text(&o));
+            let rows = self.rows(&out, &o);
+            (o, rows)
+        };
+
+        // The default delay: late records, named, and a delay suggested.
+        let (o, rows) = run("default", &[]);
+        let said = LateSaid::of(&o);
+        let file = format!("examples/{}.rs:", self.name);
+        assert!(
+            said.records
+                .keys()
+                .any(|l| l.starts_with(self.judge) && l.contains(&file)),
+            "{what}: no late-records line of the {} at {file}: {said:?}\n{}",
+            self.judge,
+            text(&o)
+        );
+        assert!(said.total() > 0, "{what}: {said:?}");
+        let Some(delay) = said.suggested_ms else {
+            panic!("{what}: no suggested delay\n{}", text(&o));
+        };
+        if workers == 1 {
+            // At one worker the late records are known: the rows are SQL's
+            // over the others, and the count printed is theirs.
+            assert_eq!(said.total(), self.late_at_one_worker, "{what}: {said:?}");
+            assert_eq!(
+                rows,
+                self.sql(&self.on_time_tables),
+                "{what}: rows differ from SQL over the records on time"
+            );
+            assert_ne!(rows, want, "{what}: late records changed no row");
+        }
+
+        // The suggested delay: no record late, SQL's rows.
+        let d = delay.to_string();
+        let (o, rows) = run("suggested", &[("MAX_DELAY_MS", d.as_str())]);
+        let said = LateSaid::of(&o);
+        assert!(
+            said.records.is_empty() && said.suggested_ms.is_none(),
+            "{what}: late records with MAX_DELAY_MS={d}: {said:?}\n{}",
+            text(&o)
+        );
+        assert_eq!(rows.len(), want.len(), "{what}: rows with MAX_DELAY_MS={d}");
+        for (g, w) in rows.iter().zip(&want) {
+            assert_eq!(
+                g, w,
+                "{what}: a row with MAX_DELAY_MS={d} differs from SQL's"
+            );
+        }
+    }
+
+    fn embedded(&self, workers: usize) {
+        let w = workers.to_string();
+        self.check(&format!("w{workers}"), workers, |name, args, env| {
+            let mut env = env.to_vec();
+            env.push(("AIR_WORKERS", &w));
+            run_example(name, args, &env)
+        });
+    }
+
+    /// Under `mpirun -np 2`, one worker per rank.
+    #[cfg(feature = "mpi")]
+    fn on_two_ranks(&self) {
+        self.check("np2", 2, |name, args, env| {
+            let mut env = env.to_vec();
+            env.push(("AIR_WORKERS", "1"));
+            mpirun_example(2, name, args, &env)
+        });
+    }
+}
+
+const CLICKS_TABLE: &str = "CREATE TABLE clicks(user INTEGER, time_ms INTEGER);";
+
+/// Clicks up to 12 s out of order (the example waits 5 s by default).
+fn clicks_sql_case() -> SqlCase {
+    let dir = common::tmpdir("examples", "clicks-sql");
+    let data = clicks_lagging(0x5c1_c11c, 20_000, 12_000);
+    let times: Vec<u64> = data.iter().map(|c| c.time_ms).collect();
+    let late = late_flags(&times, 10_000, 5_000, 0);
+    let (all, ok) = (dir.join("clicks.csv"), dir.join("clicks-on-time.csv"));
+    write_csv(&all, &data);
+    write_csv(&ok, &on_time(&data, &late));
+    let table = |csv: &Path| Table {
+        create: CLICKS_TABLE,
+        name: "clicks",
+        csv: csv.to_path_buf(),
+    };
+    SqlCase {
+        name: "clicks_top3",
+        inputs: vec![all.clone()],
+        tables: vec![table(&all)],
+        on_time_tables: vec![table(&ok)],
+        late_at_one_worker: late.iter().filter(|&&l| l).count() as u64,
+        // Ties: the smaller user first, as the example's top_n.
+        query: "WITH counts AS (
+                  SELECT time_ms / 10000 * 10000 AS w, user, COUNT(*) AS clicks
+                  FROM clicks GROUP BY w, user),
+                ranked AS (
+                  SELECT w, user, clicks,
+                         ROW_NUMBER() OVER (PARTITION BY w ORDER BY clicks DESC, user ASC) AS rn
+                  FROM counts)
+                SELECT w, rn, user, clicks FROM ranked WHERE rn <= 3 ORDER BY w, rn;",
+        cols: &[Col::Text, Col::Text, Col::Text, Col::Text],
+        header: "window_start,rank,user,clicks",
+        in_window_order: true,
+        judge: "window at",
+        dir,
+    }
+}
+
+const VISITS_TABLE: &str =
+    "CREATE TABLE visits(url TEXT, user INTEGER, latency_ms REAL, time_ms INTEGER);";
+
+/// Visits up to 5 s out of order (the example waits 2 s by default).
+fn url_stats_sql_case() -> SqlCase {
+    let dir = common::tmpdir("examples", "urls-sql");
+    let data = visits_lagging(0x0e1_5c1, 15_000, 5_000);
+    let times: Vec<u64> = data.iter().map(|v| v.time_ms).collect();
+    let late = late_flags(&times, 1_000, 2_000, 0);
+    let (all, ok) = (dir.join("visits.csv"), dir.join("visits-on-time.csv"));
+    write_csv(&all, &data);
+    write_csv(&ok, &on_time(&data, &late));
+    let table = |csv: &Path| Table {
+        create: VISITS_TABLE,
+        name: "visits",
+        csv: csv.to_path_buf(),
+    };
+    SqlCase {
+        name: "url_stats",
+        inputs: vec![all.clone()],
+        tables: vec![table(&all)],
+        on_time_tables: vec![table(&ok)],
+        late_at_one_worker: late.iter().filter(|&&l| l).count() as u64,
+        // 17 significant digits: every f64 exactly (SQLite prints 15).
+        query: "SELECT time_ms / 1000 * 1000 AS w, url,
+                       printf('%!.17g', AVG(latency_ms)), printf('%!.17g', MAX(latency_ms)),
+                       COUNT(DISTINCT user)
+                FROM visits GROUP BY w, url;",
+        cols: &[Col::Text, Col::Text, Col::Float, Col::Float, Col::Text],
+        header: "window_start,url,mean_latency_ms,max_latency_ms,distinct_users",
+        in_window_order: false,
+        judge: "window at",
+        dir,
+    }
+}
+
+const ORDERS_TABLE: &str =
+    "CREATE TABLE orders(\"order\" INTEGER, user INTEGER, amount INTEGER, time_ms INTEGER);";
+const PAYMENTS_TABLE: &str = "CREATE TABLE payments(\"order\" INTEGER, time_ms INTEGER);";
+
+/// Orders and payments up to 3 s out of order (the example waits 1 s by
+/// default).
+fn orders_sql_case() -> SqlCase {
+    let dir = common::tmpdir("examples", "orders-sql");
+    let (orders, payments) = orders_and_payments_lagging(0x0dde_05c1, 8_000, 3_000);
+    let late_o = late_flags(
+        &orders.iter().map(|o| o.time_ms).collect::<Vec<_>>(),
+        5_000,
+        1_000,
+        0,
+    );
+    let late_p = late_flags(
+        &payments.iter().map(|p| p.time_ms).collect::<Vec<_>>(),
+        5_000,
+        1_000,
+        0,
+    );
+    let files = [
+        "orders.csv",
+        "payments.csv",
+        "orders-ok.csv",
+        "payments-ok.csv",
+    ]
+    .map(|f| dir.join(f));
+    write_csv(&files[0], &orders);
+    write_csv(&files[1], &payments);
+    write_csv(&files[2], &on_time(&orders, &late_o));
+    write_csv(&files[3], &on_time(&payments, &late_p));
+    let tables = |o: &Path, p: &Path| {
+        vec![
+            Table {
+                create: ORDERS_TABLE,
+                name: "orders",
+                csv: o.to_path_buf(),
+            },
+            Table {
+                create: PAYMENTS_TABLE,
+                name: "payments",
+                csv: p.to_path_buf(),
+            },
+        ]
+    };
+    SqlCase {
+        name: "orders_payments",
+        inputs: vec![files[0].clone(), files[1].clone()],
+        tables: tables(&files[0], &files[1]),
+        on_time_tables: tables(&files[2], &files[3]),
+        late_at_one_worker: (late_o.iter().chain(&late_p).filter(|&&l| l).count()) as u64,
+        // A payment counts in its order's 5-s window (once per payment).
+        query: "SELECT o.time_ms / 5000 * 5000 AS w, o.user, SUM(o.amount)
+                FROM orders o JOIN payments p
+                  ON p.\"order\" = o.\"order\" AND p.time_ms / 5000 = o.time_ms / 5000
+                GROUP BY w, o.user;",
+        cols: &[Col::Text, Col::Text, Col::Text],
+        header: "window_start,user,paid",
+        in_window_order: false,
+        judge: "windowed join at",
+        dir,
+    }
+}
+
+#[test]
+fn clicks_top3_out_of_order_names_late_clicks_then_equals_sql_at_the_suggested_delay() {
+    let case = clicks_sql_case();
+    case.embedded(1);
+    case.embedded(2);
+}
+
+#[test]
+fn url_stats_out_of_order_names_late_visits_then_equals_sql_at_the_suggested_delay() {
+    let case = url_stats_sql_case();
+    case.embedded(1);
+    case.embedded(2);
+}
+
+#[test]
+fn orders_payments_out_of_order_names_late_records_then_equals_sql_at_the_suggested_delay() {
+    let case = orders_sql_case();
+    case.embedded(1);
+    case.embedded(2);
+}
+
+#[cfg(feature = "mpi")]
+mod mpi_sql {
+    use super::*;
+
+    #[test]
+    fn clicks_top3_out_of_order_under_mpirun_equals_sql_at_the_suggested_delay() {
+        clicks_sql_case().on_two_ranks();
+    }
+
+    #[test]
+    fn url_stats_out_of_order_under_mpirun_equals_sql_at_the_suggested_delay() {
+        url_stats_sql_case().on_two_ranks();
+    }
+
+    #[test]
+    fn orders_payments_out_of_order_under_mpirun_equals_sql_at_the_suggested_delay() {
+        orders_sql_case().on_two_ranks();
+    }
+}
+
+// ---------------------------------------------------------------------------
+// examples/late_clicks.rs: 10-s windows with 5 s of allowed lateness after
+// a 2-s watermark delay; clicks too late even for that go to a file.
+
+/// The example's rows: the last row of each (window, user) (a window that
+/// fired again supersedes its earlier rows) and the late clicks (user,
+/// time), sorted.
+#[allow(clippy::type_complexity)]
+fn late_clicks_outputs(
+    counts: &Path,
+    late: &Path,
+    o: &Output,
+) -> (BTreeMap<(u64, u64), u64>, Vec<(u64, u64)>) {
+    let (header, rows) = read_output(counts, o);
+    assert_eq!(header, "window_start,user,clicks");
+    let mut last = BTreeMap::new();
+    for r in &rows {
+        last.insert((num(r, 0), num(r, 1)), num(r, 2));
+    }
+    let (header, rows) = read_output(late, o);
+    assert_eq!(header, "user,time_ms");
+    let mut late: Vec<(u64, u64)> = rows.iter().map(|r| (num(r, 0), num(r, 1))).collect();
+    late.sort();
+    (last, late)
+}
+
+#[test]
+fn late_clicks_puts_every_click_in_a_count_or_the_late_file() {
+    let dir = common::tmpdir("examples", "late");
+    // Up to 12 s out of order: some clicks within the 5 s of lateness after
+    // their window closed, some later still.
+    let data = clicks_lagging(0x1a7e_c11c, 20_000, 12_000);
+    let input = dir.join("clicks.csv");
+    write_csv(&input, &data);
+    let window = |t: u64| t / 10_000 * 10_000;
+    let mut all: BTreeMap<(u64, u64), u64> = BTreeMap::new();
+    for c in &data {
+        *all.entry((window(c.time_ms), c.user)).or_default() += 1;
+    }
+    // At one worker: which clicks are too late (end + 5 s at or before the
+    // watermark, the newest time before − 2 s), and which only late for
+    // the window's first firing (behind the watermark, window closed).
+    let times: Vec<u64> = data.iter().map(|c| c.time_ms).collect();
+    let too_late = late_flags(&times, 10_000, 2_000, 5_000);
+    let closed = late_flags(&times, 10_000, 2_000, 0);
+    let n_late = too_late.iter().filter(|&&l| l).count();
+    let n_within = closed.iter().filter(|&&l| l).count() - n_late;
+    assert!(
+        n_late > 20 && n_within > 20,
+        "{n_late} too late, {n_within} within the lateness"
+    );
+    let mut want_late: Vec<(u64, u64)> = data
+        .iter()
+        .zip(&too_late)
+        .filter(|(_, &l)| l)
+        .map(|(c, _)| (c.user, c.time_ms))
+        .collect();
+    want_late.sort();
+    let mut want_counts: BTreeMap<(u64, u64), u64> = BTreeMap::new();
+    for (c, _) in data.iter().zip(&too_late).filter(|(_, &l)| !l) {
+        *want_counts.entry((window(c.time_ms), c.user)).or_default() += 1;
+    }
+
+    for workers in [1, 2] {
+        let what = format!("late_clicks at {workers} worker(s)");
+        let counts = dir.join(format!("counts{workers}.csv"));
+        let late = dir.join(format!("late{workers}.csv"));
+        let w = workers.to_string();
+        let o = run_example(
+            "late_clicks",
+            &[&input, &counts, &late],
+            &[("AIR_WORKERS", &w)],
+        );
+        assert!(o.status.success(), "{what}: {}", text(&o));
+        let (got, got_late) = late_clicks_outputs(&counts, &late, &o);
+        // Every click in exactly one place: its (window, user) count or the
+        // late file.
+        let mut placed = got.clone();
+        for &(user, t) in &got_late {
+            *placed.entry((window(t), user)).or_default() += 1;
+        }
+        assert_eq!(placed, all, "{what}: counts + late clicks != the input");
+        // The engine's summary names the late clicks, as many as the file.
+        let said = LateSaid::of(&o);
+        assert_eq!(
+            said.total(),
+            got_late.len() as u64,
+            "{what}: {said:?}\n{}",
+            text(&o)
+        );
+        assert!(
+            said.records
+                .keys()
+                .all(|l| l.starts_with("window at examples/late_clicks.rs:")),
+            "{what}: {said:?}"
+        );
+        assert!(said.suggested_ms.is_some(), "{what}: {}", text(&o));
+        if workers == 1 {
+            assert_eq!(got_late, want_late, "{what}: late clicks");
+            assert_eq!(got, want_counts, "{what}: counts");
+        } else {
+            assert!(!got_late.is_empty(), "{what}: no late click");
+        }
+    }
 }
