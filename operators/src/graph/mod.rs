@@ -30,7 +30,12 @@ pub use process::{
 };
 pub use session::{SessionWindow, Sessions};
 pub use sink::{Csv, JsonLines};
-pub use source::CsvSource;
+pub use source::{
+    BadRecords, CsvFormat, CsvSource, FileFormat, FileSource, JsonFormat, JsonLinesSource,
+    RecordFault,
+};
+/// What a file source does with a bad record (the built-in readers' policy).
+pub use crate::sources::ysb::OnBadRecord;
 pub use top::{ByKey, CollectByWindowExt, LocalTop, MaxByWindowExt, Score, TopNExt, WindowTopN};
 pub use window::{
     Dense, DenseKey, DenseMap, Hashed, KeyMap, KeyedWindowExt, MapKind, Partial, Sliding, Tumbling,

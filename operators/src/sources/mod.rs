@@ -5,7 +5,8 @@
 //! (`worker_index` in `0..W`), and the shards together produce the job's
 //! stream exactly once.
 
-mod json_scan;
+pub mod files;
+pub(crate) mod json_scan;
 pub(crate) mod lines;
 pub mod live;
 pub mod nexmark;
