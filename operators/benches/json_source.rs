@@ -12,13 +12,14 @@
 //!
 //! Run: `cargo bench -p air-operators --bench json_source -j2`; `EVENTS`
 //! (default 400 000) and `ROUNDS` (default 9) in the environment change the
-//! size. Each reader polls in batches of 1 024 records, as a worker does.
+//! size, `ONLY=ysb_reader,json_source_typed` picks readers (e.g. for a
+//! profile), `PARSE_ONLY=1` times the parsers alone on lines in memory. Each reader polls in batches of 1 024 records, as a worker does.
 
 use std::fmt;
 use std::path::Path;
 use std::time::Instant;
 
-use air_operators::graph::JsonLinesSource;
+use air_operators::graph::{FileFormat, FileSource, JsonLinesSource, RecordFault};
 use air_operators::sources::ysb::{
     gen_to_files, parse_uuid, GenFilesOptions, ReaderOptions, YsbEvent, YsbFileReader,
 };
@@ -116,14 +117,54 @@ fn ysb_reader(path: &Path, events: u64) -> f64 {
     t.elapsed().as_secs_f64()
 }
 
+/// sonic-rs instead of serde_json (a `FileFormat` of the bench's own).
+struct Sonic<T>(std::marker::PhantomData<fn() -> T>);
+
+impl<T: serde::de::DeserializeOwned + Clone + Send + 'static> FileFormat for Sonic<T> {
+    type Item = T;
+    const NAME: &'static str = "sonic";
+    const HEADER: bool = false;
+    fn parse(&mut self, line: &[u8]) -> Result<T, RecordFault> {
+        sonic_rs::from_slice(line).map_err(|e| RecordFault::new(e.to_string()))
+    }
+}
+
+/// No parse: the line machinery alone.
+struct LinesOnly;
+
+impl FileFormat for LinesOnly {
+    type Item = usize;
+    const NAME: &'static str = "lines";
+    const HEADER: bool = false;
+    fn parse(&mut self, line: &[u8]) -> Result<usize, RecordFault> {
+        Ok(line.len())
+    }
+}
+
+fn lines_only(path: &Path, events: u64) -> f64 {
+    drain_source(FileSource::with_format(LinesOnly, [path], 0, 1), events)
+}
+
 /// Seconds to read every event of `path` with a `JsonLinesSource<T>`.
 fn json_source<T>(path: &Path, events: u64) -> f64
 where
     T: serde::de::DeserializeOwned + Clone + Send + 'static,
 {
+    drain_source(JsonLinesSource::<T>::shard(path, 0, 1), events)
+}
+
+/// Seconds to read every event of `path` with sonic-rs.
+fn sonic_source<T>(path: &Path, events: u64) -> f64
+where
+    T: serde::de::DeserializeOwned + Clone + Send + 'static,
+{
+    drain_source(FileSource::with_format(Sonic::<T>(std::marker::PhantomData), [path], 0, 1), events)
+}
+
+/// Seconds to poll `s` to its end.
+fn drain_source<S: Source>(mut s: S, events: u64) -> f64 {
     let t = Instant::now();
-    let mut s = JsonLinesSource::<T>::shard(path, 0, 1);
-    let mut buf: Vec<T> = Vec::with_capacity(BATCH);
+    let mut buf: Vec<S::Item> = Vec::with_capacity(BATCH);
     let mut n = 0u64;
     loop {
         let poll = s.poll(&mut buf, BATCH);
@@ -174,12 +215,25 @@ fn main() {
         summary.bytes as f64 / events as f64,
         rounds
     );
+    if std::env::var_os("PARSE_ONLY").is_some() {
+        parse_only(&path);
+        return;
+    }
     type Reader = (&'static str, fn(&Path, u64) -> f64);
-    let readers: [Reader; 3] = [
+    let readers: [Reader; 7] = [
+        ("lines_only", lines_only),
+        ("json_ignored_any", json_source::<serde::de::IgnoredAny>),
         ("ysb_reader", ysb_reader),
         ("json_source_strings", json_source::<YsbStrings>),
         ("json_source_typed", json_source::<YsbTyped>),
+        ("sonic_strings", sonic_source::<YsbStrings>),
+        ("sonic_typed", sonic_source::<YsbTyped>),
     ];
+    let only = std::env::var("ONLY").ok();
+    let readers: Vec<Reader> = readers
+        .into_iter()
+        .filter(|r| only.as_deref().is_none_or(|o| o.split(',').any(|o| o == r.0)))
+        .collect();
     // Warm the page cache and the allocator.
     for (_, read) in &readers {
         read(&path, events);
@@ -192,11 +246,11 @@ fn main() {
             secs[i].push((readers[i].1)(&path, events));
         }
     }
-    let ysb_median = {
-        let mut s = secs[0].clone();
+    let ysb_median = readers.iter().position(|r| r.0 == "ysb_reader").map(|i| {
+        let mut s = secs[i].clone();
         s.sort_by(f64::total_cmp);
         events as f64 / percentile(&s, 0.5)
-    };
+    });
     println!(
         "{:<22} {:>14} {:>14} {:>14} {:>9}",
         "reader", "median rec/s", "p10 rec/s", "p90 rec/s", "vs ysb"
@@ -209,7 +263,32 @@ fn main() {
             rate(0.5),
             rate(0.9), // the slow end: the 90th percentile of time
             rate(0.1),
-            rate(0.5) / ysb_median
+            ysb_median.map_or(f64::NAN, |y| rate(0.5) / y)
         );
+    }
+}
+
+fn time_parse<T: serde::de::DeserializeOwned>(name: &str, lines: &[&[u8]]) {
+    let t = Instant::now();
+    for l in lines {
+        std::hint::black_box(serde_json::from_slice::<T>(l).unwrap());
+    }
+    let a = t.elapsed().as_nanos() as f64 / lines.len() as f64;
+    let t = Instant::now();
+    for l in lines {
+        std::hint::black_box(sonic_rs::from_slice::<T>(l).unwrap());
+    }
+    let b = t.elapsed().as_nanos() as f64 / lines.len() as f64;
+    println!("{name:<12} serde_json {a:>7.1} ns/line   sonic-rs {b:>7.1} ns/line");
+}
+
+fn parse_only(path: &Path) {
+    let text = std::fs::read(path).unwrap();
+    let lines: Vec<&[u8]> = text.split(|&b| b == b'\n').filter(|l| !l.is_empty()).collect();
+    for _ in 0..3 {
+        time_parse::<serde::de::IgnoredAny>("ignored_any", &lines);
+        time_parse::<YsbStrings>("strings", &lines);
+        time_parse::<YsbTyped>("typed", &lines);
+        time_parse::<serde_json::Value>("value", &lines);
     }
 }
