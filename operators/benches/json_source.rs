@@ -158,7 +158,10 @@ fn sonic_source<T>(path: &Path, events: u64) -> f64
 where
     T: serde::de::DeserializeOwned + Clone + Send + 'static,
 {
-    drain_source(FileSource::with_format(Sonic::<T>(std::marker::PhantomData), [path], 0, 1), events)
+    drain_source(
+        FileSource::with_format(Sonic::<T>(std::marker::PhantomData), [path], 0, 1),
+        events,
+    )
 }
 
 /// Seconds to poll `s` to its end.
@@ -232,7 +235,10 @@ fn main() {
     let only = std::env::var("ONLY").ok();
     let readers: Vec<Reader> = readers
         .into_iter()
-        .filter(|r| only.as_deref().is_none_or(|o| o.split(',').any(|o| o == r.0)))
+        .filter(|r| {
+            only.as_deref()
+                .is_none_or(|o| o.split(',').any(|o| o == r.0))
+        })
         .collect();
     // Warm the page cache and the allocator.
     for (_, read) in &readers {
@@ -284,7 +290,10 @@ fn time_parse<T: serde::de::DeserializeOwned>(name: &str, lines: &[&[u8]]) {
 
 fn parse_only(path: &Path) {
     let text = std::fs::read(path).unwrap();
-    let lines: Vec<&[u8]> = text.split(|&b| b == b'\n').filter(|l| !l.is_empty()).collect();
+    let lines: Vec<&[u8]> = text
+        .split(|&b| b == b'\n')
+        .filter(|l| !l.is_empty())
+        .collect();
     for _ in 0..3 {
         time_parse::<serde::de::IgnoredAny>("ignored_any", &lines);
         time_parse::<YsbStrings>("strings", &lines);

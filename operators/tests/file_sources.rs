@@ -30,8 +30,15 @@ fn event_line(n: u64) -> String {
         2 => format!("ünï {n} \\n"),
         _ => format!("comma, {n}"),
     };
-    let tags = if n % 3 == 0 { r#", "tags": ["a", "b"]"# } else { "" };
-    format!(r#"{{"n": {n}, "user": "{user}", "score": {}.5{tags}}}"#, n * 3)
+    let tags = if n % 3 == 0 {
+        r#", "tags": ["a", "b"]"#
+    } else {
+        ""
+    };
+    format!(
+        r#"{{"n": {n}, "user": "{user}", "score": {}.5{tags}}}"#,
+        n * 3
+    )
 }
 
 fn config(workers: usize) -> JobConfig {
@@ -87,7 +94,10 @@ fn check_all_worker_counts(path: &Path, want: &[Event]) {
         assert_eq!(out.stats.get("json_records"), want.len() as u64);
         if want.len() >= 50 {
             for w in 0..workers {
-                assert!(rows.iter().any(|r| r.0 == w), "worker {w} of {workers} read nothing");
+                assert!(
+                    rows.iter().any(|r| r.0 == w),
+                    "worker {w} of {workers} read nothing"
+                );
             }
         }
         let got = sorted(rows.into_iter().map(|r| r.1).collect());
@@ -125,7 +135,9 @@ fn blank_lines_crlf_and_a_byte_order_mark_are_not_records() {
     }
     let path = dir.path().join("mixed.jsonl");
     std::fs::write(&path, &text).unwrap();
-    let want: Vec<Event> = (0..120).map(|n| serde_json::from_str(&event_line(n)).unwrap()).collect();
+    let want: Vec<Event> = (0..120)
+        .map(|n| serde_json::from_str(&event_line(n)).unwrap())
+        .collect();
     check_all_worker_counts(&path, &want);
 }
 
@@ -160,15 +172,26 @@ fn several_files_globs_and_lists_share_their_bytes_over_the_workers() {
     for (i, count) in [(0u64, 10u64), (1, 300), (2, 1), (3, 40)] {
         let lines: Vec<String> = (0..count).map(|k| event_line(i * 1000 + k)).collect();
         write_lines(&dir.path().join(format!("part-{i}.jsonl")), &lines);
-        want.extend(lines.iter().map(|l| serde_json::from_str::<Event>(l).unwrap()));
+        want.extend(
+            lines
+                .iter()
+                .map(|l| serde_json::from_str::<Event>(l).unwrap()),
+        );
     }
     std::fs::write(dir.path().join("other.txt"), "not json\n").unwrap();
     check_all_worker_counts(&dir.path().join("part-*.jsonl"), &want);
 
     // A list of a path and a pattern; workers get about equal bytes.
-    let list = vec![dir.path().join("part-1.jsonl"), dir.path().join("part-[023].jsonl")];
+    let list = vec![
+        dir.path().join("part-1.jsonl"),
+        dir.path().join("part-[023].jsonl"),
+    ];
     let total: u64 = (0..4)
-        .map(|i| std::fs::metadata(dir.path().join(format!("part-{i}.jsonl"))).unwrap().len())
+        .map(|i| {
+            std::fs::metadata(dir.path().join(format!("part-{i}.jsonl")))
+                .unwrap()
+                .len()
+        })
         .sum();
     for workers in 1..=4 {
         let l = list.clone();
@@ -176,7 +199,10 @@ fn several_files_globs_and_lists_share_their_bytes_over_the_workers() {
             JsonLinesSource::shard_files(&l, df.index(), df.workers())
         });
         r.unwrap();
-        assert_eq!(sorted(rows.iter().map(|r| r.1.clone()).collect()), sorted(want.clone()));
+        assert_eq!(
+            sorted(rows.iter().map(|r| r.1.clone()).collect()),
+            sorted(want.clone())
+        );
         let line_bytes = (total / want.len() as u64) as usize;
         for w in 0..workers {
             let mine = rows.iter().filter(|r| r.0 == w).count();
@@ -191,7 +217,9 @@ fn several_files_globs_and_lists_share_their_bytes_over_the_workers() {
     }
 
     let missing = dir.path().join("*.nothing");
-    let (r, rows) = run_json(2, move |df| JsonLinesSource::shard(&missing, df.index(), df.workers()));
+    let (r, rows) = run_json(2, move |df| {
+        JsonLinesSource::shard(&missing, df.index(), df.workers())
+    });
     let e = r.unwrap_err().to_string();
     assert!(e.contains("no file matches the pattern"), "{e}");
     assert!(rows.is_empty());
@@ -203,14 +231,20 @@ fn gzip_files_are_read_whole_by_one_worker_each() {
     let lines: Vec<String> = (0..500).map(event_line).collect();
     let one = dir.path().join("events.jsonl.gz");
     write_lines(&one, &lines);
-    let want: Vec<Event> = lines.iter().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let want: Vec<Event> = lines
+        .iter()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
     for workers in [1, 3] {
         let p = one.clone();
         let (r, rows) = run_json(workers, move |df| {
             JsonLinesSource::shard(&p, df.index(), df.workers())
         });
         r.unwrap();
-        assert!(rows.iter().all(|r| r.0 == 0), "one gzip file: worker 0 reads it all");
+        assert!(
+            rows.iter().all(|r| r.0 == 0),
+            "one gzip file: worker 0 reads it all"
+        );
         assert_eq!(sorted(rows.into_iter().map(|r| r.1).collect()), want);
     }
     // Two gzip files and a plain one: gzip files dealt to workers 0 and 1,
@@ -219,7 +253,11 @@ fn gzip_files_are_read_whole_by_one_worker_each() {
     let plain: Vec<String> = (2_000..2_300).map(event_line).collect();
     write_lines(&dir.path().join("more.jsonl.gz"), &more);
     write_lines(&dir.path().join("plain.jsonl"), &plain);
-    let list = vec![one.clone(), dir.path().join("more.jsonl.gz"), dir.path().join("plain.jsonl")];
+    let list = vec![
+        one.clone(),
+        dir.path().join("more.jsonl.gz"),
+        dir.path().join("plain.jsonl"),
+    ];
     let (r, rows) = run_json(3, move |df| {
         JsonLinesSource::shard_files(&list, df.index(), df.workers())
     });
@@ -229,20 +267,30 @@ fn gzip_files_are_read_whole_by_one_worker_each() {
     let want3: Vec<u64> = (0..500).chain(1_000..1_100).chain(2_000..2_300).collect();
     assert_eq!(got, want3);
     let from = |w: usize, ns: std::ops::Range<u64>| {
-        rows.iter().filter(|r| ns.contains(&r.1.n)).all(|r| r.0 == w)
+        rows.iter()
+            .filter(|r| ns.contains(&r.1.n))
+            .all(|r| r.0 == w)
     };
     assert!(from(0, 0..500), "the first gzip file is worker 0's");
     assert!(from(1, 1_000..1_100), "the second gzip file is worker 1's");
     for w in 0..3 {
-        assert!(rows.iter().any(|r| r.0 == w && r.1.n >= 2_000), "worker {w} reads plain bytes");
+        assert!(
+            rows.iter().any(|r| r.0 == w && r.1.n >= 2_000),
+            "worker {w} reads plain bytes"
+        );
     }
 
     // A file named .gz that is not gzip is a read error naming it.
     let fake = dir.path().join("fake.jsonl.gz");
     std::fs::write(&fake, "{\"n\": 1}\n").unwrap();
-    let (r, _) = run_json(1, move |df| JsonLinesSource::shard(&fake, df.index(), df.workers()));
+    let (r, _) = run_json(1, move |df| {
+        JsonLinesSource::shard(&fake, df.index(), df.workers())
+    });
     let e = r.unwrap_err().to_string();
-    assert!(e.contains("fake.jsonl.gz") && e.contains("read error"), "{e}");
+    assert!(
+        e.contains("fake.jsonl.gz") && e.contains("read error"),
+        "{e}"
+    );
 }
 
 /// 60 events, line 31 of the file (event 30, mid-file) bad: `user` is a
@@ -272,8 +320,16 @@ fn a_bad_line_stops_the_job_naming_file_line_and_field_after_the_records_before_
         );
         // The worker that met it delivered every record of its range
         // before the bad line.
-        let failed = rows.iter().find(|r| r.1.n == 29).expect("line 30 processed").0;
-        let mut mine: Vec<u64> = rows.iter().filter(|r| r.0 == failed).map(|r| r.1.n).collect();
+        let failed = rows
+            .iter()
+            .find(|r| r.1.n == 29)
+            .expect("line 30 processed")
+            .0;
+        let mut mine: Vec<u64> = rows
+            .iter()
+            .filter(|r| r.0 == failed)
+            .map(|r| r.1.n)
+            .collect();
         mine.sort();
         let first = mine[0];
         assert_eq!(mine, (first..30).collect::<Vec<_>>(), "{workers} workers");
@@ -283,13 +339,21 @@ fn a_bad_line_stops_the_job_naming_file_line_and_field_after_the_records_before_
     }
     // Syntax errors and missing fields are named too.
     for (line, what) in [
-        (r#"{"n": 1, "user": "a", "score": }"#, "expected value (column"),
+        (
+            r#"{"n": 1, "user": "a", "score": }"#,
+            "expected value (column",
+        ),
         (r#"{"n": 1, "user": "a"}"#, "missing field `score`"),
-        (r#"{"n": 1, "user": "a", "score": 2, "tags": ["x", 3]}"#, "field `tags[1]`: invalid type"),
+        (
+            r#"{"n": 1, "user": "a", "score": 2, "tags": ["x", 3]}"#,
+            "field `tags[1]`: invalid type",
+        ),
     ] {
         let p = dir.path().join("one.jsonl");
         write_lines(&p, &[event_line(0), line.to_string()]);
-        let (r, rows) = run_json(1, move |df| JsonLinesSource::shard(&p, df.index(), df.workers()));
+        let (r, rows) = run_json(1, move |df| {
+            JsonLinesSource::shard(&p, df.index(), df.workers())
+        });
         let e = r.unwrap_err().to_string();
         assert!(e.contains("one.jsonl:2: ") && e.contains(what), "{e}");
         assert_eq!(rows.len(), 1);
@@ -386,13 +450,18 @@ fn csv_rows_are_split_by_bytes_with_every_worker_reading_the_header() {
         want.sort_by_key(|r| r.id);
         for workers in 1..=5 {
             let p = path.clone();
-            let (r, rows) = run_csv(workers, move |df| CsvSource::shard(&p, df.index(), df.workers()));
+            let (r, rows) = run_csv(workers, move |df| {
+                CsvSource::shard(&p, df.index(), df.workers())
+            });
             let out = r.unwrap();
             assert_eq!(out.stats.get("csv_records"), 150);
             for w in 0..workers {
                 // Contiguous byte ranges, not every n-th row.
                 let ids: Vec<u64> = rows.iter().filter(|r| r.0 == w).map(|r| r.1.id).collect();
-                assert!(!ids.is_empty() && ids.windows(2).all(|p| p[1] == p[0] + 1), "{ids:?}");
+                assert!(
+                    !ids.is_empty() && ids.windows(2).all(|p| p[1] == p[0] + 1),
+                    "{ids:?}"
+                );
             }
             let mut got: Vec<Row> = rows.into_iter().map(|r| r.1).collect();
             got.sort_by_key(|r| r.id);
@@ -417,7 +486,9 @@ fn csv_reads_globs_of_files_with_their_own_headers_and_gzip() {
     gz.finish().unwrap();
     for workers in [1, 2, 4] {
         let p = dir.path().join("*.csv*");
-        let (r, rows) = run_csv(workers, move |df| CsvSource::shard(&p, df.index(), df.workers()));
+        let (r, rows) = run_csv(workers, move |df| {
+            CsvSource::shard(&p, df.index(), df.workers())
+        });
         r.unwrap();
         let mut ids: Vec<u64> = rows.iter().map(|r| r.1.id).collect();
         ids.sort();
@@ -436,14 +507,24 @@ fn a_bad_csv_row_names_file_line_and_column() {
     std::fs::write(&path, &text).unwrap();
     for workers in [1, 3] {
         let p = path.clone();
-        let (r, rows) = run_csv(workers, move |df| CsvSource::shard(&p, df.index(), df.workers()));
+        let (r, rows) = run_csv(workers, move |df| {
+            CsvSource::shard(&p, df.index(), df.workers())
+        });
         let e = r.unwrap_err().to_string();
-        assert!(e.contains("bad.csv:72: field `amount`: "), "{workers} workers: {e}");
-        assert!(rows.iter().any(|r| r.1.id == 69), "the row before it is processed");
+        assert!(
+            e.contains("bad.csv:72: field `amount`: "),
+            "{workers} workers: {e}"
+        );
+        assert!(
+            rows.iter().any(|r| r.1.id == 69),
+            "the row before it is processed"
+        );
     }
     let unclosed = dir.path().join("unclosed.csv");
     std::fs::write(&unclosed, "id,name,amount\n1,\"two\nlines\",3\n").unwrap();
-    let (r, _) = run_csv(1, move |df| CsvSource::shard(&unclosed, df.index(), df.workers()));
+    let (r, _) = run_csv(1, move |df| {
+        CsvSource::shard(&unclosed, df.index(), df.workers())
+    });
     let e = r.unwrap_err().to_string();
     assert!(e.contains("unclosed.csv:2: unclosed quote"), "{e}");
 }
@@ -466,17 +547,29 @@ struct Payment {
 fn two_json_sources_in_one_job_are_joined() {
     let dir = tempfile::tempdir().unwrap();
     let orders: Vec<String> = (0..400u64)
-        .map(|o| format!(r#"{{"order": {o}, "time_ms": {}, "amount": {}}}"#, o * 10, o % 7))
+        .map(|o| {
+            format!(
+                r#"{{"order": {o}, "time_ms": {}, "amount": {}}}"#,
+                o * 10,
+                o % 7
+            )
+        })
         .collect();
     // Every third order is paid, 0..=30 ms later.
     let payments: Vec<String> = (0..400u64)
         .filter(|o| o % 3 == 0)
         .map(|o| format!(r#"{{"order": {o}, "time_ms": {}}}"#, o * 10 + o % 31))
         .collect();
-    let (po, pp) = (dir.path().join("orders.jsonl"), dir.path().join("payments.jsonl"));
+    let (po, pp) = (
+        dir.path().join("orders.jsonl"),
+        dir.path().join("payments.jsonl"),
+    );
     write_lines(&po, &orders);
     write_lines(&pp, &payments);
-    let want: Vec<(u64, u64)> = (0..400u64).filter(|o| o % 3 == 0).map(|o| (o, o % 7)).collect();
+    let want: Vec<(u64, u64)> = (0..400u64)
+        .filter(|o| o % 3 == 0)
+        .map(|o| (o, o % 7))
+        .collect();
     for workers in [1, 3] {
         let got = Arc::new(Mutex::new(Vec::new()));
         let (out, po, pp) = (got.clone(), po.clone(), pp.clone());

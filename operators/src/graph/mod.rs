@@ -17,6 +17,8 @@ pub mod source;
 pub mod top;
 pub mod window;
 
+/// What a file source does with a bad record (the built-in readers' policy).
+pub use crate::sources::ysb::OnBadRecord;
 pub use aggregate::{
     AggregateFunction, Count, DistinctCount, Filtered, Max, MaxBy, Mean, Min, Number, Sum, TopN,
 };
@@ -34,8 +36,6 @@ pub use source::{
     BadRecords, CsvFormat, CsvSource, FileFormat, FileSource, JsonFormat, JsonLinesSource,
     RecordFault,
 };
-/// What a file source does with a bad record (the built-in readers' policy).
-pub use crate::sources::ysb::OnBadRecord;
 pub use top::{ByKey, CollectByWindowExt, LocalTop, MaxByWindowExt, Score, TopNExt, WindowTopN};
 pub use window::{
     Dense, DenseKey, DenseMap, Hashed, KeyMap, KeyedWindowExt, MapKind, Partial, Sliding, Tumbling,

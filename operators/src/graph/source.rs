@@ -11,9 +11,9 @@
 //! `k`-th to worker `k % workers` (see [`crate::sources::files`]).
 
 use crate::sources::files::{self, FilePiece};
-use crate::sources::{fast_json, json_scan};
 use crate::sources::lines::{LineError, LineFailure, LineRange, RecordError, RecordLines};
 use crate::sources::ysb::OnBadRecord;
+use crate::sources::{fast_json, json_scan};
 use air_runtime::dataflow::{Source, SourcePoll, Stats};
 use serde::de::DeserializeOwned;
 use std::fmt;
@@ -203,7 +203,10 @@ impl<F: FileFormat> FileSource<F> {
         assert!(index < workers, "worker {index} of {workers}");
         FileSource {
             format,
-            specs: paths.into_iter().map(|p| p.as_ref().to_path_buf()).collect(),
+            specs: paths
+                .into_iter()
+                .map(|p| p.as_ref().to_path_buf())
+                .collect(),
             index,
             workers,
             on_bad_record: OnBadRecord::Fail,
@@ -301,7 +304,11 @@ impl<F: FileFormat> FileSource<F> {
         let Some(piece) = pieces.next() else {
             return Ok(false);
         };
-        let file = self.files.iter().position(|f| *f == piece.path).unwrap_or(0);
+        let file = self
+            .files
+            .iter()
+            .position(|f| *f == piece.path)
+            .unwrap_or(0);
         let lines = open_lines(&piece, self.max_line_len, READ_SIZE).map_err(|e| e.to_string())?;
         self.header_next = F::HEADER && piece.range.start == 0;
         if F::HEADER && !self.header_next {
@@ -358,7 +365,13 @@ fn open_lines(
     if piece.gzip {
         LineRange::open_gzip(&piece.path, max_line_len, buffer_size)
     } else {
-        LineRange::open(&piece.path, piece.range.clone(), max_line_len, buffer_size, false)
+        LineRange::open(
+            &piece.path,
+            piece.range.clone(),
+            max_line_len,
+            buffer_size,
+            false,
+        )
     }
 }
 

@@ -324,7 +324,10 @@ impl<'de> de::MapAccess<'de> for Members<'_, 'de> {
     type Error = Bail;
 
     #[inline]
-    fn next_key_seed<K: DeserializeSeed<'de>>(&mut self, seed: K) -> Result<Option<K::Value>, Bail> {
+    fn next_key_seed<K: DeserializeSeed<'de>>(
+        &mut self,
+        seed: K,
+    ) -> Result<Option<K::Value>, Bail> {
         let mut c = self.de.peek()?;
         if c == b'}' {
             return Ok(None);
@@ -438,7 +441,11 @@ mod tests {
             br#"{"id": 7, "name": "ab", "score": -0, "kind": "A", "at": [-0, 2]}"#,
             b"{\"id\": 7, \"name\": \"a\tb\", \"score\": 1, \"kind\": \"A\", \"at\": [1, 2]}",
         ] {
-            assert!(agree::<Rec>(bad).is_none(), "{}", String::from_utf8_lossy(bad));
+            assert!(
+                agree::<Rec>(bad).is_none(),
+                "{}",
+                String::from_utf8_lossy(bad)
+            );
         }
         assert_eq!(agree::<Value>(b"[1.5e3, -2, true, {}]").unwrap()[0], 1500.0);
     }
@@ -450,7 +457,9 @@ mod tests {
             any::<bool>().prop_map(Value::Bool),
             any::<i64>().prop_map(Value::from),
             any::<u64>().prop_map(Value::from),
-            any::<f64>().prop_filter("finite", |f| f.is_finite()).prop_map(Value::from),
+            any::<f64>()
+                .prop_filter("finite", |f| f.is_finite())
+                .prop_map(Value::from),
             "[a-z\"\\\\é\t ]{0,8}".prop_map(Value::String),
         ];
         leaf.prop_recursive(4, 32, 6, |inner| {

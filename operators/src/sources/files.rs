@@ -90,9 +90,13 @@ pub fn shard_files(files: &[PathBuf], index: usize, workers: usize) -> io::Resul
     let plain: Vec<PathBuf> = files.iter().filter(|p| !is_gzip(p)).cloned().collect();
     for p in &plain {
         // split_files' error does not name the file.
-        std::fs::metadata(p).map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", p.display())))?;
+        std::fs::metadata(p)
+            .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", p.display())))?;
     }
-    let mut share = split_files(&plain, workers)?.swap_remove(index).into_iter().peekable();
+    let mut share = split_files(&plain, workers)?
+        .swap_remove(index)
+        .into_iter()
+        .peekable();
     let mut pieces = Vec::new();
     let mut gz = 0usize;
     for path in files {
@@ -149,7 +153,10 @@ mod tests {
         }
         std::fs::create_dir(dir.path().join("d.jsonl")).unwrap();
         let got = expand(&[dir.path().join("*.jsonl"), dir.path().join("c.txt")]).unwrap();
-        let names: Vec<_> = got.iter().map(|p| p.file_name().unwrap().to_owned()).collect();
+        let names: Vec<_> = got
+            .iter()
+            .map(|p| p.file_name().unwrap().to_owned())
+            .collect();
         assert_eq!(names, ["a.jsonl", "b.jsonl", "c.txt"]);
         let e = expand(&[dir.path().join("*.csv")]).unwrap_err();
         assert!(e.to_string().contains("no file matches"), "{e}");

@@ -180,7 +180,10 @@ mod tests {
     fn key_path_names_the_value_at_a_column() {
         let line = br#"{"user": "x", "a": {"b": [1, {"c": tru}]}, "d\"e": 5}"#;
         let at = |needle: &str| {
-            let k = line.windows(needle.len()).position(|w| w == needle.as_bytes()).unwrap();
+            let k = line
+                .windows(needle.len())
+                .position(|w| w == needle.as_bytes())
+                .unwrap();
             key_path_at(line, k + needle.len())
         };
         assert_eq!(at(r#""x""#), "user");
