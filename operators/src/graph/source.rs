@@ -152,8 +152,8 @@ impl BadRecords {
 /// Errors: a line that does not parse is a bad record. By default
 /// ([`OnBadRecord::Fail`]) it stops the job with an error naming the file,
 /// the 1-based line of the file (right in every worker's range), the field
-/// and the byte offset, e.g. `clicks.jsonl:3: field `user`: invalid type:
-/// string "x", expected u32 (column 12, byte offset 40)`; the records
+/// and the byte offset, e.g. ``clicks.jsonl:3: field `user`: invalid type:
+/// string "x", expected u32 (column 12, byte offset 40)``; the records
 /// before it have been processed. [`OnBadRecord::Skip`] counts it in
 /// `skipped_records` and goes on (see [`on_bad_record`](Self::on_bad_record)).
 /// A file that cannot be opened or read always stops the job.
