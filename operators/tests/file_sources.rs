@@ -50,11 +50,12 @@ fn config(workers: usize) -> JobConfig {
     }
 }
 
-/// Runs one JSON-lines source per worker (made by `make`) into a sink that
-/// keeps (worker, record).
-fn run_json<F>(workers: usize, make: F) -> (Result<GraphOutput, RuntimeError>, Vec<(usize, Event)>)
+/// Runs one source per worker (made by `make`) into a sink that keeps
+/// (worker, record).
+fn run<S, F>(workers: usize, make: F) -> (Result<GraphOutput, RuntimeError>, Vec<(usize, S::Item)>)
 where
-    F: Fn(&Dataflow) -> JsonLinesSource<Event> + Sync + Send + 'static,
+    S: Source,
+    F: Fn(&Dataflow) -> S + Sync + Send + 'static,
 {
     let rows = Arc::new(Mutex::new(Vec::new()));
     let out = rows.clone();
@@ -65,6 +66,14 @@ where
     });
     let rows = std::mem::take(&mut *rows.lock().unwrap());
     (r, rows)
+}
+
+/// [`run`] with JSON-lines sources of [`Event`]s.
+fn run_json<F>(workers: usize, make: F) -> (Result<GraphOutput, RuntimeError>, Vec<(usize, Event)>)
+where
+    F: Fn(&Dataflow) -> JsonLinesSource<Event> + Sync + Send + 'static,
+{
+    run(workers, make)
 }
 
 /// The records of `text` parsed line by line with serde_json, blank lines
@@ -400,19 +409,12 @@ struct Row {
     amount: f64,
 }
 
+/// [`run`] with CSV sources of [`Row`]s.
 fn run_csv<F>(workers: usize, make: F) -> (Result<GraphOutput, RuntimeError>, Vec<(usize, Row)>)
 where
     F: Fn(&Dataflow) -> CsvSource<Row> + Sync + Send + 'static,
 {
-    let rows = Arc::new(Mutex::new(Vec::new()));
-    let out = rows.clone();
-    let r = run_graph(&config(workers), move |df| {
-        let (me, out) = (df.index(), out.clone());
-        df.source(make(df))
-            .for_each(move |e| out.lock().unwrap().push((me, e)));
-    });
-    let rows = std::mem::take(&mut *rows.lock().unwrap());
-    (r, rows)
+    run(workers, make)
 }
 
 fn csv_text(ids: std::ops::Range<u64>, crlf: bool) -> String {

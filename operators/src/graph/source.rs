@@ -356,6 +356,80 @@ impl<F: FileFormat> FileSource<F> {
     }
 }
 
+impl<F: FileFormat + Default> FileSource<F> {
+    /// Worker `index` of `workers`' share of the records of `path`: a
+    /// file, or a glob pattern for several (see [`FileSource`]), in the
+    /// format `F` (`JsonLinesSource::<T>::shard`, `CsvSource::<T>::shard`).
+    /// Nothing is read until the first poll.
+    ///
+    /// ```
+    /// use air_operators::graph::*;
+    /// use air_runtime::dataflow::run_graph;
+    /// use air_runtime::JobConfig;
+    /// use std::sync::{Arc, Mutex};
+    ///
+    /// #[derive(Clone, serde::Deserialize)]
+    /// struct Click { user: u32, time_ms: u64 }
+    ///
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let path = dir.path().join("clicks.jsonl");
+    /// std::fs::write(
+    ///     &path,
+    ///     "{\"user\": 1, \"time_ms\": 100}\n{\"user\": 2, \"time_ms\": 200}\n{\"time_ms\": 300, \"user\": 1}\n",
+    /// )
+    /// .unwrap();
+    /// let cfg = JobConfig { workers: 2, pin: false, ..JobConfig::default() };
+    /// let rows = Arc::new(Mutex::new(Vec::new()));
+    /// let out = rows.clone();
+    /// run_graph(&cfg, move |df| {
+    ///     let out = out.clone();
+    ///     df.source(JsonLinesSource::<Click>::shard(&path, df.index(), df.workers()))
+    ///         .for_each(move |c| out.lock().unwrap().push((c.user, c.time_ms)));
+    /// })
+    /// .unwrap();
+    /// let mut rows = rows.lock().unwrap().clone();
+    /// rows.sort();
+    /// // Each line read by exactly one of the two workers.
+    /// assert_eq!(rows, [(1, 100), (1, 300), (2, 200)]);
+    /// ```
+    pub fn shard(path: impl AsRef<Path>, index: usize, workers: usize) -> Self {
+        Self::shard_files([path], index, workers)
+    }
+
+    /// Worker `index` of `workers`' share of the records of several files
+    /// (each a path or a glob pattern, in order): their bytes together are
+    /// split evenly over the workers (gzip files dealt whole).
+    ///
+    /// ```
+    /// use air_operators::graph::*;
+    /// use air_runtime::dataflow::run_graph;
+    /// use air_runtime::JobConfig;
+    ///
+    /// #[derive(Clone, serde::Deserialize)]
+    /// struct Click { user: u32 }
+    ///
+    /// let dir = tempfile::tempdir().unwrap();
+    /// for (name, text) in [("a.jsonl", "{\"user\": 1}\n"), ("b.jsonl", "{\"user\": 2}\n"), ("c.json", "{\"user\": 3}")] {
+    ///     std::fs::write(dir.path().join(name), text).unwrap();
+    /// }
+    /// let files = [dir.path().join("*.jsonl"), dir.path().join("c.json")];
+    /// let cfg = JobConfig { workers: 3, pin: false, ..JobConfig::default() };
+    /// let out = run_graph(&cfg, move |df| {
+    ///     df.source(JsonLinesSource::<Click>::shard_files(&files, df.index(), df.workers()))
+    ///         .for_each(|_| {});
+    /// })
+    /// .unwrap();
+    /// assert_eq!(out.stats.get("json_records"), 3);
+    /// ```
+    pub fn shard_files<P: AsRef<Path>>(
+        paths: impl IntoIterator<Item = P>,
+        index: usize,
+        workers: usize,
+    ) -> Self {
+        Self::with_format(F::default(), paths, index, workers)
+    }
+}
+
 /// The lines of `piece`.
 fn open_lines(
     piece: &FilePiece,
@@ -585,57 +659,6 @@ impl<T: DeserializeOwned + Clone + Send + 'static> FileFormat for JsonFormat<T> 
 /// [`FileSource`] for files, globs, gzip, lines and errors.
 pub type JsonLinesSource<T> = FileSource<JsonFormat<T>>;
 
-impl<T: DeserializeOwned + Clone + Send + 'static> FileSource<JsonFormat<T>> {
-    /// Worker `index` of `workers`' share of the records of `path`: a
-    /// file, or a glob pattern for several (see [`FileSource`]). Nothing
-    /// is read until the first poll.
-    ///
-    /// ```
-    /// use air_operators::graph::*;
-    /// use air_runtime::dataflow::run_graph;
-    /// use air_runtime::JobConfig;
-    /// use std::sync::{Arc, Mutex};
-    ///
-    /// #[derive(Clone, serde::Deserialize)]
-    /// struct Click { user: u32, time_ms: u64 }
-    ///
-    /// let dir = tempfile::tempdir().unwrap();
-    /// let path = dir.path().join("clicks.jsonl");
-    /// std::fs::write(
-    ///     &path,
-    ///     "{\"user\": 1, \"time_ms\": 100}\n{\"user\": 2, \"time_ms\": 200}\n{\"time_ms\": 300, \"user\": 1}\n",
-    /// )
-    /// .unwrap();
-    /// let cfg = JobConfig { workers: 2, pin: false, ..JobConfig::default() };
-    /// let rows = Arc::new(Mutex::new(Vec::new()));
-    /// let out = rows.clone();
-    /// run_graph(&cfg, move |df| {
-    ///     let out = out.clone();
-    ///     df.source(JsonLinesSource::<Click>::shard(&path, df.index(), df.workers()))
-    ///         .for_each(move |c| out.lock().unwrap().push((c.user, c.time_ms)));
-    /// })
-    /// .unwrap();
-    /// let mut rows = rows.lock().unwrap().clone();
-    /// rows.sort();
-    /// // Each line read by exactly one of the two workers.
-    /// assert_eq!(rows, [(1, 100), (1, 300), (2, 200)]);
-    /// ```
-    pub fn shard(path: impl AsRef<Path>, index: usize, workers: usize) -> Self {
-        Self::shard_files([path], index, workers)
-    }
-
-    /// Worker `index` of `workers`' share of the records of several files
-    /// (each a path or a glob pattern, in order): their bytes together are
-    /// split evenly over the workers (gzip files dealt whole).
-    pub fn shard_files<P: AsRef<Path>>(
-        paths: impl IntoIterator<Item = P>,
-        index: usize,
-        workers: usize,
-    ) -> Self {
-        Self::with_format(JsonFormat::default(), paths, index, workers)
-    }
-}
-
 /// One CSV row a line, after a header line that names the columns: rows
 /// are deserialized into `T` with the csv crate, columns matched to `T`'s
 /// fields by name, spaces around fields and names trimmed. Quoting is
@@ -743,54 +766,34 @@ impl<T: DeserializeOwned + Clone + Send + 'static> FileFormat for CsvFormat<T> {
 
 /// Records of type `T` from CSV files with a header line (columns matched
 /// to `T`'s fields by name); see [`CsvFormat`] for the CSV accepted and
-/// [`FileSource`] for files, globs, gzip, lines and errors.
+/// [`FileSource`] for files, globs, gzip, lines and errors. Every worker
+/// reads the header line of each file it reads a piece of; the rows are
+/// split by byte range.
+///
+/// ```
+/// use air_operators::graph::*;
+/// use air_runtime::dataflow::run_graph;
+/// use air_runtime::JobConfig;
+/// use std::sync::{Arc, Mutex};
+///
+/// #[derive(Clone, serde::Deserialize)]
+/// struct Click { user: u32, time_ms: u64 }
+///
+/// let dir = tempfile::tempdir().unwrap();
+/// let path = dir.path().join("clicks.csv");
+/// std::fs::write(&path, "time_ms,user\n100,1\n200,2\n300,1\n").unwrap();
+/// let cfg = JobConfig { workers: 2, pin: false, ..JobConfig::default() };
+/// let rows = Arc::new(Mutex::new(Vec::new()));
+/// let out = rows.clone();
+/// run_graph(&cfg, move |df| {
+///     let out = out.clone();
+///     df.source(CsvSource::<Click>::shard(&path, df.index(), df.workers()))
+///         .for_each(move |c| out.lock().unwrap().push((c.user, c.time_ms)));
+/// })
+/// .unwrap();
+/// let mut rows = rows.lock().unwrap().clone();
+/// rows.sort();
+/// // Columns matched to fields by name; each row read by one worker.
+/// assert_eq!(rows, [(1, 100), (1, 300), (2, 200)]);
+/// ```
 pub type CsvSource<T> = FileSource<CsvFormat<T>>;
-
-impl<T: DeserializeOwned + Clone + Send + 'static> FileSource<CsvFormat<T>> {
-    /// Worker `index` of `workers`' share of the rows of `path`: a file,
-    /// or a glob pattern for several (see [`FileSource`]). Every worker
-    /// reads the header line of each file it reads; the rows are split by
-    /// byte range. Nothing is read until the first poll.
-    ///
-    /// ```
-    /// use air_operators::graph::*;
-    /// use air_runtime::dataflow::run_graph;
-    /// use air_runtime::JobConfig;
-    /// use std::sync::{Arc, Mutex};
-    ///
-    /// #[derive(Clone, serde::Deserialize)]
-    /// struct Click { user: u32, time_ms: u64 }
-    ///
-    /// let dir = tempfile::tempdir().unwrap();
-    /// let path = dir.path().join("clicks.csv");
-    /// std::fs::write(&path, "time_ms,user\n100,1\n200,2\n300,1\n").unwrap();
-    /// let cfg = JobConfig { workers: 2, pin: false, ..JobConfig::default() };
-    /// let rows = Arc::new(Mutex::new(Vec::new()));
-    /// let out = rows.clone();
-    /// run_graph(&cfg, move |df| {
-    ///     let out = out.clone();
-    ///     df.source(CsvSource::<Click>::shard(&path, df.index(), df.workers()))
-    ///         .for_each(move |c| out.lock().unwrap().push((c.user, c.time_ms)));
-    /// })
-    /// .unwrap();
-    /// let mut rows = rows.lock().unwrap().clone();
-    /// rows.sort();
-    /// // Columns matched to fields by name; each row read by one worker.
-    /// assert_eq!(rows, [(1, 100), (1, 300), (2, 200)]);
-    /// ```
-    pub fn shard(path: impl AsRef<Path>, index: usize, workers: usize) -> Self {
-        Self::shard_files([path], index, workers)
-    }
-
-    /// Worker `index` of `workers`' share of the rows of several files
-    /// (each a path or a glob pattern, in order; each with its own header
-    /// line): their bytes together are split evenly over the workers (gzip
-    /// files dealt whole).
-    pub fn shard_files<P: AsRef<Path>>(
-        paths: impl IntoIterator<Item = P>,
-        index: usize,
-        workers: usize,
-    ) -> Self {
-        Self::with_format(CsvFormat::default(), paths, index, workers)
-    }
-}
