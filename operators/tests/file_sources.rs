@@ -50,9 +50,12 @@ fn config(workers: usize) -> JobConfig {
     }
 }
 
+/// A job's outcome and the (worker, record) pairs its sink saw.
+type Run<T> = (Result<GraphOutput, RuntimeError>, Vec<(usize, T)>);
+
 /// Runs one source per worker (made by `make`) into a sink that keeps
 /// (worker, record).
-fn run<S, F>(workers: usize, make: F) -> (Result<GraphOutput, RuntimeError>, Vec<(usize, S::Item)>)
+fn run<S, F>(workers: usize, make: F) -> Run<S::Item>
 where
     S: Source,
     F: Fn(&Dataflow) -> S + Sync + Send + 'static,
@@ -69,7 +72,7 @@ where
 }
 
 /// [`run`] with JSON-lines sources of [`Event`]s.
-fn run_json<F>(workers: usize, make: F) -> (Result<GraphOutput, RuntimeError>, Vec<(usize, Event)>)
+fn run_json<F>(workers: usize, make: F) -> Run<Event>
 where
     F: Fn(&Dataflow) -> JsonLinesSource<Event> + Sync + Send + 'static,
 {
@@ -410,7 +413,7 @@ struct Row {
 }
 
 /// [`run`] with CSV sources of [`Row`]s.
-fn run_csv<F>(workers: usize, make: F) -> (Result<GraphOutput, RuntimeError>, Vec<(usize, Row)>)
+fn run_csv<F>(workers: usize, make: F) -> Run<Row>
 where
     F: Fn(&Dataflow) -> CsvSource<Row> + Sync + Send + 'static,
 {
