@@ -140,7 +140,9 @@ impl BadRecords {
 /// so a single `.gz` file is read by one worker and the others have
 /// nothing to read (split it into several files, or decompress it, to
 /// read it in parallel). Files are found and opened at the first poll, so
-/// a missing file stops the job then.
+/// a missing file stops the job then. Each worker finds the files and
+/// reads their sizes itself, so they must not change while the job runs
+/// (a file that grows is a live input: [`LiveSource`](super::LiveSource)).
 ///
 /// Lines: `\n` ends a line, a `\r` before it is dropped (CRLF files read
 /// as LF files), a last line without `\n` is read, a UTF-8 byte-order

@@ -4,7 +4,7 @@
 //!
 //! Plain files are split by bytes: the files laid end to end are cut into
 //! one span of about equal bytes per worker (as
-//! [`split_files`](super::text::split_files) does), and a worker reads the
+//! [`split_files`] does), and a worker reads the
 //! lines that start in its span. A gzip file (name ending in `.gz`) cannot
 //! be entered mid-way, so gzip files are dealt whole: the `k`-th gzip file
 //! of the list goes to worker `k % workers`.
