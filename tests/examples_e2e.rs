@@ -740,11 +740,13 @@ fn bad_clicks(dir: &Path) -> PathBuf {
     input
 }
 
-/// The run failed, and its stderr names the file, line 7 and `time_ms`.
+/// The run failed, and its stderr names the file, line 7 and `time_ms`
+/// (`path:7: field `time_ms`: …`).
 fn assert_names_the_bad_row(o: &Output, input: &Path, what: &str) {
     assert!(!o.status.success(), "{what}: {}", text(o));
     let err = String::from_utf8_lossy(&o.stderr);
-    for part in [input.to_str().unwrap(), "line 7", "time_ms"] {
+    let at = format!("{}:7: ", input.display());
+    for part in [at.as_str(), "field `time_ms`"] {
         assert!(
             err.contains(part),
             "{what}: stderr does not name {part:?}:\n{}",

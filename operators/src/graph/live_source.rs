@@ -168,13 +168,7 @@ impl<T: DeserializeOwned + Clone + Send + 'static> LiveSource<T> {
     fn parse(&mut self, bytes: &[u8]) -> Result<T, String> {
         match self.format {
             LineFormat::JsonLines => serde_json::from_slice(bytes).map_err(|e| {
-                let what = e.to_string();
-                // serde_json appends " at line 1 column C": the column is
-                // what matters within one line.
-                let what = what
-                    .rsplit_once(" at line ")
-                    .map_or(what.as_str(), |(w, _)| w)
-                    .to_string();
+                let what = crate::sources::json_scan::error_message(&e);
                 format!("column {}: {what}", e.column())
             }),
             LineFormat::Csv => {

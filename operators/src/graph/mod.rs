@@ -18,6 +18,8 @@ pub mod source;
 pub mod top;
 pub mod window;
 
+/// What a file source does with a bad record (the built-in readers' policy).
+pub use crate::sources::ysb::OnBadRecord;
 pub use aggregate::{
     AggregateFunction, Bare, Count, DistinctCount, Extreme, Filtered, Max, MaxBy, Mean, Min,
     Number, OrNone, Sum, TopN,
@@ -32,7 +34,10 @@ pub use process::{
 };
 pub use session::{SessionWindow, Sessions};
 pub use sink::{Csv, JsonLines};
-pub use source::CsvSource;
+pub use source::{
+    BadRecords, CsvFormat, CsvSource, FileFormat, FileSource, JsonFormat, JsonLinesSource,
+    RecordFault,
+};
 pub use top::{
     ByKey, CollectByWindowExt, LocalTop, MaxByWindowExt, Ranked, RankedTopN, Score, TopNExt,
     WindowTopN,

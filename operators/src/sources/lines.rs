@@ -5,6 +5,9 @@
 //! The readers keep their own error types and parsing; they tell this
 //! module how to build their errors through [`LineError`] and
 //! [`RecordError`].
+//!
+//! A gzip file ([`LineRange::open_gzip`]) is read whole, decompressed as it
+//! is read: its byte offsets are those of the decompressed text.
 
 use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom};
@@ -87,7 +90,7 @@ pub(crate) struct RawLine {
 #[derive(Debug)]
 pub(crate) struct LineRange<E> {
     path: PathBuf,
-    file: File,
+    file: Input,
     /// Longest accepted line in bytes, `\n` excluded.
     max_line_len: usize,
     /// Bytes asked of the file per read (at least 1).
@@ -142,7 +145,7 @@ impl<E: LineError> LineRange<E> {
         };
         let mut r = LineRange {
             path,
-            file,
+            file: Input::Plain(file),
             max_line_len,
             buffer_size: buffer_size.max(1),
             buf: Vec::new(),
@@ -189,6 +192,28 @@ impl<E: LineError> LineRange<E> {
                 r.prefix_lines = Some(Some(n + 1));
             }
         }
+        Ok(r)
+    }
+
+    /// Opens the gzip file at `path` for all its lines, decompressed as they
+    /// are read (a gzip stream cannot be entered mid-way, so there are no
+    /// ranges; several gzip members one after the other are read as one
+    /// text, as `gunzip` does). Offsets are those of the decompressed text.
+    ///
+    /// # Errors
+    /// [`LineFailure::Open`] if the file cannot be opened; a file that is not
+    /// gzip fails at the first read ([`LineFailure::Read`]).
+    pub(crate) fn open_gzip(
+        path: &Path,
+        max_line_len: usize,
+        buffer_size: usize,
+    ) -> Result<LineRange<E>, E> {
+        let mut r = Self::open(path, 0..u64::MAX, max_line_len, buffer_size, false)?;
+        let Input::Plain(file) = std::mem::replace(&mut r.file, Input::Empty) else {
+            unreachable!("open makes a plain input");
+        };
+        let file = io::BufReader::with_capacity(64 << 10, file);
+        r.file = Input::Gzip(Box::new(flate2::bufread::MultiGzDecoder::new(file)));
         Ok(r)
     }
 
@@ -303,7 +328,7 @@ impl<E: LineError> LineRange<E> {
     }
 
     /// Reads bytes `0..upto` from the file's start counting `\n`s, leaving
-    /// the file at `upto`.
+    /// the file at `upto` (a plain file: ranges of gzip files are whole).
     fn count_newlines_up_to(&mut self, upto: u64) -> Result<u64, E> {
         let mut chunk = vec![0u8; self.buffer_size.min(upto as usize).max(1)];
         let mut done = 0u64;
@@ -414,6 +439,50 @@ impl<E> LineRange<E> {
     }
 }
 
+/// What a [`LineRange`] reads: a plain file, or a gzip file through its
+/// decoder.
+enum Input {
+    /// A plain file (seekable).
+    Plain(File),
+    /// A gzip file, decompressed as it is read.
+    Gzip(Box<flate2::bufread::MultiGzDecoder<io::BufReader<File>>>),
+    /// Nothing (while the input is being replaced).
+    Empty,
+}
+
+impl std::fmt::Debug for Input {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Input::Plain(_) => "Plain",
+            Input::Gzip(_) => "Gzip",
+            Input::Empty => "Empty",
+        })
+    }
+}
+
+impl Read for Input {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Input::Plain(f) => f.read(buf),
+            Input::Gzip(d) => d.read(buf),
+            Input::Empty => Ok(0),
+        }
+    }
+}
+
+impl Input {
+    /// Seeks a plain file; a gzip stream cannot seek.
+    fn seek(&mut self, to: SeekFrom) -> io::Result<u64> {
+        match self {
+            Input::Plain(f) => f.seek(to),
+            _ => Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "a gzip file is read whole",
+            )),
+        }
+    }
+}
+
 /// Newlines in the first `len` bytes of the file at `path`; `None` if it
 /// cannot be read or is shorter.
 fn count_newlines(path: &Path, len: u64) -> Option<u64> {
@@ -464,19 +533,20 @@ impl<E: RecordError> RecordLines<E> {
         buffer_size: usize,
         on_bad_record: OnBadRecord,
     ) -> Result<RecordLines<E>, E> {
-        Ok(RecordLines {
-            lines: Lines::File(LineRange::open(
-                path,
-                range,
-                max_line_len,
-                buffer_size,
-                false,
-            )?),
+        let lines = LineRange::open(path, range, max_line_len, buffer_size, false)?;
+        Ok(Self::file(lines, on_bad_record))
+    }
+
+    /// The records of `lines` (opened by [`LineRange::open`] or
+    /// [`LineRange::open_gzip`]) under the policy `on_bad_record`.
+    pub(crate) fn file(lines: LineRange<E>, on_bad_record: OnBadRecord) -> RecordLines<E> {
+        RecordLines {
+            lines: Lines::File(lines),
             on_bad_record,
             pending: None,
             skipped: 0,
             first_skipped: None,
-        })
+        }
     }
 
     /// The records of one worker's share of a live input, under the same

@@ -5,7 +5,9 @@
 //! (`worker_index` in `0..W`), and the shards together produce the job's
 //! stream exactly once.
 
-mod json_scan;
+pub(crate) mod fast_json;
+pub mod files;
+pub(crate) mod json_scan;
 pub(crate) mod lines;
 pub mod live;
 pub mod nexmark;
