@@ -345,12 +345,13 @@ fn orders_payments_reference(orders: &[Order], payments: &[Payment]) -> Vec<(u64
 // Running the examples
 
 /// The example programs this test runs.
-const EXAMPLES: [&str; 5] = [
+const EXAMPLES: [&str; 6] = [
     "clicks_top3",
     "url_stats",
     "orders_payments",
     "live_clicks",
     "late_clicks",
+    "ad_clicks_json",
 ];
 
 /// `target/<profile>/examples/<name>`, next to this test's directory
@@ -1537,5 +1538,168 @@ fn late_clicks_puts_every_click_in_a_count_or_the_late_file() {
         } else {
             assert!(!got_late.is_empty(), "{what}: no late click");
         }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// A JSON-lines join of two inputs (examples/ad_clicks_json.rs)
+
+/// (impression, campaign, time ms) and (impression, time ms): ~6k
+/// impressions over ~5 minutes, up to 3 s out of order; about a third
+/// clicked once or twice, some clicks in the next minute (no pair) and
+/// some for impressions that do not exist.
+#[allow(clippy::type_complexity)]
+fn ads(seed: u64) -> (Vec<(u64, String, u64)>, Vec<(u64, u64)>) {
+    let mut rng = Rng(seed);
+    let campaigns = ["spring-sale", "winter", "x\"quoted\"", "é-unicode"];
+    let mut imps = Vec::new();
+    let mut clicks = Vec::new();
+    let mut t = 0u64;
+    for i in 0..6_000u64 {
+        t += rng.below(100);
+        let shown = t.saturating_sub(rng.below(3_000));
+        let c = campaigns[rng.below(campaigns.len() as u64) as usize].to_string();
+        imps.push((i, c, shown));
+        for _ in 0..rng.below(3).saturating_sub(1) + u64::from(rng.chance(20)) {
+            clicks.push((i, shown + rng.below(20_000)));
+        }
+        if rng.chance(2) {
+            clicks.push((1_000_000 + i, shown));
+        }
+    }
+    // Clicks in event-time order, give or take 3 s.
+    clicks.sort_by_key(|c| c.1);
+    for i in 1..clicks.len() {
+        if rng.chance(30) && clicks[i].1 - clicks[i - 1].1 < 3_000 {
+            clicks.swap(i - 1, i);
+        }
+    }
+    (imps, clicks)
+}
+
+#[test]
+fn ad_clicks_json_joins_two_json_inputs_like_a_batch_join() {
+    let dir = common::tmpdir("examples", "ads-json");
+    let (imps, clicks) = ads(0xad5_5eed);
+    // Impressions in three files found by a glob; clicks half plain, half
+    // gzip (read whole by one worker).
+    let imp_dir = dir.join("impressions");
+    let click_dir = dir.join("clicks");
+    std::fs::create_dir_all(&imp_dir).unwrap();
+    std::fs::create_dir_all(&click_dir).unwrap();
+    let json_imp = |i: &(u64, String, u64)| {
+        format!(
+            "{{\"impression\": {}, \"campaign\": {}, \"time_ms\": {}}}\n",
+            i.0,
+            serde_json::to_string(&i.1).unwrap(),
+            i.2
+        )
+    };
+    for (k, part) in imps.chunks(imps.len() / 3 + 1).enumerate() {
+        let text: String = part.iter().map(json_imp).collect();
+        std::fs::write(imp_dir.join(format!("part-{k}.jsonl")), text).unwrap();
+    }
+    let json_click = |c: &(u64, u64)| {
+        format!(
+            "{{\"time_ms\":{},\"impression\":{},\"ua\":\"x\"}}\n",
+            c.1, c.0
+        )
+    };
+    let half = clicks.len() / 2;
+    let first: String = clicks[..half].iter().map(json_click).collect();
+    let second: String = clicks[half..].iter().map(json_click).collect();
+    std::fs::write(click_dir.join("a.jsonl"), first).unwrap();
+    std::fs::write(click_dir.join("b.jsonl"), second).unwrap();
+    let gz = Command::new("gzip")
+        .arg(click_dir.join("b.jsonl"))
+        .status()
+        .expect("gzip");
+    assert!(gz.success());
+
+    // Reference: pairs (impression, click) in one minute, per (window,
+    // campaign): distinct impressions and clicks.
+    let window = |t: u64| t / 60_000 * 60_000;
+    let by_id: BTreeMap<u64, &(u64, String, u64)> = imps.iter().map(|i| (i.0, i)).collect();
+    let mut want: BTreeMap<(u64, String), (BTreeSet<u64>, u64)> = BTreeMap::new();
+    for c in &clicks {
+        if let Some(i) = by_id.get(&c.0) {
+            if window(i.2) == window(c.1) {
+                let e = want.entry((window(i.2), i.1.clone())).or_default();
+                e.0.insert(i.0);
+                e.1 += 1;
+            }
+        }
+    }
+    let want: Vec<(u64, String, u64, u64)> = want
+        .into_iter()
+        .map(|((w, c), (ids, n))| (w, c, ids.len() as u64, n))
+        .collect();
+    assert!(want.len() >= 15, "{} reference rows", want.len());
+
+    let imp_glob = imp_dir.join("*.jsonl");
+    let click_glob = click_dir.join("*");
+    for workers in ["1", "2", "3"] {
+        let what = format!("ad_clicks_json at {workers} worker(s)");
+        let out = dir.join(format!("ctr{workers}.csv"));
+        let o = run_example(
+            "ad_clicks_json",
+            &[&imp_glob, &click_glob, &out],
+            &[("AIR_WORKERS", workers)],
+        );
+        assert!(o.status.success(), "{what}: {}", text(&o));
+        assert!(
+            !String::from_utf8_lossy(&o.stderr).contains("late record"),
+            "{what}: {}",
+            text(&o)
+        );
+        let (header, rows) = read_output(&out, &o);
+        assert_eq!(
+            header, "window_start,campaign,impressions_clicked,clicks",
+            "{what}"
+        );
+        let mut got: Vec<(u64, String, u64, u64)> = rows
+            .iter()
+            .map(|r| (num(r, 0), r[1].to_string(), num(r, 2), num(r, 3)))
+            .collect();
+        got.sort();
+        assert_eq!(got, want, "{what}: rows differ from the batch join");
+    }
+
+    // A bad line stops the job naming file, line and field; SKIP_BAD=1
+    // skips it (counted, named) and the rows lose only its record.
+    let bad_dir = dir.join("bad");
+    std::fs::create_dir_all(&bad_dir).unwrap();
+    let mut text_in: String = imps.iter().take(50).map(json_imp).collect();
+    text_in += "{\"impression\": 7, \"campaign\": \"winter\", \"time_ms\": \"soon\"}\n";
+    let bad = bad_dir.join("imps.jsonl");
+    std::fs::write(&bad, text_in).unwrap();
+    for workers in ["1", "2"] {
+        let out = dir.join("bad.csv");
+        let o = run_example(
+            "ad_clicks_json",
+            &[&bad, &click_glob, &out],
+            &[("AIR_WORKERS", workers)],
+        );
+        assert!(!o.status.success(), "{}", text(&o));
+        let err = String::from_utf8_lossy(&o.stderr);
+        for part in [format!("{}:51", bad.display()), "time_ms".to_string()] {
+            assert!(
+                err.contains(&part),
+                "stderr does not name {part:?}:\n{}",
+                text(&o)
+            );
+        }
+        let o = run_example(
+            "ad_clicks_json",
+            &[&bad, &click_glob, &out],
+            &[("AIR_WORKERS", workers), ("SKIP_BAD", "1")],
+        );
+        assert!(o.status.success(), "{}", text(&o));
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            err.contains(&format!("{}:51", bad.display())),
+            "{}",
+            text(&o)
+        );
     }
 }
