@@ -223,8 +223,9 @@ impl Job {
         self
     }
 
-    /// Whether [`Job::run`] prints late records on stderr when the job ends
-    /// (default: yes): per operator (the line of the program that made
+    /// Whether [`Job::run`] prints late records (and the number of bad
+    /// input records skipped) on stderr when the job ends (default: yes):
+    /// per operator (the line of the program that made
     /// it), how many, the first late record's event time and the watermark
     /// it fell behind, and a watermark delay that would have kept them (the
     /// largest lag behind the newest event time seen). Under MPI each rank
@@ -362,15 +363,20 @@ impl Job {
     /// Reports late records (on stderr unless [`Job::report_late`] is off)
     /// and fails if asked to ([`Job::fail_on_late`]).
     fn late(&self, out: GraphOutput) -> Result<GraphOutput, Error> {
-        let lines = out.stats.late_summary();
-        if lines.is_empty() {
-            return Ok(out);
-        }
         let who = if self.ranks() > 1 {
             format!("air: rank {}: ", self.rank())
         } else {
             "air: ".to_string()
         };
+        let skipped = out.stats.get("skipped_records");
+        if skipped > 0 && self.report_late {
+            // Each source named its first skipped record as it met it.
+            air_runtime::say!("{who}{skipped} bad record(s) skipped (the first named above)");
+        }
+        let lines = out.stats.late_summary();
+        if lines.is_empty() {
+            return Ok(out);
+        }
         if self.report_late && !self.fail_on_late {
             for l in &lines {
                 air_runtime::say!("{who}{l}");

@@ -1701,5 +1701,6 @@ fn ad_clicks_json_joins_two_json_inputs_like_a_batch_join() {
             "{}",
             text(&o)
         );
+        assert!(err.contains("air: 1 bad record(s) skipped"), "{}", text(&o));
     }
 }
