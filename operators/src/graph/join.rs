@@ -264,24 +264,11 @@ where
             late1 = late1.side(*o1.ok().expect("left side outbox"));
             late2 = late2.side(*o2.ok().expect("right side outbox"));
         }
+        let (t1, t2) = (time.0.clone(), time.1.clone());
         if self.strict && !sided {
             let strict = BehindWatermark;
-            l.end_in(window_tail(
-                o1,
-                kl.clone(),
-                time.0.clone(),
-                windows,
-                strict,
-                label,
-            ));
-            r.end_in(window_tail(
-                o2,
-                kr.clone(),
-                time.1.clone(),
-                windows,
-                strict,
-                label,
-            ));
+            l.end_in(window_tail(o1, kl.clone(), t1, windows, strict, label));
+            r.end_in(window_tail(o2, kr.clone(), t2, windows, strict, label));
         } else {
             // Strict with side streams: the event-time stages drop what is
             // behind them; the gates still carry the side streams' ends.
@@ -291,22 +278,8 @@ where
                 r.pipe_mut().pass_late(&g2);
             }
             let (gate1, gate2) = (late1.into_gate(g1), late2.into_gate(g2));
-            l.end_in(window_tail(
-                o1,
-                kl.clone(),
-                time.0.clone(),
-                windows,
-                gate1,
-                label,
-            ));
-            r.end_in(window_tail(
-                o2,
-                kr.clone(),
-                time.1.clone(),
-                windows,
-                gate2,
-                label,
-            ));
+            l.end_in(window_tail(o1, kl.clone(), t1, windows, gate1, label));
+            r.end_in(window_tail(o2, kr.clone(), t2, windows, gate2, label));
         }
         (df, e1, e2, kl, kr)
     }

@@ -55,11 +55,9 @@
 
 use super::aggregate::AggregateFunction;
 use super::late::{Gate, LatePolicy};
-use super::window::{WindowSpec, Windowed, WindowedStream};
-use air_runtime::dataflow::{
-    Cx, Head, Identity, LateRecords, OpHead, Operator, Outbox, Pipe, Stats, Stream, Tail,
-};
-use air_runtime::{key_hash, ExchangeData, Record};
+use super::window::{window_tail, WindowSpec, Windowed, WindowedStream};
+use air_runtime::dataflow::{Head, Identity, LateRecords, OpHead, Operator, Pipe, Stats, Stream};
+use air_runtime::Record;
 use rustc_hash::FxHashMap;
 use std::cell::Cell;
 use std::collections::BTreeMap;
@@ -86,6 +84,9 @@ impl Sessions {
 }
 
 impl WindowSpec for Sessions {
+    fn last_end(&self, t: u64) -> u64 {
+        t.saturating_add(self.gap)
+    }
     fn check(&self) -> Result<(), String> {
         if self.gap == 0 {
             Err("a session window's gap must be at least 1 ms".into())
@@ -138,15 +139,16 @@ where
         let df = stream.dataflow().clone();
         let edge = df.new_edge("session records");
         let out = df.outbox::<P::Out>(edge);
-        stream.end_in(SessionTail {
+        // Records too late for their own window `[t, t + gap)` go to the
+        // side stream there.
+        stream.end_in(window_tail(
             out,
-            key: key.clone(),
-            time: time.clone(),
-            horizon: gap.saturating_add(lateness),
-            wm: 0,
+            key.clone(),
+            time.clone(),
+            windows,
             gate,
-            label: label.clone(),
-        });
+            &label,
+        ));
         let keep = if <L::Gate as Gate<K, P::Out>>::ON {
             gap.saturating_add(lateness)
         } else {
@@ -181,68 +183,6 @@ where
                 time,
             },
         )
-    }
-}
-
-/// Sends every record to its key's owner; with lateness, sends records too
-/// late for their own session window `[t, t + gap)` to the side stream.
-struct SessionTail<T, KF, TF, G> {
-    out: Outbox<T>,
-    key: KF,
-    time: TF,
-    /// gap + lateness, ms.
-    horizon: u64,
-    /// The last watermark this tail passed on, ms.
-    wm: u64,
-    gate: G,
-    /// The late records' label ([`air_runtime::dataflow::LateLog`]).
-    label: String,
-}
-
-impl<T, K, KF, TF, G> Tail<T> for SessionTail<T, KF, TF, G>
-where
-    T: ExchangeData,
-    K: Hash + 'static,
-    KF: Fn(&T) -> K + 'static,
-    TF: Fn(&T) -> u64 + 'static,
-    G: Gate<K, T>,
-{
-    #[inline(always)]
-    fn push(&mut self, item: T, cx: &mut Cx<'_, '_>) {
-        if G::ON {
-            let t = (self.time)(&item);
-            let wm = self.gate.behind().max(self.wm);
-            if t.saturating_add(self.horizon) <= wm {
-                let k = (self.key)(&item);
-                self.gate.reject(k, t, wm, item, cx);
-                return;
-            }
-        }
-        let h = key_hash(&(self.key)(&item));
-        self.out.push_hashed(h, item, cx);
-    }
-    fn watermark(&mut self, wm: u64, cx: &mut Cx<'_, '_>) {
-        self.wm = self.wm.max(wm);
-        if G::ON {
-            self.gate.watermark(wm, cx);
-        }
-        self.out.watermark(wm, cx)
-    }
-    fn tick(&mut self, cx: &mut Cx<'_, '_>) {
-        if G::ON {
-            self.gate.tick(cx);
-        }
-        self.out.flush(cx)
-    }
-    fn end(&mut self, final_wm: u64, cx: &mut Cx<'_, '_>) {
-        if G::ON {
-            self.gate.end(final_wm, cx);
-        }
-        self.out.end(final_wm, cx)
-    }
-    fn report(&mut self, stats: &mut Stats) {
-        stats.add("window_records", self.out.records);
-        stats.add_late(&self.label, self.gate.late());
     }
 }
 

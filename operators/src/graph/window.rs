@@ -50,11 +50,18 @@ use std::rc::Rc;
 /// What [`KeyedWindowExt::window`] accepts: [`Windows`] (tumbling and
 /// sliding) or [`super::Sessions`].
 pub trait WindowSpec: Copy + 'static {
+    /// The end of the last window a record at event time `t` can belong
+    /// to, ms (for sessions: `t + gap`, its own window's end): the record
+    /// is late once the watermark reaches it + the allowed lateness.
+    fn last_end(&self, t: u64) -> u64;
     /// What is wrong with these windows, if anything.
     fn check(&self) -> Result<(), String>;
 }
 
 impl WindowSpec for Windows {
+    fn last_end(&self, t: u64) -> u64 {
+        Windows::last_end(self, t)
+    }
     fn check(&self) -> Result<(), String> {
         Windows::check(self)
     }
@@ -850,11 +857,11 @@ impl<T: ExchangeData, K: Hash, KF: Fn(&T) -> K + 'static> Tail<T> for KeyedTail<
 /// (windows aggregated at the owner, windowed joins), judging lateness
 /// first: a record whose windows all closed at the watermark at it (the
 /// last one's end + lateness <= it) is late here (see [`super::late`]).
-pub(crate) struct WindowTail<T, KF, TF, G> {
+pub(crate) struct WindowTail<T, KF, TF, G, W = Windows> {
     pub(crate) out: Outbox<T>,
     pub(crate) key: KF,
     pub(crate) time: TF,
-    pub(crate) windows: Windows,
+    pub(crate) windows: W,
     /// The last watermark this tail passed on, ms.
     pub(crate) wm: u64,
     pub(crate) gate: G,
@@ -862,13 +869,14 @@ pub(crate) struct WindowTail<T, KF, TF, G> {
     pub(crate) label: String,
 }
 
-impl<T, K, KF, TF, G> Tail<T> for WindowTail<T, KF, TF, G>
+impl<T, K, KF, TF, G, W> Tail<T> for WindowTail<T, KF, TF, G, W>
 where
     T: ExchangeData,
     K: Hash + 'static,
     KF: Fn(&T) -> K + 'static,
     TF: Fn(&T) -> u64 + 'static,
     G: Gate<K, T>,
+    W: WindowSpec,
 {
     #[inline(always)]
     fn push(&mut self, item: T, cx: &mut Cx<'_, '_>) {
@@ -912,15 +920,16 @@ where
     }
 }
 
-/// A [`WindowTail`] for a windowed operator at the owners (joins).
-pub(crate) fn window_tail<T, KF, TF, G>(
+/// A [`WindowTail`] for a windowed operator at the owners (joins,
+/// sessions).
+pub(crate) fn window_tail<T, KF, TF, G, W>(
     out: Outbox<T>,
     key: KF,
     time: TF,
-    windows: Windows,
+    windows: W,
     gate: G,
     label: &str,
-) -> WindowTail<T, KF, TF, G> {
+) -> WindowTail<T, KF, TF, G, W> {
     WindowTail {
         out,
         key,
@@ -1051,7 +1060,7 @@ where
                 let end = start.saturating_add(step);
                 if end <= wm && self.pane.is_some() {
                     // Its pane closed: some of its windows may still be open.
-                    return self.push_exact(item, t, wm, cx);
+                    return self.push_windows(item, t, wm, true, cx);
                 }
                 if end.saturating_add(self.gate.lateness()) <= wm {
                     let k = (self.key)(&item);
@@ -1076,45 +1085,25 @@ where
             s.newest = s.newest.max(t);
         } else {
             // Sliding windows, one by one.
-            let wm = behind.max(self.wm);
             self.hot = (u64::MAX, 0, 0);
-            let (windows, lateness, own) = (self.windows, self.gate.lateness(), self.wm);
-            let (key, agg, pending) = (&self.key, &self.agg, &mut self.pending);
-            if !add_open(
-                &mut self.table,
-                windows,
-                lateness,
-                own,
-                wm,
-                key,
-                agg,
-                pending,
-                &item,
-                t,
-            ) {
-                let k = (self.key)(&item);
-                self.gate.reject(k, t, wm, item, cx);
-            }
+            self.push_windows(item, t, behind.max(self.wm), false, cx);
         }
     }
 
-    /// A record whose pane closed at watermark `wm`: into those of its
-    /// windows still open (within lateness), kept per window; late if none is.
-    #[cold]
-    fn push_exact(&mut self, item: T, t: u64, wm: u64, cx: &mut Cx<'_, '_>) {
+    /// A record judged at watermark `wm` into those of its windows still
+    /// open (within lateness), kept per window in `table` (or in `exact`:
+    /// a record whose pane closed); late if none is.
+    #[inline(never)]
+    fn push_windows(&mut self, item: T, t: u64, wm: u64, exact: bool, cx: &mut Cx<'_, '_>) {
         let (windows, lateness, own) = (self.windows, self.gate.lateness(), self.wm);
         let (key, agg, pending) = (&self.key, &self.agg, &mut self.pending);
+        let table = if exact {
+            &mut self.exact
+        } else {
+            &mut self.table
+        };
         if !add_open(
-            &mut self.exact,
-            windows,
-            lateness,
-            own,
-            wm,
-            key,
-            agg,
-            pending,
-            &item,
-            t,
+            table, windows, lateness, own, wm, key, agg, pending, &item, t,
         ) {
             let k = (self.key)(&item);
             self.gate.reject(k, t, wm, item, cx);
