@@ -261,8 +261,8 @@ where
         if let Some((o1, o2)) = sides {
             let o1 = o1.downcast::<Box<dyn SideOut<K, P1::Out>>>();
             let o2 = o2.downcast::<Box<dyn SideOut<K, P2::Out>>>();
-            late1 = late1.side(*o1.ok().expect("left side outbox"));
-            late2 = late2.side(*o2.ok().expect("right side outbox"));
+            late1 = late1.side(*o1.unwrap_or_else(|_| panic!("left side outbox of another type")));
+            late2 = late2.side(*o2.unwrap_or_else(|_| panic!("right side outbox of another type")));
         }
         let (t1, t2) = (time.0.clone(), time.1.clone());
         if self.strict && !sided {

@@ -448,6 +448,31 @@ mod tests {
             );
         }
         assert_eq!(agree::<Value>(b"[1.5e3, -2, true, {}]").unwrap()[0], 1500.0);
+        // Keys in the fields' order, out of it, escaped: the same values.
+        let want = Plain {
+            a: 1,
+            ab: "s".into(),
+            b: Some(true),
+        };
+        for line in [
+            &br#"{"a": 1, "ab": "s", "b": true}"#[..],
+            br#"{"b": true, "ab": "s", "a": 1}"#,
+            br#"{"a": 1, "abc": 2, "ab": "s", "b": true}"#,
+        ] {
+            assert_eq!(
+                agree::<Plain>(line),
+                Some(want.clone()),
+                "{}",
+                String::from_utf8_lossy(line)
+            );
+        }
+        // Escaped keys are left to serde_json (which reads the first two).
+        assert_eq!(
+            agree::<Plain>(br#"{"\u0061": 1, "ab": "s", "b": true}"#),
+            None
+        );
+        assert_eq!(agree::<Odd>(br#"{"a": 1, "x\\y": 2}"#), None);
+        assert_eq!(agree::<Odd>(br#"{"a": 1, "x\y": 2}"#), None);
     }
 
     /// Any JSON value, as text.
@@ -480,7 +505,63 @@ mod tests {
         }
     }
 
+    #[derive(Debug, Clone, PartialEq, serde::Deserialize)]
+    struct Plain {
+        a: u32,
+        ab: String,
+        #[serde(default)]
+        b: Option<bool>,
+    }
+
+    /// A field whose name is not JSON text as it stands: keys are scanned.
+    #[derive(Debug, PartialEq, serde::Deserialize)]
+    struct Odd {
+        a: u32,
+        #[serde(rename = "x\\y")]
+        xy: u32,
+    }
+
+    /// An object of `Plain`'s or `Odd`'s members in any order, keys written
+    /// plainly, escaped, with a longer name, or twice.
+    fn members() -> impl Strategy<Value = Vec<(String, String)>> {
+        let key = prop_oneof![
+            Just("a".to_string()),
+            Just("ab".to_string()),
+            Just("b".to_string()),
+            Just("\\u0061".to_string()),
+            Just("abc".to_string()),
+            Just("x\\\\y".to_string()),
+            Just("x\\y".to_string()),
+        ];
+        let value = prop_oneof![
+            Just("1".to_string()),
+            Just("\"s\"".to_string()),
+            Just("true".to_string()),
+            Just("null".to_string()),
+        ];
+        prop::collection::vec((key, value), 0..6)
+    }
+
     proptest! {
+        /// Structs read by field name: never a value serde_json would not
+        /// give, whatever the keys' order, escapes or repeats.
+        #[test]
+        fn structs_agree_with_serde_json(
+            m in members(),
+            cut in any::<prop::sample::Index>(),
+            junk in prop::sample::select(vec!["", " ", ",", "\"", ":", "\\"]),
+        ) {
+            let body: Vec<String> = m.iter().map(|(k, v)| format!("\"{k}\": {v}")).collect();
+            let text = format!("{{{}}}", body.join(", "));
+            agree::<Plain>(text.as_bytes());
+            agree::<Odd>(text.as_bytes());
+            let mut bytes = text.into_bytes();
+            let at = cut.index(bytes.len() + 1);
+            bytes.splice(at..at, junk.bytes());
+            agree::<Plain>(&bytes);
+            agree::<Odd>(&bytes);
+        }
+
         #[test]
         fn the_fast_path_agrees_with_serde_json(
             v in json(),

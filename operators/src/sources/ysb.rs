@@ -65,8 +65,8 @@ pub use event::{
 pub use files::{gen_to_files, gen_to_writer, GenError, GenFilesOptions, GenSummary};
 pub use generator::{EventTimeMode, YsbGenConfig, YsbGenerator};
 pub use json::{
-    parse_json_line, parse_json_line_with, write_json_line, Field, FieldError, FieldErrorKind,
-    ParseMode, MAX_JSON_LINE_LEN,
+    parse_ipv4, parse_json_line, parse_json_line_with, parse_millis, write_json_line, Field,
+    FieldError, FieldErrorKind, ParseMode, MAX_JSON_LINE_LEN,
 };
 pub use reader::{
     split_ranges, OnBadRecord, ReaderOptions, SourceError, SourceErrorKind, YsbFileReader,

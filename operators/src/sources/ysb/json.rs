@@ -600,9 +600,16 @@ fn parse_fast_value(f: Field, b: &[u8], i: usize, ev: &mut YsbEvent) -> Option<u
     }
 }
 
-/// A non-empty run of ASCII digits fitting a `u64`.
+/// A non-empty run of ASCII digits fitting a `u64` (YSB's `event_time`,
+/// ms), or `None`.
+///
+/// ```
+/// use air_operators::sources::ysb::parse_millis;
+/// assert_eq!(parse_millis(b"1461024570000"), Some(1_461_024_570_000));
+/// assert_eq!(parse_millis(b"12a"), None);
+/// ```
 #[inline]
-fn parse_millis(s: &[u8]) -> Option<u64> {
+pub fn parse_millis(s: &[u8]) -> Option<u64> {
     if s.is_empty() || s.len() > 20 {
         return None;
     }
@@ -634,9 +641,16 @@ fn parse_millis(s: &[u8]) -> Option<u64> {
     }
 }
 
-/// `a.b.c.d`, each part 1–3 digits ≤ 255, as `a << 24 | b << 16 | c << 8 | d`.
+/// `a.b.c.d`, each part 1–3 digits ≤ 255, as `a << 24 | b << 16 | c << 8 | d`
+/// (YSB's `ip_address`), or `None`.
+///
+/// ```
+/// use air_operators::sources::ysb::parse_ipv4;
+/// assert_eq!(parse_ipv4(b"10.0.0.7"), Some(0x0A00_0007));
+/// assert_eq!(parse_ipv4(b"10.0.0.256"), None);
+/// ```
 #[inline]
-fn parse_ipv4(s: &[u8]) -> Option<u32> {
+pub fn parse_ipv4(s: &[u8]) -> Option<u32> {
     let mut ip: u32 = 0;
     let mut part: u32 = 0;
     let mut digits = 0;
