@@ -18,9 +18,9 @@
 //!   end + 5 s had passed the watermark, so no count holds them.
 //!
 //! At the end, the job names those clicks on stderr (`air: N late
-//! record(s) at the window at examples/late_clicks.rs:…`) with the delay
-//! that would have kept them: every click is in exactly one place, a count
-//! or `late.csv`.
+//! record(s) at the window at examples/late_clicks.rs:…, sent to its side
+//! output`) with the delay that would have kept them: every click is in
+//! exactly one place, a count or `late.csv`.
 
 use air::prelude::*;
 

@@ -236,8 +236,10 @@ impl Job {
     }
 
     /// Makes late records an error: [`Job::run`] returns
-    /// [`Error::Late`] if any record was late (after the job ran to its end
-    /// and wrote its rows). Off by default.
+    /// [`Error::Late`] if any record was late and dropped (after the job ran
+    /// to its end and wrote its rows); records a window sent to a side
+    /// stream (`side_output_late`) are not lost and do not count. Off by
+    /// default.
     ///
     /// ```
     /// use air::prelude::*;
@@ -377,14 +379,14 @@ impl Job {
         if lines.is_empty() {
             return Ok(out);
         }
-        if self.report_late && !self.fail_on_late {
+        if self.report_late && !(self.fail_on_late && out.stats.late.dropped() > 0) {
             for l in &lines {
                 air_runtime::say!("{who}{l}");
             }
         }
-        if self.fail_on_late {
+        if self.fail_on_late && out.stats.late.dropped() > 0 {
             return Err(Error::Late {
-                records: out.stats.late.total(),
+                records: out.stats.late.dropped(),
                 summary: lines.join("; "),
             });
         }

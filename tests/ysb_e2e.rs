@@ -276,6 +276,11 @@ fn late_events_are_counted_and_dropped() {
         v(7, 1_000),  // far behind: late
         v(8, 48_000), // exactly the watermark: on time
         v(9, 47_000), // behind the watermark, but [40 000, 50 000) is open: counted
+        Ev {
+            ad: ad(1),
+            view: false, // a click: filtered, whatever its time
+            t: 3_000,
+        },
     ];
     let (want, late) = sequential(&evs, 10, 10_000, 2_000);
     assert_eq!(late, 3, "the strict rule drops 9 999, 1 000 and 47 000");
@@ -288,6 +293,14 @@ fn late_events_are_counted_and_dropped() {
     let r = report(&rep);
     assert_eq!(r["late_records"], 2);
     assert_eq!(r["disorder_max_ms"], 49_000);
+    // Late views are late, not filtered (they reach the window first).
+    let filtered: u64 = r["per_worker"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w["filtered"].as_u64().unwrap())
+        .sum();
+    assert_eq!(filtered, 1, "{r}");
     let ops = r["late_by_operator"]["entries"].as_object().unwrap();
     assert_eq!(ops.len(), 1, "{ops:?}");
     let (label, e) = ops.iter().next().unwrap();

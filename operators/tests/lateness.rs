@@ -379,3 +379,32 @@ fn late_log_names_operator_first_record_and_disorder() {
     let (_, job) = windowed(1, &evs, 850, Tumbling::ms(200), Shape::PreAggregated);
     assert_eq!(job.stats.get("late_records"), 0);
 }
+
+/// Late records sent to a side stream are counted and named as such, and
+/// are not "dropped" (what `fail_on_late` counts).
+#[test]
+fn side_output_late_records_are_named_but_not_dropped() {
+    let evs: Vec<Ev> = vec![(1, 100, 1), (1, 1_000, 1), (1, 150, 1), (1, 1_100, 1)];
+    let side = Arc::new(Mutex::new(Vec::new()));
+    let out = side.clone();
+    let job = run_graph(&config(1), move |df| {
+        let (w, late) = df
+            .source(VecSource::new(evs.clone()))
+            .event_time(|e| e.1, 0)
+            .key_by(|e| e.0)
+            .window(Tumbling::ms(200), |e| e.1)
+            .side_output_late();
+        w.aggregate(Count).for_each(|_| {});
+        let out = out.clone();
+        late.for_each(move |l| out.lock().unwrap().push(l.time));
+    })
+    .unwrap();
+    assert_eq!(*side.lock().unwrap(), [150]);
+    assert_eq!(job.stats.get("late_records"), 1);
+    assert_eq!((job.stats.late.total(), job.stats.late.dropped()), (1, 0));
+    let lines = job.stats.late_summary();
+    assert!(
+        lines[0].contains(", sent to its side output (first: event time 150 ms"),
+        "{lines:?}"
+    );
+}

@@ -702,7 +702,7 @@ pub fn run<Q: Query>(q: &Q, dist: &Dist, print: bool) -> Result<Option<Report>, 
     let merged = merge(q, parts, mpi);
     let code = match &merged {
         Ok((_, _, Some(_), _)) => 2,
-        Ok((_, r, None, _)) if out.fail_on_late && r.late_by_operator.total() > 0 => 1,
+        Ok((_, r, None, _)) if out.fail_on_late && r.late_by_operator.dropped() > 0 => 1,
         Ok(_) => 0,
         Err(e) => e.exit_code(),
     };
@@ -737,10 +737,12 @@ pub fn run<Q: Query>(q: &Q, dist: &Dist, print: bool) -> Result<Option<Report>, 
     }
     match input_error {
         Some(e) => Err(CliError::BadInput(e)),
-        None if out.fail_on_late && !late.is_empty() => Err(CliError::Other(anyhow::anyhow!(
-            "{} late record(s) (--fail-on-late)",
-            report.late_by_operator.total()
-        ))),
+        None if out.fail_on_late && report.late_by_operator.dropped() > 0 => {
+            Err(CliError::Other(anyhow::anyhow!(
+                "{} late record(s) (--fail-on-late)",
+                report.late_by_operator.dropped()
+            )))
+        }
         None => Ok(Some(report)),
     }
 }

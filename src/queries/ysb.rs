@@ -123,8 +123,9 @@ pub struct YsbArgs {
     #[arg(long, value_name = "MS", value_parser = super::common::parse::window_ms)]
     pub window_ms: Option<u64>,
     /// Bounded out-of-orderness, ms: watermark = newest event time − this.
-    /// Older events are late: dropped and counted in `late_records`
-    /// [default: 0].
+    /// An older event still counts if its window has not closed; one whose
+    /// window closed is late: dropped, counted in `late_records` and named
+    /// on stderr with the delay that would have kept it [default: 0].
     #[arg(long, value_name = "MS", value_parser = super::common::parse::delay_ms)]
     pub max_delay_ms: Option<u64>,
     /// Idleness, ms of wall-clock time: a worker whose input brought no

@@ -19,10 +19,11 @@
 //!   sessions, a session overlapping the earlier rows) **supersedes** the
 //!   rows fired before for it (a join emits the new pairs only);
 //! - a record whose windows all have end + lateness `<= wm` is late:
-//!   counted in `late_records`, named in the run's summary
-//!   ([`air_runtime::dataflow::LateLog`]) and, if asked, sent as a
+//!   counted in `late_records` and named in the run's summary
+//!   ([`air_runtime::dataflow::LateLog`]); dropped, or, if asked, sent as a
 //!   [`LateRecord`] on the side stream ([`WindowedStream::side_output_late`],
-//!   to its key's owner), never silently dropped;
+//!   to its key's owner: the summary says so, and `fail_on_late` counts
+//!   only dropped ones); never silently dropped;
 //! - a window's state is kept until the watermark passes end + lateness
 //!   (sessions: end + gap + lateness, see [`super::session`]), then freed.
 //!
@@ -38,8 +39,11 @@
 //! sliding windowed joins judge at the source only whether *every* window
 //! of a record closed; a record behind the watermark with some windows
 //! still open is added at the key's owner to those of its windows that
-//! have not fired there yet (Flink's rule at the operator), which can
-//! depend on when the watermarks of the other workers arrived.
+//! have not fired there yet (Flink's rule at the operator), which depends
+//! on when watermarks reached the owner (flush ticks; even with one
+//! worker), so such rows and the late count can differ from run to run.
+//! Use pre-aggregated windows (`aggregate`) or a delay covering the
+//! disorder where that matters.
 //!
 //! The check costs a few instructions per record; records in order take
 //! one comparison more than without it.
@@ -83,7 +87,7 @@
 
 use super::window::WindowedStream;
 use air_runtime::dataflow::{
-    Cx, Dataflow, Head, Identity, LateRecords, OpHead, Outbox, Pass, Pipe, Stream,
+    Cx, Dataflow, Head, Identity, LateRecords, OpHead, Outbox, Pass, Pipe, Stats, Stream,
 };
 use air_runtime::{key_hash, Record};
 use rkyv::{Archive, Deserialize, Serialize};
@@ -237,6 +241,12 @@ pub trait Gate<K, T>: 'static {
     fn end(&mut self, final_wm: u64, cx: &mut Cx<'_, '_>);
     /// Records rejected, and the first of them.
     fn late(&self) -> Option<LateRecords>;
+    /// Adds the rejected records to `stats` under `label` (the late log;
+    /// marked [`LateRecords::side_output`] when they went to a side
+    /// stream).
+    fn report(&self, stats: &mut Stats, label: &str) {
+        stats.add_late(label, self.late());
+    }
 }
 
 impl<K: 'static, T: 'static> Gate<K, T> for BehindWatermark {
@@ -301,6 +311,14 @@ impl<K: 'static, T: 'static> Gate<K, T> for LateGate<K, T> {
     }
     fn late(&self) -> Option<LateRecords> {
         self.late
+    }
+    fn report(&self, stats: &mut Stats, label: &str) {
+        let sided = self.side.is_some();
+        let late = self.late.map(|l| LateRecords {
+            side_output: sided,
+            ..l
+        });
+        stats.add_late(label, late);
     }
 }
 

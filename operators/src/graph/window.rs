@@ -916,7 +916,7 @@ where
     }
     fn report(&mut self, stats: &mut Stats) {
         stats.add("window_records", self.out.records);
-        stats.add_late(&self.label, self.gate.late());
+        self.gate.report(stats, &self.label);
     }
 }
 
@@ -960,7 +960,7 @@ struct PartialTail<T, K, A: AggregateFunction<T>, KF, TF, M: MapKind<K>, G> {
     /// Records for closed windows without a gate (a stream fed by an
     /// edge, [`super::BehindWatermark`]).
     late: Option<LateRecords>,
-    /// Records that reached the window.
+    /// Records that reached the window (late ones included).
     records: u64,
     /// The tumbling window's size or the sliding windows' pane, ms (0:
     /// sliding windows assigned one by one).
@@ -1254,9 +1254,11 @@ where
     }
 
     fn report(&mut self, stats: &mut Stats) {
+        // Records added to a window: those judged late here are not.
+        let late = self.late.map_or(0, |l| l.records) + self.gate.late().map_or(0, |l| l.records);
         stats.add_late(&self.label, self.late);
-        stats.add_late(&self.label, self.gate.late());
-        stats.add("window_records", self.records);
+        self.gate.report(stats, &self.label);
+        stats.add("window_records", self.records.saturating_sub(late));
     }
 }
 

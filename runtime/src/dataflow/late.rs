@@ -41,6 +41,10 @@ pub struct LateRecords {
     pub first_time_ms: u64,
     /// The watermark that record fell behind, ms.
     pub first_watermark_ms: u64,
+    /// They went to the operator's side stream of late records (the user
+    /// has them: not lost) instead of being dropped.
+    #[serde(default)]
+    pub side_output: bool,
 }
 
 impl LateRecords {
@@ -50,6 +54,7 @@ impl LateRecords {
             records: 1,
             first_time_ms: time_ms,
             first_watermark_ms: wm_ms,
+            side_output: false,
         }
     }
 
@@ -106,6 +111,15 @@ impl LateLog {
         self.entries.values().map(|e| e.records).sum()
     }
 
+    /// Late records dropped (not sent to a side stream): lost to the rows.
+    pub fn dropped(&self) -> u64 {
+        self.entries
+            .values()
+            .filter(|e| !e.side_output)
+            .map(|e| e.records)
+            .sum()
+    }
+
     /// The lines a run prints when records were late (none otherwise): one
     /// per operator (count, first late record's event time and the
     /// watermark it fell behind), then a suggestion from `disorder_ms`
@@ -115,9 +129,14 @@ impl LateLog {
     pub fn summary(&self, disorder_ms: Option<u64>) -> Vec<String> {
         let mut lines = Vec::new();
         for (label, e) in &self.entries {
+            let side = if e.side_output {
+                ", sent to its side output"
+            } else {
+                ""
+            };
             lines.push(format!(
-                "{} late record(s) at the {label} (first: event time {} ms, behind watermark \
-                 {} ms)",
+                "{} late record(s) at the {label}{side} (first: event time {} ms, behind \
+                 watermark {} ms)",
                 e.records, e.first_time_ms, e.first_watermark_ms
             ));
         }
