@@ -372,8 +372,9 @@ impl Job {
         };
         let skipped = out.stats.get("skipped_records");
         if skipped > 0 && self.report_late {
-            // Each source named its first skipped record as it met it.
-            air_runtime::say!("{who}{skipped} bad record(s) skipped (the first named above)");
+            // A source names its first skipped record as it meets it (or
+            // keeps it in the `BadRecords` handle it was given).
+            air_runtime::say!("{who}{skipped} bad record(s) skipped");
         }
         let lines = out.stats.late_summary();
         if lines.is_empty() {
