@@ -408,3 +408,28 @@ fn side_output_late_records_are_named_but_not_dropped() {
         "{lines:?}"
     );
 }
+
+/// A session gap so large that the session's end saturates at `u64::MAX`
+/// still fires at the end of the input (it has no timer).
+#[test]
+fn a_session_ending_at_u64_max_fires_at_the_end() {
+    let rows = Arc::new(Mutex::new(Vec::new()));
+    let out = rows.clone();
+    let job = run_graph(&config(2), move |df| {
+        let out = out.clone();
+        let evs: Vec<Ev> = if df.index() == 0 {
+            vec![(1, 100, 1), (1, 200, 1)]
+        } else {
+            vec![]
+        };
+        df.source(VecSource::new(evs))
+            .event_time(|e| e.1, 0)
+            .key_by(|e| e.0)
+            .window(Sessions::with_gap(u64::MAX - 100), |e| e.1)
+            .aggregate(Count)
+            .for_each(move |r| out.lock().unwrap().push((r.start, r.end, r.value)));
+    })
+    .unwrap();
+    assert_eq!(*rows.lock().unwrap(), [(100, u64::MAX, 2)]);
+    assert_eq!(job.stats.get("unfired_windows"), 0);
+}

@@ -469,6 +469,12 @@ where
             }
             c.spare.push(keys);
         }
+        if wm == u64::MAX {
+            // The end of every input: a session ending at `u64::MAX` (a gap
+            // that saturated) has no timer (`u64::MAX` means none): fire
+            // what is left.
+            self.keys.retain(|key, ks| !c.visit(ks, key, wm, now, emit));
+        }
         if !c.samples.is_empty() {
             let samples = std::mem::take(&mut c.samples);
             air_runtime::timeline::record_latency(|h| {
