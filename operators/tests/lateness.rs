@@ -26,6 +26,9 @@ use std::time::Duration;
 /// (key, event time ms, value)
 type Ev = (u32, u64, i64);
 
+/// Per (key, window start): (count, sum).
+type Rows = BTreeMap<(u32, u64), (u64, i64)>;
+
 /// Small rings and batches, watermarks at every turn: windows fire while
 /// records still flow, so a wrong rule shows.
 fn config(workers: usize) -> JobConfig {
@@ -91,7 +94,7 @@ fn reference(
     delay: u64,
     windows: Windows,
     strict: bool,
-) -> (BTreeMap<(u32, u64), (u64, i64)>, u64) {
+) -> (Rows, u64) {
     let mut rows = BTreeMap::new();
     let mut late = 0;
     for w in 0..workers {
@@ -117,8 +120,6 @@ fn reference(
     }
     (rows, late)
 }
-
-type Rows = BTreeMap<(u32, u64), (u64, i64)>;
 
 /// Runs `build` (given the worker's share and a row sink) at `workers`.
 fn run<B>(workers: usize, evs: &[Ev], build: B) -> (Rows, GraphOutput)
