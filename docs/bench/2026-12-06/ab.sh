@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # Session 19 (issue 30): interleaved A/B of two air binaries: ROUNDS rounds, each runs every case
+# (ONLY=q5,wa picks cases; ab2.log is ONLY=q5,wa ROUNDS=10)
 # with base then new (order alternating per round); prints events/s.
 set -u
 ROUNDS=${ROUNDS:-5}
@@ -15,6 +16,7 @@ rate() { "$1" $2 --report /tmp/ab/r.json >/dev/null 2>&1 && python3 -c "import j
 for r in $(seq 1 "$ROUNDS"); do
   for c in "${cases[@]}"; do
     name=${c%%|*}; args=${c#*|}
+    [[ -n "${ONLY:-}" && ",$ONLY," != *",$name,"* ]] && continue
     if (( r % 2 )); then a=$(rate "$BASE" "$args"); b=$(rate "$NEW" "$args"); else b=$(rate "$NEW" "$args"); a=$(rate "$BASE" "$args"); fi
     echo "round $r $name base $a new $b load $(cut -d' ' -f1 /proc/loadavg)"
   done

@@ -322,6 +322,23 @@ impl<K: 'static, T: 'static> Gate<K, T> for LateGate<K, T> {
     }
 }
 
+/// The check of a windowed operator whose input chain is `stream`: a
+/// policy that judges lateness ([`Gate::ON`]) has the chain's event-time
+/// stage pass records behind its watermark on (storing that watermark in
+/// the gate), the others leave the stage dropping them.
+pub(crate) fn gate_for<K, H, P, L>(stream: &mut Stream<H, P>, late: L) -> L::Gate
+where
+    H: Head,
+    P: Pipe<H::Out>,
+    L: LatePolicy<K, P::Out>,
+{
+    let gate = Rc::new(Cell::new(0));
+    if <L::Gate as Gate<K, P::Out>>::ON {
+        stream.pipe_mut().pass_late(&gate);
+    }
+    late.into_gate(gate)
+}
+
 /// The side stream of too-late records of a windowed stream.
 pub type LateStream<K, T> = Stream<OpHead<Pass<LateRecord<K, T>>>, Identity>;
 

@@ -54,15 +54,13 @@
 //! ```
 
 use super::aggregate::AggregateFunction;
-use super::late::{Gate, LatePolicy};
+use super::late::{gate_for, Gate, LatePolicy};
 use super::window::{window_tail, WindowSpec, Windowed, WindowedStream};
 use air_runtime::dataflow::{Head, Identity, LateRecords, OpHead, Operator, Pipe, Stats, Stream};
 use air_runtime::Record;
 use rustc_hash::FxHashMap;
-use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::hash::Hash;
-use std::rc::Rc;
 
 /// Session windows of a gap, ms (> 0).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -129,11 +127,7 @@ where
             ..
         } = self;
         let (mut stream, key) = keyed.into_parts();
-        let gate = Rc::new(Cell::new(0));
-        if <L::Gate as Gate<K, P::Out>>::ON {
-            stream.pipe_mut().pass_late(&gate);
-        }
-        let gate = late.into_gate(gate);
+        let gate = gate_for(&mut stream, late);
         let lateness = gate.lateness();
         let gap = windows.gap;
         let df = stream.dataflow().clone();
