@@ -17,6 +17,7 @@ pub mod sink;
 pub mod source;
 pub mod top;
 pub mod window;
+pub mod window_owner;
 pub mod windows;
 
 /// What a file source does with a bad record (the built-in readers' policy).

@@ -37,14 +37,15 @@
 use super::aggregate::AggregateFunction;
 use super::late::{gate_for, Gate, LatePolicy, OnTime};
 use air_runtime::dataflow::{
-    Cx, Dataflow, Head, KeyedStream, LateRecords, OpHead, Operator, Outbox, Pipe, Stats, Stream,
-    Tail,
+    Cx, Dataflow, Head, KeyedStream, LateRecords, OpHead, Outbox, Pipe, Stats, Stream, Tail,
 };
 use air_runtime::{key_hash, ExchangeData, Record};
 use rkyv::{Archive, Deserialize, Serialize};
 use rustc_hash::FxHashMap;
 use std::hash::Hash;
 
+use super::window_owner::Core;
+pub use super::window_owner::{WindowEveryEvent, WindowFinal};
 pub use super::windows::{Sliding, Tumbling, WindowSpec, Windows};
 
 /// A window's result for one key.
@@ -90,9 +91,9 @@ pub struct Partial<K, A> {
     pub acc: A,
 }
 
-struct Slot<A> {
-    acc: A,
-    newest: u64,
+pub(crate) struct Slot<A> {
+    pub(crate) acc: A,
+    pub(crate) newest: u64,
 }
 
 /// A window's table of keys.
@@ -242,14 +243,14 @@ impl<K: DenseKey> MapKind<K> for Dense {
 }
 
 /// Open windows, oldest first, each a table of keys.
-struct Table<K, A: 'static, M: MapKind<K>> {
-    windows: Vec<(u64, M::Map<Slot<A>>)>,
+pub(crate) struct Table<K, A: 'static, M: MapKind<K>> {
+    pub(crate) windows: Vec<(u64, M::Map<Slot<A>>)>,
     /// Capacity a new window's table reserves (the largest closed one's).
     reserve: usize,
 }
 
 impl<K, A: 'static, M: MapKind<K>> Table<K, A, M> {
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Table {
             windows: Vec::new(),
             reserve: 0,
@@ -258,7 +259,7 @@ impl<K, A: 'static, M: MapKind<K>> Table<K, A, M> {
 
     /// Index of window `start` (created if new; may shift later indices).
     #[inline]
-    fn index(&mut self, start: u64) -> usize {
+    pub(crate) fn index(&mut self, start: u64) -> usize {
         match self.windows.binary_search_by_key(&start, |w| w.0) {
             Ok(i) => i,
             Err(i) => {
@@ -271,7 +272,12 @@ impl<K, A: 'static, M: MapKind<K>> Table<K, A, M> {
 
     /// Hands every window ending at or before `wm` (`start + len <= wm`),
     /// oldest first, to `f`, and forgets it.
-    fn drain_closed(&mut self, len: u64, wm: u64, mut f: impl FnMut(u64, M::Map<Slot<A>>)) {
+    pub(crate) fn drain_closed(
+        &mut self,
+        len: u64,
+        wm: u64,
+        mut f: impl FnMut(u64, M::Map<Slot<A>>),
+    ) {
         let n = self
             .windows
             .iter()
@@ -1066,401 +1072,5 @@ where
         stats.add_late(&self.label, self.late);
         self.gate.report(stats, &self.label);
         stats.add("window_records", self.records.saturating_sub(late));
-    }
-}
-
-/// The window operator's state at a key's owner: merges partials (or adds
-/// records), fires a window's rows when the watermark passes its end.
-struct Core<K, A: AggregateFunction<T>, T, M: MapKind<K>> {
-    windows: Windows,
-    agg: A,
-    table: Table<K, A::Acc, M>,
-    fired: u64,
-    /// Allowed lateness, ms: fired windows are kept until the watermark
-    /// passes end + lateness (0: dropped when they fire).
-    lateness: u64,
-    /// Records (partials) for windows that had fired, the first of them.
-    late: Option<LateRecords>,
-    /// The late records' label ([`air_runtime::dataflow::LateLog`]).
-    label: String,
-    rows: u64,
-    /// Rows fired again for windows updated within their lateness.
-    refired: u64,
-    unfired: u64,
-    /// Windows fired (one per window, whatever its keys).
-    windows_fired: u64,
-    /// Largest wall clock − input watermark seen, ms.
-    wm_lag: u64,
-    latency: air_runtime::metrics::Histogram<u64>,
-    /// One latency sample per window, not per row.
-    latency_per_window: bool,
-}
-
-impl<K: Hash + Eq, A: AggregateFunction<T>, T, M: MapKind<K>> Core<K, A, T, M> {
-    fn new(windows: Windows, agg: A, latency_per_window: bool) -> Self {
-        Core {
-            latency_per_window,
-            windows,
-            agg,
-            table: Table::new(),
-            fired: 0,
-            lateness: 0,
-            late: None,
-            label: String::new(),
-            rows: 0,
-            refired: 0,
-            unfired: 0,
-            windows_fired: 0,
-            wm_lag: 0,
-            latency: air_runtime::metrics::latency_histogram(),
-        }
-    }
-
-    /// The slot of (`start`, `key`), or `None` (counted, event time `t`)
-    /// if that window already fired.
-    #[inline]
-    fn slot(&mut self, start: u64, key: K, t: u64) -> Option<&mut Slot<A::Acc>> {
-        if start.saturating_add(self.windows.size()) <= self.fired {
-            LateRecords::count(&mut self.late, t, self.fired);
-            return None;
-        }
-        let i = self.table.index(start);
-        let agg = &self.agg;
-        Some(self.table.windows[i].1.get_or_insert_with(key, || Slot {
-            acc: agg.create(),
-            newest: 0,
-        }))
-    }
-
-    /// Updates (`start`, `key`) with `f` in a window that already fired:
-    /// fires it again if within lateness, else counts it late.
-    #[cold]
-    fn refine<E: FnMut(Windowed<K, A::Out>)>(
-        &mut self,
-        start: u64,
-        key: K,
-        t: u64,
-        f: impl FnOnce(&mut Slot<A::Acc>),
-        emit: &mut E,
-    ) where
-        K: Clone,
-    {
-        let end = start.saturating_add(self.windows.size());
-        if end.saturating_add(self.lateness) <= self.fired {
-            LateRecords::count(&mut self.late, t, self.fired);
-            return;
-        }
-        let i = self.table.index(start);
-        let agg = &self.agg;
-        let s = self.table.windows[i]
-            .1
-            .get_or_insert_with(key.clone(), || Slot {
-                acc: agg.create(),
-                newest: 0,
-            });
-        f(s);
-        self.rows += 1;
-        self.refired += 1;
-        emit(Windowed {
-            start,
-            end,
-            key,
-            value: agg.result(&s.acc),
-        });
-    }
-
-    fn fire<E: FnMut(Windowed<K, A::Out>)>(&mut self, wm: u64, emit: &mut E)
-    where
-        K: Clone,
-    {
-        if wm <= self.fired {
-            return;
-        }
-        if self.lateness > 0 {
-            return self.fire_keeping(wm, emit);
-        }
-        self.fired = wm;
-        if wm != u64::MAX {
-            let lag = crate::now_ms().saturating_sub(wm);
-            self.wm_lag = self.wm_lag.max(lag);
-        }
-        let size = self.windows.size();
-        if self
-            .table
-            .windows
-            .first()
-            .is_none_or(|w| w.0.saturating_add(size) > wm)
-        {
-            return;
-        }
-        let now = crate::now_ms();
-        let agg = &self.agg;
-        let (lat, rows, per_window) = (&mut self.latency, &mut self.rows, self.latency_per_window);
-        let mut samples = Vec::new();
-        let fired = &mut self.windows_fired;
-        self.table.drain_closed(size, wm, |start, m| {
-            *fired += 1;
-            let mut newest = None;
-            for (key, s) in m.into_entries() {
-                if per_window {
-                    newest = newest.max(Some(s.newest));
-                } else {
-                    let l = now.saturating_sub(s.newest);
-                    let _ = lat.record(l);
-                    samples.push(l);
-                }
-                *rows += 1;
-                emit(Windowed {
-                    start,
-                    end: start.saturating_add(size),
-                    key,
-                    value: agg.result(&s.acc),
-                });
-            }
-            if let Some(n) = newest {
-                let l = now.saturating_sub(n);
-                let _ = lat.record(l);
-                samples.push(l);
-            }
-        });
-        air_runtime::timeline::record_latency(|h| {
-            for &l in &samples {
-                let _ = h.record(l);
-            }
-        });
-    }
-
-    /// [`Core::fire`] with lateness: fires the windows ending in
-    /// (previous watermark, `wm`], keeps them until `wm` passes end +
-    /// lateness.
-    fn fire_keeping<E: FnMut(Windowed<K, A::Out>)>(&mut self, wm: u64, emit: &mut E)
-    where
-        K: Clone,
-    {
-        let before = self.fired;
-        self.fired = wm;
-        if wm != u64::MAX {
-            let lag = crate::now_ms().saturating_sub(wm);
-            self.wm_lag = self.wm_lag.max(lag);
-        }
-        let size = self.windows.size();
-        let now = crate::now_ms();
-        let agg = &self.agg;
-        let (lat, rows) = (&mut self.latency, &mut self.rows);
-        let mut samples = Vec::new();
-        for (start, m) in &self.table.windows {
-            let end = start.saturating_add(size);
-            if end > wm {
-                break;
-            }
-            if end <= before {
-                continue;
-            }
-            self.windows_fired += 1;
-            m.for_each_entry(|key, s| {
-                let l = now.saturating_sub(s.newest);
-                let _ = lat.record(l);
-                samples.push(l);
-                *rows += 1;
-                emit(Windowed {
-                    start: *start,
-                    end,
-                    key: key.clone(),
-                    value: agg.result(&s.acc),
-                });
-            });
-        }
-        let lateness = self.lateness;
-        self.table
-            .drain_closed(size.saturating_add(lateness), wm, |_, _| {});
-        air_runtime::timeline::record_latency(|h| {
-            for &l in &samples {
-                let _ = h.record(l);
-            }
-        });
-    }
-
-    fn end<E: FnMut(Windowed<K, A::Out>)>(&mut self, final_wm: u64, emit: &mut E)
-    where
-        K: Clone,
-    {
-        self.fire(final_wm, emit);
-        let size = self.windows.size();
-        self.unfired += self
-            .table
-            .windows
-            .iter()
-            .filter(|w| w.0.saturating_add(size) > final_wm)
-            .count() as u64;
-    }
-
-    fn report(&mut self, stats: &mut Stats, late_name: &str) {
-        stats.add("window_rows", self.rows);
-        stats.add("refired_rows", self.refired);
-        match late_name {
-            "late_records" => stats.add_late(&self.label, self.late),
-            _ => stats.add(late_name, self.late.map_or(0, |l| l.records)),
-        }
-        stats.add("unfired_windows", self.unfired);
-        stats.add("windows_fired", self.windows_fired);
-        stats.max("watermark_lag_max_ms", self.wm_lag);
-        let _ = stats.latency.add(&self.latency);
-    }
-}
-
-/// The window operator at a key's owner, fed by partial accumulators.
-pub struct WindowFinal<K, A: AggregateFunction<T>, T, M: MapKind<K> = Hashed> {
-    core: Core<K, A, T, M>,
-}
-
-impl<K, A, T, M> Operator for WindowFinal<K, A, T, M>
-where
-    K: Record + Hash + Eq,
-    A: AggregateFunction<T>,
-    T: 'static,
-    Partial<K, A::Acc>: Record,
-    M: MapKind<K>,
-{
-    type In = Partial<K, A::Acc>;
-    type Out = Windowed<K, A::Out>;
-
-    #[inline]
-    fn on_batch<E: FnMut(Self::Out)>(
-        &mut self,
-        items: &[<Self::In as ExchangeData>::Item],
-        emit: &mut E,
-    ) {
-        for a in items {
-            let p = Partial::<K, A::Acc>::from_archived(a);
-            let agg = self.core.agg.clone();
-            if p.start.saturating_add(self.core.windows.size()) <= self.core.fired {
-                // The window fired: within lateness, again with this
-                // partial merged (else counted).
-                let (newest, acc) = (p.newest, p.acc);
-                self.core.refine(
-                    p.start,
-                    p.key,
-                    newest,
-                    |s| {
-                        agg.merge(&mut s.acc, acc);
-                        s.newest = s.newest.max(newest);
-                    },
-                    emit,
-                );
-                continue;
-            }
-            if let Some(s) = self.core.slot(p.start, p.key, p.newest) {
-                agg.merge(&mut s.acc, p.acc);
-                s.newest = s.newest.max(p.newest);
-            }
-        }
-    }
-
-    fn on_watermark<E: FnMut(Self::Out)>(&mut self, wm: u64, emit: &mut E) {
-        self.core.fire(wm, emit);
-    }
-
-    fn on_end<E: FnMut(Self::Out)>(&mut self, final_wm: u64, emit: &mut E) {
-        self.core.end(final_wm, emit);
-    }
-
-    fn report(&mut self, stats: &mut Stats) {
-        // Partials for a window that already fired: 0 unless the
-        // watermark protocol is broken.
-        self.core.report(stats, "late_partials");
-    }
-}
-
-/// Adds record `x` (event time `t`) to slot `s`.
-#[inline(always)]
-fn add<T, A: AggregateFunction<T>>(agg: &A, s: &mut Slot<A::Acc>, x: &T, t: u64) {
-    agg.add(&mut s.acc, x);
-    s.newest = s.newest.max(t);
-}
-
-/// The window operator at a key's owner, fed by every record.
-pub struct WindowEveryEvent<K, A: AggregateFunction<T>, T, KF, TF, M: MapKind<K> = Hashed> {
-    core: Core<K, A, T, M>,
-    key: KF,
-    time: TF,
-}
-
-impl<K, A, T, KF, TF, M> Operator for WindowEveryEvent<K, A, T, KF, TF, M>
-where
-    K: Record + Hash + Eq,
-    A: AggregateFunction<T>,
-    T: Record,
-    KF: Fn(&T) -> K + 'static,
-    TF: Fn(&T) -> u64 + 'static,
-    M: MapKind<K>,
-{
-    type In = T;
-    type Out = Windowed<K, A::Out>;
-
-    #[inline]
-    fn on_batch<E: FnMut(Self::Out)>(&mut self, items: &[T::Item], emit: &mut E) {
-        let windows = self.core.windows;
-        let agg = self.core.agg.clone();
-        if let Windows::Tumbling { size } = windows {
-            // The window (and its index in the table) records last went
-            // to: most records skip the window search. Valid for this batch
-            // (the table changes only here and when windows fire).
-            let mut hot = (u64::MAX, 0u64, 0usize);
-            for a in items {
-                let x = T::from_archived(a);
-                let t = (self.time)(&x);
-                if !(hot.0 <= t && t < hot.1) {
-                    let start = t - t % size;
-                    if start.saturating_add(size) <= self.core.fired {
-                        // Fired: again within lateness, else late.
-                        let k = (self.key)(&x);
-                        self.core.refine(start, k, t, |s| add(&agg, s, &x, t), emit);
-                        hot = (u64::MAX, 0, 0);
-                        continue;
-                    }
-                    hot = (
-                        start,
-                        start.saturating_add(size),
-                        self.core.table.index(start),
-                    );
-                }
-                let k = (self.key)(&x);
-                let s = self.core.table.windows[hot.2]
-                    .1
-                    .get_or_insert_with(k, || Slot {
-                        acc: agg.create(),
-                        newest: 0,
-                    });
-                add(&agg, s, &x, t);
-            }
-            return;
-        }
-        let size = windows.size();
-        for a in items {
-            let x = T::from_archived(a);
-            let t = (self.time)(&x);
-            let k = (self.key)(&x);
-            windows.assign(t, |start| {
-                if start.saturating_add(size) <= self.core.fired {
-                    let k = k.clone();
-                    self.core.refine(start, k, t, |s| add(&agg, s, &x, t), emit);
-                } else if let Some(s) = self.core.slot(start, k.clone(), t) {
-                    add(&agg, s, &x, t);
-                }
-            });
-        }
-    }
-
-    fn on_watermark<E: FnMut(Self::Out)>(&mut self, wm: u64, emit: &mut E) {
-        self.core.fire(wm, emit);
-    }
-
-    fn on_end<E: FnMut(Self::Out)>(&mut self, final_wm: u64, emit: &mut E) {
-        self.core.end(final_wm, emit);
-    }
-
-    fn report(&mut self, stats: &mut Stats) {
-        // Records for a window that already fired at their owner: late.
-        self.core.report(stats, "late_records");
     }
 }
