@@ -60,14 +60,15 @@ struct YsbTyped {
     ip_address: u32,
 }
 
-/// Deserializes a string field through `f`, without allocating.
-fn with_str<'de, D: Deserializer<'de>, T>(
+/// Deserializes a string field through `f`, without allocating (`f` is a
+/// type parameter, so the conversion inlines into the visitor).
+fn with_str<'de, D: Deserializer<'de>, T, F: Fn(&str) -> Option<T>>(
     d: D,
     what: &'static str,
-    f: fn(&str) -> Option<T>,
+    f: F,
 ) -> Result<T, D::Error> {
-    struct V<T>(&'static str, fn(&str) -> Option<T>);
-    impl<T> Visitor<'_> for V<T> {
+    struct V<F>(&'static str, F);
+    impl<T, F: Fn(&str) -> Option<T>> Visitor<'_> for V<F> {
         type Value = T;
         fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
             f.write_str(self.0)
