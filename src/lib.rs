@@ -101,6 +101,15 @@ pub const WORKERS_ENV: &str = "AIR_WORKERS";
 /// too.
 pub const RING_BYTES_ENV: &str = "AIR_RING_BYTES";
 
+/// Environment variable: key groups of the job, 1 to
+/// [`air_runtime::keygroups::MAX_KEY_GROUPS`] and at least the job's
+/// workers (all ranks); default
+/// [`air_runtime::keygroups::DEFAULT_KEY_GROUPS`]. Keyed state is owned,
+/// checkpointed and moved per key group; a job resumed from a checkpoint
+/// must keep the number. `air run`'s `--max-parallelism` falls back to it
+/// too.
+pub const MAX_PARALLELISM_ENV: &str = "AIR_MAX_PARALLELISM";
+
 /// Most worker threads per process (`AIR_WORKERS`, `--workers`).
 pub const MAX_WORKERS: usize = 1024;
 /// Smallest ring, bytes: it must hold a batch frame and a control frame
@@ -155,13 +164,15 @@ impl Job {
     /// launcher (`mpirun`, `mpiexec`, `srun`) started several, this process
     /// alone otherwise. Worker threads per process from `AIR_WORKERS`, ring
     /// capacity from `AIR_RING_BYTES` (unset: 1 MiB within a 1 GiB
-    /// per-node budget, [`RING_BYTES_ENV`]);
+    /// per-node budget, [`RING_BYTES_ENV`]), key groups from
+    /// `AIR_MAX_PARALLELISM` ([`MAX_PARALLELISM_ENV`]);
     /// `AIR_FORCE_NETWORK=1` uses the network tier (RMA) between ranks of
     /// one node too. Installs SIGINT/SIGTERM handlers that stop the sources
     /// (only windows every input read past fire).
     ///
     /// # Errors
-    /// `AIR_WORKERS` is not a positive number; started as one of several
+    /// `AIR_WORKERS`, `AIR_RING_BYTES` or `AIR_MAX_PARALLELISM` out of
+    /// range; started as one of several
     /// ranks by a build without the `mpi` feature; MPI failed to start.
     pub fn from_env() -> Result<Job, Error> {
         let mut cfg = JobConfig::default();
@@ -171,6 +182,12 @@ impl Job {
         if let Some(n) = env_number(RING_BYTES_ENV, MIN_RING_BYTES..=MAX_RING_BYTES)? {
             cfg.ring_bytes = n;
             cfg.ring_budget = None;
+        }
+        if let Some(n) = env_number(
+            MAX_PARALLELISM_ENV,
+            1..=air_runtime::keygroups::MAX_KEY_GROUPS as usize,
+        )? {
+            cfg.key_groups = n as u32;
         }
         air_runtime::stop::install_handlers();
         let launched = ["PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "SLURM_STEP_NUM_TASKS"]
@@ -220,6 +237,16 @@ impl Job {
     /// Sets the worker threads per process.
     pub fn workers(mut self, n: usize) -> Self {
         self.cfg.workers = n.max(1);
+        self
+    }
+
+    /// Sets the job's key groups (Flink's "max parallelism"): keys hash to
+    /// one of `k` groups, and each worker owns an even range of groups
+    /// (`air_runtime::keygroups`). At least the job's workers (all ranks)
+    /// and at most 65 536, else [`Job::run`] fails with [`Error::Setup`];
+    /// default 32 768. Rows do not depend on it.
+    pub fn max_parallelism(mut self, k: u32) -> Self {
+        self.cfg.key_groups = k;
         self
     }
 

@@ -8,7 +8,8 @@ use crate::metrics::ChannelMetrics;
 use crate::RuntimeError;
 use air_shm::FrameKind;
 
-/// The hash that decides a key's owner (`owner = key_hash(key) % workers`):
+/// The hash that decides a key's owner (through its key group,
+/// [`crate::keygroups`]):
 /// FxHash of the key's `Hash` (no per-process seed, so every rank of a job
 /// agrees) finished with the MurmurHash3 64-bit mixer, so that small
 /// integer keys spread over the workers.
@@ -44,41 +45,6 @@ pub enum InputEvent<'b> {
     /// The minimum watermark over every input advanced to this value (ms;
     /// `u64::MAX` once every input ended normally).
     Watermark(u64),
-}
-
-/// `a % d` for a fixed `d` by multiplications instead of a 64-bit division
-/// (tens of cycles on every record routed): Lemire, Kaser and Kurz, "Faster
-/// Remainder by Direct Computation" (2019), with a 128-bit multiplier, exact
-/// for every 64-bit `a` and every `d` >= 1.
-#[derive(Debug, Clone, Copy)]
-pub struct FastMod {
-    d: u64,
-    /// `ceil(2^128 / d)` (unused when `d` is 1).
-    m: u128,
-}
-
-impl FastMod {
-    /// Remainders modulo `d`.
-    ///
-    /// # Panics
-    /// If `d` is 0.
-    pub fn new(d: u64) -> FastMod {
-        assert!(d > 0, "modulo 0");
-        let m = if d == 1 { 0 } else { u128::MAX / d as u128 + 1 };
-        FastMod { d, m }
-    }
-
-    /// `a % d`.
-    #[inline(always)]
-    pub fn rem(&self, a: u64) -> u64 {
-        // The fraction a/d in 128 fixed-point bits, times d, integer part:
-        // (low * d) >> 128, from two 64x64 -> 128 products.
-        let low = self.m.wrapping_mul(a as u128);
-        let d = self.d as u128;
-        let lo = (low as u64 as u128) * d;
-        let hi = (low >> 64) * d;
-        ((hi + (lo >> 64)) >> 64) as u64
-    }
 }
 
 /// The receiving side of an exchange at one worker: its input channels, and
@@ -308,46 +274,5 @@ impl<'c> Inputs<'c> {
     /// Whether batches are validated in every build (`--validate`).
     pub fn validates(&self) -> bool {
         self.validate
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::FastMod;
-
-    /// `FastMod::rem` equals `%` for edge numerators and a pseudo-random
-    /// sweep, for small worker counts and for divisors near the type's ends.
-    #[test]
-    fn fast_mod_equals_the_remainder() {
-        let mut x = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = move || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
-        let edges = [0, 1, 2, 3, u32::MAX as u64, 1 << 32, u64::MAX - 1, u64::MAX];
-        let divisors = (1..=1024u64)
-            .chain([
-                (1 << 32) - 1,
-                1 << 32,
-                (1 << 32) + 1,
-                (1 << 63) - 1,
-                1 << 63,
-                u64::MAX - 1,
-                u64::MAX,
-            ])
-            .chain((0..64).map(|_| next() | 1));
-        for d in divisors.collect::<Vec<_>>() {
-            let f = FastMod::new(d);
-            for &a in &edges {
-                assert_eq!(f.rem(a), a % d, "{a} % {d}");
-                assert_eq!(f.rem(a.wrapping_sub(d)), a.wrapping_sub(d) % d);
-            }
-            for _ in 0..2_000 {
-                let a = next();
-                assert_eq!(f.rem(a), a % d, "{a} % {d}");
-            }
-        }
     }
 }

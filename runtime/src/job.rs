@@ -49,6 +49,12 @@ pub struct JobConfig {
     /// Validate every received batch with rkyv in release builds too
     /// (`--validate`; debug builds always do).
     pub validate: bool,
+    /// Key groups of the job (`--max-parallelism`; default
+    /// [`crate::keygroups::DEFAULT_KEY_GROUPS`]): keys hash to one of
+    /// these, groups go to workers in even ranges ([`crate::keygroups`]).
+    /// Fixed for the life of a job's state; at least the job's workers
+    /// (all ranks), at most [`crate::keygroups::MAX_KEY_GROUPS`].
+    pub key_groups: u32,
     /// Run across the ranks of an MPI job (`None`: this process alone).
     pub cluster: Option<ClusterConfig>,
 }
@@ -73,6 +79,7 @@ impl Default for JobConfig {
             pin: true,
             smt: false,
             validate: false,
+            key_groups: crate::keygroups::DEFAULT_KEY_GROUPS,
             cluster: None,
         }
     }

@@ -4,7 +4,7 @@
 //! dataflow graph for its shard (AIR's asynchronous iterative routing,
 //! [`dataflow::run_graph`]): sources and the stateless operators fused
 //! after them push records into exchange edges that route each to the
-//! worker owning its key (`key_hash(key) % workers`); the operators after
+//! worker owning its key (its key group's owner, [`keygroups`]); the operators after
 //! an edge read the batches addressed to them in place. Watermarks and
 //! end-of-stream travel in-band on every channel; an operator sees the
 //! minimum watermark over its inputs. There is no coordinator.
@@ -19,6 +19,7 @@ pub mod exchange;
 #[cfg(feature = "hwloc")]
 pub mod hwloc;
 pub mod job;
+pub mod keygroups;
 pub mod live;
 pub mod metrics;
 pub mod placement;

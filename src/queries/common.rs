@@ -26,6 +26,19 @@ pub struct RuntimeArgs {
     /// (as a library job).
     #[arg(long, env = "AIR_RING_BYTES", value_parser = parse::ring_bytes)]
     pub ring_bytes: Option<usize>,
+    /// Key groups of the job (Flink's max parallelism): keys hash to one of
+    /// K groups and every worker owns an even range of them; keyed state
+    /// is kept, checkpointed and moved per group. At least the job's
+    /// workers (all ranks), at most 65536. Rows do not depend on it. Also
+    /// from `AIR_MAX_PARALLELISM` (as a library job).
+    #[arg(
+        long,
+        value_name = "K",
+        env = "AIR_MAX_PARALLELISM",
+        default_value_t = air_runtime::keygroups::DEFAULT_KEY_GROUPS,
+        value_parser = parse::max_parallelism
+    )]
+    pub max_parallelism: u32,
     /// Do not pin workers to CPUs.
     #[arg(long)]
     pub no_pin: bool,
@@ -136,6 +149,18 @@ impl RuntimeArgs {
             .map_err(|e| CliError::BadInput(format!("--timeline {}: {e}", path.display())))
     }
 
+    /// Checks that `--max-parallelism` gives every worker of a job of
+    /// `ranks` ranks at least one key group.
+    ///
+    /// # Errors
+    /// Fewer key groups than workers (all ranks): a bad option.
+    pub fn check_key_groups(&self, ranks: usize) -> Result<(), CliError> {
+        let workers = self.job_config().workers * ranks.max(1);
+        air_runtime::keygroups::KeyGroups::new(self.max_parallelism, workers)
+            .map(drop)
+            .map_err(|e| CliError::BadInput(format!("--max-parallelism: {e}")))
+    }
+
     fn timeline_interval(&self) -> Result<Duration, CliError> {
         if !(self.timeline_s.is_finite() && (0.01..=86_400.0).contains(&self.timeline_s)) {
             return Err(CliError::BadInput(format!(
@@ -193,6 +218,7 @@ impl RuntimeArgs {
             pin: !self.no_pin,
             smt: self.smt,
             validate: self.validate,
+            key_groups: self.max_parallelism,
             ..JobConfig::default()
         }
     }
@@ -343,6 +369,18 @@ pub mod parse {
     /// `--workers`.
     pub fn workers(s: &str) -> Result<usize, String> {
         int(s, 1, MAX_WORKERS as u64, "a positive integer, at most 1024").map(|v| v as usize)
+    }
+
+    /// `--max-parallelism` (key groups).
+    pub fn max_parallelism(s: &str) -> Result<u32, String> {
+        let max = air_runtime::keygroups::MAX_KEY_GROUPS;
+        int(
+            s,
+            1,
+            max as u64,
+            "a positive integer (key groups), at most 65536",
+        )
+        .map(|v| v as u32)
     }
 
     /// `--batch`.

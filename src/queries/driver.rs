@@ -167,6 +167,9 @@ pub struct Report {
     pub workers: usize,
     /// Ranks (processes) in the job: 1 when alone.
     pub ranks: usize,
+    /// Key groups of the job (`--max-parallelism`): keys hash to one of
+    /// these; every worker owns an even range of them.
+    pub key_groups: u32,
     /// "generator" or "files".
     pub source: &'static str,
     /// Records read by every source.
@@ -587,6 +590,7 @@ pub fn run<Q: Query>(q: &Q, dist: &Dist, print: bool) -> Result<Option<Report>, 
         }
         super::common::check_outputs(&outs, &q.inputs())?;
         q.runtime().check_timeline(dist.rank(), dist.ranks())?;
+        q.runtime().check_key_groups(dist.ranks())?;
         // Bound now, so that a port in use is refused before anything runs.
         if let Some(m) = &q.runtime().metrics {
             metrics = Some(m.start(dist.rank())?);
@@ -832,6 +836,7 @@ fn merge<Q: Query>(
         query: q.name(),
         workers: w,
         ranks: mpi.as_ref().map_or(1, |m| m.ranks),
+        key_groups: q.runtime().max_parallelism,
         source: q.source(),
         events,
         elapsed_s: secs,

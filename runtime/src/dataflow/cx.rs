@@ -12,7 +12,8 @@
 
 use crate::channel::ChannelTx;
 use crate::data::ExchangeData;
-use crate::exchange::{FastMod, InputEvent, Inputs};
+use crate::exchange::{InputEvent, Inputs};
+use crate::keygroups::KeyGroups;
 use crate::metrics::ChannelMetrics;
 use crate::RuntimeError;
 use air_shm::FrameKind;
@@ -25,7 +26,7 @@ pub struct EdgeTx<'c> {
     edge: usize,
     me: usize,
     tx: Vec<Box<dyn ChannelTx + 'c>>,
-    modulo: FastMod,
+    key_groups: KeyGroups,
     max_frame: usize,
     /// Per feeder: its watermark (ms), and its final watermark once ended.
     feeders: Vec<(u64, Option<u64>)>,
@@ -46,22 +47,24 @@ impl<'c> EdgeTx<'c> {
     /// Edge `edge`'s sending ends at worker `me` (`tx` by destination
     /// worker, `tiers[d]` the tier index of destination `d`'s ring:
     /// 0 thread, 1 node, 2 network), fed by `feeders` operators of this
-    /// worker's graph.
+    /// worker's graph; keys go to their group's owner by `key_groups`
+    /// (over `tx.len()` workers).
     pub(crate) fn new(
         edge: usize,
         me: usize,
         tx: Vec<Box<dyn ChannelTx + 'c>>,
         tiers: Vec<u8>,
         feeders: usize,
+        key_groups: KeyGroups,
     ) -> Self {
         debug_assert_eq!(tiers.len(), tx.len());
+        debug_assert_eq!(key_groups.workers(), tx.len().max(1));
         let max_frame = tx.iter().map(|t| t.max_frame()).min().unwrap_or(usize::MAX);
-        let n = tx.len().max(1) as u64;
         EdgeTx {
             edge,
             me,
             tx,
-            modulo: FastMod::new(n),
+            key_groups,
             max_frame,
             feeders: vec![(0, None); feeders],
             sent_wm: 0,
@@ -185,10 +188,11 @@ impl<'a, 'c> Cx<'a, 'c> {
         self.tx[edge - self.base].tx.len()
     }
 
-    /// The worker that owns `hash` on `edge`: `hash % workers`.
+    /// The worker that owns `hash` on `edge`: its key group's owner
+    /// ([`KeyGroups::owner`]).
     #[inline(always)]
     pub fn owner(&self, edge: usize, hash: u64) -> usize {
-        self.tx[edge - self.base].modulo.rem(hash) as usize
+        self.tx[edge - self.base].key_groups.owner(hash)
     }
 
     /// Records per batch that fit one frame of `edge` (at most `want`).
@@ -553,7 +557,7 @@ impl<T: ExchangeData> Outbox<T> {
         }
     }
 
-    /// Stages `item` for its key's owner (`hash % workers`).
+    /// Stages `item` for its key's owner (its key group's owner).
     #[inline(always)]
     pub fn push_hashed(&mut self, hash: u64, item: T, cx: &mut Cx<'_, '_>) {
         if self.staging.is_empty() {

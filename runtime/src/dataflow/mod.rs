@@ -441,17 +441,21 @@ where
     let ranks = job_ranks(cfg);
     let local = cfg.workers.max(1);
     let total = ranks * local;
+    crate::keygroups::KeyGroups::new(cfg.key_groups, total)
+        .map_err(|e| RuntimeError::Setup(e.to_string()))?;
     let planned = plan_typed(total, &build)?;
-    // Every rank must build the same edges carrying the same types.
-    let signature = planned
-        .iter()
-        .fold(0xcbf2_9ce4_8422_2325u64, |h, (n, s, t)| {
+    // Every rank must build the same edges carrying the same types, and
+    // split keys into the same key groups.
+    let signature = planned.iter().fold(
+        0xcbf2_9ce4_8422_2325u64 ^ cfg.key_groups as u64,
+        |h, (n, s, t)| {
             let mut h = h;
             for b in n.bytes().chain([*s as u8, 0]).chain(t.bytes()).chain([0]) {
                 h = (h ^ b as u64).wrapping_mul(0x0100_0000_01b3);
             }
             h
-        });
+        },
+    );
     let edge_ring_bytes: Vec<usize> = planned
         .iter()
         .map(|&(_, small, _)| {
@@ -592,7 +596,9 @@ where
     let edge_names: Vec<String> = b.edges.iter().map(|e| e.name.clone()).collect();
     for (e, (plan, ch)) in b.edges.into_iter().zip(channels).enumerate() {
         let tiers = (0..ch.tx.len()).map(tier_of).collect();
-        tx.push(EdgeTx::new(e, me, ch.tx, tiers, plan.feeders));
+        let key_groups = crate::keygroups::KeyGroups::new(cfg.key_groups, ch.tx.len().max(1))
+            .map_err(|e| RuntimeError::Setup(e.to_string()))?;
+        tx.push(EdgeTx::new(e, me, ch.tx, tiers, plan.feeders, key_groups));
         rx.push(EdgeRx {
             inputs: crate::exchange::Inputs::new(me, ch.rx).with_validation(cfg.validate),
             consumer: plan.consumer.expect("checked"),

@@ -1379,7 +1379,8 @@ impl<H: Head, P: Pipe<H::Out>> Stream<H, P> {
     }
 
     /// Partitions by `key`: the records of one key meet at one worker, its
-    /// owner (`key_hash(key) % workers`, a stable hash every rank agrees on).
+    /// owner (its key group's owner, from `key_hash(key)`, a stable hash every
+    /// rank agrees on; [`crate::keygroups`]).
     /// A keyed operator follows: a window (`air-operators`'
     /// `KeyedWindowExt::window`), a join, `top_n` (keyed by window), or a
     /// plain [`KeyedStream::exchange`].
