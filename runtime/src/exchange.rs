@@ -45,14 +45,101 @@ pub enum InputEvent<'b> {
     /// The minimum watermark over every input advanced to this value (ms;
     /// `u64::MAX` once every input ended normally).
     Watermark(u64),
+    /// Every open input passed checkpoint barrier `id` (and every barrier
+    /// before it): everything they sent before it was handed on, nothing
+    /// after it yet (the inputs are aligned; docs/design.md "Checkpoints").
+    Barrier(u64),
+}
+
+/// A frame of a held sender, kept until the sender is released (in
+/// arrival order).
+struct HeldFrame {
+    /// The sender's index within its channel.
+    sender: usize,
+    kind: FrameKind,
+    /// The payload, 16-byte aligned like a frame in a ring.
+    payload: rkyv::util::AlignedVec<16>,
+}
+
+/// The state of an edge's senders at one worker: watermarks, ends and
+/// checkpoint barriers, per source worker (global index − the channel's
+/// first), and the alignment of barriers.
+struct Senders {
+    /// Per source worker: watermark (ms) and whether it ended.
+    wm: Vec<u64>,
+    ended: Vec<bool>,
+    /// Per source worker: the newest barrier id it sent (0: none yet).
+    barrier: Vec<u64>,
+    /// Per source worker: its frames waiting in `held`.
+    buffered: Vec<u32>,
+    /// The barrier id last handed on: the inputs are aligned there.
+    aligned: u64,
+    /// The largest barrier id any sender sent.
+    seen: u64,
+    /// When the first sender passed `aligned` (an alignment in progress).
+    align_start: Option<std::time::Instant>,
+    /// Alignment times, µs: the first sender's barrier to the last one's.
+    alignment: hdrhistogram::Histogram<u64>,
+    min_wm: u64,
+}
+
+impl Senders {
+    /// Whether source worker `s` passed a barrier not handed on yet: what
+    /// it sent after that barrier waits.
+    #[inline(always)]
+    fn held(&self, s: usize) -> bool {
+        self.barrier[s] > self.aligned
+    }
+
+    /// Hands on the newest barrier every open sender passed, if it is new:
+    /// first the watermark advance the frames before it made, then the
+    /// barrier. Ended senders count as past every barrier.
+    fn align(
+        &mut self,
+        on: &mut dyn FnMut(InputEvent<'_>) -> Result<usize, RuntimeError>,
+    ) -> Result<(), RuntimeError> {
+        let min = (0..self.barrier.len())
+            .filter(|&s| !self.ended[s])
+            .map(|s| self.barrier[s])
+            .min()
+            .unwrap_or(u64::MAX)
+            .min(self.seen);
+        if min <= self.aligned {
+            return Ok(());
+        }
+        self.aligned = min;
+        if let Some(t) = self.align_start.take() {
+            let us = t.elapsed().as_micros().min(u64::MAX as u128) as u64;
+            self.alignment.saturating_record(us.max(1));
+        }
+        if (0..self.barrier.len()).any(|s| self.held(s)) {
+            self.align_start = Some(std::time::Instant::now());
+        }
+        if (0..self.ended.len()).all(|s| self.ended[s]) {
+            // Every sender ended: End follows, nothing to align.
+            return Ok(());
+        }
+        let wm = self.wm.iter().copied().min().unwrap_or(u64::MAX);
+        if wm > self.min_wm {
+            self.min_wm = wm;
+            on(InputEvent::Watermark(wm))?;
+        }
+        on(InputEvent::Barrier(min)).map(drop)
+    }
 }
 
 /// The receiving side of an exchange at one worker: its input channels, and
 /// one watermark per source worker. A channel has one sender (a ring per
 /// worker pair) or several (a network ring shared by the workers of a remote
-/// rank, whose frames interleave); either way watermarks and end-of-stream
-/// are tracked per source worker, so a shared ring ends when every one of its
-/// senders ended.
+/// rank, whose frames interleave); either way watermarks, end-of-stream
+/// and checkpoint barriers are tracked per source worker, so a shared ring
+/// ends when every one of its senders ended.
+///
+/// Barriers are aligned (docs/design.md, "Checkpoints"): a sender that
+/// passed a barrier the others have not is held: its frames are still read
+/// (a ring left unread could block its sender while this worker waits for
+/// it: a deadlock), copied aside and handed on, in order, once the barrier
+/// is.
 pub struct Inputs<'c> {
     me: usize,
     rx: Vec<Box<dyn ChannelRx + 'c>>,
@@ -61,9 +148,12 @@ pub struct Inputs<'c> {
     first: Vec<usize>,
     /// Per channel: senders that have not ended.
     open: Vec<usize>,
-    /// Per source worker: watermark (ms) and whether it ended.
-    wm: Vec<u64>,
-    ended: Vec<bool>,
+    /// Per channel: senders whose End frame was read from the ring (handed
+    /// on or kept aside): the ring has nothing more once all have.
+    ends_read: Vec<usize>,
+    /// Per channel: frames of held senders.
+    held: Vec<std::collections::VecDeque<HeldFrame>>,
+    senders: Senders,
     /// Channels whose every sender ended.
     n_done: usize,
     /// Per channel: whether it must be polled (its sender cannot ring this
@@ -71,10 +161,72 @@ pub struct Inputs<'c> {
     polled: Vec<bool>,
     /// Data and End frames read from polled channels, ever.
     polled_frames: u64,
-    min_wm: u64,
     validate: bool,
     /// Counters of the receiving side.
     pub metrics: ChannelMetrics,
+}
+
+/// One frame of sender `sender` (within channel `ch`, whose sender 0 is
+/// global worker `first`) handed on, or kept aside if the sender is held
+/// or has frames kept (`keep`: the frame comes from the ring, not from
+/// those kept). Ends and barriers update `open` and may align the inputs.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn take_frame(
+    st: &mut Senders,
+    held: &mut std::collections::VecDeque<HeldFrame>,
+    open: &mut usize,
+    metrics: &mut ChannelMetrics,
+    first: usize,
+    keep: bool,
+    sender: usize,
+    kind: FrameKind,
+    payload: &[u8],
+    on: &mut dyn FnMut(InputEvent<'_>) -> Result<usize, RuntimeError>,
+) -> Result<(), RuntimeError> {
+    let s = first + sender;
+    if keep && (st.held(s) || st.buffered[s] > 0) {
+        let mut copy = rkyv::util::AlignedVec::<16>::with_capacity(payload.len());
+        copy.extend_from_slice(payload);
+        st.buffered[s] += 1;
+        held.push_back(HeldFrame {
+            sender,
+            kind,
+            payload: copy,
+        });
+        return Ok(());
+    }
+    let value = |fill: u8| u64::from_le_bytes(payload[..8].try_into().unwrap_or([fill; 8]));
+    match kind {
+        FrameKind::Data => {
+            metrics.bytes_in += payload.len() as u64;
+            metrics.batches_in += 1;
+            let n = on(InputEvent::Data {
+                from: s,
+                bytes: payload,
+            })?;
+            metrics.records_in += n as u64;
+        }
+        FrameKind::Watermark => st.wm[s] = st.wm[s].max(value(0)),
+        FrameKind::End => {
+            st.wm[s] = st.wm[s].max(value(0xff));
+            st.ended[s] = true;
+            *open -= 1;
+            st.align(on)?;
+        }
+        FrameKind::Barrier => {
+            let id = value(0);
+            if id > st.barrier[s] {
+                st.barrier[s] = id;
+                st.seen = st.seen.max(id);
+                if id > st.aligned && st.align_start.is_none() {
+                    st.align_start = Some(std::time::Instant::now());
+                }
+                st.align(on)?;
+            }
+        }
+    }
+    Ok(())
 }
 
 impl<'c> Inputs<'c> {
@@ -121,14 +273,24 @@ impl<'c> Inputs<'c> {
         Inputs {
             me,
             open: rx.iter().map(|r| r.senders()).collect(),
+            ends_read: vec![0; rx.len()],
             polled: rx.iter().map(|r| !r.rings_doorbell()).collect(),
+            held: rx.iter().map(|_| Default::default()).collect(),
             polled_frames: 0,
             rx,
             first,
-            wm: vec![0; n],
-            ended: vec![false; n],
+            senders: Senders {
+                wm: vec![0; n],
+                ended: vec![false; n],
+                barrier: vec![0; n],
+                buffered: vec![0; n],
+                aligned: 0,
+                seen: 0,
+                align_start: None,
+                alignment: crate::metrics::alignment_histogram(),
+                min_wm: 0,
+            },
             n_done: 0,
-            min_wm: 0,
             validate: false,
             metrics: ChannelMetrics::default(),
         }
@@ -141,14 +303,26 @@ impl<'c> Inputs<'c> {
 
     /// The minimum watermark over all inputs (ms).
     pub fn watermark(&self) -> u64 {
-        self.min_wm
+        self.senders.min_wm
+    }
+
+    /// The checkpoint barrier last handed on (0: none).
+    pub fn aligned_barrier(&self) -> u64 {
+        self.senders.aligned
+    }
+
+    /// Alignment times of the barriers handed on, µs (from the first
+    /// sender's barrier to the last one's).
+    pub fn alignment(&self) -> &hdrhistogram::Histogram<u64> {
+        &self.senders.alignment
     }
 
     /// Reads up to `budget` frames from each input channel and hands every
-    /// data batch (in place, with its source worker) and every advance of
-    /// the minimum watermark to `on`, in channel order; `on` returns the
-    /// records a batch held (counted in the metrics). Returns the number of
-    /// frames read. `on` errors stop the poll and are returned.
+    /// data batch (in place, with its source worker), every aligned
+    /// checkpoint barrier and every advance of the minimum watermark to
+    /// `on`, in channel order; `on` returns the records a batch held
+    /// (counted in the metrics). Returns the number of frames read. `on`
+    /// errors stop the poll and are returned.
     pub fn poll_raw(
         &mut self,
         budget: usize,
@@ -156,19 +330,54 @@ impl<'c> Inputs<'c> {
     ) -> Result<usize, RuntimeError> {
         let mut frames = 0;
         for ch in 0..self.rx.len() {
-            if self.open[ch] == 0 {
-                continue;
-            }
             let first = self.first[ch];
             let senders = self.rx[ch].senders();
+            if !self.held[ch].is_empty() {
+                // Frames of senders released since: hand them on first, in
+                // order (a sender held again keeps the rest).
+                let was_open = self.open[ch];
+                let mut keep = std::collections::VecDeque::new();
+                // Senders with a frame kept: their later frames stay too.
+                let mut kept = vec![false; senders];
+                for f in std::mem::take(&mut self.held[ch]) {
+                    let s = first + f.sender;
+                    if kept[f.sender] || self.senders.held(s) {
+                        kept[f.sender] = true;
+                        keep.push_back(f);
+                        continue;
+                    }
+                    self.senders.buffered[s] -= 1;
+                    take_frame(
+                        &mut self.senders,
+                        &mut keep,
+                        &mut self.open[ch],
+                        &mut self.metrics,
+                        first,
+                        false,
+                        f.sender,
+                        f.kind,
+                        &f.payload,
+                        on,
+                    )?;
+                    frames += 1;
+                }
+                self.held[ch] = keep;
+                if was_open > 0 && self.open[ch] == 0 {
+                    self.n_done += 1;
+                }
+            }
+            if self.open[ch] == 0 || self.ends_read[ch] == senders {
+                continue;
+            }
             let mut got = 0;
             // Data and End frames of this channel (not watermarks).
             let mut carried = 0u64;
             let mut failed: Option<RuntimeError> = None;
             while got < budget {
-                let wm = &mut self.wm[first..first + senders];
-                let ended = &mut self.ended[first..first + senders];
+                let st = &mut self.senders;
+                let held = &mut self.held[ch];
                 let open = &mut self.open[ch];
+                let ends = &mut self.ends_read[ch];
                 let m = &mut self.metrics;
                 let me = self.me;
                 let r = self.rx[ch]
@@ -179,13 +388,14 @@ impl<'c> Inputs<'c> {
                         if sender == crate::channel::ALL_SENDERS && kind == FrameKind::Watermark {
                             // Every sender of the ring is at least there.
                             let v = u64::from_le_bytes(payload[..8].try_into().unwrap_or([0; 8]));
-                            for (w, _) in wm.iter_mut().zip(ended.iter()).filter(|(_, e)| !**e) {
-                                *w = (*w).max(v);
+                            for s in first..first + senders {
+                                if !st.ended[s] {
+                                    st.wm[s] = st.wm[s].max(v);
+                                }
                             }
                             return;
                         }
-                        let from = first + sender;
-                        if sender >= senders || ended[sender] {
+                        if sender >= senders || st.ended[first + sender] {
                             failed = Some(RuntimeError::channel(
                                 first,
                                 me,
@@ -197,34 +407,16 @@ impl<'c> Inputs<'c> {
                             ));
                             return;
                         }
-                        if kind != FrameKind::Watermark {
+                        if matches!(kind, FrameKind::Data | FrameKind::End) {
                             carried += 1;
                         }
-                        match kind {
-                            FrameKind::Data => {
-                                m.bytes_in += payload.len() as u64;
-                                m.batches_in += 1;
-                                match on(InputEvent::Data {
-                                    from,
-                                    bytes: payload,
-                                }) {
-                                    Ok(n) => m.records_in += n as u64,
-                                    Err(e) => failed = Some(e),
-                                }
-                            }
-                            FrameKind::Watermark => {
-                                let v =
-                                    u64::from_le_bytes(payload[..8].try_into().unwrap_or([0; 8]));
-                                wm[sender] = wm[sender].max(v);
-                            }
-                            FrameKind::End => {
-                                let v = u64::from_le_bytes(
-                                    payload[..8].try_into().unwrap_or([0xff; 8]),
-                                );
-                                wm[sender] = wm[sender].max(v);
-                                ended[sender] = true;
-                                *open -= 1;
-                            }
+                        if kind == FrameKind::End {
+                            *ends += 1;
+                        }
+                        if let Err(e) =
+                            take_frame(st, held, open, m, first, true, sender, kind, payload, on)
+                        {
+                            failed = Some(e);
                         }
                     })
                     .map_err(|e| RuntimeError::channel(first, self.me, e))?;
@@ -236,6 +428,9 @@ impl<'c> Inputs<'c> {
                         got += 1;
                         if self.open[ch] == 0 {
                             self.n_done += 1;
+                            break;
+                        }
+                        if self.ends_read[ch] == senders {
                             break;
                         }
                     }
@@ -262,9 +457,9 @@ impl<'c> Inputs<'c> {
             frames += got;
         }
         if frames > 0 {
-            let min = self.wm.iter().copied().min().unwrap_or(u64::MAX);
-            if min > self.min_wm {
-                self.min_wm = min;
+            let min = self.senders.wm.iter().copied().min().unwrap_or(u64::MAX);
+            if min > self.senders.min_wm {
+                self.senders.min_wm = min;
                 on(InputEvent::Watermark(min))?;
             }
         }

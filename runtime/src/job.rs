@@ -55,6 +55,12 @@ pub struct JobConfig {
     /// Fixed for the life of a job's state; at least the job's workers
     /// (all ranks), at most [`crate::keygroups::MAX_KEY_GROUPS`].
     pub key_groups: u32,
+    /// Checkpoint barriers: every source places barrier `n` at its first
+    /// flush tick once `n` intervals passed since its worker started, and
+    /// they travel in-band through every edge, aligned at every operator
+    /// (docs/design.md, "Checkpoints"). `None` (default): no barriers.
+    /// State is not written at barriers yet: this is the protocol alone.
+    pub barrier_every: Option<Duration>,
     /// Run across the ranks of an MPI job (`None`: this process alone).
     pub cluster: Option<ClusterConfig>,
 }
@@ -80,6 +86,7 @@ impl Default for JobConfig {
             smt: false,
             validate: false,
             key_groups: crate::keygroups::DEFAULT_KEY_GROUPS,
+            barrier_every: None,
             cluster: None,
         }
     }

@@ -46,6 +46,12 @@ pub fn latency_histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, 3_600_000, 3).expect("valid histogram bounds")
 }
 
+/// A histogram of checkpoint barrier alignment times in microseconds (1 µs
+/// .. 1 hour, 3 significant digits).
+pub fn alignment_histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 3_600_000_000, 3).expect("valid histogram bounds")
+}
+
 /// The recorded values of `h` as (value, count) pairs, to ship it to
 /// another process and merge it there ([`record_pairs`]).
 pub fn histogram_pairs(h: &Histogram<u64>) -> Vec<(u64, u64)> {

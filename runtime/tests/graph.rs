@@ -93,6 +93,9 @@ impl Tail<u64> for ByResidue {
         std::thread::sleep(self.end_delay);
         self.out.end(final_wm, cx)
     }
+    fn barrier(&mut self, id: u64, cx: &mut Cx<'_, '_>) {
+        self.out.barrier(id, cx)
+    }
 }
 
 /// What one worker's receiving operator saw.

@@ -167,6 +167,7 @@ impl Tail<(u64, u64)> for LateCheck {
     fn end(&mut self, final_wm: u64, _cx: &mut Cx<'_, '_>) {
         self.final_wm.store(final_wm, Ordering::Relaxed);
     }
+    fn barrier(&mut self, _id: u64, _cx: &mut Cx<'_, '_>) {}
     fn report(&mut self, _stats: &mut Stats) {}
 }
 

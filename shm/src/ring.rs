@@ -73,7 +73,8 @@ const ABORTED: u32 = 2;
 const LIVENESS_EVERY: u64 = 1 << 16;
 
 /// What a frame carries. The ring itself treats all kinds alike; the runtime
-/// gives them meaning (batches of records, watermarks, end-of-stream).
+/// gives them meaning (batches of records, watermarks, end-of-stream,
+/// checkpoint barriers).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[repr(u8)]
 pub enum FrameKind {
@@ -83,6 +84,9 @@ pub enum FrameKind {
     Watermark = 2,
     /// End of stream: the producer will send nothing after it.
     End = 3,
+    /// A checkpoint barrier: everything the producer sent before it belongs
+    /// to the checkpoint whose id (a little-endian `u64`) it carries.
+    Barrier = 4,
 }
 
 impl FrameKind {
@@ -93,6 +97,7 @@ impl FrameKind {
             1 => Some(FrameKind::Data),
             2 => Some(FrameKind::Watermark),
             3 => Some(FrameKind::End),
+            4 => Some(FrameKind::Barrier),
             _ => None,
         }
     }

@@ -83,6 +83,9 @@ impl Tail<Rec> for RoundRobin {
     fn end(&mut self, final_wm: u64, cx: &mut Cx<'_, '_>) {
         self.out.end(final_wm, cx)
     }
+    fn barrier(&mut self, id: u64, cx: &mut Cx<'_, '_>) {
+        self.out.barrier(id, cx)
+    }
 }
 
 /// Counts and sums the records it receives, read in place.

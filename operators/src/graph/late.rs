@@ -149,6 +149,7 @@ pub(crate) trait SideOut<K, T> {
     fn watermark(&mut self, wm: u64, cx: &mut Cx<'_, '_>);
     fn tick(&mut self, cx: &mut Cx<'_, '_>);
     fn end(&mut self, final_wm: u64, cx: &mut Cx<'_, '_>);
+    fn barrier(&mut self, id: u64, cx: &mut Cx<'_, '_>);
 }
 
 impl<K: Hash + 'static, T: 'static> SideOut<K, T> for Outbox<LateRecord<K, T>>
@@ -167,6 +168,9 @@ where
     }
     fn end(&mut self, final_wm: u64, cx: &mut Cx<'_, '_>) {
         Outbox::end(self, final_wm, cx)
+    }
+    fn barrier(&mut self, id: u64, cx: &mut Cx<'_, '_>) {
+        Outbox::barrier(self, id, cx)
     }
 }
 
@@ -239,6 +243,8 @@ pub trait Gate<K, T>: 'static {
     fn tick(&mut self, cx: &mut Cx<'_, '_>);
     /// Ends the side stream.
     fn end(&mut self, final_wm: u64, cx: &mut Cx<'_, '_>);
+    /// Passes checkpoint barrier `id` on the side stream.
+    fn barrier(&mut self, id: u64, cx: &mut Cx<'_, '_>);
     /// Records rejected, and the first of them.
     fn late(&self) -> Option<LateRecords>;
     /// Adds the rejected records to `stats` under `label` (the late log;
@@ -263,6 +269,7 @@ impl<K: 'static, T: 'static> Gate<K, T> for BehindWatermark {
     fn watermark(&mut self, _wm: u64, _cx: &mut Cx<'_, '_>) {}
     fn tick(&mut self, _cx: &mut Cx<'_, '_>) {}
     fn end(&mut self, _final_wm: u64, _cx: &mut Cx<'_, '_>) {}
+    fn barrier(&mut self, _id: u64, _cx: &mut Cx<'_, '_>) {}
     fn late(&self) -> Option<LateRecords> {
         None
     }
@@ -307,6 +314,11 @@ impl<K: 'static, T: 'static> Gate<K, T> for LateGate<K, T> {
     fn end(&mut self, final_wm: u64, cx: &mut Cx<'_, '_>) {
         if let Some(s) = &mut self.side {
             s.end(final_wm, cx);
+        }
+    }
+    fn barrier(&mut self, id: u64, cx: &mut Cx<'_, '_>) {
+        if let Some(s) = &mut self.side {
+            s.barrier(id, cx);
         }
     }
     fn late(&self) -> Option<LateRecords> {

@@ -586,6 +586,11 @@ where
         }
     }
 
+    fn barrier(&mut self, _id: u64, _cx: &mut Cx<'_, '_>) {
+        // A sink: nothing to pass on (committing at checkpoints comes with
+        // exactly-once output).
+    }
+
     fn report(&mut self, stats: &mut Stats) {
         stats.add("partitioned_rows", self.rows);
         stats.add("partitioned_bytes", self.bytes);

@@ -530,6 +530,9 @@ impl<T: ExchangeData, K: Hash, KF: Fn(&T) -> K + 'static> Tail<T> for ProcessTai
     fn end(&mut self, final_wm: u64, cx: &mut Cx<'_, '_>) {
         self.out.end(final_wm, cx)
     }
+    fn barrier(&mut self, id: u64, cx: &mut Cx<'_, '_>) {
+        self.out.barrier(id, cx)
+    }
     fn report(&mut self, stats: &mut Stats) {
         stats.add("process_records", self.out.records);
     }

@@ -573,6 +573,10 @@ where
         self.send_closed(u64::MAX, cx);
         self.out.end(final_wm, cx);
     }
+
+    fn barrier(&mut self, id: u64, cx: &mut Cx<'_, '_>) {
+        self.out.barrier(id, cx);
+    }
 }
 
 /// Sends every record to worker 0.
@@ -593,6 +597,9 @@ impl<T: Record> air_runtime::dataflow::Tail<T> for ToFirst<T> {
     }
     fn end(&mut self, final_wm: u64, cx: &mut air_runtime::dataflow::Cx<'_, '_>) {
         self.out.end(final_wm, cx)
+    }
+    fn barrier(&mut self, id: u64, cx: &mut air_runtime::dataflow::Cx<'_, '_>) {
+        self.out.barrier(id, cx)
     }
 }
 

@@ -661,6 +661,9 @@ impl<T: ExchangeData, K: Hash, KF: Fn(&T) -> K + 'static> Tail<T> for KeyedTail<
     fn end(&mut self, final_wm: u64, cx: &mut Cx<'_, '_>) {
         self.out.end(final_wm, cx)
     }
+    fn barrier(&mut self, id: u64, cx: &mut Cx<'_, '_>) {
+        self.out.barrier(id, cx)
+    }
     fn report(&mut self, stats: &mut Stats) {
         stats.add("window_records", self.out.records);
     }
@@ -726,6 +729,12 @@ where
             self.gate.end(final_wm, cx);
         }
         self.out.end(final_wm, cx)
+    }
+    fn barrier(&mut self, id: u64, cx: &mut Cx<'_, '_>) {
+        if G::ON {
+            self.gate.barrier(id, cx);
+        }
+        self.out.barrier(id, cx)
     }
     fn report(&mut self, stats: &mut Stats) {
         stats.add("window_records", self.out.records);
@@ -1064,6 +1073,15 @@ where
             self.gate.end(final_wm, cx);
         }
         self.out.end(final_wm, cx);
+    }
+
+    fn barrier(&mut self, id: u64, cx: &mut Cx<'_, '_>) {
+        // The partials of open windows stay here: they are this segment's
+        // state at the barrier.
+        if G::ON {
+            self.gate.barrier(id, cx);
+        }
+        self.out.barrier(id, cx);
     }
 
     fn report(&mut self, stats: &mut Stats) {

@@ -31,6 +31,10 @@ pub struct EdgeTx<'c> {
     /// Per feeder: its watermark (ms), and its final watermark once ended.
     feeders: Vec<(u64, Option<u64>)>,
     sent_wm: u64,
+    /// Per feeder: the newest checkpoint barrier it passed (0: none).
+    feeder_barriers: Vec<u64>,
+    /// The newest barrier sent to every worker.
+    sent_barrier: u64,
     ended: bool,
     unflushed: bool,
     /// Counters of this edge's sending side.
@@ -68,6 +72,8 @@ impl<'c> EdgeTx<'c> {
             max_frame,
             feeders: vec![(0, None); feeders],
             sent_wm: 0,
+            feeder_barriers: vec![0; feeders],
+            sent_barrier: 0,
             // An edge nobody feeds at this worker has ended here already.
             ended: false,
             unflushed: false,
@@ -130,6 +136,10 @@ pub trait EdgeConsumer {
     /// Every input ended; `final_wm` is the minimum of their final
     /// watermarks (`u64::MAX` unless the job was stopped).
     fn on_end(&mut self, final_wm: u64, cx: &mut Cx<'_, '_>);
+    /// The edge's inputs are aligned at checkpoint barrier `id` (every
+    /// record sent before it was handed on, none after): snapshot, then
+    /// pass the barrier on (after what was staged before it).
+    fn on_barrier(&mut self, id: u64, cx: &mut Cx<'_, '_>);
     /// The flush interval passed: push staged records on.
     fn tick(&mut self, cx: &mut Cx<'_, '_>);
     /// Adds this segment's counters into `stats` (after the job; during it
@@ -334,6 +344,43 @@ impl<'a, 'c> Cx<'a, 'c> {
         }
     }
 
+    /// Feeder `feeder` of `edge` passed checkpoint barrier `id` (after
+    /// sending what came before it): once every feeder of the edge at this
+    /// worker passed it (ended ones count as past every barrier), a barrier
+    /// frame with the feeders' minimum goes to every worker. (A job with
+    /// barriers has one feeder per edge: `run_graph` refuses others, whose
+    /// records after a barrier could overtake it.)
+    pub fn barrier(&mut self, edge: usize, feeder: usize, id: u64) {
+        let t = &mut self.tx[edge - self.base];
+        if t.feeders[feeder].1.is_some() || id <= t.feeder_barriers[feeder] {
+            return;
+        }
+        t.feeder_barriers[feeder] = id;
+        self.send_barrier(edge);
+    }
+
+    /// Sends the newest barrier every open feeder of `edge` passed, if new.
+    fn send_barrier(&mut self, edge: usize) {
+        let t = &mut self.tx[edge - self.base];
+        if t.ended {
+            return;
+        }
+        let min = t
+            .feeders
+            .iter()
+            .zip(&t.feeder_barriers)
+            .filter(|(f, _)| f.1.is_none())
+            .map(|(_, &b)| b)
+            .min();
+        let Some(min) = min.filter(|&m| m > t.sent_barrier) else {
+            return;
+        };
+        t.sent_barrier = min;
+        if let Err(e) = self.broadcast(edge, FrameKind::Barrier, min) {
+            self.fail(e);
+        }
+    }
+
     /// Feeder `feeder` of `edge` ended with final watermark `final_wm`
     /// (`u64::MAX`, or where a stopped source was): once every feeder ended,
     /// End (carrying their minimum) goes to every worker.
@@ -343,7 +390,13 @@ impl<'a, 'c> Cx<'a, 'c> {
             return;
         }
         t.feeders[feeder].1 = Some(final_wm);
-        if t.feeders.iter().all(|f| f.1.is_some()) && !t.ended {
+        if t.feeders.iter().any(|f| f.1.is_none()) {
+            // The open feeders may all be past a barrier this one was not.
+            self.send_barrier(edge);
+            return;
+        }
+        let t = &mut self.tx[edge - self.base];
+        if !t.ended {
             t.ended = true;
             let min = t
                 .feeders
@@ -434,6 +487,19 @@ pub(crate) fn poll_edge<'c>(
             InputEvent::Watermark(wm) => {
                 advanced = Some(wm);
                 return Ok(0);
+            }
+            InputEvent::Barrier(id) => {
+                // The watermark the frames before the barrier made goes
+                // first (never the final one: inputs are still open).
+                let mut cx = Cx::new(&mut *tx_later, &mut *later, edge + 1, &mut *error);
+                if let Some(wm) = advanced.take().filter(|&wm| wm < u64::MAX) {
+                    consumer.on_watermark(wm, &mut cx);
+                }
+                consumer.on_barrier(id, &mut cx);
+                return match cx.error.take() {
+                    Some(e) => Err(e),
+                    None => Ok(0),
+                };
             }
         };
         let mut cx = Cx::new(&mut *tx_later, &mut *later, edge + 1, &mut *error);
@@ -593,6 +659,13 @@ impl<T: ExchangeData> Outbox<T> {
     pub fn watermark(&mut self, wm: u64, cx: &mut Cx<'_, '_>) {
         self.flush(cx);
         cx.watermark(self.edge, self.feeder, wm);
+    }
+
+    /// Sends what is staged, then checkpoint barrier `id` from this feeder
+    /// ([`Cx::barrier`]).
+    pub fn barrier(&mut self, id: u64, cx: &mut Cx<'_, '_>) {
+        self.flush(cx);
+        cx.barrier(self.edge, self.feeder, id);
     }
 
     /// Sends what is staged, then this feeder's end (final watermark `wm`).

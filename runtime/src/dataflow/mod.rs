@@ -86,6 +86,9 @@ type EdgeSizes = Vec<(String, usize)>;
 
 thread_local! {
     static BATCH_RECORDS: Cell<usize> = const { Cell::new(1024) };
+    /// This worker's barrier schedule: its start and the interval
+    /// (`JobConfig::barrier_every`).
+    static BARRIERS: Cell<Option<(Instant, Duration)>> = const { Cell::new(None) };
     /// Set when this worker staged something that its next flush tick must
     /// push on ([`mark_pending`]); cleared by the tick.
     static PENDING: Cell<bool> = const { Cell::new(false) };
@@ -111,6 +114,19 @@ pub fn dry_run(f: impl FnOnce()) -> Option<Vec<(String, usize)>> {
     DRY_RUN
         .with(|d| std::mem::replace(&mut *d.borrow_mut(), old))
         .flatten()
+}
+
+/// The newest checkpoint barrier due on this worker's schedule
+/// (`JobConfig::barrier_every`): barrier `n` is due once `n` intervals
+/// passed since the worker started (`None`: no barriers; `Some(0)`: none
+/// due yet). Every worker computes it alike, so no process coordinates
+/// barriers; sources place them at their flush ticks.
+pub fn barrier_due() -> Option<u64> {
+    BARRIERS.with(|b| {
+        b.get().map(|(start, every)| {
+            (start.elapsed().as_nanos() / every.as_nanos().max(1)).min(u64::MAX as u128) as u64
+        })
+    })
 }
 
 /// Records per staged batch and per source poll on this worker
@@ -205,6 +221,10 @@ pub struct Stats {
     /// Late records by operator ([`LateLog`]): what [`LateLog::summary`]
     /// prints at the end of a run.
     pub late: LateLog,
+    /// Checkpoint barrier alignment times, µs, one sample per edge and
+    /// barrier at each worker: from the first input's barrier to the last
+    /// one's ([`crate::metrics::alignment_histogram`]).
+    pub alignment: Histogram<u64>,
 }
 
 impl Default for Stats {
@@ -214,6 +234,7 @@ impl Default for Stats {
             maxima: BTreeMap::new(),
             latency: latency_histogram(),
             late: LateLog::default(),
+            alignment: crate::metrics::alignment_histogram(),
         }
     }
 }
@@ -249,6 +270,7 @@ impl Stats {
             self.max(k, *v);
         }
         let _ = self.latency.add(&o.latency);
+        let _ = self.alignment.add(&o.alignment);
         self.late.merge(&o.late);
     }
 
@@ -553,11 +575,21 @@ where
     B: Fn(&Dataflow),
 {
     BATCH_RECORDS.with(|b| b.set(cfg.batch_records.max(1)));
+    BARRIERS.with(|b| b.set(cfg.barrier_every.map(|every| (Instant::now(), every))));
     let me = info.index;
     let df = Dataflow::new(info.clone());
     build(&df);
     let b = df.into_builder()?;
     check(&b)?;
+    if cfg.barrier_every.is_some() {
+        if let Some(e) = b.edges.iter().find(|e| e.feeders > 1) {
+            return Err(RuntimeError::Setup(format!(
+                "checkpoint barriers need one operator feeding each edge at a worker; edge {} \
+                 has {} (several outboxes on one edge: use a union before it)",
+                e.name, e.feeders
+            )));
+        }
+    }
     let mine = edge_list(&b);
     if mine.len() != planned.len() {
         return Err(RuntimeError::Setup(format!(
@@ -801,6 +833,10 @@ where
     for r in rx.iter_mut() {
         r.consumer.report(&mut stats);
         channels.add(&r.inputs.metrics);
+        let _ = stats.alignment.add(r.inputs.alignment());
+    }
+    if !stats.alignment.is_empty() {
+        stats.add("checkpoint_alignments", stats.alignment.len());
     }
     for t in &tx {
         channels.add(&t.metrics);

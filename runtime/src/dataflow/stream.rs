@@ -8,6 +8,7 @@ use crate::exchange::key_hash;
 use crate::job::{Progress, WorkerInfo};
 use crate::RuntimeError;
 use std::cell::RefCell;
+use std::collections::VecDeque;
 use std::hash::Hash;
 use std::marker::PhantomData;
 use std::panic::Location;
@@ -133,6 +134,11 @@ pub trait Tail<T>: 'static {
     }
     /// End of stream; `final_wm` is `u64::MAX` unless the job was stopped.
     fn end(&mut self, final_wm: u64, cx: &mut Cx<'_, '_>);
+    /// Checkpoint barrier `id`: every record pushed before it belongs to
+    /// checkpoint `id`, none after. Pass it on behind what was staged
+    /// before it (an outbox: [`Outbox::barrier`]); a sink notes it
+    /// (docs/design.md, "Checkpoints").
+    fn barrier(&mut self, id: u64, cx: &mut Cx<'_, '_>);
     /// Adds counters to `stats` once the job ended (also during the job
     /// for live metrics: see [`Source::report`]).
     fn report(&mut self, stats: &mut Stats) {
@@ -161,6 +167,7 @@ pub trait Tail<T>: 'static {
 ///     fn watermark(&mut self, wm: u64, cx: &mut Cx<'_, '_>) { self.0.watermark(wm, cx) }
 ///     fn tick(&mut self, cx: &mut Cx<'_, '_>) { self.0.flush(cx) }
 ///     fn end(&mut self, wm: u64, cx: &mut Cx<'_, '_>) { self.0.end(wm, cx) }
+///     fn barrier(&mut self, id: u64, cx: &mut Cx<'_, '_>) { self.0.barrier(id, cx) }
 /// }
 ///
 /// /// Sums its edge's records (read in place); emits the sum at the end.
@@ -687,6 +694,8 @@ pub trait Continuation<In>: 'static {
     fn tick(&mut self, cx: &mut Cx<'_, '_>);
     /// See [`Tail::end`].
     fn end(&mut self, final_wm: u64, cx: &mut Cx<'_, '_>);
+    /// See [`Tail::barrier`].
+    fn barrier(&mut self, id: u64, cx: &mut Cx<'_, '_>);
     /// See [`Tail::report`] (and [`Pipe::report`]).
     fn report(&mut self, stats: &mut Stats);
     /// The watermark of the chain's event-time stage, if any
@@ -714,6 +723,9 @@ impl<In, P: Pipe<In>, T: Tail<P::Out>> Continuation<In> for Chain<P, T> {
     fn end(&mut self, final_wm: u64, cx: &mut Cx<'_, '_>) {
         self.1.end(final_wm, cx)
     }
+    fn barrier(&mut self, id: u64, cx: &mut Cx<'_, '_>) {
+        self.1.barrier(id, cx)
+    }
     fn report(&mut self, stats: &mut Stats) {
         self.0.report(stats);
         self.1.report(stats)
@@ -740,6 +752,7 @@ impl<S: Source> Head for SourceHead<S> {
             next,
             buf: Vec::new(),
             records: 0,
+            barrier: 0,
         };
         df.b.borrow_mut().sources.push(Box::new(seg));
     }
@@ -751,6 +764,8 @@ struct SourceSeg<S: Source, C> {
     next: C,
     buf: Vec<S::Item>,
     records: u64,
+    /// The newest checkpoint barrier placed after its records.
+    barrier: u64,
 }
 
 impl<S, C> SourceSeg<S, C>
@@ -819,6 +834,10 @@ where
         self.next.tick(cx);
         let wm = self.wm();
         self.next.watermark(wm, cx);
+        if let Some(id) = super::barrier_due().filter(|&id| id > self.barrier) {
+            self.barrier = id;
+            self.next.barrier(id, cx);
+        }
     }
 
     fn finish(&mut self, stopped: bool, cx: &mut Cx<'_, '_>) {
@@ -901,6 +920,10 @@ where
         next.end(final_wm, cx);
     }
 
+    fn on_barrier(&mut self, id: u64, cx: &mut Cx<'_, '_>) {
+        self.next.barrier(id, cx);
+    }
+
     fn tick(&mut self, cx: &mut Cx<'_, '_>) {
         self.next.tick(cx);
     }
@@ -927,6 +950,10 @@ impl<O: Operator2> Head for Op2Head<O> {
             wm: [0, 0],
             ended: [None, None],
             fired: 0,
+            at: [0, 0],
+            passed: 0,
+            pending: VecDeque::new(),
+            closed: false,
             me: df.index(),
         }));
         df.set_consumer(
@@ -946,6 +973,18 @@ impl<O: Operator2> Head for Op2Head<O> {
     }
 }
 
+/// What an input of a two-input segment (or of a union) delivered after
+/// a barrier the other input had not: kept, in order, until the other
+/// input passes it (aligned by copying, so no input is ever left unread:
+/// see docs/design.md, "Checkpoints").
+enum Early<T> {
+    /// A batch, archived (a two-input operator), or a record (a union).
+    Batch(T),
+    Watermark(u64),
+    Barrier(u64),
+    End(u64),
+}
+
 /// The state of a two-input segment, shared by its two edges' consumers
 /// (one thread; a consumer of edge `k` only sends on edges `> k`, and both
 /// inputs come before the output edge, so a send never re-enters it).
@@ -955,34 +994,41 @@ struct Op2Seg<O, C> {
     wm: [u64; 2],
     ended: [Option<u64>; 2],
     fired: u64,
+    /// Per input: the newest checkpoint barrier it delivered (what it
+    /// delivered after it waits in `pending` while it is ahead).
+    at: [u64; 2],
+    /// The barrier passed on (both inputs delivered it, or ended).
+    passed: u64,
+    /// What the input ahead delivered after its barrier: (input, from,
+    /// delivery).
+    pending: VecDeque<(usize, usize, Early<rkyv::util::AlignedVec<16>>)>,
+    /// Both inputs ended and the end went on.
+    closed: bool,
     me: usize,
 }
 
-struct Op2Side<O, C> {
-    side: usize,
-    seg: Rc<RefCell<Op2Seg<O, C>>>,
-}
+impl<O: Operator2, C: Continuation<O::Out>> Op2Seg<O, C> {
+    /// Whether input `side` delivered a barrier the other has not (and
+    /// the other still runs): what it delivers next waits.
+    fn ahead(&self, side: usize) -> bool {
+        self.at[side] > self.passed && self.ended[1 - side].is_none()
+    }
 
-impl<O, C> EdgeConsumer for Op2Side<O, C>
-where
-    O: Operator2,
-    C: Continuation<O::Out>,
-{
-    fn on_data(
+    fn batch(
         &mut self,
+        side: usize,
         from: usize,
         bytes: &[u8],
         validate: bool,
         cx: &mut Cx<'_, '_>,
     ) -> Result<usize, RuntimeError> {
-        let mut g = self.seg.borrow_mut();
-        let Op2Seg { op, next, me, .. } = &mut *g;
+        let Op2Seg { op, next, me, .. } = self;
         let bad = |reason| RuntimeError::BadBatch {
             from,
             to: *me,
             reason,
         };
-        if self.side == 0 {
+        if side == 0 {
             let items = if validate {
                 O::In1::read_batch_validated(bytes)
             } else {
@@ -1003,38 +1049,142 @@ where
         }
     }
 
-    fn on_watermark(&mut self, wm: u64, cx: &mut Cx<'_, '_>) {
-        let mut g = self.seg.borrow_mut();
-        let s = &mut *g;
-        s.wm[self.side] = s.wm[self.side].max(wm);
-        let min = s.wm[0].min(s.wm[1]);
-        if min > s.fired {
-            s.fired = min;
-            let Op2Seg { op, next, .. } = s;
+    fn watermark(&mut self, side: usize, wm: u64, cx: &mut Cx<'_, '_>) {
+        self.wm[side] = self.wm[side].max(wm);
+        let min = self.wm[0].min(self.wm[1]);
+        if min > self.fired {
+            self.fired = min;
+            let Op2Seg { op, next, .. } = self;
             op.on_watermark(min, &mut |o| next.push(o, cx));
             next.watermark(min, cx);
         }
     }
 
-    fn on_end(&mut self, final_wm: u64, cx: &mut Cx<'_, '_>) {
-        let mut g = self.seg.borrow_mut();
-        let s = &mut *g;
-        s.ended[self.side] = Some(final_wm);
-        s.wm[self.side] = s.wm[self.side].max(final_wm);
-        if let [Some(a), Some(b)] = s.ended {
+    fn end(&mut self, side: usize, final_wm: u64, cx: &mut Cx<'_, '_>) {
+        self.ended[side] = Some(final_wm);
+        self.wm[side] = self.wm[side].max(final_wm);
+        // The other input may wait at a barrier this one never sent.
+        self.pass(cx);
+        if let [Some(a), Some(b)] = self.ended {
+            if std::mem::replace(&mut self.closed, true) {
+                return; // ended by the replay of the other input's end
+            }
             let fin = a.min(b);
-            let Op2Seg { op, next, .. } = s;
+            let Op2Seg { op, next, .. } = self;
             op.on_end(fin, &mut |o| next.push(o, cx));
             next.watermark(fin, cx);
             next.end(fin, cx);
         } else {
-            let min = s.wm[0].min(s.wm[1]);
-            if min > s.fired {
-                s.fired = min;
-                let Op2Seg { op, next, .. } = s;
-                op.on_watermark(min, &mut |o| next.push(o, cx));
-                next.watermark(min, cx);
+            self.watermark(side, final_wm, cx);
+        }
+    }
+
+    /// Passes on the newest barrier both inputs delivered (an ended input
+    /// counts as past every barrier), then replays what the input that
+    /// was ahead delivered meanwhile, until it is ahead again.
+    fn pass(&mut self, cx: &mut Cx<'_, '_>) {
+        loop {
+            let side = |i: usize| match self.ended[i] {
+                Some(_) => u64::MAX,
+                None => self.at[i],
+            };
+            let min = side(0).min(side(1)).min(self.at[0].max(self.at[1]));
+            if min > self.passed {
+                self.passed = min;
+                self.next.barrier(min, cx);
             }
+            // The input whose deliveries wait (one at a time is ahead).
+            let Some(&(w, _, _)) = self.pending.front() else {
+                return;
+            };
+            if self.ahead(w) {
+                return;
+            }
+            // It caught up: its kept deliveries, in order.
+            while !self.ahead(w) {
+                let Some((_, from, e)) = self.pending.pop_front() else {
+                    return;
+                };
+                match e {
+                    Early::Batch(bytes) => {
+                        if let Err(e) = self.batch(w, from, &bytes, false, cx) {
+                            cx.fail_with(e);
+                        }
+                    }
+                    Early::Watermark(wm) => self.watermark(w, wm, cx),
+                    Early::Barrier(id) => self.at[w] = self.at[w].max(id),
+                    Early::End(fin) => self.end(w, fin, cx),
+                }
+            }
+        }
+    }
+}
+
+struct Op2Side<O, C> {
+    side: usize,
+    seg: Rc<RefCell<Op2Seg<O, C>>>,
+}
+
+impl<O, C> EdgeConsumer for Op2Side<O, C>
+where
+    O: Operator2,
+    C: Continuation<O::Out>,
+{
+    fn on_data(
+        &mut self,
+        from: usize,
+        bytes: &[u8],
+        validate: bool,
+        cx: &mut Cx<'_, '_>,
+    ) -> Result<usize, RuntimeError> {
+        let mut g = self.seg.borrow_mut();
+        if g.ahead(self.side) {
+            let mut copy = rkyv::util::AlignedVec::<16>::with_capacity(bytes.len());
+            copy.extend_from_slice(bytes);
+            if validate {
+                // Checked now, as it arrives (replayed unchecked).
+                let n = if self.side == 0 {
+                    O::In1::read_batch_validated(&copy).map(|i| i.len())
+                } else {
+                    O::In2::read_batch_validated(&copy).map(|i| i.len())
+                };
+                n.map_err(|reason| RuntimeError::BadBatch {
+                    from,
+                    to: g.me,
+                    reason,
+                })?;
+            }
+            g.pending.push_back((self.side, from, Early::Batch(copy)));
+            return Ok(0);
+        }
+        g.batch(self.side, from, bytes, validate, cx)
+    }
+
+    fn on_watermark(&mut self, wm: u64, cx: &mut Cx<'_, '_>) {
+        let mut g = self.seg.borrow_mut();
+        if g.ahead(self.side) {
+            g.pending.push_back((self.side, 0, Early::Watermark(wm)));
+        } else {
+            g.watermark(self.side, wm, cx);
+        }
+    }
+
+    fn on_end(&mut self, final_wm: u64, cx: &mut Cx<'_, '_>) {
+        let mut g = self.seg.borrow_mut();
+        if g.ahead(self.side) {
+            g.pending.push_back((self.side, 0, Early::End(final_wm)));
+        } else {
+            g.end(self.side, final_wm, cx);
+        }
+    }
+
+    fn on_barrier(&mut self, id: u64, cx: &mut Cx<'_, '_>) {
+        let mut g = self.seg.borrow_mut();
+        if g.ahead(self.side) {
+            g.pending.push_back((self.side, 0, Early::Barrier(id)));
+        } else {
+            g.at[self.side] = g.at[self.side].max(id);
+            g.pass(cx);
         }
     }
 
@@ -1557,6 +1707,8 @@ impl<H: Head, P: Pipe<H::Out>> Stream<H, P> {
             me,
             rows: 0,
             dirty: false,
+            barriers: 0,
+            last_barrier: 0,
         })
     }
 
@@ -1729,6 +1881,10 @@ where
             wm: [0; 2],
             ended: [None; 2],
             sent: 0,
+            at: [0; 2],
+            passed: 0,
+            pending: VecDeque::new(),
+            closed: false,
         }));
         self.a.end_in(UnionTail {
             seg: seg.clone(),
@@ -1743,7 +1899,7 @@ where
 /// operator of an edge created before the union, while everything after
 /// the union sends only on edges created after it, and a send that waits
 /// drains only edges from its own on ([`super::cx`]).
-struct UnionSeg<C> {
+struct UnionSeg<C, T> {
     next: C,
     /// Per input: its watermark (ms).
     wm: [u64; 2],
@@ -1751,28 +1907,112 @@ struct UnionSeg<C> {
     ended: [Option<u64>; 2],
     /// The watermark passed on (the minimum of `wm`).
     sent: u64,
+    /// Per input: the newest checkpoint barrier it passed (what it pushed
+    /// after it waits in `pending` while it is ahead).
+    at: [u64; 2],
+    /// The barrier passed on (both inputs passed it, or ended).
+    passed: u64,
+    /// What the input ahead pushed after its barrier, in order: (input,
+    /// delivery).
+    pending: VecDeque<(usize, Early<T>)>,
+    /// Both inputs ended and the end went on.
+    closed: bool,
+}
+
+impl<T, C: Continuation<T>> UnionSeg<C, T> {
+    /// Whether input `side` passed a barrier the other has not (and the
+    /// other still runs): what it pushes next waits.
+    #[inline(always)]
+    fn ahead(&self, side: usize) -> bool {
+        self.at[side] > self.passed && self.ended[1 - side].is_none()
+    }
+
+    fn watermark(&mut self, side: usize, wm: u64, cx: &mut Cx<'_, '_>) {
+        self.wm[side] = self.wm[side].max(wm);
+        let min = self.wm[0].min(self.wm[1]);
+        if min > self.sent {
+            self.sent = min;
+            self.next.watermark(min, cx);
+        }
+    }
+
+    fn end(&mut self, side: usize, final_wm: u64, cx: &mut Cx<'_, '_>) {
+        self.ended[side] = Some(final_wm);
+        self.wm[side] = self.wm[side].max(final_wm);
+        // The other input may wait at a barrier this one never passed.
+        self.pass(cx);
+        if let [Some(a), Some(b)] = self.ended {
+            if std::mem::replace(&mut self.closed, true) {
+                return; // ended by the replay of the other input's end
+            }
+            let fin = a.min(b);
+            self.sent = self.sent.max(fin);
+            self.next.watermark(fin, cx);
+            self.next.end(fin, cx);
+        } else {
+            self.watermark(side, final_wm, cx);
+        }
+    }
+
+    /// Passes on the newest barrier both inputs passed (an ended input
+    /// counts as past every barrier), then replays what the input that was
+    /// ahead pushed meanwhile, until it is ahead again.
+    fn pass(&mut self, cx: &mut Cx<'_, '_>) {
+        loop {
+            let side = |i: usize| match self.ended[i] {
+                Some(_) => u64::MAX,
+                None => self.at[i],
+            };
+            let min = side(0).min(side(1)).min(self.at[0].max(self.at[1]));
+            if min > self.passed {
+                self.passed = min;
+                self.next.barrier(min, cx);
+            }
+            // The input whose pushes wait (one at a time is ahead).
+            let Some(&(w, _)) = self.pending.front() else {
+                return;
+            };
+            if self.ahead(w) {
+                return;
+            }
+            while !self.ahead(w) {
+                let Some((_, e)) = self.pending.pop_front() else {
+                    return;
+                };
+                match e {
+                    Early::Batch(item) => self.next.push(item, cx),
+                    Early::Watermark(wm) => self.watermark(w, wm, cx),
+                    Early::Barrier(id) => self.at[w] = self.at[w].max(id),
+                    Early::End(fin) => self.end(w, fin, cx),
+                }
+            }
+        }
+    }
 }
 
 /// One input's end of a union.
-struct UnionTail<C> {
-    seg: Rc<RefCell<UnionSeg<C>>>,
+struct UnionTail<C, T> {
+    seg: Rc<RefCell<UnionSeg<C, T>>>,
     side: usize,
 }
 
-impl<T, C: Continuation<T>> Tail<T> for UnionTail<C> {
+impl<T: 'static, C: Continuation<T>> Tail<T> for UnionTail<C, T> {
     #[inline(always)]
     fn push(&mut self, item: T, cx: &mut Cx<'_, '_>) {
-        self.seg.borrow_mut().next.push(item, cx)
+        let mut g = self.seg.borrow_mut();
+        if g.ahead(self.side) {
+            g.pending.push_back((self.side, Early::Batch(item)));
+        } else {
+            g.next.push(item, cx)
+        }
     }
 
     fn watermark(&mut self, wm: u64, cx: &mut Cx<'_, '_>) {
         let mut g = self.seg.borrow_mut();
-        let s = &mut *g;
-        s.wm[self.side] = s.wm[self.side].max(wm);
-        let min = s.wm[0].min(s.wm[1]);
-        if min > s.sent {
-            s.sent = min;
-            s.next.watermark(min, cx);
+        if g.ahead(self.side) {
+            g.pending.push_back((self.side, Early::Watermark(wm)));
+        } else {
+            g.watermark(self.side, wm, cx);
         }
     }
 
@@ -1784,22 +2024,22 @@ impl<T, C: Continuation<T>> Tail<T> for UnionTail<C> {
         }
     }
 
+    fn barrier(&mut self, id: u64, cx: &mut Cx<'_, '_>) {
+        let mut g = self.seg.borrow_mut();
+        if g.ahead(self.side) {
+            g.pending.push_back((self.side, Early::Barrier(id)));
+        } else {
+            g.at[self.side] = g.at[self.side].max(id);
+            g.pass(cx);
+        }
+    }
+
     fn end(&mut self, final_wm: u64, cx: &mut Cx<'_, '_>) {
         let mut g = self.seg.borrow_mut();
-        let s = &mut *g;
-        s.ended[self.side] = Some(final_wm);
-        s.wm[self.side] = s.wm[self.side].max(final_wm);
-        if let [Some(a), Some(b)] = s.ended {
-            let fin = a.min(b);
-            s.sent = s.sent.max(fin);
-            s.next.watermark(fin, cx);
-            s.next.end(fin, cx);
+        if g.ahead(self.side) {
+            g.pending.push_back((self.side, Early::End(final_wm)));
         } else {
-            let min = s.wm[0].min(s.wm[1]);
-            if min > s.sent {
-                s.sent = min;
-                s.next.watermark(min, cx);
-            }
+            g.end(self.side, final_wm, cx);
         }
     }
 
@@ -1865,6 +2105,11 @@ impl<T: Clone + 'static> Tail<T> for TeeTail<T> {
         self.a.end(final_wm, cx);
         self.b.end(final_wm, cx);
     }
+    fn barrier(&mut self, id: u64, cx: &mut Cx<'_, '_>) {
+        self.a.barrier(id, cx);
+        self.b.barrier(id, cx);
+    }
+
     fn report(&mut self, stats: &mut Stats) {
         self.a.report(stats);
         self.b.report(stats);
@@ -1982,6 +2227,9 @@ where
     fn end(&mut self, final_wm: u64, cx: &mut Cx<'_, '_>) {
         self.out.end(final_wm, cx)
     }
+    fn barrier(&mut self, id: u64, cx: &mut Cx<'_, '_>) {
+        self.out.barrier(id, cx)
+    }
 }
 
 struct SinkTail<S> {
@@ -1989,6 +2237,9 @@ struct SinkTail<S> {
     me: usize,
     rows: u64,
     dirty: bool,
+    /// Checkpoint barriers that reached it, and the newest one's id.
+    barriers: u64,
+    last_barrier: u64,
 }
 
 impl<S> SinkTail<S> {
@@ -2028,8 +2279,18 @@ impl<T, S: Sink<T>> Tail<T> for SinkTail<S> {
         let r = self.sink.close();
         self.check(r, cx);
     }
+    fn barrier(&mut self, id: u64, _cx: &mut Cx<'_, '_>) {
+        if id > self.last_barrier {
+            self.last_barrier = id;
+            self.barriers += 1;
+        }
+    }
     fn report(&mut self, stats: &mut Stats) {
         stats.add("sink_rows", self.rows);
+        if self.barriers > 0 {
+            stats.add("sink_barriers", self.barriers);
+            stats.max("sink_barrier_last", self.last_barrier);
+        }
         self.sink.report(stats);
     }
 }
