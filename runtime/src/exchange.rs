@@ -386,10 +386,24 @@ impl<'c> Inputs<'c> {
                             return;
                         }
                         if sender == crate::channel::ALL_SENDERS && kind == FrameKind::Watermark {
-                            // Every sender of the ring is at least there.
+                            // Every sender of the ring is at least there:
+                            // after the frames it sent before this one, so
+                            // behind those kept aside for a held sender.
                             let v = u64::from_le_bytes(payload[..8].try_into().unwrap_or([0; 8]));
                             for s in first..first + senders {
-                                if !st.ended[s] {
+                                if st.ended[s] {
+                                    continue;
+                                }
+                                if st.held(s) || st.buffered[s] > 0 {
+                                    let mut copy = rkyv::util::AlignedVec::<16>::with_capacity(8);
+                                    copy.extend_from_slice(&v.to_le_bytes());
+                                    st.buffered[s] += 1;
+                                    held.push_back(HeldFrame {
+                                        sender: s - first,
+                                        kind,
+                                        payload: copy,
+                                    });
+                                } else {
                                     st.wm[s] = st.wm[s].max(v);
                                 }
                             }

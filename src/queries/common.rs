@@ -39,6 +39,13 @@ pub struct RuntimeArgs {
         value_parser = parse::max_parallelism
     )]
     pub max_parallelism: u32,
+    /// Place a checkpoint barrier every MS ms (wall clock from each
+    /// worker's start) and align it through every operator: the in-band
+    /// protocol of issue 31 alone (no state is written yet), for measuring
+    /// its cost. The report's `checkpoints` gives barriers and alignment
+    /// times. 1..=3600000. Hidden until checkpoints write state.
+    #[arg(long, hide = true, value_name = "MS", value_parser = parse::barrier_ms)]
+    pub barrier_ms: Option<u64>,
     /// Do not pin workers to CPUs.
     #[arg(long)]
     pub no_pin: bool,
@@ -219,6 +226,7 @@ impl RuntimeArgs {
             smt: self.smt,
             validate: self.validate,
             key_groups: self.max_parallelism,
+            barrier_every: self.barrier_ms.map(Duration::from_millis),
             ..JobConfig::default()
         }
     }
@@ -369,6 +377,16 @@ pub mod parse {
     /// `--workers`.
     pub fn workers(s: &str) -> Result<usize, String> {
         int(s, 1, MAX_WORKERS as u64, "a positive integer, at most 1024").map(|v| v as usize)
+    }
+
+    /// `--barrier-ms`.
+    pub fn barrier_ms(s: &str) -> Result<u64, String> {
+        int(
+            s,
+            1,
+            3_600_000,
+            "a positive integer (ms), at most 3600000 (an hour)",
+        )
     }
 
     /// `--max-parallelism` (key groups).

@@ -89,6 +89,8 @@ pub struct RankPart<R> {
     pub per_worker: Vec<WorkerFigures>,
     /// Latency histogram (ms) as (value, count) pairs.
     pub latency: Vec<(u64, u64)>,
+    /// Checkpoint barriers that reached this rank's sinks, alignments.
+    pub checkpoints: CheckpointPart,
     /// Longest worker wall time, s.
     pub elapsed_s: f64,
     /// Partials that arrived after their window fired (must be 0).
@@ -158,6 +160,43 @@ pub struct ChannelsReport {
     pub scaled_to_budget: bool,
 }
 
+/// A rank's checkpoint barrier figures ([`RankPart::checkpoints`]).
+#[derive(Debug, Clone, Default, Serialize, serde::Deserialize)]
+pub struct CheckpointPart {
+    /// The newest barrier id that reached a sink.
+    pub barrier_last: u64,
+    /// Alignments (one per edge and barrier at each worker).
+    pub alignments: u64,
+    /// Alignment times, µs, as (value, count) pairs.
+    pub alignment_us: Vec<(u64, u64)>,
+}
+
+impl CheckpointPart {
+    /// The figures in a rank's counters.
+    pub fn of(st: &air_runtime::dataflow::Stats) -> CheckpointPart {
+        CheckpointPart {
+            barrier_last: st.get_max("sink_barrier_last").unwrap_or(0),
+            alignments: st.get("checkpoint_alignments"),
+            alignment_us: air_runtime::metrics::histogram_pairs(&st.alignment),
+        }
+    }
+}
+
+/// Checkpoint barriers of a run (`--barrier-ms`): the in-band protocol
+/// alone (issue 31; no state is written yet).
+#[derive(Debug, Clone, Serialize)]
+pub struct CheckpointReport {
+    /// The barrier interval, ms.
+    pub barrier_every_ms: u64,
+    /// The newest barrier id that reached a sink (ids count intervals).
+    pub barrier_last: u64,
+    /// Alignments (one per edge and barrier at each worker).
+    pub alignments: u64,
+    /// Alignment time, µs, from the first input's barrier to the last
+    /// one's (the `_ms` names of the summary hold µs here).
+    pub alignment_us: air_runtime::LatencySummary,
+}
+
 /// The JSON report of a query run.
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
@@ -203,6 +242,8 @@ pub struct Report {
     pub input_lag_max_ms: Option<f64>,
     /// The query's own settings (window sizes, keys, …).
     pub params: serde_json::Value,
+    /// Checkpoint barriers (`null` without `--barrier-ms`).
+    pub checkpoints: Option<CheckpointReport>,
     /// Query-specific counters, summed over ranks.
     pub counters: std::collections::BTreeMap<String, u64>,
     /// The run was stopped by SIGINT/SIGTERM: the rows hold the windows
@@ -767,6 +808,8 @@ fn merge<Q: Query>(
     let mut rows = Vec::new();
     let mut per_worker = Vec::new();
     let mut hist = air_runtime::metrics::latency_histogram();
+    let mut align = air_runtime::metrics::alignment_histogram();
+    let (mut barrier_last, mut alignments) = (0, 0);
     let (mut skipped, mut late_partials, mut secs, mut uncollected) = (0, 0, 1e-9f64, 0);
     let mut input_error = None;
     let mut counters = std::collections::BTreeMap::new();
@@ -807,6 +850,9 @@ fn merge<Q: Query>(
         rows.extend(p.rows);
         per_worker.extend(p.per_worker);
         air_runtime::metrics::record_pairs(&mut hist, &p.latency);
+        air_runtime::metrics::record_pairs(&mut align, &p.checkpoints.alignment_us);
+        barrier_last = barrier_last.max(p.checkpoints.barrier_last);
+        alignments += p.checkpoints.alignments;
         skipped += p.skipped;
         uncollected += p.uncollected_rows;
         late_partials += p.late_partials;
@@ -855,6 +901,12 @@ fn merge<Q: Query>(
             .filter_map(|p| p.input_lag_max_ms)
             .reduce(f64::max),
         params: q.params(),
+        checkpoints: q.runtime().barrier_ms.map(|ms| CheckpointReport {
+            barrier_every_ms: ms,
+            barrier_last,
+            alignments,
+            alignment_us: air_runtime::LatencySummary::of(&align),
+        }),
         counters,
         stopped,
         unfired_windows: unfired,

@@ -225,6 +225,7 @@ impl Query for WordCountArgs {
             latency: Vec::new(),
             elapsed_s: start.elapsed().max(out.elapsed).as_secs_f64(),
             late_partials: st.get("late_partials"),
+            checkpoints: super::driver::CheckpointPart::of(st),
             late: st.late.clone(),
             disorder_max_ms: st.get_max(air_runtime::dataflow::DISORDER_MAX),
             input_error,

@@ -959,6 +959,7 @@ fn run_rank(args: &YsbArgs, dist: &Dist, to: &RowsTo) -> Result<RankPart<YsbRow>
         latency: air_runtime::metrics::histogram_pairs(&st.latency),
         elapsed_s: elapsed.as_secs_f64(),
         late_partials: st.get("late_partials"),
+        checkpoints: super::driver::CheckpointPart::of(st),
         late: st.late.clone(),
         disorder_max_ms: st.get_max(air_runtime::dataflow::DISORDER_MAX),
         input_error,

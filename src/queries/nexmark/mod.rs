@@ -1499,6 +1499,7 @@ impl NexmarkArgs {
             },
             elapsed_s: elapsed.as_secs_f64(),
             late_partials: st.get("late_partials"),
+            checkpoints: crate::queries::driver::CheckpointPart::of(st),
             late: st.late.clone(),
             disorder_max_ms: st.get_max(air_runtime::dataflow::DISORDER_MAX),
             input_error,
