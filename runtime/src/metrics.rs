@@ -46,10 +46,11 @@ pub fn latency_histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, 3_600_000, 3).expect("valid histogram bounds")
 }
 
-/// A histogram of checkpoint barrier alignment times in microseconds (1 µs
-/// .. 1 hour, 3 significant digits).
+/// A histogram of checkpoint barrier alignment times in microseconds (3
+/// significant digits; it grows as values come, so a job without barriers
+/// allocates next to nothing for it).
 pub fn alignment_histogram() -> Histogram<u64> {
-    Histogram::new_with_bounds(1, 3_600_000_000, 3).expect("valid histogram bounds")
+    Histogram::new(3).expect("valid histogram precision")
 }
 
 /// The recorded values of `h` as (value, count) pairs, to ship it to
@@ -61,10 +62,16 @@ pub fn histogram_pairs(h: &Histogram<u64>) -> Vec<(u64, u64)> {
 }
 
 /// Adds (value, count) pairs from [`histogram_pairs`] into `h` (values
-/// outside `h`'s range are clamped to it).
+/// outside a bounded `h`'s range are clamped to it; one that grows takes
+/// them all).
 pub fn record_pairs(h: &mut Histogram<u64>, pairs: &[(u64, u64)]) {
     for &(v, n) in pairs {
-        let v = v.clamp(h.low(), h.high());
+        // A histogram that grows takes every value; a bounded one clamps.
+        let v = if h.is_auto_resize() {
+            v.max(h.low())
+        } else {
+            v.clamp(h.low(), h.high())
+        };
         let _ = h.record_n(v, n);
     }
 }
