@@ -49,7 +49,7 @@ fn same_rows_with_barriers(what: &str, query: &[&str], launch: &dyn Fn(&[&str]) 
             assert!(c["barrier_last"].as_u64().unwrap_or(0) > 0, "{what}: {c}");
             assert!(c["alignments"].as_u64().unwrap_or(0) > 0, "{what}: {c}");
             assert!(
-                c["alignment_us"]["p99_ms"].as_u64().is_some(),
+                c["alignment_us"]["p99_us"].as_u64().is_some(),
                 "{what}: {c}"
             );
         } else {

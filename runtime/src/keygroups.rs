@@ -63,7 +63,7 @@ pub enum KeyGroupsError {
     },
     /// Fewer groups than workers: some worker would own no key.
     #[error(
-        "{groups} key groups for {workers} workers: every worker needs at least one key group \
+        "too few key groups ({groups}) for {workers} workers: every worker needs at least one \
          (raise --max-parallelism to at least {workers})"
     )]
     FewerThanWorkers {

@@ -193,8 +193,39 @@ pub struct CheckpointReport {
     /// Alignments (one per edge and barrier at each worker).
     pub alignments: u64,
     /// Alignment time, µs, from the first input's barrier to the last
-    /// one's (the `_ms` names of the summary hold µs here).
-    pub alignment_us: air_runtime::LatencySummary,
+    /// one's, one sample per edge and barrier at each worker.
+    pub alignment_us: AlignmentSummary,
+}
+
+/// Alignment time percentiles, µs (`null` without samples).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct AlignmentSummary {
+    /// Alignments measured.
+    pub samples: u64,
+    /// Median, µs.
+    pub p50_us: Option<u64>,
+    /// 95th percentile, µs.
+    pub p95_us: Option<u64>,
+    /// 99th percentile, µs.
+    pub p99_us: Option<u64>,
+    /// Maximum, µs.
+    pub max_us: Option<u64>,
+}
+
+impl AlignmentSummary {
+    /// Summarizes a histogram of µs.
+    pub fn of(h: &air_runtime::metrics::Histogram<u64>) -> AlignmentSummary {
+        if h.is_empty() {
+            return AlignmentSummary::default();
+        }
+        AlignmentSummary {
+            samples: h.len(),
+            p50_us: Some(h.value_at_quantile(0.50)),
+            p95_us: Some(h.value_at_quantile(0.95)),
+            p99_us: Some(h.value_at_quantile(0.99)),
+            max_us: Some(h.max()),
+        }
+    }
 }
 
 /// The JSON report of a query run.
@@ -905,7 +936,7 @@ fn merge<Q: Query>(
             barrier_every_ms: ms,
             barrier_last,
             alignments,
-            alignment_us: air_runtime::LatencySummary::of(&align),
+            alignment_us: AlignmentSummary::of(&align),
         }),
         counters,
         stopped,
