@@ -52,6 +52,11 @@ fn same_rows_with_barriers(what: &str, query: &[&str], launch: &dyn Fn(&[&str]) 
                 c["alignment_us"]["p99_us"].as_u64().is_some(),
                 "{what}: {c}"
             );
+            assert!(
+                text(&res).contains("barriers every 2 ms: newest at the sinks"),
+                "{what}: no barrier line in the summary: {}",
+                text(&res)
+            );
         } else {
             assert!(v["checkpoints"].is_null(), "{what}");
         }

@@ -1054,6 +1054,25 @@ pub fn summary_channels(r: &Report, out: &mut dyn Write) -> std::io::Result<()> 
 
 /// The summary every query prints unless it has its own
 /// ([`Query::summary`]).
+/// The summary line of checkpoint barriers (`--barrier-ms`), if any.
+pub fn summary_checkpoints(r: &Report, out: &mut dyn Write) -> std::io::Result<()> {
+    if let Some(c) = &r.checkpoints {
+        let a = &c.alignment_us;
+        let us = |v: Option<u64>| v.map_or("-".to_string(), |v| format!("{} µs", thousands(v)));
+        writeln!(
+            out,
+            "  barriers every {} ms: newest at the sinks {}, {} alignments (p50 {}, p99 {}, max {})",
+            c.barrier_every_ms,
+            c.barrier_last,
+            thousands(c.alignments),
+            us(a.p50_us),
+            us(a.p99_us),
+            us(a.max_us)
+        )?;
+    }
+    Ok(())
+}
+
 fn print_summary(r: &Report, out: &mut dyn Write) -> std::io::Result<()> {
     summary_head(r, "", out)?;
     summary_channels(r, out)?;
@@ -1093,7 +1112,7 @@ fn print_summary(r: &Report, out: &mut dyn Write) -> std::io::Result<()> {
             "  input lag (generator behind its --rate schedule): max {lag:.1} ms"
         )?;
     }
-    Ok(())
+    summary_checkpoints(r, out)
 }
 
 #[cfg(test)]

@@ -760,7 +760,7 @@ impl Query for YsbArgs {
                 "  input lag (generator behind its --rate schedule): max {lag:.1} ms"
             )?;
         }
-        Ok(())
+        super::driver::summary_checkpoints(r, out)
     }
 }
 
