@@ -45,6 +45,7 @@
 //! travel in-band on every edge; an operator's watermark is the minimum of
 //! its inputs'. See [`cx`] for why backpressure cannot deadlock.
 
+mod align;
 pub mod cx;
 pub mod late;
 pub mod pipe;

@@ -1,5 +1,6 @@
 //! The graph builder and its typed stream handles.
 
+use super::align::{Early, TwoInputs};
 use super::cx::{Cx, EdgeConsumer, Outbox};
 use super::pipe::{EventTime, Filter, FlatMap, Identity, IngestionTime, Inspect, Map, Pipe};
 use super::Stats;
@@ -8,7 +9,6 @@ use crate::exchange::key_hash;
 use crate::job::{Progress, WorkerInfo};
 use crate::RuntimeError;
 use std::cell::RefCell;
-use std::collections::VecDeque;
 use std::hash::Hash;
 use std::marker::PhantomData;
 use std::panic::Location;
@@ -948,12 +948,8 @@ impl<O: Operator2> Head for Op2Head<O> {
             op: self.op,
             next,
             wm: [0, 0],
-            ended: [None, None],
             fired: 0,
-            at: [0, 0],
-            passed: 0,
-            pending: VecDeque::new(),
-            closed: false,
+            align: TwoInputs::new(),
             me: df.index(),
         }));
         df.set_consumer(
@@ -973,18 +969,6 @@ impl<O: Operator2> Head for Op2Head<O> {
     }
 }
 
-/// What an input of a two-input segment (or of a union) delivered after
-/// a barrier the other input had not: kept, in order, until the other
-/// input passes it (aligned by copying, so no input is ever left unread:
-/// see docs/design.md, "Checkpoints").
-enum Early<T> {
-    /// A batch, archived (a two-input operator), or a record (a union).
-    Batch(T),
-    Watermark(u64),
-    Barrier(u64),
-    End(u64),
-}
-
 /// The state of a two-input segment, shared by its two edges' consumers
 /// (one thread; a consumer of edge `k` only sends on edges `> k`, and both
 /// inputs come before the output edge, so a send never re-enters it).
@@ -992,28 +976,14 @@ struct Op2Seg<O, C> {
     op: O,
     next: C,
     wm: [u64; 2],
-    ended: [Option<u64>; 2],
     fired: u64,
-    /// Per input: the newest checkpoint barrier it delivered (what it
-    /// delivered after it waits in `pending` while it is ahead).
-    at: [u64; 2],
-    /// The barrier passed on (both inputs delivered it, or ended).
-    passed: u64,
-    /// What the input ahead delivered after its barrier: (input, from,
-    /// delivery).
-    pending: VecDeque<(usize, usize, Early<rkyv::util::AlignedVec<16>>)>,
-    /// Both inputs ended and the end went on.
-    closed: bool,
+    /// Barrier alignment of the two inputs (and their ends); kept
+    /// deliveries are (sender, batch) for batches.
+    align: TwoInputs<(usize, rkyv::util::AlignedVec<16>)>,
     me: usize,
 }
 
 impl<O: Operator2, C: Continuation<O::Out>> Op2Seg<O, C> {
-    /// Whether input `side` delivered a barrier the other has not (and
-    /// the other still runs): what it delivers next waits.
-    fn ahead(&self, side: usize) -> bool {
-        self.at[side] > self.passed && self.ended[1 - side].is_none()
-    }
-
     fn batch(
         &mut self,
         side: usize,
@@ -1061,12 +1031,12 @@ impl<O: Operator2, C: Continuation<O::Out>> Op2Seg<O, C> {
     }
 
     fn end(&mut self, side: usize, final_wm: u64, cx: &mut Cx<'_, '_>) {
-        self.ended[side] = Some(final_wm);
+        self.align.ended[side] = Some(final_wm);
         self.wm[side] = self.wm[side].max(final_wm);
         // The other input may wait at a barrier this one never sent.
         self.pass(cx);
-        if let [Some(a), Some(b)] = self.ended {
-            if std::mem::replace(&mut self.closed, true) {
+        if let [Some(a), Some(b)] = self.align.ended {
+            if !self.align.close() {
                 return; // ended by the replay of the other input's end
             }
             let fin = a.min(b);
@@ -1079,42 +1049,26 @@ impl<O: Operator2, C: Continuation<O::Out>> Op2Seg<O, C> {
         }
     }
 
-    /// Passes on the newest barrier both inputs delivered (an ended input
-    /// counts as past every barrier), then replays what the input that
-    /// was ahead delivered meanwhile, until it is ahead again.
+    /// Passes on the newest barrier both inputs delivered, and applies what
+    /// the input that was ahead delivered meanwhile, until it is ahead
+    /// again.
     fn pass(&mut self, cx: &mut Cx<'_, '_>) {
         loop {
-            let side = |i: usize| match self.ended[i] {
-                Some(_) => u64::MAX,
-                None => self.at[i],
-            };
-            let min = side(0).min(side(1)).min(self.at[0].max(self.at[1]));
-            if min > self.passed {
-                self.passed = min;
-                self.next.barrier(min, cx);
+            if let Some(b) = self.align.pass_barrier() {
+                self.next.barrier(b, cx);
             }
-            // The input whose deliveries wait (one at a time is ahead).
-            let Some(&(w, _, _)) = self.pending.front() else {
+            let Some((w, e)) = self.align.next_ready() else {
                 return;
             };
-            if self.ahead(w) {
-                return;
-            }
-            // It caught up: its kept deliveries, in order.
-            while !self.ahead(w) {
-                let Some((_, from, e)) = self.pending.pop_front() else {
-                    return;
-                };
-                match e {
-                    Early::Batch(bytes) => {
-                        if let Err(e) = self.batch(w, from, &bytes, false, cx) {
-                            cx.fail_with(e);
-                        }
+            match e {
+                Early::Batch((from, bytes)) => {
+                    if let Err(e) = self.batch(w, from, &bytes, false, cx) {
+                        cx.fail_with(e);
                     }
-                    Early::Watermark(wm) => self.watermark(w, wm, cx),
-                    Early::Barrier(id) => self.at[w] = self.at[w].max(id),
-                    Early::End(fin) => self.end(w, fin, cx),
                 }
+                Early::Watermark(wm) => self.watermark(w, wm, cx),
+                Early::Barrier(id) => self.align.barrier(w, id),
+                Early::End(fin) => self.end(w, fin, cx),
             }
         }
     }
@@ -1138,7 +1092,7 @@ where
         cx: &mut Cx<'_, '_>,
     ) -> Result<usize, RuntimeError> {
         let mut g = self.seg.borrow_mut();
-        if g.ahead(self.side) {
+        if g.align.ahead(self.side) {
             let mut copy = rkyv::util::AlignedVec::<16>::with_capacity(bytes.len());
             copy.extend_from_slice(bytes);
             if validate {
@@ -1154,7 +1108,7 @@ where
                     reason,
                 })?;
             }
-            g.pending.push_back((self.side, from, Early::Batch(copy)));
+            g.align.keep(self.side, Early::Batch((from, copy)));
             return Ok(0);
         }
         g.batch(self.side, from, bytes, validate, cx)
@@ -1162,8 +1116,8 @@ where
 
     fn on_watermark(&mut self, wm: u64, cx: &mut Cx<'_, '_>) {
         let mut g = self.seg.borrow_mut();
-        if g.ahead(self.side) {
-            g.pending.push_back((self.side, 0, Early::Watermark(wm)));
+        if g.align.ahead(self.side) {
+            g.align.keep(self.side, Early::Watermark(wm));
         } else {
             g.watermark(self.side, wm, cx);
         }
@@ -1171,8 +1125,8 @@ where
 
     fn on_end(&mut self, final_wm: u64, cx: &mut Cx<'_, '_>) {
         let mut g = self.seg.borrow_mut();
-        if g.ahead(self.side) {
-            g.pending.push_back((self.side, 0, Early::End(final_wm)));
+        if g.align.ahead(self.side) {
+            g.align.keep(self.side, Early::End(final_wm));
         } else {
             g.end(self.side, final_wm, cx);
         }
@@ -1180,10 +1134,10 @@ where
 
     fn on_barrier(&mut self, id: u64, cx: &mut Cx<'_, '_>) {
         let mut g = self.seg.borrow_mut();
-        if g.ahead(self.side) {
-            g.pending.push_back((self.side, 0, Early::Barrier(id)));
+        if g.align.ahead(self.side) {
+            g.align.keep(self.side, Early::Barrier(id));
         } else {
-            g.at[self.side] = g.at[self.side].max(id);
+            g.align.barrier(self.side, id);
             g.pass(cx);
         }
     }
@@ -1879,12 +1833,8 @@ where
         let seg = Rc::new(RefCell::new(UnionSeg {
             next,
             wm: [0; 2],
-            ended: [None; 2],
             sent: 0,
-            at: [0; 2],
-            passed: 0,
-            pending: VecDeque::new(),
-            closed: false,
+            align: TwoInputs::new(),
         }));
         self.a.end_in(UnionTail {
             seg: seg.clone(),
@@ -1903,30 +1853,13 @@ struct UnionSeg<C, T> {
     next: C,
     /// Per input: its watermark (ms).
     wm: [u64; 2],
-    /// Per input: its final watermark, once ended.
-    ended: [Option<u64>; 2],
     /// The watermark passed on (the minimum of `wm`).
     sent: u64,
-    /// Per input: the newest checkpoint barrier it passed (what it pushed
-    /// after it waits in `pending` while it is ahead).
-    at: [u64; 2],
-    /// The barrier passed on (both inputs passed it, or ended).
-    passed: u64,
-    /// What the input ahead pushed after its barrier, in order: (input,
-    /// delivery).
-    pending: VecDeque<(usize, Early<T>)>,
-    /// Both inputs ended and the end went on.
-    closed: bool,
+    /// Barrier alignment of the two inputs (and their ends).
+    align: TwoInputs<T>,
 }
 
 impl<T, C: Continuation<T>> UnionSeg<C, T> {
-    /// Whether input `side` passed a barrier the other has not (and the
-    /// other still runs): what it pushes next waits.
-    #[inline(always)]
-    fn ahead(&self, side: usize) -> bool {
-        self.at[side] > self.passed && self.ended[1 - side].is_none()
-    }
-
     fn watermark(&mut self, side: usize, wm: u64, cx: &mut Cx<'_, '_>) {
         self.wm[side] = self.wm[side].max(wm);
         let min = self.wm[0].min(self.wm[1]);
@@ -1937,12 +1870,12 @@ impl<T, C: Continuation<T>> UnionSeg<C, T> {
     }
 
     fn end(&mut self, side: usize, final_wm: u64, cx: &mut Cx<'_, '_>) {
-        self.ended[side] = Some(final_wm);
+        self.align.ended[side] = Some(final_wm);
         self.wm[side] = self.wm[side].max(final_wm);
         // The other input may wait at a barrier this one never passed.
         self.pass(cx);
-        if let [Some(a), Some(b)] = self.ended {
-            if std::mem::replace(&mut self.closed, true) {
+        if let [Some(a), Some(b)] = self.align.ended {
+            if !self.align.close() {
                 return; // ended by the replay of the other input's end
             }
             let fin = a.min(b);
@@ -1954,37 +1887,21 @@ impl<T, C: Continuation<T>> UnionSeg<C, T> {
         }
     }
 
-    /// Passes on the newest barrier both inputs passed (an ended input
-    /// counts as past every barrier), then replays what the input that was
-    /// ahead pushed meanwhile, until it is ahead again.
+    /// Passes on the newest barrier both inputs passed, and applies what
+    /// the input that was ahead pushed meanwhile, until it is ahead again.
     fn pass(&mut self, cx: &mut Cx<'_, '_>) {
         loop {
-            let side = |i: usize| match self.ended[i] {
-                Some(_) => u64::MAX,
-                None => self.at[i],
-            };
-            let min = side(0).min(side(1)).min(self.at[0].max(self.at[1]));
-            if min > self.passed {
-                self.passed = min;
-                self.next.barrier(min, cx);
+            if let Some(b) = self.align.pass_barrier() {
+                self.next.barrier(b, cx);
             }
-            // The input whose pushes wait (one at a time is ahead).
-            let Some(&(w, _)) = self.pending.front() else {
+            let Some((w, e)) = self.align.next_ready() else {
                 return;
             };
-            if self.ahead(w) {
-                return;
-            }
-            while !self.ahead(w) {
-                let Some((_, e)) = self.pending.pop_front() else {
-                    return;
-                };
-                match e {
-                    Early::Batch(item) => self.next.push(item, cx),
-                    Early::Watermark(wm) => self.watermark(w, wm, cx),
-                    Early::Barrier(id) => self.at[w] = self.at[w].max(id),
-                    Early::End(fin) => self.end(w, fin, cx),
-                }
+            match e {
+                Early::Batch(item) => self.next.push(item, cx),
+                Early::Watermark(wm) => self.watermark(w, wm, cx),
+                Early::Barrier(id) => self.align.barrier(w, id),
+                Early::End(fin) => self.end(w, fin, cx),
             }
         }
     }
@@ -2000,8 +1917,8 @@ impl<T: 'static, C: Continuation<T>> Tail<T> for UnionTail<C, T> {
     #[inline(always)]
     fn push(&mut self, item: T, cx: &mut Cx<'_, '_>) {
         let mut g = self.seg.borrow_mut();
-        if g.ahead(self.side) {
-            g.pending.push_back((self.side, Early::Batch(item)));
+        if g.align.ahead(self.side) {
+            g.align.keep(self.side, Early::Batch(item));
         } else {
             g.next.push(item, cx)
         }
@@ -2009,8 +1926,8 @@ impl<T: 'static, C: Continuation<T>> Tail<T> for UnionTail<C, T> {
 
     fn watermark(&mut self, wm: u64, cx: &mut Cx<'_, '_>) {
         let mut g = self.seg.borrow_mut();
-        if g.ahead(self.side) {
-            g.pending.push_back((self.side, Early::Watermark(wm)));
+        if g.align.ahead(self.side) {
+            g.align.keep(self.side, Early::Watermark(wm));
         } else {
             g.watermark(self.side, wm, cx);
         }
@@ -2019,25 +1936,25 @@ impl<T: 'static, C: Continuation<T>> Tail<T> for UnionTail<C, T> {
     fn tick(&mut self, cx: &mut Cx<'_, '_>) {
         // Once per flush interval: from the first input still running.
         let mut g = self.seg.borrow_mut();
-        if g.ended[..self.side].iter().all(Option::is_some) {
+        if g.align.ended[..self.side].iter().all(Option::is_some) {
             g.next.tick(cx);
         }
     }
 
     fn barrier(&mut self, id: u64, cx: &mut Cx<'_, '_>) {
         let mut g = self.seg.borrow_mut();
-        if g.ahead(self.side) {
-            g.pending.push_back((self.side, Early::Barrier(id)));
+        if g.align.ahead(self.side) {
+            g.align.keep(self.side, Early::Barrier(id));
         } else {
-            g.at[self.side] = g.at[self.side].max(id);
+            g.align.barrier(self.side, id);
             g.pass(cx);
         }
     }
 
     fn end(&mut self, final_wm: u64, cx: &mut Cx<'_, '_>) {
         let mut g = self.seg.borrow_mut();
-        if g.ahead(self.side) {
-            g.pending.push_back((self.side, Early::End(final_wm)));
+        if g.align.ahead(self.side) {
+            g.align.keep(self.side, Early::End(final_wm));
         } else {
             g.end(self.side, final_wm, cx);
         }
