@@ -489,27 +489,6 @@ fn job_segments() -> Vec<String> {
         .unwrap_or_default()
 }
 
-fn rank_pid(tag: &str, rank: usize) -> Option<u32> {
-    for e in std::fs::read_dir("/proc").ok()?.flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) else {
-            continue;
-        };
-        let vars: Vec<&[u8]> = env.split(|&b| b == 0).collect();
-        let has = |v: &str| vars.contains(&v.as_bytes());
-        let tagged = has(&format!("AIR_TEST_TAG={tag}"));
-        let ranked =
-            has(&format!("PMI_RANK={rank}")) || has(&format!("OMPI_COMM_WORLD_RANK={rank}"));
-        let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
-        if tagged && ranked && comm.trim() == "air" {
-            return Some(pid);
-        }
-    }
-    None
-}
-
 /// Starts `mpirun -np np air run ysb` paced for a minute, tagged so the
 /// test can find its ranks (`rank_pid`), with extra environment `env`.
 fn start_tagged_run(np: usize, tag: &str, env: &[(&str, &str)]) -> std::process::Child {
@@ -535,7 +514,7 @@ fn start_tagged_run(np: usize, tag: &str, env: &[(&str, &str)]) -> std::process:
 fn wait_for_rank(tag: &str, rank: usize) -> u32 {
     let start = Instant::now();
     loop {
-        if let Some(p) = rank_pid(tag, rank) {
+        if let Some(p) = common::rank_pid(tag, rank) {
             return p;
         }
         assert!(

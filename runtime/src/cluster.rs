@@ -463,7 +463,7 @@ pub(crate) fn run<R, B>(
     cfg: &JobConfig,
     cluster: &ClusterConfig,
     edges: &[usize],
-    signature: u64,
+    agree: &[(&'static str, u64)],
     body: B,
 ) -> Result<(Vec<R>, Created), RuntimeError>
 where
@@ -477,14 +477,16 @@ where
         ("--workers", w as u64),
         ("--ring-bytes", cfg.ring_bytes as u64),
         ("the exchange edges of the graph", edges.len() as u64),
-        ("the graph's edges and their record types", signature),
         (
             "the graph's ring sizes",
             edges.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
                 (h ^ b as u64).wrapping_mul(0x0100_0000_01b3)
             }),
         ),
-    ] {
+    ]
+    .into_iter()
+    .chain(agree.iter().copied())
+    {
         // Every rank sees the same gathered values: all refuse together.
         let all = mpi.all_gather_u64(v);
         if all.iter().any(|&x| x != v) {

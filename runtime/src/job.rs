@@ -61,6 +61,12 @@ pub struct JobConfig {
     /// (docs/design.md, "Checkpoints"). `None` (default): no barriers.
     /// State is not written at barriers yet: this is the protocol alone.
     pub barrier_every: Option<Duration>,
+    /// Checkpoints written at the barriers (`--checkpoint-dir`): each
+    /// worker's state goes to `DIR/chk-n/`, and a job started with a
+    /// complete checkpoint in `DIR` resumes from it
+    /// ([`crate::dataflow::state`]). Needs `barrier_every`. `None`
+    /// (default): barriers carry no state.
+    pub checkpoint: Option<crate::dataflow::CheckpointConfig>,
     /// Run across the ranks of an MPI job (`None`: this process alone).
     pub cluster: Option<ClusterConfig>,
 }
@@ -87,6 +93,7 @@ impl Default for JobConfig {
             validate: false,
             key_groups: crate::keygroups::DEFAULT_KEY_GROUPS,
             barrier_every: None,
+            checkpoint: None,
             cluster: None,
         }
     }
@@ -361,10 +368,34 @@ where
     R: Send,
     B: for<'c> Fn(&WorkerInfo, Vec<EdgeChannels<'c>>) -> Result<R, RuntimeError> + Sync,
 {
-    let _ = signature;
+    run_workers_agreed(
+        cfg,
+        edges,
+        &[("the graph's edges and their record types", signature)],
+        body,
+    )
+}
+
+/// [`run_workers_counted`] where every rank must agree on each value of
+/// `agree` (what it is, its value): ranks that disagree refuse to start,
+/// naming it.
+///
+/// # Errors
+/// As [`run_workers_signed`].
+pub(crate) fn run_workers_agreed<R, B>(
+    cfg: &JobConfig,
+    edges: &[usize],
+    agree: &[(&'static str, u64)],
+    body: B,
+) -> Result<(Vec<R>, Created), RuntimeError>
+where
+    R: Send,
+    B: for<'c> Fn(&WorkerInfo, Vec<EdgeChannels<'c>>) -> Result<R, RuntimeError> + Sync,
+{
+    let _ = agree;
     if let Some(cluster) = &cfg.cluster {
         #[cfg(feature = "mpi")]
-        return crate::cluster::run(cfg, cluster, edges, signature, body);
+        return crate::cluster::run(cfg, cluster, edges, agree, body);
         #[cfg(not(feature = "mpi"))]
         match *cluster {}
     }

@@ -11,6 +11,7 @@
 #![deny(missing_docs)]
 
 pub mod channel;
+pub mod checkpoint;
 #[cfg(feature = "mpi")]
 pub mod cluster;
 pub mod data;

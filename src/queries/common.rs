@@ -1,5 +1,6 @@
 //! Options shared by every `air run` query.
 
+use air_runtime::dataflow::CheckpointConfig;
 use air_runtime::JobConfig;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -39,13 +40,40 @@ pub struct RuntimeArgs {
         value_parser = parse::max_parallelism
     )]
     pub max_parallelism: u32,
-    /// Place a checkpoint barrier every MS ms (wall clock from each
-    /// worker's start) and align it through every operator: the in-band
-    /// protocol of issue 31 alone (no state is written yet), for measuring
-    /// its cost. The report's `checkpoints` gives barriers and alignment
-    /// times. 1..=3600000. Hidden until checkpoints write state.
-    #[arg(long, hide = true, value_name = "MS", value_parser = parse::barrier_ms)]
-    pub barrier_ms: Option<u64>,
+    /// Take a checkpoint every MS ms (wall clock from each worker's
+    /// start): every source places a barrier in its stream and every
+    /// operator aligns it (docs/design.md, "Checkpoints"). With
+    /// `--checkpoint-dir` each worker's state is written at the barrier
+    /// (default there: 1000); without, only the barriers run (to measure
+    /// their cost). 1..=3600000.
+    #[arg(
+        long,
+        alias = "barrier-ms",
+        value_name = "MS",
+        value_parser = parse::barrier_ms
+    )]
+    pub checkpoint_ms: Option<u64>,
+    /// Write checkpoints to DIR (every rank must reach it: a shared file
+    /// system on a cluster) and, if DIR holds a complete checkpoint of the
+    /// same command, resume from the newest one (stderr says so). Output
+    /// files are then exactly-once: rows reach them only once the
+    /// checkpoint covering them is complete (docs/guide.md,
+    /// "Checkpoints").
+    #[arg(long, value_name = "DIR")]
+    pub checkpoint_dir: Option<std::path::PathBuf>,
+    /// Complete checkpoints kept in `--checkpoint-dir` (older ones are
+    /// deleted). 1..=1000.
+    #[arg(
+        long,
+        value_name = "K",
+        default_value_t = 2,
+        value_parser = clap::value_parser!(u64).range(1..=1000)
+    )]
+    pub checkpoints_retained: u64,
+    /// Ignore and delete the checkpoints in `--checkpoint-dir`: start from
+    /// the first event.
+    #[arg(long, requires = "checkpoint_dir")]
+    pub fresh: bool,
     /// Do not pin workers to CPUs.
     #[arg(long)]
     pub no_pin: bool,
@@ -199,6 +227,52 @@ impl RuntimeArgs {
     }
 }
 
+/// `--checkpoint-ms` with `--checkpoint-dir` when not given, ms.
+pub const DEFAULT_CHECKPOINT_MS: u64 = 1000;
+
+/// What makes a command this job for its checkpoints: a hash of its
+/// arguments, less those that change neither rows nor state (where
+/// checkpoints go, reports, plots, metrics, ring sizes, flush interval,
+/// pinning).
+pub fn command_identity() -> u64 {
+    /// Options that take a value.
+    const FREE: [&str; 11] = [
+        // The worker count is checked on its own (a clearer error).
+        "--workers",
+        "--checkpoint-dir",
+        "--checkpoints-retained",
+        "--checkpoint-ms",
+        "--barrier-ms",
+        "--report",
+        "--latency-plot",
+        "--metrics",
+        "--metrics-port",
+        "--flush-us",
+        "--ring-bytes",
+    ];
+    /// Switches.
+    const FREE_SWITCHES: [&str; 2] = ["--fresh", "--no-pin"];
+    let mut h = 0xcbf2_9ce4_8422_2325u64;
+    let mut skip_value = false;
+    for a in std::env::args().skip(1) {
+        if std::mem::take(&mut skip_value) {
+            continue;
+        }
+        let name = a.split('=').next().unwrap_or("");
+        if FREE_SWITCHES.contains(&name) {
+            continue;
+        }
+        if FREE.contains(&name) {
+            skip_value = !a.contains('=');
+            continue;
+        }
+        for b in a.bytes().chain([0]) {
+            h = (h ^ b as u64).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    h
+}
+
 /// `--ring-bytes` when not given, bytes (before the per-node budget).
 pub const DEFAULT_RING_BYTES: usize = 1 << 20;
 
@@ -226,7 +300,16 @@ impl RuntimeArgs {
             smt: self.smt,
             validate: self.validate,
             key_groups: self.max_parallelism,
-            barrier_every: self.barrier_ms.map(Duration::from_millis),
+            barrier_every: self
+                .checkpoint_ms
+                .or(self.checkpoint_dir.as_ref().map(|_| DEFAULT_CHECKPOINT_MS))
+                .map(Duration::from_millis),
+            checkpoint: self.checkpoint_dir.as_ref().map(|dir| CheckpointConfig {
+                dir: dir.clone(),
+                retained: self.checkpoints_retained as usize,
+                fresh: self.fresh,
+                job: command_identity(),
+            }),
             ..JobConfig::default()
         }
     }

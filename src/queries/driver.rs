@@ -169,15 +169,62 @@ pub struct CheckpointPart {
     pub alignments: u64,
     /// Alignment times, µs, as (value, count) pairs.
     pub alignment_us: Vec<(u64, u64)>,
+    /// What this rank wrote (`--checkpoint-dir`).
+    pub state: StateFigures,
+}
+
+/// Checkpoint state written by a rank or a job (`--checkpoint-dir`).
+#[derive(Debug, Clone, Copy, Default, Serialize, serde::Deserialize)]
+pub struct StateFigures {
+    /// The checkpoint the run resumed from (0: a fresh start).
+    pub resumed_from: u64,
+    /// The newest checkpoint known complete at the end.
+    pub newest_complete: u64,
+    /// Checkpoints whose manifest this rank (or job) wrote.
+    pub completed: u64,
+    /// Worker parts written.
+    pub parts_written: u64,
+    /// Worker parts that failed to be written (their checkpoints skipped).
+    pub parts_failed: u64,
+    /// Bytes of parts written.
+    pub bytes: u64,
+    /// Sum of part write times (temporary file, fsync, rename, manifest), µs.
+    pub write_us: u64,
+    /// Longest part write, µs.
+    pub write_max_us: u64,
+}
+
+impl StateFigures {
+    fn add(&mut self, o: &StateFigures) {
+        self.resumed_from = self.resumed_from.max(o.resumed_from);
+        self.newest_complete = self.newest_complete.max(o.newest_complete);
+        self.completed += o.completed;
+        self.parts_written += o.parts_written;
+        self.parts_failed += o.parts_failed;
+        self.bytes += o.bytes;
+        self.write_us += o.write_us;
+        self.write_max_us = self.write_max_us.max(o.write_max_us);
+    }
 }
 
 impl CheckpointPart {
     /// The figures in a rank's counters.
     pub fn of(st: &air_runtime::dataflow::Stats) -> CheckpointPart {
+        let max = |k: &str| st.get_max(k).unwrap_or(0);
         CheckpointPart {
-            barrier_last: st.get_max("sink_barrier_last").unwrap_or(0),
+            barrier_last: max("sink_barrier_last"),
             alignments: st.get("checkpoint_alignments"),
             alignment_us: air_runtime::metrics::histogram_pairs(&st.alignment),
+            state: StateFigures {
+                resumed_from: max("checkpoint_resumed_from"),
+                newest_complete: max("checkpoint_newest_complete"),
+                completed: st.get("checkpoints_completed"),
+                parts_written: st.get("checkpoint_parts_written"),
+                parts_failed: st.get("checkpoint_parts_failed"),
+                bytes: st.get("checkpoint_bytes"),
+                write_us: st.get("checkpoint_write_us"),
+                write_max_us: max("checkpoint_write_max_us"),
+            },
         }
     }
 }
@@ -195,6 +242,8 @@ pub struct CheckpointReport {
     /// Alignment time, µs, from the first input's barrier to the last
     /// one's, one sample per edge and barrier at each worker.
     pub alignment_us: AlignmentSummary,
+    /// The state written (`null` without `--checkpoint-dir`).
+    pub state: Option<StateFigures>,
 }
 
 /// Alignment time percentiles, µs (`null` without samples).
@@ -841,6 +890,7 @@ fn merge<Q: Query>(
     let mut hist = air_runtime::metrics::latency_histogram();
     let mut align = air_runtime::metrics::alignment_histogram();
     let (mut barrier_last, mut alignments) = (0, 0);
+    let mut state = StateFigures::default();
     let (mut skipped, mut late_partials, mut secs, mut uncollected) = (0, 0, 1e-9f64, 0);
     let mut input_error = None;
     let mut counters = std::collections::BTreeMap::new();
@@ -884,6 +934,7 @@ fn merge<Q: Query>(
         air_runtime::metrics::record_pairs(&mut align, &p.checkpoints.alignment_us);
         barrier_last = barrier_last.max(p.checkpoints.barrier_last);
         alignments += p.checkpoints.alignments;
+        state.add(&p.checkpoints.state);
         skipped += p.skipped;
         uncollected += p.uncollected_rows;
         late_partials += p.late_partials;
@@ -932,12 +983,17 @@ fn merge<Q: Query>(
             .filter_map(|p| p.input_lag_max_ms)
             .reduce(f64::max),
         params: q.params(),
-        checkpoints: q.runtime().barrier_ms.map(|ms| CheckpointReport {
-            barrier_every_ms: ms,
-            barrier_last,
-            alignments,
-            alignment_us: AlignmentSummary::of(&align),
-        }),
+        checkpoints: q
+            .runtime()
+            .job_config()
+            .barrier_every
+            .map(|every| CheckpointReport {
+                barrier_every_ms: every.as_millis() as u64,
+                barrier_last,
+                alignments,
+                alignment_us: AlignmentSummary::of(&align),
+                state: q.runtime().checkpoint_dir.is_some().then_some(state),
+            }),
         counters,
         stopped,
         unfired_windows: unfired,
@@ -1069,6 +1125,23 @@ pub fn summary_checkpoints(r: &Report, out: &mut dyn Write) -> std::io::Result<(
             us(a.p99_us),
             us(a.max_us)
         )?;
+        if let Some(st) = &c.state {
+            let from = match st.resumed_from {
+                0 => "a fresh start".to_string(),
+                n => format!("resumed from checkpoint {n}"),
+            };
+            writeln!(
+                out,
+                "  checkpoints: {from}; newest complete {}, {} parts written ({} bytes, write \
+                 mean {} µs, max {} µs), {} failed",
+                st.newest_complete,
+                thousands(st.parts_written),
+                thousands(st.bytes),
+                thousands(st.write_us / st.parts_written.max(1)),
+                thousands(st.write_max_us),
+                st.parts_failed
+            )?;
+        }
     }
     Ok(())
 }

@@ -145,6 +145,22 @@ impl Source for WaSource {
         }
     }
 
+    /// The generator's position (events generated); the paced generator
+    /// cannot resume yet (a job with checkpoints refuses it).
+    fn save(&self) -> Option<Vec<u8>> {
+        match self {
+            WaSource::Gen(g) => Some(g.generated().to_le_bytes().to_vec()),
+            WaSource::Paced(_) => None,
+        }
+    }
+
+    fn restore(&mut self, state: &[u8]) -> Result<(), String> {
+        match self {
+            WaSource::Gen(g) => g.skip_to(air_runtime::dataflow::state::read_u64(state, 0)?),
+            WaSource::Paced(_) => Err("the paced generator cannot resume".into()),
+        }
+    }
+
     fn report(&mut self, stats: &mut Stats) {
         if let Some(lag) = self.input_lag_max_ms() {
             // µs: maxima are integers.

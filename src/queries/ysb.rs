@@ -242,6 +242,22 @@ impl Source for YsbSource {
         }
     }
 
+    /// The generator's position (events generated); paced generators and
+    /// input files cannot resume yet (a job with checkpoints refuses them).
+    fn save(&self) -> Option<Vec<u8>> {
+        match self {
+            YsbSource::Gen(g) => Some(g.generated().to_le_bytes().to_vec()),
+            _ => None,
+        }
+    }
+
+    fn restore(&mut self, state: &[u8]) -> Result<(), String> {
+        match self {
+            YsbSource::Gen(g) => g.skip_to(air_runtime::dataflow::state::read_u64(state, 0)?),
+            _ => Err("only the unpaced generator resumes from a checkpoint".into()),
+        }
+    }
+
     fn report(&mut self, stats: &mut Stats) {
         match self {
             YsbSource::Paced(p) => {

@@ -178,3 +178,28 @@ pub fn threads_of(pid: u32) -> usize {
         })
         .unwrap_or(0)
 }
+
+/// The pid of rank `rank` of the `mpirun` job started with
+/// `AIR_TEST_TAG=<tag>` in its environment (MPICH's `PMI_RANK` or Open
+/// MPI's `OMPI_COMM_WORLD_RANK`), if it runs.
+#[allow(dead_code)] // not every test crate kills a rank
+pub fn rank_pid(tag: &str, rank: usize) -> Option<u32> {
+    for e in std::fs::read_dir("/proc").ok()?.flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) else {
+            continue;
+        };
+        let vars: Vec<&[u8]> = env.split(|&b| b == 0).collect();
+        let has = |v: &str| vars.contains(&v.as_bytes());
+        let tagged = has(&format!("AIR_TEST_TAG={tag}"));
+        let ranked =
+            has(&format!("PMI_RANK={rank}")) || has(&format!("OMPI_COMM_WORLD_RANK={rank}"));
+        let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+        if tagged && ranked && comm.trim() == "air" {
+            return Some(pid);
+        }
+    }
+    None
+}

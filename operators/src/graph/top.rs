@@ -268,6 +268,21 @@ where
     T: Record + WindowRow,
     SF: Score<T>,
 {
+    /// Its state at a checkpoint: every open window's rows, window by
+    /// window, in arrival order.
+    fn save_rows(&self) -> Vec<u8> {
+        let rows: Vec<T> = self.open.values().flatten().cloned().collect();
+        air_runtime::dataflow::state::records_to_bytes(&rows)
+    }
+
+    /// Takes back what [`WindowTopN::save_rows`] gave.
+    fn restore_rows(&mut self, state: &[u8]) -> Result<(), String> {
+        for r in air_runtime::dataflow::state::records_from_bytes::<T>(state)? {
+            self.open.entry(r.window_end()).or_default().push(r);
+        }
+        Ok(())
+    }
+
     /// Adds a batch of rows to their windows.
     fn add(&mut self, items: &[T::Item]) {
         for a in items {
@@ -333,6 +348,14 @@ where
             stats.add("collected_windows", self.windows);
         }
     }
+
+    fn save(&self) -> Option<Vec<u8>> {
+        Some(self.save_rows())
+    }
+
+    fn restore(&mut self, state: &[u8]) -> Result<(), String> {
+        self.restore_rows(state)
+    }
 }
 
 /// The operator of [`TopNExt::top_n`] at a window's owner: a
@@ -363,6 +386,14 @@ where
 
     fn report(&mut self, stats: &mut Stats) {
         self.0.report(stats);
+    }
+
+    fn save(&self) -> Option<Vec<u8>> {
+        Some(self.0.save_rows())
+    }
+
+    fn restore(&mut self, state: &[u8]) -> Result<(), String> {
+        self.0.restore_rows(state)
     }
 }
 
@@ -600,6 +631,9 @@ impl<T: Record> air_runtime::dataflow::Tail<T> for ToFirst<T> {
     }
     fn barrier(&mut self, id: u64, cx: &mut air_runtime::dataflow::Cx<'_, '_>) {
         self.out.barrier(id, cx)
+    }
+    fn barrier_safe(&self) -> bool {
+        true
     }
 }
 

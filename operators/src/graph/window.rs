@@ -608,6 +608,7 @@ where
     where
         A: AggregateFunction<P::Out>,
         P::Out: Record,
+        Partial<K, A::Acc>: Record,
     {
         let label = format!("window at {}", std::panic::Location::caller());
         let WindowedStream {
@@ -663,6 +664,9 @@ impl<T: ExchangeData, K: Hash, KF: Fn(&T) -> K + 'static> Tail<T> for KeyedTail<
     }
     fn barrier(&mut self, id: u64, cx: &mut Cx<'_, '_>) {
         self.out.barrier(id, cx)
+    }
+    fn barrier_safe(&self) -> bool {
+        true
     }
     fn report(&mut self, stats: &mut Stats) {
         stats.add("window_records", self.out.records);
@@ -735,6 +739,9 @@ where
             self.gate.barrier(id, cx);
         }
         self.out.barrier(id, cx)
+    }
+    fn barrier_safe(&self) -> bool {
+        true
     }
     fn report(&mut self, stats: &mut Stats) {
         stats.add("window_records", self.out.records);
@@ -1076,12 +1083,21 @@ where
     }
 
     fn barrier(&mut self, id: u64, cx: &mut Cx<'_, '_>) {
-        // The partials of open windows stay here: they are this segment's
-        // state at the barrier.
+        // With checkpoints the partials of open windows leave before the
+        // barrier (the owners merge them with the rest), so this tail keeps
+        // no state across it; without, they stay (barriers alone cost
+        // nothing more).
+        if air_runtime::dataflow::state::enabled() {
+            self.emit_closed(u64::MAX, cx);
+        }
         if G::ON {
             self.gate.barrier(id, cx);
         }
         self.out.barrier(id, cx);
+    }
+
+    fn barrier_safe(&self) -> bool {
+        true
     }
 
     fn report(&mut self, stats: &mut Stats) {

@@ -237,6 +237,56 @@ impl<K: Hash + Eq, A: AggregateFunction<T>, T, M: MapKind<K>> Core<K, A, T, M> {
             .count() as u64;
     }
 
+    /// Its state at a checkpoint: the watermark it fired up to, then every
+    /// open (or kept) window's accumulators as partials.
+    fn save(&self) -> Vec<u8>
+    where
+        K: Clone,
+        Partial<K, A::Acc>: Record,
+    {
+        let mut rows = Vec::new();
+        for (start, m) in &self.table.windows {
+            m.for_each_entry(|key, s| {
+                rows.push(Partial {
+                    start: *start,
+                    newest: s.newest,
+                    key: key.clone(),
+                    acc: s.acc.clone(),
+                })
+            });
+        }
+        air_runtime::dataflow::state::frame(
+            &[self.fired],
+            &air_runtime::dataflow::state::records_to_bytes(&rows),
+        )
+    }
+
+    /// Takes back what [`Core::save`] gave.
+    fn restore(&mut self, state: &[u8]) -> Result<(), String>
+    where
+        Partial<K, A::Acc>: Record,
+    {
+        let (values, body) = air_runtime::dataflow::state::unframe(state)?;
+        let [fired] = values[..] else {
+            return Err(format!("window state with {} values, not 1", values.len()));
+        };
+        self.fired = fired;
+        for p in air_runtime::dataflow::state::records_from_bytes::<Partial<K, A::Acc>>(body)? {
+            let i = self.table.index(p.start);
+            let mut acc = Some(p.acc);
+            let s = self.table.windows[i].1.get_or_insert_with(p.key, || Slot {
+                acc: acc.take().expect("once"),
+                newest: p.newest,
+            });
+            if let Some(acc) = acc {
+                // A key twice in one window: merge (not from our save).
+                self.agg.merge(&mut s.acc, acc);
+                s.newest = s.newest.max(p.newest);
+            }
+        }
+        Ok(())
+    }
+
     fn report(&mut self, stats: &mut Stats, late_name: &str) {
         stats.add("window_rows", self.rows);
         stats.add("refired_rows", self.refired);
@@ -312,6 +362,14 @@ where
         // watermark protocol is broken.
         self.core.report(stats, "late_partials");
     }
+
+    fn save(&self) -> Option<Vec<u8>> {
+        Some(self.core.save())
+    }
+
+    fn restore(&mut self, state: &[u8]) -> Result<(), String> {
+        self.core.restore(state)
+    }
 }
 
 /// Adds record `x` (event time `t`) to slot `s`.
@@ -336,6 +394,7 @@ where
     KF: Fn(&T) -> K + 'static,
     TF: Fn(&T) -> u64 + 'static,
     M: MapKind<K>,
+    Partial<K, A::Acc>: Record,
 {
     type In = T;
     type Out = Windowed<K, A::Out>;
@@ -405,5 +464,13 @@ where
     fn report(&mut self, stats: &mut Stats) {
         // Records for a window that already fired at their owner: late.
         self.core.report(stats, "late_records");
+    }
+
+    fn save(&self) -> Option<Vec<u8>> {
+        Some(self.core.save())
+    }
+
+    fn restore(&mut self, state: &[u8]) -> Result<(), String> {
+        self.core.restore(state)
     }
 }

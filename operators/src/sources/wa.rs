@@ -328,11 +328,62 @@ impl WaGenerator {
     pub fn generated(&self) -> u64 {
         self.generated
     }
+
+    /// Goes on as if it had generated `n` events already (a checkpoint's
+    /// position): O(1), every event is a function of its index.
+    ///
+    /// # Errors
+    /// It generated events already, or `n` is past its shard.
+    pub fn skip_to(&mut self, n: u64) -> Result<(), String> {
+        if self.generated != 0 {
+            return Err("the generator already generated events".into());
+        }
+        let shard = self
+            .cfg
+            .events
+            .saturating_sub(self.next)
+            .div_ceil(self.step);
+        if n > shard {
+            return Err(format!("position {n} is past this worker's {shard} events"));
+        }
+        let gap = Gap::of(self.cfg.events_per_s);
+        self.next += n * self.step;
+        self.time_ms = self.cfg.time_of(self.next);
+        self.time_rem = (self.next as u128 * gap.r as u128 % gap.num as u128) as u64;
+        self.generated = n;
+        Ok(())
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A generator moved to event `n` yields what one that generated `n`
+    /// events yields next, at every worker of 3.
+    #[test]
+    fn skip_to_continues_the_same_stream() {
+        let cfg = WaConfig {
+            events: 3_001,
+            events_per_s: 777.0,
+            ..WaConfig::default()
+        };
+        for w in 0..3 {
+            let mut whole = WaGenerator::new(&cfg, w, 3);
+            let mut all = vec![WaEvent::default(); 2_000];
+            let total = whole.fill(&mut all);
+            for n in [0u64, 1, 250, total as u64] {
+                let mut g = WaGenerator::new(&cfg, w, 3);
+                g.skip_to(n).unwrap();
+                let mut rest = vec![WaEvent::default(); 2_000];
+                let k = g.fill(&mut rest);
+                assert_eq!(&rest[..k], &all[n as usize..total], "worker {w} at {n}");
+            }
+            assert!(WaGenerator::new(&cfg, w, 3)
+                .skip_to(total as u64 + 1)
+                .is_err());
+        }
+    }
 
     #[test]
     fn shards_walk_the_same_events_as_the_definition() {

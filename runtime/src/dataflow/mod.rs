@@ -49,6 +49,7 @@ mod align;
 pub mod cx;
 pub mod late;
 pub mod pipe;
+pub mod state;
 pub mod stream;
 
 pub use cx::{Cx, EdgeConsumer, Outbox};
@@ -57,13 +58,14 @@ pub use pipe::{
     EventTime, Filter, FlatMap, Identity, IngestionTime, Inspect, Map, Pipe, Then,
     INGESTION_CLOCK_EVERY,
 };
+pub use state::{CheckpointConfig, Checkpoints, StateSlot};
 pub use stream::{
     Chain, Continuation, Dataflow, ExchangeTail, Head, KeyedStream, Op2Head, OpHead, Operator,
     Operator2, Out, Pass, Route, Sink, Source, SourceHead, SourcePoll, Stream, Tail, TeeHead,
     UnionHead, VecSource,
 };
 
-use crate::job::{run_workers_counted, EdgeChannels, JobConfig, Progress, WorkerInfo};
+use crate::job::{run_workers_agreed, EdgeChannels, JobConfig, Progress, WorkerInfo};
 use crate::metrics::{latency_histogram, ChannelMetrics, Histogram, LatencySummary};
 use crate::topology::WorkerPlacement;
 use crate::RuntimeError;
@@ -87,9 +89,10 @@ type EdgeSizes = Vec<(String, usize)>;
 
 thread_local! {
     static BATCH_RECORDS: Cell<usize> = const { Cell::new(1024) };
-    /// This worker's barrier schedule: its start and the interval
-    /// (`JobConfig::barrier_every`).
-    static BARRIERS: Cell<Option<(Instant, Duration)>> = const { Cell::new(None) };
+    /// This worker's barrier schedule: its start, the interval
+    /// (`JobConfig::barrier_every`) and the id it starts after (the
+    /// checkpoint a resumed job started from, else 0).
+    static BARRIERS: Cell<Option<(Instant, Duration, u64)>> = const { Cell::new(None) };
     /// Set when this worker staged something that its next flush tick must
     /// push on ([`mark_pending`]); cleared by the tick.
     static PENDING: Cell<bool> = const { Cell::new(false) };
@@ -124,10 +127,17 @@ pub fn dry_run(f: impl FnOnce()) -> Option<Vec<(String, usize)>> {
 /// barriers; sources place them at their flush ticks.
 pub fn barrier_due() -> Option<u64> {
     BARRIERS.with(|b| {
-        b.get().map(|(start, every)| {
-            (start.elapsed().as_nanos() / every.as_nanos().max(1)).min(u64::MAX as u128) as u64
+        b.get().map(|(start, every, base)| {
+            let n = (start.elapsed().as_nanos() / every.as_nanos().max(1)).min(u64::MAX as u128);
+            base.saturating_add(n as u64)
         })
     })
+}
+
+/// The id this worker's barriers start after: the checkpoint the job
+/// resumed from (its barriers go on from there), else 0.
+pub fn barrier_base() -> u64 {
+    BARRIERS.with(|b| b.get().map_or(0, |(_, _, base)| base))
 }
 
 /// Records per staged batch and per source poll on this worker
@@ -340,6 +350,8 @@ pub struct GraphOutput {
     /// The job was stopped early (SIGINT/SIGTERM): only windows every input
     /// read past fired.
     pub stopped: bool,
+    /// The checkpoint this run resumed from (`JobConfig::checkpoint`).
+    pub resumed_from: Option<u64>,
 }
 
 /// Builds the graph once on the calling thread (as worker 0 of `workers`)
@@ -375,8 +387,11 @@ pub fn plan<B>(workers: usize, build: &B) -> Result<Vec<(String, bool)>, Runtime
 where
     B: Fn(&Dataflow),
 {
-    plan_typed(workers, build).map(|v| v.into_iter().map(|(n, s, _)| (n, s)).collect())
+    plan_typed(workers, build).map(|(v, _)| v.into_iter().map(|(n, s, _)| (n, s)).collect())
 }
+
+/// A planned graph's edges (name, small rings, record type).
+type PlannedEdges = Vec<(String, bool, &'static str)>;
 
 /// The edges of a built graph as (name, small rings, record type).
 fn edge_list(b: &stream::Builder) -> Vec<(String, bool, &'static str)> {
@@ -390,7 +405,7 @@ fn edge_list(b: &stream::Builder) -> Vec<(String, bool, &'static str)> {
 fn plan_typed<B>(
     workers: usize,
     build: &B,
-) -> Result<Vec<(String, bool, &'static str)>, RuntimeError>
+) -> Result<(PlannedEdges, Vec<(String, bool)>), RuntimeError>
 where
     B: Fn(&Dataflow),
 {
@@ -405,7 +420,7 @@ where
     build(&df);
     let b = df.into_builder()?;
     check(&b)?;
-    Ok(edge_list(&b))
+    Ok((edge_list(&b), b.slots))
 }
 
 fn check(b: &stream::Builder) -> Result<(), RuntimeError> {
@@ -466,7 +481,27 @@ where
     let total = ranks * local;
     crate::keygroups::KeyGroups::new(cfg.key_groups, total)
         .map_err(|e| RuntimeError::Setup(e.to_string()))?;
-    let planned = plan_typed(total, &build)?;
+    let (planned, slots) = plan_typed(total, &build)?;
+    if cfg.checkpoint.is_some() {
+        if cfg.barrier_every.is_none() {
+            return Err(RuntimeError::Setup(
+                "checkpoints need checkpoint barriers: set JobConfig::barrier_every \
+                 (--checkpoint-ms)"
+                    .into(),
+            ));
+        }
+        let cannot: Vec<&str> = slots
+            .iter()
+            .filter(|(_, saves)| !saves)
+            .map(|(what, _)| what.as_str())
+            .collect();
+        if !cannot.is_empty() {
+            return Err(RuntimeError::Setup(format!(
+                "checkpoints: this graph keeps state that cannot be saved yet: {}",
+                cannot.join("; ")
+            )));
+        }
+    }
     // Every rank must build the same edges carrying the same types, and
     // split keys into the same key groups.
     let signature = planned.iter().fold(
@@ -524,10 +559,29 @@ where
     }
     let edge_ring_bytes = budgeted(edge_ring_bytes);
     let plan = crate::job::job_plan(cfg, &edge_ring_bytes);
-    let (workers, created) =
-        run_workers_counted(cfg, &edge_ring_bytes, signature, |info, channels| {
-            run_worker(cfg, info, channels, &build, &planned)
-        })?;
+    let checkpoints = match &cfg.checkpoint {
+        Some(c) => {
+            let ck = Checkpoints::open(c, signature, total)
+                .map_err(|e| RuntimeError::Setup(format!("checkpoints: {e}")))?;
+            Some(std::sync::Arc::new(ck))
+        }
+        None => None,
+    };
+    // Every rank resumes from the same checkpoint (or none), or none
+    // starts (a directory that is not shared, a rank that saw it damaged).
+    let resumed = checkpoints.as_ref().and_then(|c| c.resumed).unwrap_or(0);
+    let agree = [
+        ("the graph's edges and their record types", signature),
+        ("the checkpoint to resume from (--checkpoint-dir)", resumed),
+    ];
+    let ran = run_workers_agreed(cfg, &edge_ring_bytes, &agree, |info, channels| {
+        run_worker(cfg, info, channels, &build, &planned, checkpoints.clone())
+    });
+    if let Some(ck) = &checkpoints {
+        // Every part handed over is written before the job reports.
+        ck.drain();
+    }
+    let (workers, created) = ran?;
     let edges: Vec<String> = planned.into_iter().map(|(n, _, _)| n).collect();
     let mut stats = Stats::default();
     let mut channels = ChannelMetrics::default();
@@ -538,7 +592,25 @@ where
         stopped |= w.stopped;
     }
     let _ = start;
+    if let Some(ck) = &checkpoints {
+        use std::sync::atomic::Ordering::Relaxed;
+        let f = &ck.figures;
+        stats.add("checkpoint_parts_written", f.parts.load(Relaxed));
+        stats.add("checkpoint_parts_failed", f.failed.load(Relaxed));
+        stats.add("checkpoints_completed", f.completed.load(Relaxed));
+        stats.add("checkpoint_bytes", f.bytes.load(Relaxed));
+        stats.add("checkpoint_write_us", f.write_us.load(Relaxed));
+        stats.max("checkpoint_write_max_us", f.write_max_us.load(Relaxed));
+        stats.max(
+            "checkpoint_newest_complete",
+            f.newest_complete.load(Relaxed),
+        );
+        if let Some(id) = ck.resumed {
+            stats.max("checkpoint_resumed_from", id);
+        }
+    }
     Ok(GraphOutput {
+        resumed_from: checkpoints.as_ref().and_then(|c| c.resumed),
         ring_bytes: edge_ring_bytes
             .iter()
             .map(|&b| (total * local * b) as u64)
@@ -571,13 +643,35 @@ fn run_worker<B>(
     channels: Vec<EdgeChannels<'_>>,
     build: &B,
     planned: &[(String, bool, &'static str)],
+    checkpoints: Option<std::sync::Arc<Checkpoints>>,
 ) -> Result<WorkerReport, RuntimeError>
 where
     B: Fn(&Dataflow),
 {
-    BATCH_RECORDS.with(|b| b.set(cfg.batch_records.max(1)));
-    BARRIERS.with(|b| b.set(cfg.barrier_every.map(|every| (Instant::now(), every))));
     let me = info.index;
+    let resumed = checkpoints.as_ref().and_then(|c| c.resumed).unwrap_or(0);
+    BATCH_RECORDS.with(|b| b.set(cfg.batch_records.max(1)));
+    BARRIERS.with(|b| {
+        b.set(
+            cfg.barrier_every
+                .map(|every| (Instant::now(), every, resumed)),
+        )
+    });
+    if let Some(ck) = &checkpoints {
+        let part = ck
+            .resumed_part(me)
+            .map_err(|e| RuntimeError::Setup(format!("resuming worker {me}: {e}")))?;
+        state::begin(me, ck.clone(), part);
+    }
+    // The thread's checkpoint state ends with this function, however it
+    // returns.
+    struct EndState;
+    impl Drop for EndState {
+        fn drop(&mut self) {
+            let _ = state::end();
+        }
+    }
+    let _end_state = EndState;
     let df = Dataflow::new(info.clone());
     build(&df);
     let b = df.into_builder()?;
@@ -640,6 +734,7 @@ where
     }
     let mut sources: Vec<(Box<dyn stream::SourceDriver>, bool)> =
         b.sources.into_iter().map(|s| (s, false)).collect();
+    let n_slots = b.slots.len();
     let mut b = stream::Leftover {
         reporters: b.reporters,
     };
@@ -838,6 +933,12 @@ where
     }
     if !stats.alignment.is_empty() {
         stats.add("checkpoint_alignments", stats.alignment.len());
+    }
+    if let Some((parts, bytes, skipped)) = state::end() {
+        stats.add("checkpoint_parts", parts);
+        stats.add("checkpoint_part_bytes", bytes);
+        stats.add("checkpoints_skipped", skipped);
+        stats.max("state_slots", n_slots as u64);
     }
     for t in &tx {
         channels.add(&t.metrics);

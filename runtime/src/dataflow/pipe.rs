@@ -35,6 +35,28 @@ pub trait Pipe<In>: 'static {
         let _ = gate;
         false
     }
+    /// Appends the chain's state at a checkpoint barrier (its event-time
+    /// stage's newest event time and watermark, ms), stage by stage from
+    /// the first.
+    fn save(&self, out: &mut Vec<u64>) {
+        let _ = out;
+    }
+    /// Takes back what `save` appended, in the same order.
+    ///
+    /// # Errors
+    /// Too few values (a checkpoint of another graph).
+    fn restore(&mut self, state: &mut std::slice::Iter<'_, u64>) -> Result<(), String> {
+        let _ = state;
+        Ok(())
+    }
+}
+
+/// The next value of a chain's saved state ([`Pipe::restore`]).
+fn next_value(state: &mut std::slice::Iter<'_, u64>) -> Result<u64, String> {
+    state
+        .next()
+        .copied()
+        .ok_or_else(|| "the saved state of a chain is too short".to_string())
 }
 
 /// Delegates the watermark, tick and report of a chain to its inner chain.
@@ -51,6 +73,12 @@ macro_rules! inner_stage {
         }
         fn pass_late(&mut self, gate: &Rc<Cell<u64>>) -> bool {
             self.0.pass_late(gate)
+        }
+        fn save(&self, out: &mut Vec<u64>) {
+            self.0.save(out)
+        }
+        fn restore(&mut self, state: &mut std::slice::Iter<'_, u64>) -> Result<(), String> {
+            self.0.restore(state)
         }
     };
 }
@@ -165,6 +193,14 @@ impl<In, P: Pipe<In>, Q: Pipe<P::Out>> Pipe<In> for Then<P, Q> {
         // The stage whose watermark the chain reports (the later one).
         self.1.pass_late(gate) || self.0.pass_late(gate)
     }
+    fn save(&self, out: &mut Vec<u64>) {
+        self.0.save(out);
+        self.1.save(out);
+    }
+    fn restore(&mut self, state: &mut std::slice::Iter<'_, u64>) -> Result<(), String> {
+        self.0.restore(state)?;
+        self.1.restore(state)
+    }
 }
 
 /// The event-time stage of a source's chain ([`super::Stream::event_time`]):
@@ -270,6 +306,16 @@ impl<In, P: Pipe<In>, F: Fn(&P::Out) -> u64 + 'static> Pipe<In> for EventTime<P,
         self.gate = Some(gate.clone());
         true
     }
+    fn save(&self, out: &mut Vec<u64>) {
+        self.inner.save(out);
+        out.extend([self.newest, self.wm]);
+    }
+    fn restore(&mut self, state: &mut std::slice::Iter<'_, u64>) -> Result<(), String> {
+        self.inner.restore(state)?;
+        self.newest = next_value(state)?;
+        self.wm = next_value(state)?;
+        Ok(())
+    }
 }
 
 /// Ingestion time (Flink's `IngestionTime`), the processing-time stage of
@@ -349,5 +395,16 @@ impl<In, P: Pipe<In>> Pipe<In> for IngestionTime<P> {
     fn pass_late(&mut self, _gate: &Rc<Cell<u64>>) -> bool {
         // A time stage whose records are never behind its watermark.
         true
+    }
+    fn save(&self, out: &mut Vec<u64>) {
+        self.inner.save(out);
+        out.push(self.wm);
+    }
+    fn restore(&mut self, state: &mut std::slice::Iter<'_, u64>) -> Result<(), String> {
+        self.inner.restore(state)?;
+        // Stamps never go back, across a resume too.
+        self.wm = self.wm.max(next_value(state)?);
+        self.now = self.now.max(self.wm);
+        Ok(())
     }
 }

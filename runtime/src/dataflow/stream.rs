@@ -92,11 +92,30 @@ pub trait Source: Send + 'static {
     fn next_due(&self) -> Option<std::time::Instant> {
         None
     }
+    /// Its position at a checkpoint barrier (called between polls): the
+    /// bytes [`Source::restore`] needs to go on from exactly there on
+    /// resume (e.g. events yielded, a file's byte offset). `None` (the
+    /// default): it cannot, and a job with checkpoints
+    /// (`JobConfig::checkpoint`) refuses to start, naming it.
+    fn save(&self) -> Option<Vec<u8>> {
+        None
+    }
+    /// Goes to the position `save` gave (on resume, before the first
+    /// poll).
+    ///
+    /// # Errors
+    /// A position it cannot go to (the job then fails to start).
+    fn restore(&mut self, state: &[u8]) -> Result<(), String> {
+        let _ = state;
+        Err("this source cannot resume from a checkpoint".into())
+    }
 }
 
 /// A source over a vector (tests and examples).
 pub struct VecSource<T> {
     items: std::vec::IntoIter<T>,
+    /// Records yielded so far (its checkpoint position).
+    yielded: u64,
 }
 
 impl<T> VecSource<T> {
@@ -104,6 +123,7 @@ impl<T> VecSource<T> {
     pub fn new(items: Vec<T>) -> Self {
         VecSource {
             items: items.into_iter(),
+            yielded: 0,
         }
     }
 }
@@ -113,11 +133,28 @@ impl<T: Clone + Send + 'static> Source for VecSource<T> {
     fn poll(&mut self, buf: &mut Vec<T>, max: usize) -> SourcePoll {
         buf.clear();
         buf.extend(self.items.by_ref().take(max));
+        self.yielded += buf.len() as u64;
         if self.items.len() == 0 {
             SourcePoll::Done
         } else {
             SourcePoll::Ready
         }
+    }
+    fn save(&self) -> Option<Vec<u8>> {
+        Some(self.yielded.to_le_bytes().to_vec())
+    }
+    fn restore(&mut self, state: &[u8]) -> Result<(), String> {
+        let n = super::state::read_u64(state, 0)?;
+        let skip = usize::try_from(n).map_err(|_| format!("position {n} is too large"))?;
+        if skip > self.items.len() {
+            return Err(format!(
+                "position {n} is past the end of the input ({} records)",
+                self.items.len()
+            ));
+        }
+        self.items.by_ref().take(skip).for_each(drop);
+        self.yielded = n;
+        Ok(())
     }
 }
 
@@ -139,6 +176,14 @@ pub trait Tail<T>: 'static {
     /// before it (an outbox: [`Outbox::barrier`]); a sink notes it
     /// (docs/design.md, "Checkpoints").
     fn barrier(&mut self, id: u64, cx: &mut Cx<'_, '_>);
+    /// Whether a checkpoint may pass this tail: it holds nothing across a
+    /// barrier (it sends or flushes what it keeps before passing it on),
+    /// or saves what it keeps itself ([`super::Dataflow::state_slot`]).
+    /// `false` (the default) makes a job with checkpoints refuse to
+    /// start, naming it.
+    fn barrier_safe(&self) -> bool {
+        false
+    }
     /// Adds counters to `stats` once the job ended (also during the job
     /// for live metrics: see [`Source::report`]).
     fn report(&mut self, stats: &mut Stats) {
@@ -222,6 +267,22 @@ pub trait Operator: 'static {
     fn report(&mut self, stats: &mut Stats) {
         let _ = stats;
     }
+    /// Its state at a checkpoint barrier (everything it keeps between
+    /// batches that changes what it emits: windows, their accumulators, its
+    /// watermark), as bytes for [`Operator::restore`]; an operator that
+    /// keeps nothing returns an empty vector. `None` (the default): it
+    /// cannot, and a job with checkpoints refuses to start, naming it.
+    fn save(&self) -> Option<Vec<u8>> {
+        None
+    }
+    /// Takes back the state `save` gave (on resume, before any batch).
+    ///
+    /// # Errors
+    /// State it cannot read (the job then fails to start).
+    fn restore(&mut self, state: &[u8]) -> Result<(), String> {
+        let _ = state;
+        Err("this operator cannot resume from a checkpoint".into())
+    }
 }
 
 /// An operator fed by two exchange edges (a join): batches of each side,
@@ -255,6 +316,19 @@ pub trait Operator2: 'static {
     /// for live metrics: see [`Source::report`]).
     fn report(&mut self, stats: &mut Stats) {
         let _ = stats;
+    }
+    /// Its state at a checkpoint barrier ([`Operator::save`]). `None`
+    /// (the default): a job with checkpoints refuses to start.
+    fn save(&self) -> Option<Vec<u8>> {
+        None
+    }
+    /// Takes back the state `save` gave ([`Operator::restore`]).
+    ///
+    /// # Errors
+    /// State it cannot read.
+    fn restore(&mut self, state: &[u8]) -> Result<(), String> {
+        let _ = state;
+        Err("this operator cannot resume from a checkpoint".into())
     }
 }
 
@@ -304,12 +378,43 @@ pub trait Sink<T>: 'static {
     fn report(&mut self, stats: &mut Stats) {
         let _ = stats;
     }
+    /// Whether it takes part in checkpoints ([`Sink::barrier`],
+    /// [`Sink::restore`]). `false` (the default): a job with checkpoints
+    /// refuses to start, naming it.
+    fn checkpoints(&self) -> bool {
+        false
+    }
+    /// Checkpoint barrier `id` reached it: the rows written since the
+    /// previous barrier belong to checkpoint `id`. Returns the state to
+    /// save with the checkpoint (an exactly-once sink: the rows not yet
+    /// committed, to commit once checkpoint `id` is complete).
+    ///
+    /// # Errors
+    /// The job stops with the message.
+    fn barrier(&mut self, id: u64) -> Result<Vec<u8>, String> {
+        let _ = id;
+        Ok(Vec::new())
+    }
+    /// On resume (after `bind`, before any row): the state `barrier` gave
+    /// at the checkpoint resumed from.
+    ///
+    /// # Errors
+    /// The job fails to start with the message.
+    fn restore(&mut self, state: &[u8]) -> Result<(), String> {
+        let _ = state;
+        Ok(())
+    }
 }
 
+/// A closure sink takes part in checkpoints at least once: after a resume
+/// it is called again for the rows after the checkpoint resumed from.
 impl<T, F: FnMut(T) + 'static> Sink<T> for F {
     fn write(&mut self, row: T) -> Result<(), String> {
         self(row);
         Ok(())
+    }
+    fn checkpoints(&self) -> bool {
+        true
     }
 }
 
@@ -423,6 +528,9 @@ pub(crate) struct Builder {
     pub(crate) error: Option<String>,
     pub(crate) edges: Vec<EdgePlan>,
     pub(crate) sources: Vec<Box<dyn SourceDriver>>,
+    /// State slots in build order: (what keeps the state, whether it can
+    /// save it at a checkpoint).
+    pub(crate) slots: Vec<(String, bool)>,
 }
 
 /// The dataflow graph of one worker, as user code builds it (a handle:
@@ -443,6 +551,7 @@ impl Dataflow {
                 error: None,
                 edges: Vec::new(),
                 sources: Vec::new(),
+                slots: Vec::new(),
             })),
         }
     }
@@ -510,6 +619,21 @@ impl Dataflow {
     /// ```
     pub fn report_with(&self, f: impl FnMut(&mut Stats) + 'static) {
         self.b.borrow_mut().reporters.push(Box::new(f));
+    }
+
+    /// A slot for the state of a component that keeps state between
+    /// records (sources, operators and sinks get theirs from the runtime;
+    /// an operator crate's tail that keeps state takes one), in build
+    /// order: `what` names it in errors, `saves` says whether it can save
+    /// its state at a checkpoint (a job with checkpoints whose graph has a
+    /// slot that cannot is refused before any worker starts, naming
+    /// `what`). On resume, [`super::state::StateSlot::take_restored`] gives
+    /// what the slot saved at the checkpoint resumed from.
+    pub fn state_slot(&self, what: impl Into<String>, saves: bool) -> super::state::StateSlot {
+        let mut b = self.b.borrow_mut();
+        let index = b.slots.len() as u32;
+        b.slots.push((what.into(), saves));
+        super::state::new_slot(index)
     }
 
     /// Marks the graph as one that cannot run, with `why` (operators call
@@ -703,6 +827,15 @@ pub trait Continuation<In>: 'static {
     fn pipe_watermark(&self) -> Option<u64>;
     /// See [`Pipe::tick`].
     fn pipe_tick(&mut self);
+    /// See [`Pipe::save`].
+    fn pipe_save(&self, out: &mut Vec<u64>);
+    /// See [`Pipe::restore`].
+    ///
+    /// # Errors
+    /// See [`Pipe::restore`].
+    fn pipe_restore(&mut self, state: &mut std::slice::Iter<'_, u64>) -> Result<(), String>;
+    /// See [`Tail::barrier_safe`].
+    fn barrier_safe(&self) -> bool;
 }
 
 /// A fused chain `P` ending in tail `T`.
@@ -736,6 +869,15 @@ impl<In, P: Pipe<In>, T: Tail<P::Out>> Continuation<In> for Chain<P, T> {
     fn pipe_tick(&mut self) {
         self.0.tick()
     }
+    fn pipe_save(&self, out: &mut Vec<u64>) {
+        self.0.save(out)
+    }
+    fn pipe_restore(&mut self, state: &mut std::slice::Iter<'_, u64>) -> Result<(), String> {
+        self.0.restore(state)
+    }
+    fn barrier_safe(&self) -> bool {
+        self.1.barrier_safe()
+    }
 }
 
 /// The head of a source-driven segment.
@@ -745,17 +887,49 @@ pub struct SourceHead<S> {
 
 impl<S: Source> Head for SourceHead<S> {
     type Out = S::Item;
-    fn install<C: Continuation<S::Item>>(self, df: &Dataflow, next: C) {
+    fn install<C: Continuation<S::Item>>(mut self, df: &Dataflow, mut next: C) {
+        let what = format!("source {}", std::any::type_name::<S>());
+        let saves = self.source.save().is_some() && next.barrier_safe();
+        let mut slot = df.state_slot(what.clone(), saves);
+        if let Some(state) = slot.take_restored() {
+            if let Err(e) = restore_segment(&state, &mut next, |b| self.source.restore(b)) {
+                df.fail(format!("resuming the {what}: {e}"));
+            }
+        }
         let seg = SourceSeg {
             me: df.index(),
             head: self,
             next,
             buf: Vec::new(),
             records: 0,
-            barrier: 0,
+            barrier: super::barrier_base(),
+            slot,
         };
         df.b.borrow_mut().sources.push(Box::new(seg));
     }
+}
+
+/// Restores a segment's saved state ([`super::state::frame`]): its
+/// chain's values into `next`, the body with `body`.
+fn restore_segment<In, C: Continuation<In>>(
+    state: &[u8],
+    next: &mut C,
+    body: impl FnOnce(&[u8]) -> Result<(), String>,
+) -> Result<(), String> {
+    let (values, rest) = super::state::unframe(state)?;
+    let mut it = values.iter();
+    next.pipe_restore(&mut it)?;
+    if it.next().is_some() {
+        return Err("the saved state of its chain is too long".into());
+    }
+    body(rest)
+}
+
+/// A segment's state: its chain's values, then `body`.
+fn save_segment<In, C: Continuation<In>>(next: &C, body: Option<Vec<u8>>) -> Vec<u8> {
+    let mut values = Vec::new();
+    next.pipe_save(&mut values);
+    super::state::frame(&values, &body.unwrap_or_default())
 }
 
 struct SourceSeg<S: Source, C> {
@@ -766,6 +940,8 @@ struct SourceSeg<S: Source, C> {
     records: u64,
     /// The newest checkpoint barrier placed after its records.
     barrier: u64,
+    /// Its state's slot: the source's position and the chain's state.
+    slot: super::state::StateSlot,
 }
 
 impl<S, C> SourceSeg<S, C>
@@ -836,12 +1012,21 @@ where
         self.next.watermark(wm, cx);
         if let Some(id) = super::barrier_due().filter(|&id| id > self.barrier) {
             self.barrier = id;
+            if super::state::enabled() {
+                self.slot
+                    .save(id, save_segment(&self.next, self.head.source.save()));
+            }
             self.next.barrier(id, cx);
         }
     }
 
     fn finish(&mut self, stopped: bool, cx: &mut Cx<'_, '_>) {
         let wm = if stopped { self.wm() } else { u64::MAX };
+        if !stopped && super::state::enabled() {
+            // Read to its end: later checkpoints of this worker hold it so.
+            self.slot
+                .ended(save_segment(&self.next, self.head.source.save()));
+        }
         self.next.watermark(wm, cx);
         self.next.end(wm, cx);
     }
@@ -861,14 +1046,23 @@ pub struct OpHead<O> {
 
 impl<O: Operator> Head for OpHead<O> {
     type Out = O::Out;
-    fn install<C: Continuation<O::Out>>(self, df: &Dataflow, next: C) {
+    fn install<C: Continuation<O::Out>>(mut self, df: &Dataflow, mut next: C) {
         let me = df.index();
+        let what = format!("operator {}", std::any::type_name::<O>());
+        let saves = self.op.save().is_some() && next.barrier_safe();
+        let mut slot = df.state_slot(what.clone(), saves);
+        if let Some(state) = slot.take_restored() {
+            if let Err(e) = restore_segment(&state, &mut next, |b| self.op.restore(b)) {
+                df.fail(format!("resuming the {what}: {e}"));
+            }
+        }
         df.set_consumer(
             self.edge,
             Box::new(OpSeg {
                 op: self.op,
                 next,
                 me,
+                slot,
             }),
         );
     }
@@ -878,6 +1072,8 @@ struct OpSeg<O, C> {
     op: O,
     next: C,
     me: usize,
+    /// Its state's slot: the operator's and the chain's state.
+    slot: super::state::StateSlot,
 }
 
 impl<O, C> EdgeConsumer for OpSeg<O, C>
@@ -916,11 +1112,18 @@ where
     fn on_end(&mut self, final_wm: u64, cx: &mut Cx<'_, '_>) {
         let OpSeg { op, next, .. } = self;
         op.on_end(final_wm, &mut |o| next.push(o, cx));
+        if !crate::stop::requested() && super::state::enabled() {
+            self.slot.ended(save_segment(&self.next, self.op.save()));
+        }
+        let OpSeg { next, .. } = self;
         next.watermark(final_wm, cx);
         next.end(final_wm, cx);
     }
 
     fn on_barrier(&mut self, id: u64, cx: &mut Cx<'_, '_>) {
+        if super::state::enabled() {
+            self.slot.save(id, save_segment(&self.next, self.op.save()));
+        }
         self.next.barrier(id, cx);
     }
 
@@ -944,6 +1147,15 @@ pub struct Op2Head<O> {
 impl<O: Operator2> Head for Op2Head<O> {
     type Out = O::Out;
     fn install<C: Continuation<O::Out>>(self, df: &Dataflow, next: C) {
+        // Joins do not save their buffers yet: a job with checkpoints
+        // refuses them.
+        let _ = df.state_slot(
+            format!(
+                "two-input operator {} (joins cannot save their state yet)",
+                std::any::type_name::<O>()
+            ),
+            false,
+        );
         let shared = Rc::new(RefCell::new(Op2Seg {
             op: self.op,
             next,
@@ -1656,6 +1868,13 @@ impl<H: Head, P: Pipe<H::Out>> Stream<H, P> {
     pub fn sink<S: Sink<P::Out>>(self, mut sink: S) -> Dataflow {
         let me = self.df.index();
         sink.bind(me);
+        let what = format!("sink {}", std::any::type_name::<S>());
+        let mut slot = self.df.state_slot(what.clone(), sink.checkpoints());
+        if let Some(state) = slot.take_restored() {
+            if let Err(e) = sink.restore(&state) {
+                self.df.fail(format!("resuming the {what}: {e}"));
+            }
+        }
         self.end_in(SinkTail {
             sink,
             me,
@@ -1663,6 +1882,7 @@ impl<H: Head, P: Pipe<H::Out>> Stream<H, P> {
             dirty: false,
             barriers: 0,
             last_barrier: 0,
+            slot,
         })
     }
 
@@ -1965,6 +2185,21 @@ impl<T: 'static, C: Continuation<T>> Tail<T> for UnionTail<C, T> {
             self.seg.borrow_mut().next.report(stats);
         }
     }
+
+    fn barrier_safe(&self) -> bool {
+        // What it queues while aligning came after the barrier; its
+        // chain's state (an event-time stage after the union) is not saved.
+        let g = self.seg.borrow();
+        stateless_chain(&g.next)
+    }
+}
+
+/// Whether a continuation saves nothing in its chain and may pass a
+/// barrier (a chain after a union or a tee, whose state no segment saves).
+fn stateless_chain<T, C: Continuation<T> + ?Sized>(c: &C) -> bool {
+    let mut v = Vec::new();
+    c.pipe_save(&mut v);
+    v.is_empty() && c.barrier_safe()
 }
 
 /// What a [`Stream::tee`] shares between its branches until both are
@@ -2025,6 +2260,9 @@ impl<T: Clone + 'static> Tail<T> for TeeTail<T> {
     fn barrier(&mut self, id: u64, cx: &mut Cx<'_, '_>) {
         self.a.barrier(id, cx);
         self.b.barrier(id, cx);
+    }
+    fn barrier_safe(&self) -> bool {
+        stateless_chain(&*self.a) && stateless_chain(&*self.b)
     }
 
     fn report(&mut self, stats: &mut Stats) {
@@ -2147,6 +2385,9 @@ where
     fn barrier(&mut self, id: u64, cx: &mut Cx<'_, '_>) {
         self.out.barrier(id, cx)
     }
+    fn barrier_safe(&self) -> bool {
+        true
+    }
 }
 
 struct SinkTail<S> {
@@ -2157,6 +2398,8 @@ struct SinkTail<S> {
     /// Checkpoint barriers that reached it, and the newest one's id.
     barriers: u64,
     last_barrier: u64,
+    /// Its state's slot ([`Sink::barrier`]).
+    slot: super::state::StateSlot,
 }
 
 impl<S> SinkTail<S> {
@@ -2195,12 +2438,26 @@ impl<T, S: Sink<T>> Tail<T> for SinkTail<S> {
     fn end(&mut self, _final_wm: u64, cx: &mut Cx<'_, '_>) {
         let r = self.sink.close();
         self.check(r, cx);
+        if !crate::stop::requested() && super::state::enabled() {
+            // Closed: every row is out; nothing is left to commit.
+            self.slot.ended(Vec::new());
+        }
     }
-    fn barrier(&mut self, id: u64, _cx: &mut Cx<'_, '_>) {
+    fn barrier(&mut self, id: u64, cx: &mut Cx<'_, '_>) {
         if id > self.last_barrier {
             self.last_barrier = id;
             self.barriers += 1;
+            if super::state::enabled() {
+                match self.sink.barrier(id) {
+                    Ok(state) => self.slot.save(id, state),
+                    Err(e) => self.check(Err(e), cx),
+                }
+            }
         }
+    }
+    fn barrier_safe(&self) -> bool {
+        // Its slot says whether the sink takes part.
+        true
     }
     fn report(&mut self, stats: &mut Stats) {
         stats.add("sink_rows", self.rows);

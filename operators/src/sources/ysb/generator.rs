@@ -235,6 +235,38 @@ impl YsbGenerator {
         crate::sources::pace::fill_paced(self, out, pacer, now)
     }
 
+    /// Goes on as if it had generated `n` events already (a checkpoint's
+    /// position): the same events follow as in a run that generated them.
+    /// O(1): the stream's state and the event-time counter jump.
+    ///
+    /// # Errors
+    /// It generated events already, or `n` is past its budget.
+    pub fn skip_to(&mut self, n: u64) -> Result<(), String> {
+        if self.generated != 0 {
+            return Err("the generator already generated events".into());
+        }
+        if let Some(q) = self.quota.filter(|&q| n > q) {
+            return Err(format!("position {n} is past this worker's {q} events"));
+        }
+        let per_event = DRAWS_PER_EVENT
+            .wrapping_mul(WY_STEP)
+            .wrapping_add(self.skip);
+        self.rng.advance(n.wrapping_mul(per_event));
+        if let TimeState::Deterministic {
+            rate, q, r, dq, dr, ..
+        } = &mut self.time
+        {
+            let total = *r as u128 + n as u128 * *dr as u128;
+            *q = (*q as u128 + n as u128 * *dq as u128 + total / *rate as u128) as u64;
+            *r = (total % *rate as u128) as u64;
+        }
+        self.generated = n;
+        if let Some(rem) = &mut self.remaining {
+            *rem -= n;
+        }
+        Ok(())
+    }
+
     /// Events generated so far by this worker.
     pub fn generated(&self) -> u64 {
         self.generated
@@ -291,5 +323,43 @@ fn generate(
             event_type,
         };
         rng.advance(skip);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A generator moved to event `n` ([`YsbGenerator::skip_to`]) yields
+    /// exactly the events a generator that generated `n` yields next
+    /// (deterministic event times included), at every worker of 3.
+    #[test]
+    fn skip_to_continues_the_same_stream() {
+        let ads: Arc<[u128]> = (1..=50u128).collect::<Vec<_>>().into();
+        let config = YsbGenConfig {
+            seed: 7,
+            ads,
+            events: Some(3_000),
+            event_time: EventTimeMode::Deterministic {
+                start_ms: 1_000,
+                events_per_s: 333,
+            },
+        };
+        for w in 0..3 {
+            let mut whole = YsbGenerator::new(&config, w, 3);
+            let mut all = vec![YsbEvent::default(); 1_000];
+            assert_eq!(whole.fill(&mut all), 1_000);
+            for n in [0u64, 1, 17, 999, 1_000] {
+                let mut g = YsbGenerator::new(&config, w, 3);
+                g.skip_to(n).unwrap();
+                let mut rest = vec![YsbEvent::default(); 1_000];
+                let k = g.fill(&mut rest);
+                assert_eq!(k as u64, 1_000 - n, "worker {w} at {n}");
+                assert_eq!(&rest[..k], &all[n as usize..], "worker {w} at {n}");
+                assert_eq!(g.generated(), 1_000);
+            }
+            let mut g = YsbGenerator::new(&config, w, 3);
+            assert!(g.skip_to(1_001).is_err());
+        }
     }
 }

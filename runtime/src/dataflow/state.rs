@@ -1,0 +1,488 @@
+//! Operator state at checkpoint barriers: what each worker saves, where it
+//! goes, and what a resumed worker gets back (docs/design.md,
+//! "Checkpoints").
+//!
+//! At build time every component that keeps state between records (a
+//! source's position, an operator's windows, a sink's rows not yet
+//! committed) takes a *slot* ([`Dataflow::state_slot`]); slots are numbered
+//! in build order, which is the same on every run of the same graph. When
+//! a component handles barrier `n` it saves its state into its slot
+//! ([`save`]); once every slot of the worker saved `n`, the worker's part of
+//! checkpoint `n` is complete and goes to this process's writer thread,
+//! which writes it ([`crate::checkpoint::Store::write_part`]) while the
+//! worker runs on. A resumed worker's components find their saved state in
+//! [`StateSlot::restored`].
+//!
+//! [`Dataflow::state_slot`]: super::Dataflow::state_slot
+
+use crate::checkpoint::{CheckpointError, Part, Store};
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::Instant;
+
+/// Where a job writes its checkpoints and how it resumes
+/// (`JobConfig::checkpoint`; `air run --checkpoint-dir`).
+#[derive(Debug, Clone)]
+pub struct CheckpointConfig {
+    /// The directory (every rank must reach it: a shared file system on a
+    /// cluster). Checkpoint `n` is `DIR/chk-{n:08}/`.
+    pub dir: PathBuf,
+    /// Complete checkpoints kept (older ones are deleted), at least 1.
+    pub retained: usize,
+    /// Ignore and delete the checkpoints in `dir` (`--fresh`): start from
+    /// the first event.
+    pub fresh: bool,
+    /// What makes this job this job beyond its graph: a hash of the
+    /// options that change results and of its inputs (the caller's). A
+    /// checkpoint of another job is refused.
+    pub job: u64,
+}
+
+/// A part handed to the writer: (checkpoint, worker, slots).
+type PartJob = (u64, usize, Vec<(u32, Vec<u8>)>);
+
+/// Per-process checkpoint figures, summed over its workers' parts.
+#[derive(Debug, Default)]
+pub struct WriterFigures {
+    /// Parts written.
+    pub parts: AtomicU64,
+    /// Parts that failed to be written (counted, skipped: the job runs on).
+    pub failed: AtomicU64,
+    /// Checkpoints this process completed (wrote the manifest of).
+    pub completed: AtomicU64,
+    /// Bytes of parts written.
+    pub bytes: AtomicU64,
+    /// Sum of part write times (temp file, fsync, rename), µs.
+    pub write_us: AtomicU64,
+    /// Longest part write, µs.
+    pub write_max_us: AtomicU64,
+    /// The newest checkpoint this process knows complete (it wrote or saw
+    /// its manifest).
+    pub newest_complete: AtomicU64,
+}
+
+/// A job's checkpoints in this process: the store, the writer thread, the
+/// part a resumed job starts from.
+pub struct Checkpoints {
+    store: Arc<Store>,
+    tx: Mutex<Option<mpsc::Sender<PartJob>>>,
+    writer: Mutex<Option<std::thread::JoinHandle<()>>>,
+    /// What the writer did.
+    pub figures: Arc<WriterFigures>,
+    /// The checkpoint this run resumed from.
+    pub resumed: Option<u64>,
+    /// Warnings to print (a damaged newer checkpoint skipped…).
+    pub warnings: Vec<String>,
+    first_error: Arc<Mutex<Option<String>>>,
+}
+
+impl std::fmt::Debug for Checkpoints {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Checkpoints")
+            .field("dir", &self.store.dir())
+            .field("resumed", &self.resumed)
+            .finish()
+    }
+}
+
+impl Checkpoints {
+    /// Opens `cfg.dir` for a job of `workers` workers whose graph has
+    /// signature `graph`: clears it with `cfg.fresh`, else finds the newest
+    /// complete checkpoint to resume from. Starts the writer thread.
+    ///
+    /// # Errors
+    /// The directory cannot be made or read; it holds another job's
+    /// checkpoints; every complete checkpoint in it is damaged.
+    pub fn open(
+        cfg: &CheckpointConfig,
+        graph: u64,
+        workers: usize,
+    ) -> Result<Checkpoints, CheckpointError> {
+        // The worker count is checked on its own (a clearer error).
+        let signature = graph ^ cfg.job.rotate_left(17);
+        let store = Arc::new(Store::open(
+            cfg.dir.clone(),
+            signature,
+            workers,
+            cfg.retained.max(1),
+        )?);
+        let (resumed, warnings) = if cfg.fresh {
+            store.clear()?;
+            (None, Vec::new())
+        } else {
+            let (c, w) = store.newest_complete()?;
+            (c.map(|c| c.id), w)
+        };
+        for w in &warnings {
+            crate::say!("air: {w}");
+        }
+        if let Some(id) = resumed {
+            crate::say!(
+                "air: resuming from checkpoint {id} in {} (--fresh starts over)",
+                cfg.dir.display()
+            );
+        }
+        let figures = Arc::new(WriterFigures::default());
+        if let Some(id) = resumed {
+            figures.newest_complete.store(id, Ordering::Relaxed);
+        }
+        let (tx, rx) = mpsc::channel::<PartJob>();
+        let first_error = Arc::new(Mutex::new(None));
+        let writer = {
+            let (store, figures, first_error) =
+                (store.clone(), figures.clone(), first_error.clone());
+            std::thread::Builder::new()
+                .name("air-checkpoint".into())
+                .spawn(move || {
+                    for (id, worker, slots) in rx {
+                        let refs: Vec<(u32, &[u8])> =
+                            slots.iter().map(|(s, b)| (*s, b.as_slice())).collect();
+                        let t = Instant::now();
+                        match store.write_part(id, worker, &refs) {
+                            Ok(w) => {
+                                let us = t.elapsed().as_micros() as u64;
+                                figures.parts.fetch_add(1, Ordering::Relaxed);
+                                figures.bytes.fetch_add(w.bytes, Ordering::Relaxed);
+                                figures.write_us.fetch_add(us, Ordering::Relaxed);
+                                figures.write_max_us.fetch_max(us, Ordering::Relaxed);
+                                if w.completed {
+                                    figures.completed.fetch_add(1, Ordering::Relaxed);
+                                    figures.newest_complete.fetch_max(id, Ordering::Relaxed);
+                                }
+                            }
+                            Err(e) => {
+                                figures.failed.fetch_add(1, Ordering::Relaxed);
+                                let mut f = first_error.lock().unwrap_or_else(|e| e.into_inner());
+                                if f.is_none() {
+                                    crate::say!(
+                                        "air: checkpoint {id} skipped: worker {worker}'s part \
+                                         was not written ({e}); the job runs on"
+                                    );
+                                    *f = Some(e.to_string());
+                                }
+                            }
+                        }
+                    }
+                })
+                .map_err(|e| CheckpointError::Io {
+                    path: cfg.dir.clone(),
+                    source: e,
+                })?
+        };
+        Ok(Checkpoints {
+            store,
+            tx: Mutex::new(Some(tx)),
+            writer: Mutex::new(Some(writer)),
+            figures,
+            resumed,
+            warnings,
+            first_error,
+        })
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// Worker `worker`'s part of the checkpoint this run resumes from.
+    ///
+    /// # Errors
+    /// The part cannot be read or is damaged (naming its file).
+    pub fn resumed_part(&self, worker: usize) -> Result<Option<Part>, CheckpointError> {
+        match self.resumed {
+            Some(id) => self.store.read_part(id, worker).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// Whether checkpoint `id` is complete (its manifest is on disk).
+    pub fn is_complete(&self, id: u64) -> bool {
+        if self.figures.newest_complete.load(Ordering::Relaxed) >= id {
+            return true;
+        }
+        let done = self.store.is_complete(id);
+        if done {
+            self.figures
+                .newest_complete
+                .fetch_max(id, Ordering::Relaxed);
+        }
+        done
+    }
+
+    /// The directory.
+    pub fn dir(&self) -> PathBuf {
+        self.store.dir().to_path_buf()
+    }
+
+    fn send(&self, job: PartJob) {
+        if let Some(tx) = self.tx.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+            let _ = tx.send(job);
+        }
+    }
+
+    /// Waits until every part handed over is written (or failed).
+    pub fn drain(&self) {
+        self.tx.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(w) = self.writer.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            let _ = w.join();
+        }
+    }
+
+    /// The first write error, if any part failed.
+    pub fn first_error(&self) -> Option<String> {
+        self.first_error
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+}
+
+impl Drop for Checkpoints {
+    fn drop(&mut self) {
+        self.drain();
+    }
+}
+
+/// A component's place in its worker's checkpoints
+/// ([`super::Dataflow::state_slot`]).
+#[derive(Debug)]
+pub struct StateSlot {
+    index: u32,
+    restored: Option<Vec<u8>>,
+}
+
+impl StateSlot {
+    /// The slot's number (build order at its worker).
+    pub fn index(&self) -> u32 {
+        self.index
+    }
+
+    /// The state saved in this slot by the checkpoint the job resumes
+    /// from (`None`: a fresh start, or no checkpoints). Taken once.
+    pub fn take_restored(&mut self) -> Option<Vec<u8>> {
+        self.restored.take()
+    }
+
+    /// Saves `state` as this slot's state at barrier `id`
+    /// ([`save`]).
+    pub fn save(&self, id: u64, state: Vec<u8>) {
+        save(self.index, id, state)
+    }
+
+    /// This slot's component ended with `state`: every later checkpoint of
+    /// this worker holds it ([`ended`]).
+    pub fn ended(&self, state: Vec<u8>) {
+        ended(self.index, state)
+    }
+}
+
+/// One worker's checkpoint state (thread-local while it runs).
+struct WorkerState {
+    worker: usize,
+    ck: Arc<Checkpoints>,
+    /// Slot count (fixed after the build).
+    slots: usize,
+    /// Saved so far, per checkpoint id still incomplete at this worker.
+    building: BTreeMap<u64, Vec<Option<Vec<u8>>>>,
+    /// Final states of ended components.
+    ended: BTreeMap<u32, Vec<u8>>,
+    /// The part this worker resumes from.
+    restored: Option<Part>,
+    /// Checkpoints abandoned here (a component skipped the id).
+    skipped: u64,
+    /// Parts handed to the writer.
+    parts: u64,
+    /// Bytes handed to the writer.
+    bytes: u64,
+    /// The newest checkpoint id this worker's part went out for.
+    last: u64,
+}
+
+thread_local! {
+    static WORKER: RefCell<Option<WorkerState>> = const { RefCell::new(None) };
+}
+
+/// Sets up the calling thread as worker `worker` of a job with
+/// checkpoints; `restored` is its part of the checkpoint it resumes from.
+pub(crate) fn begin(worker: usize, ck: Arc<Checkpoints>, restored: Option<Part>) {
+    WORKER.with(|w| {
+        *w.borrow_mut() = Some(WorkerState {
+            worker,
+            ck,
+            slots: 0,
+            building: BTreeMap::new(),
+            ended: BTreeMap::new(),
+            restored,
+            skipped: 0,
+            parts: 0,
+            bytes: 0,
+            last: 0,
+        })
+    });
+}
+
+/// What this worker did, once it ended: (parts, bytes, skipped). Clears
+/// the thread's state.
+pub(crate) fn end() -> Option<(u64, u64, u64)> {
+    WORKER.with(|w| w.borrow_mut().take().map(|s| (s.parts, s.bytes, s.skipped)))
+}
+
+/// Whether this thread runs a worker of a job with checkpoints.
+pub fn enabled() -> bool {
+    WORKER.with(|w| w.borrow().is_some())
+}
+
+/// This job's checkpoints, on a worker thread of a job with checkpoints.
+pub fn checkpoints() -> Option<Arc<Checkpoints>> {
+    WORKER.with(|w| w.borrow().as_ref().map(|s| s.ck.clone()))
+}
+
+/// A new slot at this worker (build time): its number and what the
+/// resumed checkpoint saved in it.
+pub(crate) fn new_slot(index: u32) -> StateSlot {
+    let restored = WORKER.with(|w| {
+        let mut w = w.borrow_mut();
+        let s = w.as_mut()?;
+        s.slots = s.slots.max(index as usize + 1);
+        s.restored
+            .as_ref()
+            .and_then(|p| p.slot(index))
+            .map(|b| b.to_vec())
+    });
+    StateSlot { index, restored }
+}
+
+/// Saves slot `slot`'s state at barrier `id`. Once every slot of this
+/// worker saved `id` (or ended), the worker's part of checkpoint `id` goes
+/// to the writer. A slot that saves `id` while an older checkpoint still
+/// lacks it skipped that one (barrier ids skip when a source was busy):
+/// the older one is abandoned at this worker. Nothing happens without
+/// checkpoints.
+pub fn save(slot: u32, id: u64, state: Vec<u8>) {
+    WORKER.with(|w| {
+        let mut w = w.borrow_mut();
+        let Some(s) = w.as_mut() else { return };
+        if id <= s.last {
+            return;
+        }
+        let n = s.slots;
+        // Older checkpoints this slot skipped can never complete here.
+        let stale: Vec<u64> = s
+            .building
+            .iter()
+            .filter(|(&k, v)| k < id && v[slot as usize].is_none())
+            .map(|(&k, _)| k)
+            .collect();
+        for k in stale {
+            s.building.remove(&k);
+            s.skipped += 1;
+        }
+        let part = s.building.entry(id).or_insert_with(|| vec![None; n]);
+        part[slot as usize] = Some(state);
+        try_complete(s);
+    })
+}
+
+/// Slot `slot`'s component ended, its final state `state`: every
+/// checkpoint this worker still builds, and every later one, holds it.
+pub fn ended(slot: u32, state: Vec<u8>) {
+    WORKER.with(|w| {
+        let mut w = w.borrow_mut();
+        let Some(s) = w.as_mut() else { return };
+        for part in s.building.values_mut() {
+            if part[slot as usize].is_none() {
+                part[slot as usize] = Some(state.clone());
+            }
+        }
+        s.ended.insert(slot, state);
+        try_complete(s);
+    })
+}
+
+/// Hands every checkpoint complete at this worker (oldest first) to the
+/// writer.
+fn try_complete(s: &mut WorkerState) {
+    while let Some((&id, part)) = s.building.iter_mut().next() {
+        for (k, v) in &s.ended {
+            if part[*k as usize].is_none() {
+                part[*k as usize] = Some(v.clone());
+            }
+        }
+        if part.iter().any(|p| p.is_none()) {
+            break;
+        }
+        let part = s.building.remove(&id).expect("present");
+        let slots: Vec<(u32, Vec<u8>)> = part
+            .into_iter()
+            .enumerate()
+            .map(|(k, b)| (k as u32, b.expect("complete")))
+            .collect();
+        s.parts += 1;
+        s.bytes += slots.iter().map(|(_, b)| b.len() as u64).sum::<u64>();
+        s.last = id;
+        s.ck.send((id, s.worker, slots));
+    }
+}
+
+/// The little-endian `u64` at byte `at` of a saved state.
+///
+/// # Errors
+/// The state is too short.
+pub fn read_u64(state: &[u8], at: usize) -> Result<u64, String> {
+    state
+        .get(at..at + 8)
+        .map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")))
+        .ok_or_else(|| format!("saved state of {} bytes is too short", state.len()))
+}
+
+/// A segment's saved state: `values` (its chain's, [`super::Pipe::save`])
+/// then `body` (its source's or operator's): `[count, values…, body]`,
+/// little-endian `u64`s.
+pub fn frame(values: &[u64], body: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(8 * (values.len() + 1) + body.len());
+    out.extend_from_slice(&(values.len() as u64).to_le_bytes());
+    for v in values {
+        out.extend_from_slice(&v.to_le_bytes());
+    }
+    out.extend_from_slice(body);
+    out
+}
+
+/// What [`frame`] made: (values, body).
+///
+/// # Errors
+/// Bytes [`frame`] did not make (too short).
+pub fn unframe(state: &[u8]) -> Result<(Vec<u64>, &[u8]), String> {
+    let n = read_u64(state, 0)? as usize;
+    let end = n
+        .checked_add(1)
+        .and_then(|k| k.checked_mul(8))
+        .filter(|&e| e <= state.len())
+        .ok_or_else(|| format!("saved state of {} bytes is too short", state.len()))?;
+    let values = (0..n)
+        .map(|i| read_u64(state, 8 * (i + 1)))
+        .collect::<Result<Vec<u64>, String>>()?;
+    Ok((values, &state[end..]))
+}
+
+/// Records as saved state (an rkyv archive of the vector).
+#[allow(clippy::ptr_arg)]
+pub fn records_to_bytes<T: crate::ExchangeData>(items: &Vec<T>) -> Vec<u8> {
+    T::to_bytes(items).to_vec()
+}
+
+/// The records [`records_to_bytes`] saved (validated: the bytes come from
+/// disk).
+///
+/// # Errors
+/// Bytes that are not such an archive.
+pub fn records_from_bytes<T: crate::Record>(state: &[u8]) -> Result<Vec<T>, String> {
+    let mut aligned = rkyv::util::AlignedVec::<16>::with_capacity(state.len());
+    aligned.extend_from_slice(state);
+    let items = T::read_batch_validated(&aligned)?;
+    Ok(items.iter().map(T::from_archived).collect())
+}

@@ -1,0 +1,465 @@
+//! Checkpoints that survive `kill -9` (issue 31): `air run … --checkpoint-dir
+//! DIR` is killed at random points, rerun with the same command until it
+//! ends, and its output equals an uninterrupted run's, byte for byte after
+//! sorting (exactly-once: no row lost, none twice). Also: a damaged newest
+//! checkpoint falls back to the one before with a warning, a checkpoint of
+//! another job or worker count is refused with an error naming the
+//! manifest, `--fresh` starts over, and a graph with state that cannot be
+//! saved yet is refused before it runs.
+
+mod common;
+
+use common::text;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const AIR: &str = env!("CARGO_BIN_EXE_air");
+
+fn sorted_lines(p: &Path) -> Vec<String> {
+    let mut rows: Vec<String> = std::fs::read_to_string(p)
+        .unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+        .lines()
+        .map(str::to_string)
+        .collect();
+    rows.sort();
+    rows
+}
+
+/// Asserts that `got` has exactly `want`'s lines (sorted), naming a few
+/// missing and extra ones.
+fn assert_same_rows(got: &Path, want: &Path, what: &str) {
+    let (g, w) = (sorted_lines(got), sorted_lines(want));
+    if g == w {
+        return;
+    }
+    let missing: Vec<&String> = w.iter().filter(|l| !g.contains(l)).take(5).collect();
+    let extra: Vec<&String> = g.iter().filter(|l| !w.contains(l)).take(5).collect();
+    panic!(
+        "{what}: {} rows, the uninterrupted run has {}; missing {missing:?}, extra {extra:?}",
+        g.len(),
+        w.len()
+    );
+}
+
+fn air(args: &[&str]) -> Output {
+    Command::new(AIR).args(args).output().expect("run air")
+}
+
+/// A small deterministic generator of kill delays (no rand dependency).
+struct Delays(u64);
+
+impl Delays {
+    fn next_ms(&mut self, lo: u64, hi: u64) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        lo + (self.0 >> 33) % (hi - lo)
+    }
+}
+
+/// Runs `query` once uninterrupted (the reference), then with checkpoints:
+/// killed with SIGKILL after a random delay, rerun with the same command,
+/// until a run ends by itself (at most `kills` kills, then one run to the
+/// end). Returns (reference rows, resumed rows, runs that resumed).
+fn killed_and_resumed(what: &str, query: &[&str], kills: usize, seed: u64) -> usize {
+    let dir = common::tmpdir("checkpoint", what);
+    let reference = dir.join("reference.csv");
+    let r = reference.to_string_lossy().to_string();
+    let mut args: Vec<&str> = vec!["run"];
+    args.extend(query);
+    args.extend(["--no-pin", "--out", &r]);
+    let t = Instant::now();
+    let o = air(&args);
+    assert!(o.status.success(), "{what}: reference: {}", text(&o));
+    let full_ms = t.elapsed().as_millis() as u64;
+
+    let out = dir.join("out.csv");
+    let ck = dir.join("checkpoints");
+    let (o_s, ck_s) = (
+        out.to_string_lossy().to_string(),
+        ck.to_string_lossy().to_string(),
+    );
+    let mut args: Vec<&str> = vec!["run"];
+    args.extend(query);
+    args.extend([
+        "--no-pin",
+        "--out",
+        &o_s,
+        "--checkpoint-dir",
+        &ck_s,
+        "--checkpoint-ms",
+        "50",
+    ]);
+    let mut delays = Delays(seed);
+    let mut resumed = 0;
+    let mut ended = false;
+    for k in 0..=kills {
+        let mut child = Command::new(AIR)
+            .args(&args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn air");
+        let deadline = Instant::now()
+            + if k < kills {
+                // Somewhere in the run (startup included).
+                Duration::from_millis(delays.next_ms(full_ms / 5, full_ms.max(300)))
+            } else {
+                Duration::from_secs(600)
+            };
+        let status = loop {
+            if let Some(s) = child.try_wait().expect("wait") {
+                break Some(s);
+            }
+            // The first kill waits for a complete checkpoint: at least one
+            // run resumes from one.
+            let armed = k > 0 || any_complete(&ck);
+            if armed && Instant::now() >= deadline {
+                let _ = child.kill(); // SIGKILL
+                let _ = child.wait();
+                break None;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        };
+        let o = child.wait_with_output().expect("output");
+        let err = String::from_utf8_lossy(&o.stderr).to_string();
+        if err.contains("resuming from checkpoint") {
+            resumed += 1;
+        }
+        if let Some(s) = status {
+            assert!(s.success(), "{what}: run {k}: {}", text(&o));
+            ended = true;
+            break;
+        }
+    }
+    assert!(ended, "{what}: never ended");
+    assert_same_rows(
+        &out,
+        &reference,
+        &format!("{what} (killed, {resumed} runs resumed)"),
+    );
+    resumed
+}
+
+/// Whether `ck` holds a complete checkpoint.
+fn any_complete(ck: &Path) -> bool {
+    std::fs::read_dir(ck)
+        .map(|d| {
+            d.filter_map(Result::ok)
+                .any(|e| e.path().join("MANIFEST.json").exists())
+        })
+        .unwrap_or(false)
+}
+
+/// YSB pre-aggregated (partials flushed at each barrier, merged at the
+/// owners), 2 workers: killed 4 times, rerun, same rows.
+#[test]
+fn ysb_killed_and_resumed_gives_the_rows_of_an_uninterrupted_run() {
+    let q = [
+        "ysb",
+        "--events",
+        "150000000",
+        "--event-time",
+        "synthetic",
+        "--window-ms",
+        "5000",
+        "--workers",
+        "2",
+    ];
+    let resumed = killed_and_resumed("ysb", &q, 4, 0x5eed);
+    assert!(resumed >= 1, "no run resumed from a checkpoint");
+}
+
+/// YSB with every event through the exchange (`--shuffle`: windows only at
+/// the owners), 3 workers.
+#[test]
+fn ysb_shuffle_killed_and_resumed_gives_the_rows_of_an_uninterrupted_run() {
+    let q = [
+        "ysb",
+        "--events",
+        "30000000",
+        "--event-time",
+        "synthetic",
+        "--window-ms",
+        "2000",
+        "--workers",
+        "3",
+        "--shuffle",
+    ];
+    let resumed = killed_and_resumed("ysb-shuffle", &q, 3, 0xfeed);
+    assert!(resumed >= 1, "no run resumed from a checkpoint");
+}
+
+/// WA (a window per key of 10,000 keys, count and sum), pre-aggregated, 2
+/// workers.
+#[test]
+fn wa_killed_and_resumed_gives_the_rows_of_an_uninterrupted_run() {
+    let q = [
+        "wa",
+        "--events",
+        "100000000",
+        "--keys",
+        "10000",
+        "--window-ms",
+        "1000",
+        "--workers",
+        "2",
+    ];
+    let resumed = killed_and_resumed("wa", &q, 3, 0xbeef);
+    assert!(resumed >= 1, "no run resumed from a checkpoint");
+}
+
+/// Checkpoints of a run killed midway, for the damage tests: (dir, the
+/// command's arguments, the reference rows' file).
+fn interrupted(what: &str) -> (common::TmpDir, Vec<String>, std::path::PathBuf) {
+    let dir = common::tmpdir("checkpoint", what);
+    let reference = dir.join("reference.csv");
+    let q = [
+        "run",
+        "ysb",
+        "--events",
+        "40000000",
+        "--event-time",
+        "synthetic",
+        "--window-ms",
+        "5000",
+        "--workers",
+        "2",
+        "--no-pin",
+    ];
+    let mut a: Vec<String> = q.iter().map(|s| s.to_string()).collect();
+    a.extend(["--out".into(), reference.to_string_lossy().to_string()]);
+    let o = air(&a.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(o.status.success(), "{}", text(&o));
+    let mut args: Vec<String> = q.iter().map(|s| s.to_string()).collect();
+    args.extend([
+        "--out".into(),
+        dir.join("out.csv").to_string_lossy().to_string(),
+        "--checkpoint-dir".into(),
+        dir.join("ck").to_string_lossy().to_string(),
+        "--checkpoint-ms".into(),
+        "50".into(),
+        "--checkpoints-retained".into(),
+        "3".into(),
+    ]);
+    // Killed once at least two checkpoints are complete.
+    let mut child = Command::new(AIR)
+        .args(&args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn");
+    let t = Instant::now();
+    loop {
+        let complete = std::fs::read_dir(dir.join("ck"))
+            .map(|d| {
+                d.filter_map(Result::ok)
+                    .filter(|e| e.path().join("MANIFEST.json").exists())
+                    .count()
+            })
+            .unwrap_or(0);
+        if complete >= 2 {
+            break;
+        }
+        if let Some(s) = child.try_wait().unwrap() {
+            panic!("{what}: the run ended ({s}) before two checkpoints completed");
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(120),
+            "{what}: no checkpoints"
+        );
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    (dir, args, reference)
+}
+
+fn newest_checkpoint(ck: &Path) -> std::path::PathBuf {
+    let mut done: Vec<_> = std::fs::read_dir(ck)
+        .unwrap()
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.join("MANIFEST.json").exists())
+        .collect();
+    done.sort();
+    done.pop().expect("a complete checkpoint")
+}
+
+/// A flipped byte in the newest checkpoint's part: the rerun warns, names
+/// the part, falls back to the checkpoint before, and still gives exactly
+/// the uninterrupted run's rows.
+#[test]
+fn a_damaged_newest_checkpoint_falls_back_to_the_one_before() {
+    let (dir, args, reference) = interrupted("damaged");
+    let newest = newest_checkpoint(&dir.join("ck"));
+    let part = newest.join("part-00001");
+    let mut b = std::fs::read(&part).unwrap();
+    let at = b.len() / 2;
+    b[at] ^= 0x40;
+    std::fs::write(&part, b).unwrap();
+    let o = air(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(o.status.success(), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("damaged") && err.contains("part-00001") && err.contains("falling back"),
+        "no fallback warning naming the part: {err}"
+    );
+    assert_same_rows(&dir.join("out.csv"), &reference, "after a fallback");
+}
+
+/// Another job's checkpoints (another window size) and another worker
+/// count are refused, naming the manifest; `--fresh` deletes them and
+/// starts over.
+#[test]
+fn another_job_or_worker_count_is_refused_and_fresh_starts_over() {
+    let (_dir, args, _) = interrupted("other-job");
+    let mut other = args.clone();
+    let w = other.iter().position(|a| a == "5000").unwrap();
+    other[w] = "2000".into();
+    let o = air(&other.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(!o.status.success(), "another job resumed: {}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("MANIFEST.json") && err.contains("another job") && err.contains("--fresh"),
+        "{err}"
+    );
+    let mut workers = args.clone();
+    let w = workers.iter().position(|a| a == "--workers").unwrap();
+    workers[w + 1] = "3".into();
+    let o = air(&workers.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(
+        !o.status.success(),
+        "another worker count resumed: {}",
+        text(&o)
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("MANIFEST.json") && err.contains("workers"),
+        "{err}"
+    );
+    other.push("--fresh".into());
+    let o = air(&other.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(o.status.success(), "--fresh: {}", text(&o));
+    assert!(!String::from_utf8_lossy(&o.stderr).contains("resuming"));
+}
+
+/// State that cannot be saved yet (a join's buffers; a paced generator's
+/// position) is refused before the job runs, naming it.
+#[test]
+fn a_graph_with_state_that_cannot_be_saved_is_refused() {
+    let dir = common::tmpdir("checkpoint", "refused");
+    let ck = dir.join("ck").to_string_lossy().to_string();
+    let o = air(&[
+        "run",
+        "nexmark",
+        "--query",
+        "q8",
+        "--events",
+        "10000",
+        "--no-pin",
+        "--checkpoint-dir",
+        &ck,
+    ]);
+    assert!(!o.status.success(), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("cannot be saved") && err.contains("join"),
+        "{err}"
+    );
+    let o = air(&[
+        "run",
+        "ysb",
+        "--rate",
+        "100000",
+        "--duration",
+        "1",
+        "--no-pin",
+        "--checkpoint-dir",
+        &ck,
+    ]);
+    assert!(!o.status.success(), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("YsbSource"),
+        "{}",
+        text(&o)
+    );
+}
+
+/// `mpirun -np 2` (one worker per rank) on the node and the network tier:
+/// one rank killed with SIGKILL at a random point after a checkpoint
+/// completed (the other rank then ends the job: a lost rank), the same
+/// command rerun, twice; the rows equal an uninterrupted run's.
+#[cfg(feature = "mpi")]
+#[test]
+fn a_rank_killed_under_mpirun_resumes_with_the_rows_of_an_uninterrupted_run() {
+    use common::wait;
+    let mut delays = Delays(0x3a11);
+    for tier in ["node", "network"] {
+        let dir = common::tmpdir("checkpoint", &format!("mpi-{tier}"));
+        let (reference, out, ck) = (
+            dir.join("reference.csv"),
+            dir.join("out.csv"),
+            dir.join("ck"),
+        );
+        let (r, o, c) = (
+            reference.to_string_lossy().to_string(),
+            out.to_string_lossy().to_string(),
+            ck.to_string_lossy().to_string(),
+        );
+        let q: Vec<&str> = vec![
+            "run",
+            "ysb",
+            "--events",
+            "60000000",
+            "--event-time",
+            "synthetic",
+            "--window-ms",
+            "5000",
+            "--workers",
+            "1",
+            "--no-pin",
+        ];
+        let tag = format!("ck{}{tier}", std::process::id());
+        let start = |args: &[&str]| {
+            let mut cmd = air_rdma::mpirun_command(2);
+            cmd.arg(AIR).args(args);
+            if tier == "network" {
+                cmd.arg("--force-network");
+            }
+            cmd.env("AIR_TEST_TAG", &tag);
+            cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+            cmd.spawn().expect("start mpirun (is MPI installed?)")
+        };
+        let mut args = q.clone();
+        args.extend(["--out", &r]);
+        let (o1, _) = wait(start(&args), "reference", Duration::from_secs(300));
+        assert!(o1.status.success(), "{tier}: reference: {}", text(&o1));
+        let mut args = q.clone();
+        args.extend(["--out", &o, "--checkpoint-dir", &c, "--checkpoint-ms", "50"]);
+        let mut resumed = 0;
+        for kill in 0..2 {
+            let child = start(&args);
+            let t = Instant::now();
+            while !any_complete(&ck) && t.elapsed() < Duration::from_secs(120) {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            std::thread::sleep(Duration::from_millis(delays.next_ms(0, 400)));
+            if let Some(pid) = common::rank_pid(&tag, kill % 2) {
+                // SAFETY: plain kill of a rank this test started.
+                unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+            }
+            let (o, _) = wait(child, "killed run", Duration::from_secs(120));
+            resumed +=
+                String::from_utf8_lossy(&o.stderr).contains("resuming from checkpoint") as usize;
+        }
+        let (o2, _) = wait(start(&args), "last run", Duration::from_secs(300));
+        assert!(o2.status.success(), "{tier}: last run: {}", text(&o2));
+        let err = String::from_utf8_lossy(&o2.stderr);
+        resumed += err.contains("resuming from checkpoint") as usize;
+        assert!(resumed >= 1, "{tier}: no run resumed: {err}");
+        assert_same_rows(&out, &reference, &format!("mpirun -np 2, {tier} tier"));
+    }
+}
