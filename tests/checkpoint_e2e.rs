@@ -62,8 +62,9 @@ impl Delays {
 /// Runs `query` once uninterrupted (the reference), then with checkpoints:
 /// killed with SIGKILL after a random delay, rerun with the same command,
 /// until a run ends by itself (at most `kills` kills, then one run to the
-/// end). Returns (reference rows, resumed rows, runs that resumed).
+/// end). Asserts equal rows and that a run resumed; returns how many did.
 fn killed_and_resumed(what: &str, query: &[&str], kills: usize, seed: u64) -> usize {
+    let mut log = String::new();
     let dir = common::tmpdir("checkpoint", what);
     let reference = dir.join("reference.csv");
     let r = reference.to_string_lossy().to_string();
@@ -102,24 +103,31 @@ fn killed_and_resumed(what: &str, query: &[&str], kills: usize, seed: u64) -> us
             .stderr(Stdio::piped())
             .spawn()
             .expect("spawn air");
-        let deadline = Instant::now()
-            + if k < kills {
-                // Somewhere in the run (startup included).
-                Duration::from_millis(delays.next_ms(full_ms / 5, full_ms.max(300)))
-            } else {
-                Duration::from_secs(600)
-            };
+        // Run 0 is killed a random time after its first complete
+        // checkpoint (so a later run resumes), later runs a random time
+        // after they start (startup included).
+        let started = Instant::now();
+        let delay = Duration::from_millis(if k == 0 {
+            delays.next_ms(0, (full_ms / 4).max(50))
+        } else {
+            delays.next_ms(full_ms / 10, (full_ms / 3).max(100))
+        });
+        let mut deadline = (k > 0 && k < kills).then_some(started + delay);
         let status = loop {
             if let Some(s) = child.try_wait().expect("wait") {
                 break Some(s);
             }
-            // The first kill waits for a complete checkpoint: at least one
-            // run resumes from one.
-            let armed = k > 0 || any_complete(&ck);
-            if armed && Instant::now() >= deadline {
+            if k == 0 && kills > 0 && deadline.is_none() && any_complete(&ck) {
+                deadline = Some(Instant::now() + delay);
+            }
+            if deadline.is_some_and(|d| Instant::now() >= d) {
                 let _ = child.kill(); // SIGKILL
                 let _ = child.wait();
                 break None;
+            }
+            if started.elapsed() > Duration::from_secs(600) {
+                let _ = child.kill();
+                panic!("{what}: run {k} hung for 10 minutes: {log}");
             }
             std::thread::sleep(Duration::from_millis(5));
         };
@@ -128,6 +136,12 @@ fn killed_and_resumed(what: &str, query: &[&str], kills: usize, seed: u64) -> us
         if err.contains("resuming from checkpoint") {
             resumed += 1;
         }
+        log += &format!(
+            "run {k}: {} after {:?}, resumed: {}; ",
+            if status.is_some() { "ended" } else { "killed" },
+            started.elapsed(),
+            err.contains("resuming from checkpoint")
+        );
         if let Some(s) = status {
             assert!(s.success(), "{what}: run {k}: {}", text(&o));
             ended = true;
@@ -135,6 +149,10 @@ fn killed_and_resumed(what: &str, query: &[&str], kills: usize, seed: u64) -> us
         }
     }
     assert!(ended, "{what}: never ended");
+    assert!(
+        resumed >= 1,
+        "{what}: no run resumed from a checkpoint: {log}"
+    );
     assert_same_rows(
         &out,
         &reference,
@@ -168,8 +186,7 @@ fn ysb_killed_and_resumed_gives_the_rows_of_an_uninterrupted_run() {
         "--workers",
         "2",
     ];
-    let resumed = killed_and_resumed("ysb", &q, 4, 0x5eed);
-    assert!(resumed >= 1, "no run resumed from a checkpoint");
+    killed_and_resumed("ysb", &q, 4, 0x5eed);
 }
 
 /// YSB with every event through the exchange (`--shuffle`: windows only at
@@ -188,8 +205,7 @@ fn ysb_shuffle_killed_and_resumed_gives_the_rows_of_an_uninterrupted_run() {
         "3",
         "--shuffle",
     ];
-    let resumed = killed_and_resumed("ysb-shuffle", &q, 3, 0xfeed);
-    assert!(resumed >= 1, "no run resumed from a checkpoint");
+    killed_and_resumed("ysb-shuffle", &q, 3, 0xfeed);
 }
 
 /// WA (a window per key of 10,000 keys, count and sum), pre-aggregated, 2
@@ -207,8 +223,24 @@ fn wa_killed_and_resumed_gives_the_rows_of_an_uninterrupted_run() {
         "--workers",
         "2",
     ];
-    let resumed = killed_and_resumed("wa", &q, 3, 0xbeef);
-    assert!(resumed >= 1, "no run resumed from a checkpoint");
+    killed_and_resumed("wa", &q, 3, 0xbeef);
+}
+
+/// NEXMark q5 (hot items: sliding windows kept per pane, a count per
+/// auction, the largest per window through a partial top at every worker),
+/// 2 workers.
+#[test]
+fn nexmark_q5_killed_and_resumed_gives_the_rows_of_an_uninterrupted_run() {
+    let q = [
+        "nexmark",
+        "--query",
+        "q5",
+        "--events",
+        "4000000",
+        "--workers",
+        "2",
+    ];
+    killed_and_resumed("q5", &q, 3, 0x0905);
 }
 
 /// Checkpoints of a run killed midway, for the damage tests: (dir, the
@@ -462,4 +494,84 @@ fn a_rank_killed_under_mpirun_resumes_with_the_rows_of_an_uninterrupted_run() {
         assert!(resumed >= 1, "{tier}: no run resumed: {err}");
         assert_same_rows(&out, &reference, &format!("mpirun -np 2, {tier} tier"));
     }
+}
+
+/// A full disk: checkpoints go to a 48 KiB tmpfs (mounted by the test, as
+/// root; CI runs as root), so parts fail to be written. The job runs on,
+/// says so once, counts the failed parts in its report, and its rows are
+/// still exactly the uninterrupted run's.
+#[test]
+fn a_full_disk_skips_checkpoints_and_the_job_runs_on() {
+    let dir = common::tmpdir("checkpoint", "full");
+    let small = dir.join("small");
+    std::fs::create_dir(&small).unwrap();
+    let mounted = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=48k", "tmpfs"])
+        .arg(&small)
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false);
+    if !mounted {
+        eprintln!("skipped: mounting a tmpfs needs root (CI runs this as root)");
+        return;
+    }
+    struct Unmount(std::path::PathBuf);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = Command::new("umount").arg(&self.0).status();
+        }
+    }
+    let _unmount = Unmount(small.clone());
+    let (reference, out, rep) = (
+        dir.join("reference.csv"),
+        dir.join("out.csv"),
+        dir.join("report.json"),
+    );
+    let q = [
+        "run",
+        "ysb",
+        "--events",
+        "100000000",
+        "--event-time",
+        "synthetic",
+        "--window-ms",
+        "5000",
+        "--workers",
+        "2",
+        "--no-pin",
+    ];
+    let mut a: Vec<String> = q.iter().map(|s| s.to_string()).collect();
+    a.extend(["--out".into(), reference.to_string_lossy().to_string()]);
+    let o = air(&a.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(o.status.success(), "{}", text(&o));
+    // Fill most of the tmpfs first: a few checkpoints fit, then none.
+    std::fs::write(small.join("ballast"), vec![0u8; 28 << 10]).unwrap();
+    let mut a: Vec<String> = q.iter().map(|s| s.to_string()).collect();
+    a.extend([
+        "--out".into(),
+        out.to_string_lossy().to_string(),
+        "--report".into(),
+        rep.to_string_lossy().to_string(),
+        "--checkpoint-dir".into(),
+        small.join("ck").to_string_lossy().to_string(),
+        "--checkpoint-ms".into(),
+        "20".into(),
+    ]);
+    let o = air(&a.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(
+        o.status.success(),
+        "a full disk broke the job: {}",
+        text(&o)
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("skipped") && err.contains("runs on"),
+        "no word of the skipped checkpoints: {err}"
+    );
+    let v = common::report(&rep);
+    let failed = v["checkpoints"]["state"]["parts_failed"]
+        .as_u64()
+        .unwrap_or(0);
+    assert!(failed > 0, "no failed part counted: {}", v["checkpoints"]);
+    assert_same_rows(&out, &reference, "checkpoints on a full disk");
 }

@@ -75,6 +75,8 @@ struct Commits {
     committed: Committed,
     /// The job ended before (resumed after its end): rows are out already.
     drop_all: bool,
+    /// A commit record could not be written (said once).
+    record_failed: bool,
 }
 
 impl Commits {
@@ -187,6 +189,7 @@ impl Lines {
             sealed: Default::default(),
             committed: Committed::default(),
             drop_all: false,
+            record_failed: false,
         });
     }
 
@@ -324,7 +327,18 @@ impl Lines {
             bytes: at + rows.len() as u64,
             done,
         };
-        self.tx.as_mut().expect("checkpoints").write_record(c)
+        let tx = self.tx.as_mut().expect("checkpoints");
+        if let Err(e) = tx.write_record(c) {
+            // The rows are in the output (fsynced); a resumed file is cut
+            // back by what its checkpoint saved, not by the record, so the
+            // job runs on (standard output may print these rows again).
+            if !tx.record_failed {
+                tx.record_failed = true;
+                air_runtime::say!("air: {e}; the job runs on");
+            }
+            tx.committed = c;
+        }
+        Ok(())
     }
 
     fn path(&self) -> Option<PathBuf> {

@@ -836,6 +836,8 @@ pub trait Continuation<In>: 'static {
     fn pipe_restore(&mut self, state: &mut std::slice::Iter<'_, u64>) -> Result<(), String>;
     /// See [`Tail::barrier_safe`].
     fn barrier_safe(&self) -> bool;
+    /// The tail's type (errors name it).
+    fn tail_name(&self) -> &'static str;
 }
 
 /// A fused chain `P` ending in tail `T`.
@@ -878,6 +880,9 @@ impl<In, P: Pipe<In>, T: Tail<P::Out>> Continuation<In> for Chain<P, T> {
     fn barrier_safe(&self) -> bool {
         self.1.barrier_safe()
     }
+    fn tail_name(&self) -> &'static str {
+        std::any::type_name::<T>()
+    }
 }
 
 /// The head of a source-driven segment.
@@ -889,8 +894,8 @@ impl<S: Source> Head for SourceHead<S> {
     type Out = S::Item;
     fn install<C: Continuation<S::Item>>(mut self, df: &Dataflow, mut next: C) {
         let what = format!("source {}", std::any::type_name::<S>());
-        let saves = self.source.save().is_some() && next.barrier_safe();
-        let mut slot = df.state_slot(what.clone(), saves);
+        let mut slot = df.state_slot(what.clone(), self.source.save().is_some());
+        refuse_unsafe_tail(df, &next);
         if let Some(state) = slot.take_restored() {
             if let Err(e) = restore_segment(&state, &mut next, |b| self.source.restore(b)) {
                 df.fail(format!("resuming the {what}: {e}"));
@@ -906,6 +911,15 @@ impl<S: Source> Head for SourceHead<S> {
             slot,
         };
         df.b.borrow_mut().sources.push(Box::new(seg));
+    }
+}
+
+/// A chain whose tail keeps state across a barrier (`Tail::barrier_safe`)
+/// takes a slot that cannot save: a job with checkpoints refuses it,
+/// naming the tail.
+fn refuse_unsafe_tail<In, C: Continuation<In>>(df: &Dataflow, next: &C) {
+    if !next.barrier_safe() {
+        let _ = df.state_slot(format!("the end of a chain, {}", next.tail_name()), false);
     }
 }
 
@@ -1049,8 +1063,8 @@ impl<O: Operator> Head for OpHead<O> {
     fn install<C: Continuation<O::Out>>(mut self, df: &Dataflow, mut next: C) {
         let me = df.index();
         let what = format!("operator {}", std::any::type_name::<O>());
-        let saves = self.op.save().is_some() && next.barrier_safe();
-        let mut slot = df.state_slot(what.clone(), saves);
+        let mut slot = df.state_slot(what.clone(), self.op.save().is_some());
+        refuse_unsafe_tail(df, &next);
         if let Some(state) = slot.take_restored() {
             if let Err(e) = restore_segment(&state, &mut next, |b| self.op.restore(b)) {
                 df.fail(format!("resuming the {what}: {e}"));

@@ -609,6 +609,23 @@ pub(crate) fn live_poll<E: JsonEvent + Send + 'static>(
 }
 
 impl NexSource {
+    /// The generator's position (events of its shard generated); the paced
+    /// generator, files and live inputs cannot resume yet (a job with
+    /// checkpoints refuses them).
+    fn save_position(&self) -> Option<Vec<u8>> {
+        match self {
+            NexSource::Gen(g) => Some(g.generated().to_le_bytes().to_vec()),
+            _ => None,
+        }
+    }
+
+    fn restore_position(&mut self, state: &[u8]) -> Result<(), String> {
+        match self {
+            NexSource::Gen(g) => g.skip_to(air_runtime::dataflow::state::read_u64(state, 0)?),
+            _ => Err("only the unpaced generator resumes from a checkpoint".into()),
+        }
+    }
+
     fn error(&self) -> Option<&str> {
         match self {
             NexSource::Files { error, .. } | NexSource::Live { error, .. } => error.as_deref(),
@@ -1276,6 +1293,12 @@ impl Source for GraphSource {
     fn events_read(&self, _yielded: usize) -> u64 {
         self.last_read
     }
+    fn save(&self) -> Option<Vec<u8>> {
+        self.src.save_position()
+    }
+    fn restore(&mut self, state: &[u8]) -> Result<(), String> {
+        self.src.restore_position(state)
+    }
     fn report(&mut self, stats: &mut Stats) {
         if self.counted {
             stats.add("nexmark_events", self.events);
@@ -1333,6 +1356,18 @@ impl Source for BidGraphSource {
     }
     fn report(&mut self, stats: &mut Stats) {
         self.inner.report(stats)
+    }
+    /// The generator's position (bids and the events stepped over).
+    fn save(&self) -> Option<Vec<u8>> {
+        match self.inner.src {
+            NexSource::Gen(_) => self.inner.save(),
+            // Polls of files and paced generators keep no events between
+            // polls, but those sources cannot resume yet.
+            _ => None,
+        }
+    }
+    fn restore(&mut self, state: &[u8]) -> Result<(), String> {
+        self.inner.restore(state)
     }
 }
 

@@ -667,6 +667,29 @@ impl NexmarkGenerator {
         }
     }
 
+    /// Goes on as if it had generated `n` events of its shard already (a
+    /// checkpoint's position; [`fill_bids`](Self::fill_bids) counts the
+    /// events it stepped over): every event is a function of its number, so
+    /// this is O(1).
+    ///
+    /// # Errors
+    /// It generated events already, or `n` is past its shard.
+    pub fn skip_to(&mut self, n: u64) -> Result<(), String> {
+        if self.generated != 0 {
+            return Err("the generator already generated events".into());
+        }
+        if n > self.remaining {
+            return Err(format!(
+                "position {n} is past this worker's {} events",
+                self.remaining
+            ));
+        }
+        self.next = self.next.wrapping_add(n.wrapping_mul(self.step));
+        self.remaining -= n;
+        self.generated = n;
+        Ok(())
+    }
+
     /// Writes this shard's next events to the front of `out` and returns how
     /// many: `out.len()`, fewer at the end of the stream, 0 once exhausted.
     /// Builds no strings and allocates nothing.
@@ -1151,6 +1174,46 @@ mod tests {
                 let start = Stepper::LIMIT - 700 * workers as u64 + w as u64;
                 check(&far, w, workers, Some(start), 64);
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod skip_tests {
+    use super::*;
+
+    /// A shard moved to event `n` yields what one that generated `n`
+    /// events yields next, events and bids alike, at every worker of 3.
+    #[test]
+    fn skip_to_continues_the_same_stream() {
+        let cfg = NexmarkConfig {
+            events: Some(3_000),
+            ..NexmarkConfig::default()
+        };
+        for w in 0..3 {
+            let mut whole = NexmarkGenerator::new(&cfg, w, 3);
+            let mut all = vec![NexEvent::default(); 1_000];
+            assert_eq!(whole.fill(&mut all), 1_000);
+            for n in [0u64, 1, 49, 500, 1_000] {
+                let mut g = NexmarkGenerator::new(&cfg, w, 3);
+                g.skip_to(n).unwrap();
+                let mut rest = vec![NexEvent::default(); 1_000];
+                let k = g.fill(&mut rest);
+                assert_eq!(&rest[..k], &all[n as usize..], "worker {w} at {n}");
+                let mut b = NexmarkGenerator::new(&cfg, w, 3);
+                b.skip_to(n).unwrap();
+                let mut bids = vec![Bid::default(); 1_000];
+                let f = b.fill_bids(&mut bids);
+                let want: Vec<Bid> = all[n as usize..]
+                    .iter()
+                    .filter_map(|e| match e {
+                        NexEvent::Bid(b) => Some(*b),
+                        _ => None,
+                    })
+                    .collect();
+                assert_eq!(&bids[..f.bids], &want[..], "bids, worker {w} at {n}");
+            }
+            assert!(NexmarkGenerator::new(&cfg, w, 3).skip_to(1_001).is_err());
         }
     }
 }
