@@ -236,7 +236,7 @@ fn nexmark_q5_killed_and_resumed_gives_the_rows_of_an_uninterrupted_run() {
         "--query",
         "q5",
         "--events",
-        "4000000",
+        "20000000",
         "--workers",
         "2",
     ];
