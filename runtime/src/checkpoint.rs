@@ -144,7 +144,10 @@ pub enum CheckpointError {
     },
     /// `dir` holds complete checkpoints but every one is damaged; `why`
     /// lists each with its damage.
-    #[error("no usable checkpoint in {}: {why}", dir.display())]
+    #[error(
+        "no usable checkpoint in {}: {why} (--fresh deletes them and starts over)",
+        dir.display()
+    )]
     NoneUsable {
         /// The checkpoint directory.
         dir: PathBuf,
@@ -496,6 +499,12 @@ impl Store {
             return Err(CheckpointError::Invalid {
                 path: dir,
                 why: format!("workers ({workers}) and retained ({retained}) must be at least 1"),
+            });
+        }
+        if dir.exists() && !dir.is_dir() {
+            return Err(CheckpointError::Invalid {
+                path: dir,
+                why: "not a directory (a checkpoint directory must be one)".into(),
             });
         }
         fs::create_dir_all(&dir).map_err(io_err(&dir))?;

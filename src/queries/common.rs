@@ -230,47 +230,17 @@ impl RuntimeArgs {
 /// `--checkpoint-ms` with `--checkpoint-dir` when not given, ms.
 pub const DEFAULT_CHECKPOINT_MS: u64 = 1000;
 
-/// What makes a command this job for its checkpoints: a hash of its
-/// arguments, less those that change neither rows nor state (where
-/// checkpoints go, reports, plots, metrics, ring sizes, flush interval,
-/// pinning).
-pub fn command_identity() -> u64 {
-    /// Options that take a value.
-    const FREE: [&str; 11] = [
-        // The worker count is checked on its own (a clearer error).
-        "--workers",
-        "--checkpoint-dir",
-        "--checkpoints-retained",
-        "--checkpoint-ms",
-        "--barrier-ms",
-        "--report",
-        "--latency-plot",
-        "--metrics",
-        "--metrics-port",
-        "--flush-us",
-        "--ring-bytes",
-    ];
-    /// Switches.
-    const FREE_SWITCHES: [&str; 2] = ["--fresh", "--no-pin"];
-    let mut h = 0xcbf2_9ce4_8422_2325u64;
-    let mut skip_value = false;
-    for a in std::env::args().skip(1) {
-        if std::mem::take(&mut skip_value) {
-            continue;
-        }
-        let name = a.split('=').next().unwrap_or("");
-        if FREE_SWITCHES.contains(&name) {
-            continue;
-        }
-        if FREE.contains(&name) {
-            skip_value = !a.contains('=');
-            continue;
-        }
-        for b in a.bytes().chain([0]) {
-            h = (h ^ b as u64).wrapping_mul(0x0100_0000_01b3);
-        }
-    }
-    h
+/// What makes a run this job for its checkpoints (set by the driver,
+/// [`set_job_identity`]; 0 until then).
+static JOB_IDENTITY: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Sets what makes this run this job for its checkpoints: a hash of the
+/// query's parsed options less the runtime and output ones
+/// (`driver::job_identity`), so the order, spelling or defaults of options
+/// do not matter, and options that change neither rows nor state (where
+/// rows go, reports, pinning, ring sizes) may change between runs.
+pub fn set_job_identity(id: u64) {
+    JOB_IDENTITY.store(id, std::sync::atomic::Ordering::Relaxed);
 }
 
 /// `--ring-bytes` when not given, bytes (before the per-node budget).
@@ -308,7 +278,7 @@ impl RuntimeArgs {
                 dir: dir.clone(),
                 retained: self.checkpoints_retained as usize,
                 fresh: self.fresh,
-                job: command_identity(),
+                job: JOB_IDENTITY.load(std::sync::atomic::Ordering::Relaxed),
             }),
             ..JobConfig::default()
         }

@@ -349,7 +349,7 @@ pub struct Report {
 }
 
 /// A query the driver can run.
-pub trait Query: Sync {
+pub trait Query: Sync + std::fmt::Debug {
     /// One result row.
     type Row: Serialize + DeserializeOwned + Clone + Send;
     /// The query's name in reports and messages.
@@ -661,7 +661,22 @@ pub fn main<Q: Query>(q: &Q, dist: &Dist) -> Result<(), CliError> {
 ///
 /// # Errors
 /// As [`main`]: bad options or input, a failed job (every rank agrees).
+/// What makes a run of `q` this job for its checkpoints: a hash of its name
+/// and parsed options (so their order, spelling and defaults do not
+/// matter) less the runtime and output options (workers are checked on
+/// their own; the key groups are in the graph's signature).
+pub fn job_identity<Q: Query>(q: &Q) -> u64 {
+    let mut d = format!("{} {q:?}", q.name());
+    for part in [format!("{:?}", q.runtime()), format!("{:?}", q.output())] {
+        d = d.replacen(&part, "", 1);
+    }
+    d.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ b as u64).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
 pub fn run<Q: Query>(q: &Q, dist: &Dist, print: bool) -> Result<Option<Report>, CliError> {
+    super::common::set_job_identity(job_identity(q));
     let root = dist.is_root();
     let out = q.output();
     let open = |p: &Path| super::common::Output::create(p);

@@ -114,7 +114,18 @@ impl Checkpoints {
             (None, Vec::new())
         } else {
             let (c, w) = store.newest_complete()?;
-            (c.map(|c| c.id), w)
+            let resumed = c.map(|c| c.id);
+            if !w.is_empty() {
+                // Complete checkpoints newer than the one resumed from are
+                // damaged: delete them, or retention would count them and
+                // delete good ones.
+                for id in store.complete_ids() {
+                    if resumed.is_none_or(|r| id > r) {
+                        let _ = std::fs::remove_dir_all(store.checkpoint_dir(id));
+                    }
+                }
+            }
+            (resumed, w)
         };
         for w in &warnings {
             crate::say!("air: {w}");
@@ -137,7 +148,15 @@ impl Checkpoints {
             std::thread::Builder::new()
                 .name("air-checkpoint".into())
                 .spawn(move || {
+                    // Checkpoints a part of which failed here: they can
+                    // never complete, so their other parts are not written
+                    // (and those written are deleted: on a full disk they
+                    // would keep it full).
+                    let mut failed_ids = std::collections::BTreeSet::new();
                     for (id, worker, slots) in rx {
+                        if failed_ids.contains(&id) {
+                            continue;
+                        }
                         let refs: Vec<(u32, &[u8])> =
                             slots.iter().map(|(s, b)| (*s, b.as_slice())).collect();
                         let t = Instant::now();
@@ -155,6 +174,8 @@ impl Checkpoints {
                             }
                             Err(e) => {
                                 figures.failed.fetch_add(1, Ordering::Relaxed);
+                                failed_ids.insert(id);
+                                let _ = std::fs::remove_dir_all(store.checkpoint_dir(id));
                                 let mut f = first_error.lock().unwrap_or_else(|e| e.into_inner());
                                 if f.is_none() {
                                     crate::say!(
