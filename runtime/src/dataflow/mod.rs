@@ -490,14 +490,17 @@ where
                     .into(),
             ));
         }
-        let cannot: Vec<&str> = slots
+        let mut cannot: Vec<String> = slots
             .iter()
             .filter(|(_, saves)| !saves)
-            .map(|(what, _)| what.as_str())
+            .map(|(what, _)| short_type_names(what))
             .collect();
+        cannot.dedup();
         if !cannot.is_empty() {
             return Err(RuntimeError::Setup(format!(
-                "checkpoints: this graph keeps state that cannot be saved yet: {}",
+                "checkpoints: this graph keeps state that cannot be saved yet: {} (docs/guide.md, \
+                 \"Checkpoints\", says what can: e.g. not paced generators, input files, live \
+                 inputs, joins, sessions, keyed process)",
                 cannot.join("; ")
             )));
         }
@@ -625,6 +628,29 @@ where
         channels,
         stopped,
     })
+}
+
+/// `text` with every path in a Rust type name cut to its last segment
+/// (`air::queries::ysb::YsbSource<a::B>` → `YsbSource<B>`), for errors.
+fn short_type_names(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut word = String::new();
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c.is_alphanumeric() || c == '_' {
+            word.push(c);
+        } else if c == ':' && chars.peek() == Some(&':') {
+            // A path segment ends: drop it.
+            chars.next();
+            word.clear();
+        } else {
+            out.push_str(&word);
+            word.clear();
+            out.push(c);
+        }
+    }
+    out.push_str(&word);
+    out
 }
 
 fn job_ranks(cfg: &JobConfig) -> usize {
@@ -992,6 +1018,18 @@ fn publish_live(
 #[cfg(test)]
 mod tests {
     use super::Grid;
+
+    #[test]
+    fn type_names_in_errors_lose_their_paths() {
+        assert_eq!(
+            super::short_type_names("source air::queries::ysb::YsbSource; a::B<c::D, u64>"),
+            "source YsbSource; B<D, u64>"
+        );
+        assert_eq!(
+            super::short_type_names("q8::build::{{closure}}"),
+            "{{closure}}"
+        );
+    }
     use std::time::Duration;
 
     /// Grid points are `every` apart, strictly after the instant asked

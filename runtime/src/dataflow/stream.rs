@@ -1401,6 +1401,13 @@ impl<T: Record> Operator for Pass<T> {
         }
     }
     fn on_watermark<E: FnMut(T)>(&mut self, _wm: u64, _emit: &mut E) {}
+    /// Keeps nothing between batches.
+    fn save(&self) -> Option<Vec<u8>> {
+        Some(Vec::new())
+    }
+    fn restore(&mut self, _state: &[u8]) -> Result<(), String> {
+        Ok(())
+    }
 }
 
 /// A stream of records at one worker: a head (source or operator) and the
