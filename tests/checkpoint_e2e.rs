@@ -64,6 +64,18 @@ impl Delays {
 /// until a run ends by itself (at most `kills` kills, then one run to the
 /// end). Asserts equal rows and that a run resumed; returns how many did.
 fn killed_and_resumed(what: &str, query: &[&str], kills: usize, seed: u64) -> usize {
+    killed_and_resumed_with(what, query, kills, seed, &[], true)
+}
+
+/// [`killed_and_resumed`] with extra environment for the checkpointed runs.
+fn killed_and_resumed_with(
+    what: &str,
+    query: &[&str],
+    kills: usize,
+    seed: u64,
+    env: &[(&str, &str)],
+    must_resume: bool,
+) -> usize {
     let mut log = String::new();
     let dir = common::tmpdir("checkpoint", what);
     let reference = dir.join("reference.csv");
@@ -99,6 +111,7 @@ fn killed_and_resumed(what: &str, query: &[&str], kills: usize, seed: u64) -> us
     for k in 0..=kills {
         let mut child = Command::new(AIR)
             .args(&args)
+            .envs(env.iter().copied())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -117,7 +130,7 @@ fn killed_and_resumed(what: &str, query: &[&str], kills: usize, seed: u64) -> us
             if let Some(s) = child.try_wait().expect("wait") {
                 break Some(s);
             }
-            if k == 0 && kills > 0 && deadline.is_none() && any_complete(&ck) {
+            if k == 0 && kills > 0 && deadline.is_none() && (any_complete(&ck) || !must_resume) {
                 deadline = Some(Instant::now() + delay);
             }
             if deadline.is_some_and(|d| Instant::now() >= d) {
@@ -150,7 +163,7 @@ fn killed_and_resumed(what: &str, query: &[&str], kills: usize, seed: u64) -> us
     }
     assert!(ended, "{what}: never ended");
     assert!(
-        resumed >= 1,
+        resumed >= 1 || !must_resume,
         "{what}: no run resumed from a checkpoint: {log}"
     );
     assert_same_rows(
@@ -206,6 +219,66 @@ fn ysb_shuffle_killed_and_resumed_gives_the_rows_of_an_uninterrupted_run() {
         "--shuffle",
     ];
     killed_and_resumed("ysb-shuffle", &q, 3, 0xfeed);
+}
+
+/// Alignments that keep more than a few KiB aside give up
+/// (`AIR_KEPT_BYTES_MAX=4096` for this test, 64 MiB by default): those
+/// checkpoints are not taken, later ones are, and a killed and resumed
+/// YSB at 3 workers still gives exactly the uninterrupted run's rows.
+#[test]
+fn alignments_that_give_up_skip_checkpoints_and_keep_rows_exact() {
+    let q = [
+        "ysb",
+        "--events",
+        "100000000",
+        "--event-time",
+        "synthetic",
+        "--window-ms",
+        "2000",
+        "--workers",
+        "3",
+        "--shuffle",
+    ];
+    // Checkpoints may never complete with so small a bound: no resume is
+    // required, the rows must be exact whatever happens.
+    killed_and_resumed_with(
+        "give-up",
+        &q,
+        3,
+        0x61fe,
+        &[("AIR_KEPT_BYTES_MAX", "4096")],
+        false,
+    );
+    // The same run to its end reports alignments given up.
+    let dir = common::tmpdir("checkpoint", "give-up-report");
+    let rep = dir.join("r.json");
+    let ck = dir.join("ck");
+    let mut args: Vec<String> = vec!["run".into()];
+    args.extend(q.iter().map(|s| s.to_string()));
+    args.extend([
+        "--no-pin".into(),
+        "--checkpoint-ms".into(),
+        "20".into(),
+        "--checkpoint-dir".into(),
+        ck.to_string_lossy().to_string(),
+        "--report".into(),
+        rep.to_string_lossy().to_string(),
+    ]);
+    let o = Command::new(AIR)
+        .args(&args)
+        .env("AIR_KEPT_BYTES_MAX", "4096")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    let v = common::report(&rep);
+    assert!(
+        v["checkpoints"]["alignments_given_up"]
+            .as_u64()
+            .unwrap_or(0)
+            > 0,
+        "no alignment gave up: {}",
+        v["checkpoints"]
+    );
 }
 
 /// WA (a window per key of 10,000 keys, count and sum), pre-aggregated, 2

@@ -81,6 +81,33 @@ struct Senders {
     /// Alignment times, µs: the first sender's barrier to the last one's.
     alignment: hdrhistogram::Histogram<u64>,
     min_wm: u64,
+    /// Bytes of the frames kept aside for held senders.
+    kept_bytes: usize,
+    /// Alignments given up ([`KEPT_BYTES_MAX`]).
+    given_up: u64,
+}
+
+/// Bytes an edge keeps aside at a worker for senders held by an alignment
+/// before it gives the alignment up (64 MiB): their frames are handed on
+/// at once, and the checkpoints whose barriers were being aligned are not
+/// taken at this edge (its operator never sees those barriers, so they
+/// never complete; the next one is aligned again). A held sender is never
+/// slowed by backpressure (its frames are read to be kept), so without a
+/// bound a sender descheduled for long in the middle of an alignment
+/// would let the others fill memory.
+/// `AIR_KEPT_BYTES_MAX` overrides it (bytes; for tests that make
+/// alignments give up).
+pub const KEPT_BYTES_MAX: usize = 64 << 20;
+
+/// [`KEPT_BYTES_MAX`], or `AIR_KEPT_BYTES_MAX` if set to a number.
+fn kept_bytes_max() -> usize {
+    static MAX: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *MAX.get_or_init(|| {
+        std::env::var("AIR_KEPT_BYTES_MAX")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(KEPT_BYTES_MAX)
+    })
 }
 
 impl Senders {
@@ -115,6 +142,27 @@ impl Senders {
         if (0..self.barrier.len()).any(|s| self.held(s)) {
             self.align_start = Some(std::time::Instant::now());
         }
+        self.hand_on_barrier(min, on)
+    }
+
+    /// Gives up the alignment in progress: every sender is released (the
+    /// frames kept are handed on in order at the next poll), and the
+    /// barriers up to the newest seen are not handed on.
+    fn give_up(&mut self) {
+        self.aligned = self.seen;
+        if let Some(t) = self.align_start.take() {
+            let us = t.elapsed().as_micros().min(u64::MAX as u128) as u64;
+            self.alignment.saturating_record(us.max(1));
+        }
+        self.given_up += 1;
+    }
+
+    /// Hands on barrier `min` after the watermark advance before it.
+    fn hand_on_barrier(
+        &mut self,
+        min: u64,
+        on: &mut dyn FnMut(InputEvent<'_>) -> Result<usize, RuntimeError>,
+    ) -> Result<(), RuntimeError> {
         if (0..self.ended.len()).all(|s| self.ended[s]) {
             // Every sender ended: End follows, nothing to align.
             return Ok(());
@@ -189,6 +237,7 @@ fn take_frame(
         let mut copy = rkyv::util::AlignedVec::<16>::with_capacity(payload.len());
         copy.extend_from_slice(payload);
         st.buffered[s] += 1;
+        st.kept_bytes += payload.len();
         held.push_back(HeldFrame {
             sender,
             kind,
@@ -284,6 +333,8 @@ impl<'c> Inputs<'c> {
                 ended: vec![false; n],
                 barrier: vec![0; n],
                 buffered: vec![0; n],
+                kept_bytes: 0,
+                given_up: 0,
                 aligned: 0,
                 seen: 0,
                 align_start: None,
@@ -309,6 +360,12 @@ impl<'c> Inputs<'c> {
     /// The checkpoint barrier last handed on (0: none).
     pub fn aligned_barrier(&self) -> u64 {
         self.senders.aligned
+    }
+
+    /// Alignments given up because the frames kept aside passed
+    /// [`KEPT_BYTES_MAX`].
+    pub fn alignments_given_up(&self) -> u64 {
+        self.senders.given_up
     }
 
     /// Alignment times of the barriers handed on, µs (from the first
@@ -347,6 +404,7 @@ impl<'c> Inputs<'c> {
                         continue;
                     }
                     self.senders.buffered[s] -= 1;
+                    self.senders.kept_bytes -= f.payload.len();
                     take_frame(
                         &mut self.senders,
                         &mut keep,
@@ -398,6 +456,7 @@ impl<'c> Inputs<'c> {
                                     let mut copy = rkyv::util::AlignedVec::<16>::with_capacity(8);
                                     copy.extend_from_slice(&v.to_le_bytes());
                                     st.buffered[s] += 1;
+                                    st.kept_bytes += 8;
                                     held.push_back(HeldFrame {
                                         sender: s - first,
                                         kind,
@@ -459,6 +518,11 @@ impl<'c> Inputs<'c> {
                         ))
                     }
                 }
+            }
+            if self.senders.kept_bytes > kept_bytes_max()
+                && self.senders.aligned < self.senders.seen
+            {
+                self.senders.give_up();
             }
             if got > 0 {
                 if self.polled[ch] {

@@ -169,6 +169,10 @@ pub struct CheckpointPart {
     pub alignments: u64,
     /// Alignment times, µs, as (value, count) pairs.
     pub alignment_us: Vec<(u64, u64)>,
+    /// Alignments given up (too much kept aside: their checkpoints are
+    /// not taken).
+    #[serde(default)]
+    pub alignments_given_up: u64,
     /// What this rank wrote (`--checkpoint-dir`).
     pub state: StateFigures,
 }
@@ -192,6 +196,12 @@ pub struct StateFigures {
     pub write_us: u64,
     /// Longest part write, µs.
     pub write_max_us: u64,
+    /// Bytes of the parts read on resume (0: a fresh start).
+    pub restored_bytes: u64,
+    /// Resume time, µs: finding the newest complete checkpoint (every
+    /// part read and CRC-checked) plus the slowest worker's read of its
+    /// part and restore of its components.
+    pub restore_us: u64,
 }
 
 impl StateFigures {
@@ -204,6 +214,8 @@ impl StateFigures {
         self.bytes += o.bytes;
         self.write_us += o.write_us;
         self.write_max_us = self.write_max_us.max(o.write_max_us);
+        self.restored_bytes += o.restored_bytes;
+        self.restore_us = self.restore_us.max(o.restore_us);
     }
 }
 
@@ -215,6 +227,7 @@ impl CheckpointPart {
             barrier_last: max("sink_barrier_last"),
             alignments: st.get("checkpoint_alignments"),
             alignment_us: air_runtime::metrics::histogram_pairs(&st.alignment),
+            alignments_given_up: st.get("checkpoint_alignments_given_up"),
             state: StateFigures {
                 resumed_from: max("checkpoint_resumed_from"),
                 newest_complete: max("checkpoint_newest_complete"),
@@ -224,6 +237,8 @@ impl CheckpointPart {
                 bytes: st.get("checkpoint_bytes"),
                 write_us: st.get("checkpoint_write_us"),
                 write_max_us: max("checkpoint_write_max_us"),
+                restored_bytes: st.get("checkpoint_restored_bytes"),
+                restore_us: max("checkpoint_restore_us"),
             },
         }
     }
@@ -242,6 +257,10 @@ pub struct CheckpointReport {
     /// Alignment time, µs, from the first input's barrier to the last
     /// one's, one sample per edge and barrier at each worker.
     pub alignment_us: AlignmentSummary,
+    /// Alignments given up: the frames kept aside for held senders passed
+    /// `air_runtime::exchange::KEPT_BYTES_MAX` (those checkpoints are not
+    /// taken).
+    pub alignments_given_up: u64,
     /// The state written (`null` without `--checkpoint-dir`).
     pub state: Option<StateFigures>,
 }
@@ -904,7 +923,7 @@ fn merge<Q: Query>(
     let mut per_worker = Vec::new();
     let mut hist = air_runtime::metrics::latency_histogram();
     let mut align = air_runtime::metrics::alignment_histogram();
-    let (mut barrier_last, mut alignments) = (0, 0);
+    let (mut barrier_last, mut alignments, mut given_up) = (0, 0, 0);
     let mut state = StateFigures::default();
     let (mut skipped, mut late_partials, mut secs, mut uncollected) = (0, 0, 1e-9f64, 0);
     let mut input_error = None;
@@ -949,6 +968,7 @@ fn merge<Q: Query>(
         air_runtime::metrics::record_pairs(&mut align, &p.checkpoints.alignment_us);
         barrier_last = barrier_last.max(p.checkpoints.barrier_last);
         alignments += p.checkpoints.alignments;
+        given_up += p.checkpoints.alignments_given_up;
         state.add(&p.checkpoints.state);
         skipped += p.skipped;
         uncollected += p.uncollected_rows;
@@ -1007,6 +1027,7 @@ fn merge<Q: Query>(
                 barrier_last,
                 alignments,
                 alignment_us: AlignmentSummary::of(&align),
+                alignments_given_up: given_up,
                 state: q.runtime().checkpoint_dir.is_some().then_some(state),
             }),
         counters,
@@ -1143,7 +1164,11 @@ pub fn summary_checkpoints(r: &Report, out: &mut dyn Write) -> std::io::Result<(
         if let Some(st) = &c.state {
             let from = match st.resumed_from {
                 0 => "a fresh start".to_string(),
-                n => format!("resumed from checkpoint {n}"),
+                n => format!(
+                    "resumed from checkpoint {n} ({} bytes of parts read and restored in {} ms)",
+                    thousands(st.restored_bytes),
+                    thousands(st.restore_us / 1000)
+                ),
             };
             writeln!(
                 out,

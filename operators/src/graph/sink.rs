@@ -217,8 +217,14 @@ impl Lines {
         let Some(tx) = self.tx.as_mut() else {
             return Ok(());
         };
-        let (then, epochs) = Commits::parse(state)?;
         let record = tx.read_record()?;
+        // An empty state: the sink had ended (closed, everything committed
+        // as its record says) when the checkpoint was taken.
+        let (then, epochs) = if state.is_empty() {
+            (record, Vec::new())
+        } else {
+            Commits::parse(state)?
+        };
         let out_before = match self.target {
             Target::Stdout => record.bytes,
             Target::Path(_) => then.bytes,

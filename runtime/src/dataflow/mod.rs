@@ -562,6 +562,7 @@ where
     }
     let edge_ring_bytes = budgeted(edge_ring_bytes);
     let plan = crate::job::job_plan(cfg, &edge_ring_bytes);
+    let opened = Instant::now();
     let checkpoints = match &cfg.checkpoint {
         Some(c) => {
             let ck = Checkpoints::open(c, signature, total)
@@ -570,6 +571,9 @@ where
         }
         None => None,
     };
+    // Finding and checking the checkpoint to resume from (every part read
+    // and CRC-checked), µs.
+    let open_us = opened.elapsed().as_micros() as u64;
     // Every rank resumes from the same checkpoint (or none), or none
     // starts (a directory that is not shared, a rank that saw it damaged).
     let resumed = checkpoints.as_ref().and_then(|c| c.resumed).unwrap_or(0);
@@ -610,6 +614,9 @@ where
         );
         if let Some(id) = ck.resumed {
             stats.max("checkpoint_resumed_from", id);
+            // The slowest worker's read and restore after the check.
+            let worker_us = stats.get_max("checkpoint_restore_worker_us").unwrap_or(0);
+            stats.max("checkpoint_restore_us", open_us + worker_us);
         }
     }
     Ok(GraphOutput {
@@ -683,10 +690,13 @@ where
                 .map(|every| (Instant::now(), every, resumed)),
         )
     });
+    let restoring = Instant::now();
+    let mut restored_bytes = None;
     if let Some(ck) = &checkpoints {
         let part = ck
             .resumed_part(me)
             .map_err(|e| RuntimeError::Setup(format!("resuming worker {me}: {e}")))?;
+        restored_bytes = part.as_ref().map(|p| p.bytes() as u64);
         state::begin(me, ck.clone(), part);
     }
     // The thread's checkpoint state ends with this function, however it
@@ -702,6 +712,9 @@ where
     build(&df);
     let b = df.into_builder()?;
     check(&b)?;
+    // Reading this worker's part and restoring its components (in the
+    // build), µs.
+    let restore_us = restoring.elapsed().as_micros() as u64;
     if cfg.barrier_every.is_some() {
         if let Some(e) = b.edges.iter().find(|e| e.feeders > 1) {
             return Err(RuntimeError::Setup(format!(
@@ -956,9 +969,17 @@ where
         r.consumer.report(&mut stats);
         channels.add(&r.inputs.metrics);
         let _ = stats.alignment.add(r.inputs.alignment());
+        let given_up = r.inputs.alignments_given_up();
+        if given_up > 0 {
+            stats.add("checkpoint_alignments_given_up", given_up);
+        }
     }
     if !stats.alignment.is_empty() {
         stats.add("checkpoint_alignments", stats.alignment.len());
+    }
+    if let Some(bytes) = restored_bytes {
+        stats.add("checkpoint_restored_bytes", bytes);
+        stats.max("checkpoint_restore_worker_us", restore_us);
     }
     if let Some((parts, bytes, skipped)) = state::end() {
         stats.add("checkpoint_parts", parts);

@@ -41,6 +41,26 @@ pub struct CheckpointConfig {
     pub job: u64,
 }
 
+/// Deletes every `chk-*` directory of `dir` whose id is above `after`.
+fn remove_newer(dir: &std::path::Path, store: &Store, after: u64) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(id) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("chk-"))
+            .and_then(|n| n.parse::<u64>().ok())
+        else {
+            continue;
+        };
+        if id > after {
+            let _ = std::fs::remove_dir_all(store.checkpoint_dir(id));
+        }
+    }
+}
+
 /// A part handed to the writer: (checkpoint, worker, slots).
 type PartJob = (u64, usize, Vec<(u32, Vec<u8>)>);
 
@@ -102,6 +122,7 @@ impl Checkpoints {
         workers: usize,
     ) -> Result<Checkpoints, CheckpointError> {
         // The worker count is checked on its own (a clearer error).
+        let opened = Instant::now();
         let signature = graph ^ cfg.job.rotate_left(17);
         let store = Arc::new(Store::open(
             cfg.dir.clone(),
@@ -115,16 +136,14 @@ impl Checkpoints {
         } else {
             let (c, w) = store.newest_complete()?;
             let resumed = c.map(|c| c.id);
-            if !w.is_empty() {
-                // Complete checkpoints newer than the one resumed from are
-                // damaged: delete them, or retention would count them and
-                // delete good ones.
-                for id in store.complete_ids() {
-                    if resumed.is_none_or(|r| id > r) {
-                        let _ = std::fs::remove_dir_all(store.checkpoint_dir(id));
-                    }
-                }
-            }
+            // Every checkpoint newer than the one resumed from is of the
+            // run that died: complete ones are damaged (kept, retention
+            // would count them and delete good ones), incomplete ones hold
+            // parts of the dead run that this run's parts of the same id
+            // would complete into a mixed, inconsistent checkpoint. Every
+            // rank deletes them before any worker of the job starts (the
+            // ranks agree on the checkpoint collectively, after this).
+            remove_newer(&cfg.dir, &store, resumed.unwrap_or(0));
             (resumed, w)
         };
         for w in &warnings {
@@ -132,8 +151,9 @@ impl Checkpoints {
         }
         if let Some(id) = resumed {
             crate::say!(
-                "air: resuming from checkpoint {id} in {} (--fresh starts over)",
-                cfg.dir.display()
+                "air: resuming from checkpoint {id} in {} (checked in {} ms; --fresh starts over)",
+                cfg.dir.display(),
+                opened.elapsed().as_millis()
             );
         }
         let figures = Arc::new(WriterFigures::default());
@@ -309,6 +329,8 @@ struct WorkerState {
     slots: usize,
     /// Saved so far, per checkpoint id still incomplete at this worker.
     building: BTreeMap<u64, Vec<Option<Vec<u8>>>>,
+    /// The newest id each slot saved (0: none yet).
+    saved: Vec<u64>,
     /// Final states of ended components.
     ended: BTreeMap<u32, Vec<u8>>,
     /// The part this worker resumes from.
@@ -336,6 +358,7 @@ pub(crate) fn begin(worker: usize, ck: Arc<Checkpoints>, restored: Option<Part>)
             ck,
             slots: 0,
             building: BTreeMap::new(),
+            saved: Vec::new(),
             ended: BTreeMap::new(),
             restored,
             skipped: 0,
@@ -391,6 +414,10 @@ pub fn save(slot: u32, id: u64, state: Vec<u8>) {
             return;
         }
         let n = s.slots;
+        if s.saved.len() < n {
+            s.saved.resize(n, 0);
+        }
+        s.saved[slot as usize] = s.saved[slot as usize].max(id);
         // Older checkpoints this slot skipped can never complete here.
         let stale: Vec<u64> = s
             .building
@@ -401,6 +428,18 @@ pub fn save(slot: u32, id: u64, state: Vec<u8>) {
         for k in stale {
             s.building.remove(&k);
             s.skipped += 1;
+        }
+        // Nor can this one if another slot (not ended) already saved a
+        // newer id without it: a source that skipped `id` while an
+        // operator here got it from other workers' barriers. Kept, it
+        // would block every later checkpoint of this worker.
+        let skipped_by_another = !s.building.contains_key(&id)
+            && (0..n).any(|j| {
+                j != slot as usize && s.saved[j] > id && !s.ended.contains_key(&(j as u32))
+            });
+        if skipped_by_another {
+            s.skipped += 1;
+            return;
         }
         let part = s.building.entry(id).or_insert_with(|| vec![None; n]);
         part[slot as usize] = Some(state);
@@ -506,4 +545,77 @@ pub fn records_from_bytes<T: crate::Record>(state: &[u8]) -> Result<Vec<T>, Stri
     aligned.extend_from_slice(state);
     let items = T::read_batch_validated(&aligned)?;
     Ok(items.iter().map(T::from_archived).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Checkpoints newer than the one resumed from are of the run that
+    /// died: an incomplete one (a part of the dead run) is deleted, or this
+    /// run's parts of the same id would complete it into a mixed
+    /// checkpoint.
+    #[test]
+    fn checkpoints_of_the_dead_run_are_deleted_on_resume() {
+        let dir = std::env::temp_dir().join(format!("air-state-dead-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let mut cfg = CheckpointConfig {
+            dir: dir.clone(),
+            retained: 10,
+            fresh: true,
+            job: 1,
+        };
+        let store = Store::open(&dir, 7 ^ 1u64.rotate_left(17), 2, 10).unwrap();
+        for w in 0..2 {
+            store.write_part(2, w, &[(0, &[2u8][..])]).unwrap();
+        }
+        store.write_part(3, 1, &[(0, &[3u8][..])]).unwrap(); // worker 0 died first
+        cfg.fresh = false;
+        let ck = Checkpoints::open(&cfg, 7, 2).unwrap();
+        assert_eq!(ck.resumed, Some(2));
+        assert!(
+            !store.checkpoint_dir(3).exists(),
+            "the dead run's part of 3 was kept"
+        );
+        assert!(store.checkpoint_dir(2).exists());
+        drop(ck);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A source that skipped barrier 5 (busy) while an operator at the
+    /// same worker got 5 from other workers: checkpoint 5 is given up at
+    /// this worker, and 4 and 6 complete (a part waiting for 5 forever
+    /// would block every later checkpoint and keep their states).
+    #[test]
+    fn a_checkpoint_one_slot_skipped_does_not_block_later_ones() {
+        let dir = std::env::temp_dir().join(format!("air-state-skip-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let cfg = CheckpointConfig {
+            dir: dir.clone(),
+            retained: 10,
+            fresh: true,
+            job: 1,
+        };
+        let ck = Arc::new(Checkpoints::open(&cfg, 7, 1).unwrap());
+        begin(0, ck.clone(), None);
+        let (a, b) = (new_slot(0), new_slot(1));
+        a.save(4, vec![4]);
+        b.save(4, vec![40]);
+        a.save(6, vec![6]); // the source skipped 5
+        b.save(5, vec![50]); // the operator got 5 from elsewhere
+        b.save(6, vec![60]);
+        a.save(7, vec![7]);
+        b.save(7, vec![70]);
+        let (parts, _, skipped) = end().unwrap();
+        ck.drain();
+        assert_eq!(parts, 3, "checkpoints 4, 6 and 7 complete");
+        assert_eq!(skipped, 1);
+        assert_eq!(ck.store().complete_ids(), [4, 6, 7]);
+        let p = ck.store().read_part(6, 0).unwrap();
+        assert_eq!(
+            (p.slot(0), p.slot(1)),
+            (Some(&[6u8][..]), Some(&[60u8][..]))
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }
