@@ -16,16 +16,6 @@ use std::time::Duration;
 
 const AIR: &str = env!("CARGO_BIN_EXE_air");
 
-fn sorted_rows(p: &std::path::Path) -> Vec<String> {
-    let mut rows: Vec<String> = std::fs::read_to_string(p)
-        .unwrap_or_else(|e| panic!("{}: {e}", p.display()))
-        .lines()
-        .map(str::to_string)
-        .collect();
-    rows.sort();
-    rows
-}
-
 /// Runs `air run QUERY…` (through `launch`) without and with barriers;
 /// asserts equal rows and barriers seen in the report.
 fn same_rows_with_barriers(what: &str, query: &[&str], launch: &dyn Fn(&[&str]) -> Output) {
@@ -61,7 +51,7 @@ fn same_rows_with_barriers(what: &str, query: &[&str], launch: &dyn Fn(&[&str]) 
             assert!(v["checkpoints"].is_null(), "{what}");
         }
         assert_eq!(v["late_records"], 0, "{what} (barriers {barriers})");
-        rows.push(sorted_rows(&out));
+        rows.push(common::sorted_lines(&out));
     }
     assert!(rows[0].len() > 1, "{what}: no rows");
     assert!(rows[0] == rows[1], "{what}: rows differ with barriers");

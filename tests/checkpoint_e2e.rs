@@ -16,20 +16,10 @@ use std::time::{Duration, Instant};
 
 const AIR: &str = env!("CARGO_BIN_EXE_air");
 
-fn sorted_lines(p: &Path) -> Vec<String> {
-    let mut rows: Vec<String> = std::fs::read_to_string(p)
-        .unwrap_or_else(|e| panic!("{}: {e}", p.display()))
-        .lines()
-        .map(str::to_string)
-        .collect();
-    rows.sort();
-    rows
-}
-
 /// Asserts that `got` has exactly `want`'s lines (sorted), naming a few
 /// missing and extra ones.
 fn assert_same_rows(got: &Path, want: &Path, what: &str) {
-    let (g, w) = (sorted_lines(got), sorted_lines(want));
+    let (g, w) = (common::sorted_lines(got), common::sorted_lines(want));
     if g == w {
         return;
     }
@@ -40,6 +30,29 @@ fn assert_same_rows(got: &Path, want: &Path, what: &str) {
         g.len(),
         w.len()
     );
+}
+
+/// `ysb --events E --event-time synthetic --window-ms W --workers N`, then
+/// `extra`: YSB whose rows every run gives alike.
+fn ysb(
+    events: &'static str,
+    window_ms: &'static str,
+    workers: &'static str,
+    extra: &[&'static str],
+) -> Vec<&'static str> {
+    let mut q = vec![
+        "ysb",
+        "--events",
+        events,
+        "--event-time",
+        "synthetic",
+        "--window-ms",
+        window_ms,
+        "--workers",
+        workers,
+    ];
+    q.extend(extra);
+    q
 }
 
 fn air(args: &[&str]) -> Output {
@@ -188,17 +201,7 @@ fn any_complete(ck: &Path) -> bool {
 /// owners), 2 workers: killed 4 times, rerun, same rows.
 #[test]
 fn ysb_killed_and_resumed_gives_the_rows_of_an_uninterrupted_run() {
-    let q = [
-        "ysb",
-        "--events",
-        "150000000",
-        "--event-time",
-        "synthetic",
-        "--window-ms",
-        "5000",
-        "--workers",
-        "2",
-    ];
+    let q = ysb("150000000", "5000", "2", &[]);
     killed_and_resumed("ysb", &q, 4, 0x5eed);
 }
 
@@ -206,18 +209,7 @@ fn ysb_killed_and_resumed_gives_the_rows_of_an_uninterrupted_run() {
 /// the owners), 3 workers.
 #[test]
 fn ysb_shuffle_killed_and_resumed_gives_the_rows_of_an_uninterrupted_run() {
-    let q = [
-        "ysb",
-        "--events",
-        "30000000",
-        "--event-time",
-        "synthetic",
-        "--window-ms",
-        "2000",
-        "--workers",
-        "3",
-        "--shuffle",
-    ];
+    let q = ysb("30000000", "2000", "3", &["--shuffle"]);
     killed_and_resumed("ysb-shuffle", &q, 3, 0xfeed);
 }
 
@@ -227,18 +219,7 @@ fn ysb_shuffle_killed_and_resumed_gives_the_rows_of_an_uninterrupted_run() {
 /// YSB at 3 workers still gives exactly the uninterrupted run's rows.
 #[test]
 fn alignments_that_give_up_skip_checkpoints_and_keep_rows_exact() {
-    let q = [
-        "ysb",
-        "--events",
-        "100000000",
-        "--event-time",
-        "synthetic",
-        "--window-ms",
-        "2000",
-        "--workers",
-        "3",
-        "--shuffle",
-    ];
+    let q = ysb("100000000", "2000", "3", &["--shuffle"]);
     // Checkpoints may never complete with so small a bound: no resume is
     // required, the rows must be exact whatever happens.
     killed_and_resumed_with(
@@ -321,19 +302,8 @@ fn nexmark_q5_killed_and_resumed_gives_the_rows_of_an_uninterrupted_run() {
 fn interrupted(what: &str) -> (common::TmpDir, Vec<String>, std::path::PathBuf) {
     let dir = common::tmpdir("checkpoint", what);
     let reference = dir.join("reference.csv");
-    let q = [
-        "run",
-        "ysb",
-        "--events",
-        "40000000",
-        "--event-time",
-        "synthetic",
-        "--window-ms",
-        "5000",
-        "--workers",
-        "2",
-        "--no-pin",
-    ];
+    let mut q = vec!["run"];
+    q.extend(ysb("40000000", "5000", "2", &["--no-pin"]));
     let mut a: Vec<String> = q.iter().map(|s| s.to_string()).collect();
     a.extend(["--out".into(), reference.to_string_lossy().to_string()]);
     let o = air(&a.iter().map(String::as_str).collect::<Vec<_>>());
@@ -600,19 +570,8 @@ fn a_full_disk_skips_checkpoints_and_the_job_runs_on() {
         dir.join("out.csv"),
         dir.join("report.json"),
     );
-    let q = [
-        "run",
-        "ysb",
-        "--events",
-        "100000000",
-        "--event-time",
-        "synthetic",
-        "--window-ms",
-        "5000",
-        "--workers",
-        "2",
-        "--no-pin",
-    ];
+    let mut q = vec!["run"];
+    q.extend(ysb("100000000", "5000", "2", &["--no-pin"]));
     let mut a: Vec<String> = q.iter().map(|s| s.to_string()).collect();
     a.extend(["--out".into(), reference.to_string_lossy().to_string()]);
     let o = air(&a.iter().map(String::as_str).collect::<Vec<_>>());

@@ -675,11 +675,6 @@ pub fn main<Q: Query>(q: &Q, dist: &Dist) -> Result<(), CliError> {
     run(q, dist, true).map(|_| ())
 }
 
-/// Runs `q` as [`main`] does; `print`: the summary on the terminal. Returns
-/// the merged report at rank 0 (`None` on the other ranks).
-///
-/// # Errors
-/// As [`main`]: bad options or input, a failed job (every rank agrees).
 /// What makes a run of `q` this job for its checkpoints: a hash of its name
 /// and parsed options (so their order, spelling and defaults do not
 /// matter) less the runtime and output options (workers are checked on
@@ -694,6 +689,11 @@ pub fn job_identity<Q: Query>(q: &Q) -> u64 {
     })
 }
 
+/// Runs `q` as [`main`] does; `print`: the summary on the terminal. Returns
+/// the merged report at rank 0 (`None` on the other ranks).
+///
+/// # Errors
+/// As [`main`]: bad options or input, a failed job (every rank agrees).
 pub fn run<Q: Query>(q: &Q, dist: &Dist, print: bool) -> Result<Option<Report>, CliError> {
     super::common::set_job_identity(job_identity(q));
     let root = dist.is_root();

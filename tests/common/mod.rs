@@ -203,3 +203,16 @@ pub fn rank_pid(tag: &str, rank: usize) -> Option<u32> {
     }
     None
 }
+
+/// The lines of the file at `p`, sorted (rows compared whatever order the
+/// workers wrote them in).
+#[allow(dead_code)] // not every test crate compares rows
+pub fn sorted_lines(p: &Path) -> Vec<String> {
+    let mut rows: Vec<String> = std::fs::read_to_string(p)
+        .unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+        .lines()
+        .map(str::to_string)
+        .collect();
+    rows.sort();
+    rows
+}
