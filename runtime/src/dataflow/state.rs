@@ -11,7 +11,7 @@
 //! checkpoint `n` is complete and goes to this process's writer thread,
 //! which writes it ([`crate::checkpoint::Store::write_part`]) while the
 //! worker runs on. A resumed worker's components find their saved state in
-//! [`StateSlot::restored`].
+//! [`StateSlot::take_restored`].
 //!
 //! [`Dataflow::state_slot`]: super::Dataflow::state_slot
 
