@@ -273,11 +273,15 @@ fn parse_cli() -> Cli {
             }
         }
         // Under a launcher every rank parses the same options: rank 0 says
-        // it, the others only exit.
-        if queries::dist::launcher_rank().is_none_or(|r| r == 0) {
-            air_runtime::say!("air: {text}");
-        }
-        std::process::exit(2)
+        // it, the others only exit (after rank 0 has spoken).
+        let code = match queries::dist::launcher_rank() {
+            None | Some(0) => {
+                air_runtime::say!("air: {text}");
+                2
+            }
+            Some(_) => queries::dist::quiet_after_rank0(2).exit_code(),
+        };
+        std::process::exit(code)
     }
     let mut matches = negative_numbers_are_values(Cli::command())
         .try_get_matches()

@@ -34,7 +34,7 @@ impl Dist {
                     return Err(if mpi.rank() == 0 {
                         CliError::BadInput(e)
                     } else {
-                        CliError::Quiet(2)
+                        quiet_after_rank0(2)
                     });
                 }
                 return Ok(Dist {
@@ -282,6 +282,16 @@ pub fn launcher_rank() -> Option<usize> {
     ["PMI_RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID"]
         .iter()
         .find_map(|var| std::env::var(var).ok()?.trim().parse().ok())
+}
+
+/// The error of a rank other than 0 that meets the error rank 0 reports
+/// (a bad option or environment, found before the ranks can synchronize):
+/// exit code `code`, no message, after a pause of 2 s. Open MPI's mpirun
+/// kills every rank as soon as one exits non-zero, so a rank that exits
+/// before rank 0 has printed would take rank 0's message with it.
+pub fn quiet_after_rank0(code: i32) -> CliError {
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    CliError::Quiet(code)
 }
 
 /// The launcher's rank count if this process was started as one of several
