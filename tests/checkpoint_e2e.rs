@@ -3,9 +3,10 @@
 //! ends, and its output equals an uninterrupted run's, byte for byte after
 //! sorting (exactly-once: no row lost, none twice). Also: a damaged newest
 //! checkpoint falls back to the one before with a warning, a checkpoint of
-//! another job or worker count is refused with an error naming the
-//! manifest, `--fresh` starts over, and a graph with state that cannot be
-//! saved yet is refused before it runs.
+//! another job is refused with an error naming the manifest, one of
+//! another worker count resumes rescaled (killed and resumed at 2, 3 and 1
+//! workers: the same rows), `--fresh` starts over, and a graph with state
+//! that cannot be saved yet is refused before it runs.
 
 mod common;
 
@@ -77,10 +78,12 @@ impl Delays {
 /// until a run ends by itself (at most `kills` kills, then one run to the
 /// end). Asserts equal rows and that a run resumed; returns how many did.
 fn killed_and_resumed(what: &str, query: &[&str], kills: usize, seed: u64) -> usize {
-    killed_and_resumed_with(what, query, kills, seed, &[], true)
+    killed_and_resumed_with(what, query, kills, seed, &[], true, &[])
 }
 
-/// [`killed_and_resumed`] with extra environment for the checkpointed runs.
+/// [`killed_and_resumed`] with extra environment for the checkpointed
+/// runs; with `workers`, run `k` has `--workers workers[k % len]` (the
+/// query then names none: the reference runs at its default).
 fn killed_and_resumed_with(
     what: &str,
     query: &[&str],
@@ -88,6 +91,7 @@ fn killed_and_resumed_with(
     seed: u64,
     env: &[(&str, &str)],
     must_resume: bool,
+    workers: &[&str],
 ) -> usize {
     let mut log = String::new();
     let dir = common::tmpdir("checkpoint", what);
@@ -122,8 +126,12 @@ fn killed_and_resumed_with(
     let mut resumed = 0;
     let mut ended = false;
     for k in 0..=kills {
+        let mut run_args = args.clone();
+        if !workers.is_empty() {
+            run_args.extend(["--workers", workers[k % workers.len()]]);
+        }
         let mut child = Command::new(AIR)
-            .args(&args)
+            .args(&run_args)
             .envs(env.iter().copied())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -229,6 +237,7 @@ fn alignments_that_give_up_skip_checkpoints_and_keep_rows_exact() {
         0x61fe,
         &[("AIR_KEPT_BYTES_MAX", "4096")],
         false,
+        &[],
     );
     // The same run to its end reports alignments given up.
     let dir = common::tmpdir("checkpoint", "give-up-report");
@@ -295,6 +304,43 @@ fn nexmark_q5_killed_and_resumed_gives_the_rows_of_an_uninterrupted_run() {
         "2",
     ];
     killed_and_resumed("q5", &q, 3, 0x0905);
+}
+
+/// Rescale on resume: YSB (windows per campaign at their key group's
+/// owner, the generator's shards) killed at 2 workers, resumed at 3, killed,
+/// resumed at 1, and so on: the rows of an uninterrupted run.
+#[test]
+fn ysb_resumed_at_other_worker_counts_gives_the_rows_of_an_uninterrupted_run() {
+    let mut q = ysb("150000000", "5000", "2", &[]);
+    let at = q.iter().position(|a| *a == "--workers").expect("--workers");
+    q.drain(at..at + 2);
+    let resumed =
+        killed_and_resumed_with("ysb-rescale", &q, 4, 0x5ca1e, &[], true, &["2", "3", "1"]);
+    assert!(resumed >= 1);
+}
+
+/// Rescale on resume of WA (10,000 keys, their windows at their key
+/// group's owner): 2 workers, then 1, then 3.
+#[test]
+fn wa_resumed_at_other_worker_counts_gives_the_rows_of_an_uninterrupted_run() {
+    let q = [
+        "wa",
+        "--events",
+        "100000000",
+        "--keys",
+        "10000",
+        "--window-ms",
+        "1000",
+    ];
+    killed_and_resumed_with("wa-rescale", &q, 3, 0xbee5, &[], true, &["2", "1", "3"]);
+}
+
+/// Rescale on resume of sliding windows kept per pane and a partial top
+/// per window (NEXMark q5): 3 workers, then 2, then 4.
+#[test]
+fn nexmark_q5_resumed_at_other_worker_counts_gives_the_rows_of_an_uninterrupted_run() {
+    let q = ["nexmark", "--query", "q5", "--events", "20000000"];
+    killed_and_resumed_with("q5-rescale", &q, 3, 0x0915, &[], true, &["3", "2", "4"]);
 }
 
 /// Checkpoints of a run killed midway, for the damage tests: (dir, the
@@ -386,10 +432,10 @@ fn a_damaged_newest_checkpoint_falls_back_to_the_one_before() {
 }
 
 /// Another job's checkpoints (another window size) and another worker
-/// count are refused, naming the manifest; `--fresh` deletes them and
-/// starts over.
+/// are refused, naming the manifest; another worker count resumes,
+/// rescaled; `--fresh` deletes them and starts over.
 #[test]
-fn another_job_or_worker_count_is_refused_and_fresh_starts_over() {
+fn another_job_is_refused_another_worker_count_rescales_and_fresh_starts_over() {
     let (_dir, args, _) = interrupted("other-job");
     let mut other = args.clone();
     let w = other.iter().position(|a| a == "5000").unwrap();
@@ -401,18 +447,17 @@ fn another_job_or_worker_count_is_refused_and_fresh_starts_over() {
         err.contains("MANIFEST.json") && err.contains("another job") && err.contains("--fresh"),
         "{err}"
     );
+    // Another worker count resumes, rescaled (the rows are checked by the
+    // rescale tests; a graph that cannot rescale is refused: see
+    // runtime/tests/rescale.rs).
     let mut workers = args.clone();
     let w = workers.iter().position(|a| a == "--workers").unwrap();
     workers[w + 1] = "3".into();
     let o = air(&workers.iter().map(String::as_str).collect::<Vec<_>>());
-    assert!(
-        !o.status.success(),
-        "another worker count resumed: {}",
-        text(&o)
-    );
+    assert!(o.status.success(), "another worker count: {}", text(&o));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(
-        err.contains("MANIFEST.json") && err.contains("workers"),
+        err.contains("taken at 2 workers: its state goes to 3"),
         "{err}"
     );
     other.push("--fresh".into());
@@ -537,6 +582,95 @@ fn a_rank_killed_under_mpirun_resumes_with_the_rows_of_an_uninterrupted_run() {
         assert!(resumed >= 1, "{tier}: no run resumed: {err}");
         assert_same_rows(&out, &reference, &format!("mpirun -np 2, {tier} tier"));
     }
+}
+
+/// Rescale across ranks: YSB under `mpirun -np 2` (1 worker a rank),
+/// a rank killed after a checkpoint completed; resumed under `mpirun -np 3`,
+/// a rank killed again; finished embedded at 2 workers: the rows of an
+/// uninterrupted run.
+#[cfg(feature = "mpi")]
+#[test]
+fn ranks_resumed_at_other_counts_give_the_rows_of_an_uninterrupted_run() {
+    use common::wait;
+    let dir = common::tmpdir("checkpoint", "mpi-rescale");
+    let (reference, out, ck) = (
+        dir.join("reference.csv"),
+        dir.join("out.csv"),
+        dir.join("ck"),
+    );
+    let (r, o, c) = (
+        reference.to_string_lossy().to_string(),
+        out.to_string_lossy().to_string(),
+        ck.to_string_lossy().to_string(),
+    );
+    let q: Vec<&str> = vec![
+        "run",
+        "ysb",
+        "--events",
+        "60000000",
+        "--event-time",
+        "synthetic",
+        "--window-ms",
+        "5000",
+        "--no-pin",
+    ];
+    let mut args = q.clone();
+    args.extend(["--workers", "2", "--out", &r]);
+    let o1 = air(&args);
+    assert!(o1.status.success(), "reference: {}", text(&o1));
+    let mut args = q.clone();
+    args.extend(["--out", &o, "--checkpoint-dir", &c, "--checkpoint-ms", "50"]);
+    let tag = format!("ckrs{}", std::process::id());
+    let mut log = String::new();
+    let mut resumed = 0;
+    for (ranks, victim) in [(2, 1), (3, 0)] {
+        let mut cmd = air_rdma::mpirun_command(ranks);
+        cmd.arg(AIR).args(&args).args(["--workers", "1"]);
+        cmd.env("AIR_TEST_TAG", &tag);
+        cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+        let child = cmd.spawn().expect("start mpirun (is MPI installed?)");
+        let before = newest_id(&ck);
+        let t = Instant::now();
+        while newest_id(&ck) == before && t.elapsed() < Duration::from_secs(120) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+        if let Some(pid) = common::rank_pid(&tag, victim) {
+            // SAFETY: plain kill of a rank this test started.
+            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+        }
+        let (o, _) = wait(child, "killed run", Duration::from_secs(120));
+        let err = String::from_utf8_lossy(&o.stderr).to_string();
+        resumed += err.contains("its state goes to") as usize;
+        log += &format!("-np {ranks}: {err}\n");
+    }
+    let mut last = args.clone();
+    last.extend(["--workers", "2"]);
+    let o2 = air(&last);
+    assert!(o2.status.success(), "last run: {}", text(&o2));
+    let err = String::from_utf8_lossy(&o2.stderr);
+    resumed += err.contains("its state goes to") as usize;
+    assert!(resumed >= 2, "fewer than 2 runs rescaled: {log}{err}");
+    assert_same_rows(&out, &reference, "mpirun -np 2, -np 3, then 2 workers");
+}
+
+/// The id of the newest complete checkpoint in `ck` (0: none).
+fn newest_id(ck: &Path) -> u64 {
+    std::fs::read_dir(ck)
+        .map(|d| {
+            d.filter_map(Result::ok)
+                .filter(|e| e.path().join("MANIFEST.json").exists())
+                .filter_map(|e| {
+                    e.file_name()
+                        .to_str()?
+                        .strip_prefix("chk-")?
+                        .parse::<u64>()
+                        .ok()
+                })
+                .max()
+                .unwrap_or(0)
+        })
+        .unwrap_or(0)
 }
 
 /// A full disk: checkpoints go to a 48 KiB tmpfs (mounted by the test, as

@@ -173,6 +173,10 @@ pub struct CheckpointPart {
     /// not taken).
     #[serde(default)]
     pub alignments_given_up: u64,
+    /// Barriers a source did not place when due, the last checkpoint
+    /// still in flight at its worker (counted per tick).
+    #[serde(default)]
+    pub barriers_deferred: u64,
     /// What this rank wrote (`--checkpoint-dir`).
     pub state: StateFigures,
 }
@@ -228,6 +232,7 @@ impl CheckpointPart {
             alignments: st.get("checkpoint_alignments"),
             alignment_us: air_runtime::metrics::histogram_pairs(&st.alignment),
             alignments_given_up: st.get("checkpoint_alignments_given_up"),
+            barriers_deferred: st.get("checkpoint_barriers_deferred"),
             state: StateFigures {
                 resumed_from: max("checkpoint_resumed_from"),
                 newest_complete: max("checkpoint_newest_complete"),
@@ -261,6 +266,10 @@ pub struct CheckpointReport {
     /// `air_runtime::exchange::KEPT_BYTES_MAX` (those checkpoints are not
     /// taken).
     pub alignments_given_up: u64,
+    /// Ticks at which a source's barrier was due but the last checkpoint
+    /// was still being saved or written at its worker (the barrier waits:
+    /// one checkpoint in flight at a time).
+    pub barriers_deferred: u64,
     /// The state written (`null` without `--checkpoint-dir`).
     pub state: Option<StateFigures>,
 }
@@ -923,7 +932,7 @@ fn merge<Q: Query>(
     let mut per_worker = Vec::new();
     let mut hist = air_runtime::metrics::latency_histogram();
     let mut align = air_runtime::metrics::alignment_histogram();
-    let (mut barrier_last, mut alignments, mut given_up) = (0, 0, 0);
+    let (mut barrier_last, mut alignments, mut given_up, mut deferred) = (0, 0, 0, 0);
     let mut state = StateFigures::default();
     let (mut skipped, mut late_partials, mut secs, mut uncollected) = (0, 0, 1e-9f64, 0);
     let mut input_error = None;
@@ -969,6 +978,7 @@ fn merge<Q: Query>(
         barrier_last = barrier_last.max(p.checkpoints.barrier_last);
         alignments += p.checkpoints.alignments;
         given_up += p.checkpoints.alignments_given_up;
+        deferred += p.checkpoints.barriers_deferred;
         state.add(&p.checkpoints.state);
         skipped += p.skipped;
         uncollected += p.uncollected_rows;
@@ -1028,6 +1038,7 @@ fn merge<Q: Query>(
                 alignments,
                 alignment_us: AlignmentSummary::of(&align),
                 alignments_given_up: given_up,
+                barriers_deferred: deferred,
                 state: q.runtime().checkpoint_dir.is_some().then_some(state),
             }),
         counters,
@@ -1144,16 +1155,24 @@ pub fn summary_channels(r: &Report, out: &mut dyn Write) -> std::io::Result<()> 
     )
 }
 
-/// The summary every query prints unless it has its own
-/// ([`Query::summary`]).
-/// The summary line of checkpoint barriers (`--barrier-ms`), if any.
+/// The summary lines of checkpoint barriers (`--barrier-ms`) and state
+/// (`--checkpoint-dir`), if any.
 pub fn summary_checkpoints(r: &Report, out: &mut dyn Write) -> std::io::Result<()> {
     if let Some(c) = &r.checkpoints {
         let a = &c.alignment_us;
         let us = |v: Option<u64>| v.map_or("-".to_string(), |v| format!("{} µs", thousands(v)));
+        let deferred = match c.barriers_deferred {
+            0 => String::new(),
+            n => format!(
+                "; barriers deferred {} times (the last checkpoint still in flight: state \
+                 takes longer to save or write than the interval)",
+                thousands(n)
+            ),
+        };
         writeln!(
             out,
-            "  barriers every {} ms: newest at the sinks {}, {} alignments (p50 {}, p99 {}, max {})",
+            "  barriers every {} ms: newest at the sinks {}, {} alignments (p50 {}, p99 {}, max \
+             {}){deferred}",
             c.barrier_every_ms,
             c.barrier_last,
             thousands(c.alignments),

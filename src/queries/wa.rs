@@ -18,6 +18,7 @@ use super::dist::Dist;
 use super::driver::{OutputArgs, Query, RankPart, RowsTo, WorkerFigures};
 use super::lagwatch::Watched;
 use air_operators::graph::{Count, KeyedWindowExt, Sum, Tumbling, Windowed};
+use air_operators::sources::shards::{resume, save_positions, Shards};
 use air_operators::sources::wa::{KeyDist, WaConfig, WaEvent, WaGenerator};
 use air_runtime::dataflow::{run_graph, Dataflow, Head, Pipe, Source, SourcePoll, Stats, Stream};
 use serde::{Deserialize, Serialize};
@@ -105,6 +106,9 @@ pub struct WaRow {
 pub enum WaSource {
     /// Unthrottled, deterministic event times.
     Gen(WaGenerator),
+    /// Several shards, unthrottled: a worker resumed at another worker
+    /// count than its checkpoint's.
+    Shards(Shards<WaGenerator>),
     /// Paced; events stamped with their wall-clock due times.
     Paced(Watched<WaGenerator>),
 }
@@ -113,7 +117,7 @@ impl WaSource {
     /// Largest input lag of a paced source, ms (`None` unless paced).
     pub fn input_lag_max_ms(&self) -> Option<f64> {
         match self {
-            WaSource::Gen(_) => None,
+            WaSource::Gen(_) | WaSource::Shards(_) => None,
             WaSource::Paced(p) => p.input_lag_max_ms(),
         }
     }
@@ -134,13 +138,23 @@ impl Source for WaSource {
                     SourcePoll::Ready
                 }
             }
+            WaSource::Shards(s) => {
+                buf.resize(max, WaEvent::default());
+                let n = s.fill(buf);
+                buf.truncate(n);
+                if n == 0 {
+                    SourcePoll::Done
+                } else {
+                    SourcePoll::Ready
+                }
+            }
             WaSource::Paced(p) => p.poll(buf, max),
         }
     }
 
     fn next_due(&self) -> Option<std::time::Instant> {
         match self {
-            WaSource::Gen(_) => None,
+            WaSource::Gen(_) | WaSource::Shards(_) => None,
             WaSource::Paced(p) => p.next_due(),
         }
     }
@@ -149,15 +163,39 @@ impl Source for WaSource {
     /// cannot resume yet (a job with checkpoints refuses it).
     fn save(&self) -> Option<Vec<u8>> {
         match self {
-            WaSource::Gen(g) => Some(g.generated().to_le_bytes().to_vec()),
+            WaSource::Gen(g) => Some(save_positions(std::slice::from_ref(g))),
+            WaSource::Shards(s) => Some(s.save()),
             WaSource::Paced(_) => None,
         }
     }
 
     fn restore(&mut self, state: &[u8]) -> Result<(), String> {
         match self {
-            WaSource::Gen(g) => g.skip_to(air_runtime::dataflow::state::read_u64(state, 0)?),
-            WaSource::Paced(_) => Err("the paced generator cannot resume".into()),
+            WaSource::Gen(g) => {
+                if let Some(shards) = resume(g, state)? {
+                    *self = WaSource::Shards(shards);
+                }
+                Ok(())
+            }
+            _ => Err("the paced generator cannot resume".into()),
+        }
+    }
+
+    fn rescales(&self) -> bool {
+        matches!(self, WaSource::Gen(_))
+    }
+
+    fn rescale(
+        &mut self,
+        states: &[&[u8]],
+        to: air_runtime::dataflow::state::Rescale,
+    ) -> Result<(), String> {
+        match self {
+            WaSource::Gen(g) => {
+                *self = WaSource::Shards(Shards::rescaled(g, states, to)?);
+                Ok(())
+            }
+            _ => Err("the paced generator cannot resume".into()),
         }
     }
 

@@ -16,6 +16,7 @@ use super::driver::{OutputArgs, Query, RankPart, Report, RowsTo, WorkerFigures};
 use super::lagwatch::Watched;
 use air_operators::graph::{Count, KeyedWindowExt, Tumbling, Windowed};
 use air_operators::sources::live::{LiveFeed, LiveInput, LiveOptions};
+use air_operators::sources::shards::{resume, save_positions, Shards};
 use air_operators::sources::ysb::{
     split_ranges, uuid_to_string, Campaigns, EventTimeMode, EventType, OnBadRecord, Pacer,
     ParseMode, ReaderOptions, SourceError, YsbEvent, YsbFileReader, YsbGenConfig, YsbGenerator,
@@ -164,6 +165,9 @@ pub struct YsbArgs {
 pub enum YsbSource {
     /// The generator, unthrottled.
     Gen(YsbGenerator),
+    /// Several shards of the generator, unthrottled: a worker resumed at
+    /// another worker count than its checkpoint's.
+    Shards(Shards<YsbGenerator>),
     /// The generator paced by `--rate` and/or `--duration` (it records its
     /// input lag: how late it was on its schedule after each batch).
     Paced(Watched<YsbGenerator>),
@@ -246,15 +250,39 @@ impl Source for YsbSource {
     /// input files cannot resume yet (a job with checkpoints refuses them).
     fn save(&self) -> Option<Vec<u8>> {
         match self {
-            YsbSource::Gen(g) => Some(g.generated().to_le_bytes().to_vec()),
+            YsbSource::Gen(g) => Some(save_positions(std::slice::from_ref(g))),
+            YsbSource::Shards(s) => Some(s.save()),
             _ => None,
         }
     }
 
     fn restore(&mut self, state: &[u8]) -> Result<(), String> {
         match self {
-            YsbSource::Gen(g) => g.skip_to(air_runtime::dataflow::state::read_u64(state, 0)?),
+            YsbSource::Gen(g) => {
+                if let Some(shards) = resume(g, state)? {
+                    *self = YsbSource::Shards(shards);
+                }
+                Ok(())
+            }
             _ => Err("only the unpaced generator resumes from a checkpoint".into()),
+        }
+    }
+
+    fn rescales(&self) -> bool {
+        matches!(self, YsbSource::Gen(_))
+    }
+
+    fn rescale(
+        &mut self,
+        states: &[&[u8]],
+        to: air_runtime::dataflow::state::Rescale,
+    ) -> Result<(), String> {
+        match self {
+            YsbSource::Gen(g) => {
+                *self = YsbSource::Shards(Shards::rescaled(g, states, to)?);
+                Ok(())
+            }
+            _ => Err("only the unpaced generator resumes at another worker count".into()),
         }
     }
 
@@ -305,7 +333,7 @@ impl Source for YsbSource {
                     f.get_or_insert(e);
                 }
             }
-            YsbSource::Gen(_) => {}
+            YsbSource::Gen(_) | YsbSource::Shards(_) => {}
         }
     }
 }
@@ -322,6 +350,18 @@ impl YsbSource {
                     buf.resize(max, YsbEvent::default());
                 }
                 let n = gen.fill(&mut buf[..max]);
+                buf.truncate(n);
+                if n == 0 {
+                    SourcePoll::Done
+                } else {
+                    SourcePoll::Ready
+                }
+            }
+            YsbSource::Shards(shards) => {
+                if buf.len() < max {
+                    buf.resize(max, YsbEvent::default());
+                }
+                let n = shards.fill(&mut buf[..max]);
                 buf.truncate(n);
                 if n == 0 {
                     SourcePoll::Done

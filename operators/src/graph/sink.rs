@@ -167,17 +167,7 @@ impl Lines {
         let Some(ck) = air_runtime::dataflow::state::checkpoints() else {
             return;
         };
-        let name = match &self.target {
-            Target::Stdout => "stdout".to_string(),
-            Target::Path(p) => p.display().to_string(),
-        };
-        // FNV-1a of the output's name: one record per output and worker.
-        let tag = name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-            (h ^ b as u64).wrapping_mul(0x0100_0000_01b3)
-        });
-        let record = ck
-            .dir()
-            .join(format!("commit-{tag:016x}-w{:05}.json", self.worker));
+        let record = self.record_of(&ck.dir(), self.worker);
         if ck.resumed.is_none() {
             // A fresh start: an old record says nothing about this run.
             let _ = std::fs::remove_file(&record);
@@ -258,6 +248,66 @@ impl Lines {
             return Ok(());
         }
         self.commit_ready(true)
+    }
+
+    /// Worker `worker`'s commit record of this output in checkpoint
+    /// directory `dir`: `commit-<FNV-1a of the output's name>-w<worker>.json`.
+    fn record_of(&self, dir: &std::path::Path, worker: usize) -> PathBuf {
+        let name = match &self.target {
+            Target::Stdout => "stdout".to_string(),
+            Target::Path(p) => p.display().to_string(),
+        };
+        let tag = name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+            (h ^ b as u64).wrapping_mul(0x0100_0000_01b3)
+        });
+        dir.join(format!("commit-{tag:016x}-w{worker:05}.json"))
+    }
+
+    /// On a resume at another worker count: worker `w` takes old worker
+    /// `w`'s state (its output file is the same); a worker that did not
+    /// exist starts with no output. An old worker that no longer exists
+    /// must have written no row (one file per worker cannot be merged into
+    /// another's): rows after [`Stream::collect`] all go to worker 0.
+    ///
+    /// [`Stream::collect`]: air_runtime::dataflow::Stream::collect
+    fn rescale(
+        &mut self,
+        states: &[&[u8]],
+        to: air_runtime::dataflow::state::Rescale,
+    ) -> Result<(), String> {
+        let Some(tx) = self.tx.as_ref() else {
+            return Ok(());
+        };
+        for (w, state) in states.iter().enumerate().skip(to.workers) {
+            let rows = if state.is_empty() {
+                // Ended: its record says what its output holds.
+                std::fs::read(self.record_of(&tx.ck.dir(), w))
+                    .ok()
+                    .and_then(|b| serde_json::from_slice::<Committed>(&b).ok())
+                    .is_some_and(|c| c.bytes > 0)
+            } else {
+                let (then, epochs) = Commits::parse(state)?;
+                then.bytes > 0 || epochs.iter().any(|(_, r)| !r.is_empty())
+            };
+            if rows {
+                return Err(format!(
+                    "worker {w} of the {} the checkpoint was taken by wrote rows to its own \
+                     output file, which no worker of {} would go on with: resume with at least \
+                     {} workers",
+                    to.from,
+                    to.workers,
+                    w + 1
+                ));
+            }
+        }
+        match states.get(to.worker) {
+            Some(state) => self.restore(state),
+            None => {
+                // A new worker: no output of an earlier run is its own.
+                let _ = std::fs::remove_file(&tx.record);
+                Ok(())
+            }
+        }
     }
 
     /// Moves the buffered rows into the current epoch (checkpoints).
@@ -645,6 +695,18 @@ impl<T: serde::Serialize> Sink<T> for Csv {
         self.lines.restore(state)
     }
 
+    fn rescales(&self) -> bool {
+        true
+    }
+
+    fn rescale(
+        &mut self,
+        states: &[&[u8]],
+        to: air_runtime::dataflow::state::Rescale,
+    ) -> Result<(), String> {
+        self.lines.rescale(states, to)
+    }
+
     fn write(&mut self, row: T) -> Result<(), String> {
         match self.digits {
             None => self.w.serialize(&row),
@@ -787,6 +849,18 @@ impl<T: serde::Serialize> Sink<T> for JsonLines {
 
     fn restore(&mut self, state: &[u8]) -> Result<(), String> {
         self.lines.restore(state)
+    }
+
+    fn rescales(&self) -> bool {
+        true
+    }
+
+    fn rescale(
+        &mut self,
+        states: &[&[u8]],
+        to: air_runtime::dataflow::state::Rescale,
+    ) -> Result<(), String> {
+        self.lines.rescale(states, to)
     }
 
     fn write(&mut self, row: T) -> Result<(), String> {

@@ -154,6 +154,7 @@ where
         }
         let edge = df.new_edge("top-n");
         let out = df.outbox::<P::Out>(edge);
+        let (key, key_hash) = shared_key(key);
         stream.end_in(LocalTop::new(out, key, n, false, score.clone()));
         df.consume(
             edge,
@@ -165,6 +166,7 @@ where
                 unfired: 0,
                 counter: "unfired_windows",
                 windows: 0,
+                key_hash: Some(key_hash),
             }),
         )
     }
@@ -231,6 +233,7 @@ where
         let df = stream.dataflow().clone();
         let edge = df.new_edge("max-by-window");
         let out = df.outbox::<P::Out>(edge);
+        let (key, key_hash) = shared_key(key);
         stream.end_in(LocalTop::new(out, key, usize::MAX, true, score.clone()));
         df.consume(
             edge,
@@ -242,6 +245,7 @@ where
                 unfired: 0,
                 counter: "unfired_windows",
                 windows: 0,
+                key_hash: Some(key_hash),
             },
         )
     }
@@ -261,6 +265,25 @@ pub struct WindowTopN<T, SF> {
     counter: &'static str,
     /// Windows emitted.
     windows: u64,
+    /// The hash of a row's key, by which it was routed here (`None`: every
+    /// row went to worker 0). Used on a resume at another worker count.
+    key_hash: Option<KeyHash<T>>,
+}
+
+/// A row's key hash ([`air_runtime::key_hash`] of its key).
+type KeyHash<T> = std::rc::Rc<dyn Fn(&T) -> u64>;
+
+/// A key function shared by the combiner that routes rows by it and the
+/// operator that may need it again on a resume at another worker count.
+fn shared_key<T: 'static, K: Hash + 'static>(
+    key: impl Fn(&T) -> K + 'static,
+) -> (impl Fn(&T) -> K + 'static, KeyHash<T>) {
+    let key = std::rc::Rc::new(key);
+    let again = key.clone();
+    (
+        move |r: &T| key(r),
+        std::rc::Rc::new(move |r: &T| air_runtime::key_hash(&again(r))) as KeyHash<T>,
+    )
 }
 
 impl<T, SF> WindowTopN<T, SF>
@@ -273,6 +296,28 @@ where
     fn save_rows(&self) -> Vec<u8> {
         let rows: Vec<T> = self.open.values().flatten().cloned().collect();
         air_runtime::dataflow::state::records_to_bytes(&rows)
+    }
+
+    /// On a resume at another worker count: every old worker's rows whose
+    /// key this worker owns now (unkeyed: every row, at worker 0, where
+    /// every row of this operator goes).
+    fn rescale_rows(
+        &mut self,
+        states: &[&[u8]],
+        to: air_runtime::dataflow::state::Rescale,
+    ) -> Result<(), String> {
+        for state in states {
+            for r in air_runtime::dataflow::state::records_from_bytes::<T>(state)? {
+                let mine = match &self.key_hash {
+                    Some(h) => to.groups.owner(h(&r)) == to.worker,
+                    None => to.worker == 0,
+                };
+                if mine {
+                    self.open.entry(r.window_end()).or_default().push(r);
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Takes back what [`WindowTopN::save_rows`] gave.
@@ -356,6 +401,18 @@ where
     fn restore(&mut self, state: &[u8]) -> Result<(), String> {
         self.restore_rows(state)
     }
+
+    fn rescales(&self) -> bool {
+        true
+    }
+
+    fn rescale(
+        &mut self,
+        states: &[&[u8]],
+        to: air_runtime::dataflow::state::Rescale,
+    ) -> Result<(), String> {
+        self.rescale_rows(states, to)
+    }
 }
 
 /// The operator of [`TopNExt::top_n`] at a window's owner: a
@@ -394,6 +451,18 @@ where
 
     fn restore(&mut self, state: &[u8]) -> Result<(), String> {
         self.0.restore_rows(state)
+    }
+
+    fn rescales(&self) -> bool {
+        true
+    }
+
+    fn rescale(
+        &mut self,
+        states: &[&[u8]],
+        to: air_runtime::dataflow::state::Rescale,
+    ) -> Result<(), String> {
+        self.0.rescale_rows(states, to)
     }
 }
 
@@ -728,6 +797,7 @@ where
                 unfired: 0,
                 counter: "unfired_collected_windows",
                 windows: 0,
+                key_hash: None,
             },
         )
     }

@@ -287,6 +287,47 @@ impl<K: Hash + Eq, A: AggregateFunction<T>, T, M: MapKind<K>> Core<K, A, T, M> {
         Ok(())
     }
 
+    /// Takes, on a resume at another worker count, the windows of the
+    /// keys this worker owns now from every old worker's saved state. It
+    /// fired up to the smallest watermark any old worker had fired to
+    /// (they agree at a barrier, each having seen every input's watermarks
+    /// up to it); a window fired already at its old owner is in no state.
+    fn rescale(
+        &mut self,
+        states: &[&[u8]],
+        to: air_runtime::dataflow::state::Rescale,
+    ) -> Result<(), String>
+    where
+        Partial<K, A::Acc>: Record,
+    {
+        use air_runtime::dataflow::state::{records_from_bytes, unframe};
+        let mut fired = None::<u64>;
+        for state in states {
+            let (values, body) = unframe(state)?;
+            let [f] = values[..] else {
+                return Err(format!("window state with {} values, not 1", values.len()));
+            };
+            fired = Some(fired.map_or(f, |m| m.min(f)));
+            for p in records_from_bytes::<Partial<K, A::Acc>>(body)? {
+                if !to.owns(&p.key) {
+                    continue;
+                }
+                let i = self.table.index(p.start);
+                let mut acc = Some(p.acc);
+                let s = self.table.windows[i].1.get_or_insert_with(p.key, || Slot {
+                    acc: acc.take().expect("once"),
+                    newest: p.newest,
+                });
+                if let Some(acc) = acc {
+                    self.agg.merge(&mut s.acc, acc);
+                    s.newest = s.newest.max(p.newest);
+                }
+            }
+        }
+        self.fired = fired.unwrap_or(0);
+        Ok(())
+    }
+
     fn report(&mut self, stats: &mut Stats, late_name: &str) {
         stats.add("window_rows", self.rows);
         stats.add("refired_rows", self.refired);
@@ -369,6 +410,18 @@ where
 
     fn restore(&mut self, state: &[u8]) -> Result<(), String> {
         self.core.restore(state)
+    }
+
+    fn rescales(&self) -> bool {
+        true
+    }
+
+    fn rescale(
+        &mut self,
+        states: &[&[u8]],
+        to: air_runtime::dataflow::state::Rescale,
+    ) -> Result<(), String> {
+        self.core.rescale(states, to)
     }
 }
 
@@ -472,5 +525,17 @@ where
 
     fn restore(&mut self, state: &[u8]) -> Result<(), String> {
         self.core.restore(state)
+    }
+
+    fn rescales(&self) -> bool {
+        true
+    }
+
+    fn rescale(
+        &mut self,
+        states: &[&[u8]],
+        to: air_runtime::dataflow::state::Rescale,
+    ) -> Result<(), String> {
+        self.core.rescale(states, to)
     }
 }

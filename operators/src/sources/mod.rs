@@ -13,6 +13,7 @@ pub mod live;
 pub mod nexmark;
 pub mod pace;
 pub(crate) mod rng;
+pub mod shards;
 pub mod text;
 pub mod wa;
 pub mod ysb;

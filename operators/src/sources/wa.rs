@@ -247,6 +247,8 @@ pub struct WaGenerator {
     d_ms: u64,
     d_rem: u64,
     num: u64,
+    /// Which shard it is: (worker, workers) it was made for.
+    shard: (usize, usize),
 }
 
 impl WaGenerator {
@@ -267,6 +269,7 @@ impl WaGenerator {
             d_ms,
             d_rem,
             num: gap.num,
+            shard: (worker, workers.max(1)),
         }
     }
 
@@ -352,6 +355,31 @@ impl WaGenerator {
         self.time_rem = (self.next as u128 * gap.r as u128 % gap.num as u128) as u64;
         self.generated = n;
         Ok(())
+    }
+}
+
+impl crate::sources::shards::Sharded for WaGenerator {
+    type Event = WaEvent;
+    fn shard(&self) -> (usize, usize) {
+        self.shard
+    }
+    fn sibling(&self, shard: usize, shards: usize) -> Result<Self, String> {
+        if shard >= shards {
+            return Err(format!("shard {shard} of {shards}"));
+        }
+        Ok(WaGenerator::new(&self.cfg, shard, shards))
+    }
+    fn generated(&self) -> u64 {
+        self.generated
+    }
+    fn skip_to(&mut self, n: u64) -> Result<(), String> {
+        WaGenerator::skip_to(self, n)
+    }
+    fn time_of(event: &WaEvent) -> u64 {
+        event.time_ms
+    }
+    fn fill(&mut self, out: &mut [WaEvent]) -> usize {
+        WaGenerator::fill(self, out)
     }
 }
 

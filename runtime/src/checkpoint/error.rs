@@ -53,10 +53,10 @@ pub enum CheckpointError {
         found: u32,
     },
     /// The manifest at `path` is for `found` workers, this job has
-    /// `expected` (a checkpoint cannot be restored onto another worker
-    /// count).
+    /// `expected`, and some of the job's state (`cannot`) cannot be
+    /// redistributed to another worker count.
     #[error(
-        "{}: checkpoint of {found} workers, this job has {expected}: resuming at another worker count is not supported yet (rerun with the same workers and ranks, or --fresh to start over)",
+        "{}: checkpoint of {found} workers, this job has {expected}, and this state cannot move to another worker count: {cannot} (rerun with {found} workers in all, or --fresh to start over)",
         path.display()
     )]
     Workers {
@@ -66,6 +66,8 @@ pub enum CheckpointError {
         found: u64,
         /// Workers of this job.
         expected: u64,
+        /// What cannot rescale (short type names).
+        cannot: String,
     },
     /// `dir` holds complete checkpoints but every one is damaged; `why`
     /// lists each with its damage.

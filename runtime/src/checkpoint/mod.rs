@@ -174,6 +174,9 @@ pub struct Complete {
     pub dir: PathBuf,
     /// Its manifest file, `DIR/chk-{id:08}/MANIFEST.json`.
     pub manifest: PathBuf,
+    /// The job's workers when it was taken (all ranks): its part count.
+    /// Another count than this job's is a rescale.
+    pub workers: usize,
     /// Every part, indexed by global worker.
     pub parts: Vec<PartEntry>,
     /// When the manifest was written, ms since the Unix epoch (of whichever
@@ -502,7 +505,7 @@ impl Store {
         }
         let mut header = [0u8; HEADER];
         file.read_exact(&mut header).map_err(io_err(path))?;
-        self.check_header(path, &header, id, worker)?;
+        self.check_header(path, &header, id, worker, self.workers)?;
         let mut trailer = [0u8; TRAILER];
         file.seek(SeekFrom::Start(len - TRAILER as u64))
             .and_then(|_| file.read_exact(&mut trailer))
@@ -533,6 +536,7 @@ impl Store {
         header: &[u8],
         id: u64,
         worker: usize,
+        workers: usize,
     ) -> Result<(), CheckpointError> {
         Self::check_magic_version(path, header)?;
         if le_u32(header, 12) != 0 {
@@ -547,12 +551,11 @@ impl Store {
             });
         }
         let (hid, hworker, hworkers) = (le_u64(header, 24), le_u64(header, 32), le_u64(header, 40));
-        if (hid, hworker, hworkers) != (id, worker as u64, self.workers as u64) {
+        if (hid, hworker, hworkers) != (id, worker as u64, workers as u64) {
             return Err(corrupt(
                 path,
                 format!(
-                    "header says checkpoint {hid}, worker {hworker} of {hworkers}; expected checkpoint {id}, worker {worker} of {}",
-                    self.workers
+                    "header says checkpoint {hid}, worker {hworker} of {hworkers}; expected checkpoint {id}, worker {worker} of {workers}"
                 ),
             ));
         }
@@ -570,6 +573,21 @@ impl Store {
     /// checked before the CRC, as another version's layout may differ),
     /// [`CheckpointError::OtherJob`] (checksum fine, another signature).
     pub fn read_part(&self, id: u64, worker: usize) -> Result<Part, CheckpointError> {
+        self.read_part_of(id, worker, self.workers)
+    }
+
+    /// [`Store::read_part`] of a checkpoint taken by a job of `workers`
+    /// workers (a job resumed at another worker count reads every part of
+    /// the checkpoint it rescales from).
+    ///
+    /// # Errors
+    /// As [`Store::read_part`].
+    pub fn read_part_of(
+        &self,
+        id: u64,
+        worker: usize,
+        workers: usize,
+    ) -> Result<Part, CheckpointError> {
         let path = self.part_path(id, worker);
         let mut file = File::open(&path).map_err(io_err(&path))?;
         let len = file.metadata().map_err(io_err(&path))?.len();
@@ -577,7 +595,7 @@ impl Store {
             AlignedVec::<16>::with_capacity(usize::try_from(len).unwrap_or(0).saturating_add(1));
         data.extend_from_reader(&mut file).map_err(io_err(&path))?;
         drop(file);
-        let slots = self.parse_part(&path, &data, id, worker)?;
+        let slots = self.parse_part(&path, &data, id, worker, workers)?;
         Ok(Part { data, slots, path })
     }
 
@@ -589,6 +607,7 @@ impl Store {
         b: &[u8],
         id: u64,
         worker: usize,
+        workers: usize,
     ) -> Result<Vec<(u32, usize, usize)>, CheckpointError> {
         let len = b.len();
         if len < HEADER + TRAILER {
@@ -619,7 +638,7 @@ impl Store {
         if b[body + 4..].iter().any(|&x| x != 0) {
             return Err(corrupt(path, "trailer padding is not zero"));
         }
-        self.check_header(path, &b[..HEADER], id, worker)?;
+        self.check_header(path, &b[..HEADER], id, worker, workers)?;
         let mut slots: Vec<(u32, usize, usize)> = Vec::new();
         let mut at = HEADER;
         while at < body {
@@ -680,8 +699,8 @@ impl Store {
     /// another build): [`CheckpointError::OtherJob`] naming the manifest (or
     /// part) of another job signature; [`CheckpointError::Version`] naming the
     /// manifest or part of another format version;
-    /// [`CheckpointError::Workers`] naming a manifest of another worker
-    /// count. [`CheckpointError::NoneUsable`] naming DIR if manifests exist
+    /// (A checkpoint of another worker count is returned: see
+    /// [`Complete::workers`].) [`CheckpointError::NoneUsable`] naming DIR if manifests exist
     /// but every complete checkpoint is damaged; [`CheckpointError::Io`] if
     /// DIR cannot be listed.
     pub fn newest_complete(&self) -> Result<(Option<Complete>, Vec<String>), CheckpointError> {
@@ -704,11 +723,9 @@ impl Store {
                         .collect();
                     return Ok((Some(complete), warnings));
                 }
-                Err(
-                    e @ (CheckpointError::OtherJob { .. }
-                    | CheckpointError::Version { .. }
-                    | CheckpointError::Workers { .. }),
-                ) => return Err(e),
+                Err(e @ (CheckpointError::OtherJob { .. } | CheckpointError::Version { .. })) => {
+                    return Err(e)
+                }
                 Err(e) => damaged.push((l.id, e)),
             }
         }
@@ -756,25 +773,23 @@ impl Store {
         }
         let m: Manifest = serde_json::from_value(value)
             .map_err(|e| corrupt(&mpath, format!("malformed manifest: {e}")))?;
-        if m.workers != self.workers as u64 {
-            return Err(CheckpointError::Workers {
-                path: mpath,
-                found: m.workers,
-                expected: self.workers as u64,
-            });
-        }
-        if m.checkpoint != id || m.parts.len() != self.workers {
+        // Taken at another worker count: a rescale, which the job decides
+        // on (its state may or may not be redistributable).
+        let workers = usize::try_from(m.workers)
+            .ok()
+            .filter(|&w| (1..=crate::keygroups::MAX_KEY_GROUPS as usize).contains(&w))
+            .ok_or_else(|| corrupt(&mpath, format!("manifest says {} workers", m.workers)))?;
+        if m.checkpoint != id || m.parts.len() != workers {
             return Err(corrupt(
                 &mpath,
                 format!(
-                    "manifest is for checkpoint {} with {} parts; expected checkpoint {id} with {}",
+                    "manifest is for checkpoint {} with {} parts; expected checkpoint {id} with {workers}",
                     m.checkpoint,
                     m.parts.len(),
-                    self.workers
                 ),
             ));
         }
-        let mut parts = Vec::with_capacity(self.workers);
+        let mut parts = Vec::with_capacity(workers);
         for (w, p) in m.parts.iter().enumerate() {
             if p.worker != w as u64 || p.file != part_name(w) {
                 return Err(corrupt(
@@ -798,7 +813,7 @@ impl Store {
                     ),
                 ));
             }
-            let part = self.read_part(id, w)?;
+            let part = self.read_part_of(id, w, workers)?;
             let crc = le_u32(&part.data, part.bytes() - TRAILER);
             if crc != p.crc32 {
                 return Err(corrupt(
@@ -818,6 +833,7 @@ impl Store {
         }
         Ok(Complete {
             id,
+            workers,
             dir: chk.to_path_buf(),
             manifest: mpath,
             parts,

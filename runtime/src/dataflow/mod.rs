@@ -268,7 +268,7 @@ fn edge_list(b: &stream::Builder) -> Vec<(String, bool, &'static str)> {
 fn plan_typed<B>(
     workers: usize,
     build: &B,
-) -> Result<(PlannedEdges, Vec<(String, bool)>), RuntimeError>
+) -> Result<(PlannedEdges, Vec<stream::SlotPlan>), RuntimeError>
 where
     B: Fn(&Dataflow),
 {
@@ -355,8 +355,8 @@ where
         }
         let mut cannot: Vec<String> = slots
             .iter()
-            .filter(|(_, saves)| !saves)
-            .map(|(what, _)| short_type_names(what))
+            .filter(|s| !s.saves)
+            .map(|s| short_type_names(&s.what))
             .collect();
         cannot.dedup();
         if !cannot.is_empty() {
@@ -430,6 +430,25 @@ where
         Some(c) => {
             let ck = Checkpoints::open(c, signature, total)
                 .map_err(|e| RuntimeError::Setup(format!("checkpoints: {e}")))?;
+            if ck.rescaling() {
+                // Every rank sees the same checkpoint and graph: each
+                // refuses alike, before any worker starts.
+                let mut cannot: Vec<String> = slots
+                    .iter()
+                    .filter(|s| !s.rescales)
+                    .map(|s| short_type_names(&s.what))
+                    .collect();
+                cannot.dedup();
+                if !cannot.is_empty() {
+                    let e = crate::checkpoint::CheckpointError::Workers {
+                        path: c.dir.clone(),
+                        found: ck.resumed_workers.unwrap_or(0) as u64,
+                        expected: total as u64,
+                        cannot: cannot.join("; "),
+                    };
+                    return Err(RuntimeError::Setup(format!("checkpoints: {e}")));
+                }
+            }
             Some(std::sync::Arc::new(ck))
         }
         None => None,
@@ -556,11 +575,21 @@ where
     let restoring = Instant::now();
     let mut restored_bytes = None;
     if let Some(ck) = &checkpoints {
-        let part = ck
-            .resumed_part(me)
+        let groups = crate::keygroups::KeyGroups::new(cfg.key_groups, ck.store().workers())
+            .map_err(|e| RuntimeError::Setup(e.to_string()))?;
+        let resumed = ck
+            .resumed_state(me, groups)
             .map_err(|e| RuntimeError::Setup(format!("resuming worker {me}: {e}")))?;
-        restored_bytes = part.as_ref().map(|p| p.bytes() as u64);
-        state::begin(me, ck.clone(), part);
+        restored_bytes = match &resumed {
+            state::Resumed::Nothing => None,
+            state::Resumed::Own(p) => Some(p.bytes() as u64),
+            // Every old part (read once per process): what each worker
+            // looks through for the state it now owns.
+            state::Resumed::Rescaled { parts, .. } => {
+                Some(parts.iter().map(|p| p.bytes() as u64).sum())
+            }
+        };
+        state::begin(me, ck.clone(), resumed);
     }
     // The thread's checkpoint state ends with this function, however it
     // returns.

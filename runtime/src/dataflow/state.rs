@@ -82,6 +82,18 @@ pub struct WriterFigures {
     /// The newest checkpoint this process knows complete (it wrote or saw
     /// its manifest).
     pub newest_complete: AtomicU64,
+    /// Parts handed to the writer.
+    pub queued: AtomicU64,
+    /// Parts the writer is done with (written, failed or dropped).
+    pub handled: AtomicU64,
+}
+
+impl WriterFigures {
+    /// Parts handed to the writer and not yet written.
+    pub fn backlog(&self) -> u64 {
+        let queued = self.queued.load(Ordering::Acquire);
+        queued.saturating_sub(self.handled.load(Ordering::Acquire))
+    }
 }
 
 /// A job's checkpoints in this process: the store, the writer thread, the
@@ -94,6 +106,14 @@ pub struct Checkpoints {
     pub figures: Arc<WriterFigures>,
     /// The checkpoint this run resumed from.
     pub resumed: Option<u64>,
+    /// The job's workers (all ranks) when that checkpoint was taken:
+    /// another count than this run's is a rescale.
+    pub resumed_workers: Option<usize>,
+    /// Every part of the checkpoint rescaled from, read once per process
+    /// (each worker takes from every part what it now owns).
+    rescaled_parts: std::sync::OnceLock<Result<Arc<[Part]>, String>>,
+    /// This run's workers (all ranks).
+    workers: usize,
     /// Warnings to print (a damaged newer checkpoint skipped…).
     pub warnings: Vec<String>,
     first_error: Arc<Mutex<Option<String>>>,
@@ -130,11 +150,12 @@ impl Checkpoints {
             workers,
             cfg.retained.max(1),
         )?);
-        let (resumed, warnings) = if cfg.fresh {
+        let (resumed, resumed_workers, warnings) = if cfg.fresh {
             store.clear()?;
-            (None, Vec::new())
+            (None, None, Vec::new())
         } else {
             let (c, w) = store.newest_complete()?;
+            let resumed_workers = c.as_ref().map(|c| c.workers);
             let resumed = c.map(|c| c.id);
             // Every checkpoint newer than the one resumed from is of the
             // run that died: complete ones are damaged (kept, retention
@@ -144,14 +165,21 @@ impl Checkpoints {
             // rank deletes them before any worker of the job starts (the
             // ranks agree on the checkpoint collectively, after this).
             remove_newer(&cfg.dir, &store, resumed.unwrap_or(0));
-            (resumed, w)
+            (resumed, resumed_workers, w)
         };
         for w in &warnings {
             crate::say!("air: {w}");
         }
         if let Some(id) = resumed {
+            let rescale = match resumed_workers {
+                Some(then) if then != workers => {
+                    format!(", taken at {then} workers: its state goes to {workers}")
+                }
+                _ => String::new(),
+            };
             crate::say!(
-                "air: resuming from checkpoint {id} in {} (checked in {} ms; --fresh starts over)",
+                "air: resuming from checkpoint {id} in {}{rescale} (checked in {} ms; --fresh \
+                 starts over)",
                 cfg.dir.display(),
                 opened.elapsed().as_millis()
             );
@@ -174,6 +202,14 @@ impl Checkpoints {
                     // would keep it full).
                     let mut failed_ids = std::collections::BTreeSet::new();
                     for (id, worker, slots) in rx {
+                        // Counted done once this iteration ends, however.
+                        struct Handled<'a>(&'a AtomicU64);
+                        impl Drop for Handled<'_> {
+                            fn drop(&mut self) {
+                                self.0.fetch_add(1, Ordering::Release);
+                            }
+                        }
+                        let _handled = Handled(&figures.handled);
                         if failed_ids.contains(&id) {
                             continue;
                         }
@@ -219,9 +255,35 @@ impl Checkpoints {
             writer: Mutex::new(Some(writer)),
             figures,
             resumed,
+            resumed_workers,
+            rescaled_parts: std::sync::OnceLock::new(),
+            workers,
             warnings,
             first_error,
         })
+    }
+
+    /// Whether this run resumes from a checkpoint taken at another worker
+    /// count.
+    pub fn rescaling(&self) -> bool {
+        self.resumed.is_some() && self.resumed_workers.is_some_and(|w| w != self.workers)
+    }
+
+    /// Every part of the checkpoint this run rescales from (read and
+    /// checked once per process).
+    fn rescaled_parts(&self) -> Result<Arc<[Part]>, String> {
+        self.rescaled_parts
+            .get_or_init(|| {
+                let (Some(id), Some(then)) = (self.resumed, self.resumed_workers) else {
+                    return Err("no checkpoint to rescale from".into());
+                };
+                (0..then)
+                    .map(|w| self.store.read_part_of(id, w, then))
+                    .collect::<Result<Vec<Part>, _>>()
+                    .map(Arc::from)
+                    .map_err(|e| e.to_string())
+            })
+            .clone()
     }
 
     /// The store.
@@ -235,9 +297,39 @@ impl Checkpoints {
     /// The part cannot be read or is damaged (naming its file).
     pub fn resumed_part(&self, worker: usize) -> Result<Option<Part>, CheckpointError> {
         match self.resumed {
+            Some(_) if self.rescaling() => Ok(None),
             Some(id) => self.store.read_part(id, worker).map(Some),
             None => Ok(None),
         }
+    }
+
+    /// What worker `worker` resumes from: its own part, or every part of a
+    /// checkpoint taken at another worker count, or nothing.
+    ///
+    /// # Errors
+    /// A part cannot be read or is damaged (naming its file).
+    pub(crate) fn resumed_state(
+        &self,
+        worker: usize,
+        groups: crate::keygroups::KeyGroups,
+    ) -> Result<Resumed, String> {
+        if self.rescaling() {
+            return Ok(Resumed::Rescaled {
+                parts: self.rescaled_parts()?,
+                to: Rescale {
+                    worker,
+                    workers: self.workers,
+                    from: self.resumed_workers.unwrap_or(1),
+                    groups,
+                },
+            });
+        }
+        Ok(
+            match self.resumed_part(worker).map_err(|e| e.to_string())? {
+                Some(p) => Resumed::Own(p),
+                None => Resumed::Nothing,
+            },
+        )
     }
 
     /// Whether checkpoint `id` is complete (its manifest is on disk).
@@ -261,7 +353,10 @@ impl Checkpoints {
 
     fn send(&self, job: PartJob) {
         if let Some(tx) = self.tx.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
-            let _ = tx.send(job);
+            self.figures.queued.fetch_add(1, Ordering::Release);
+            if tx.send(job).is_err() {
+                self.figures.handled.fetch_add(1, Ordering::Release);
+            }
         }
     }
 
@@ -294,6 +389,81 @@ impl Drop for Checkpoints {
 pub struct StateSlot {
     index: u32,
     restored: Option<Vec<u8>>,
+    rescaled: Option<Rescaled>,
+}
+
+/// What a worker resumes from.
+pub(crate) enum Resumed {
+    /// A fresh start.
+    Nothing,
+    /// Its own part of a checkpoint taken at this worker count.
+    Own(Part),
+    /// Every part of a checkpoint taken at another worker count.
+    Rescaled {
+        /// The parts, by the worker that wrote them.
+        parts: Arc<[Part]>,
+        /// Which worker this is, of how many, from how many.
+        to: Rescale,
+    },
+}
+
+/// A resume at another worker count, seen from one new worker: its
+/// components take from every old worker's state what they own now
+/// (keyed state by key group; sources by shard).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rescale {
+    /// This worker (global index).
+    pub worker: usize,
+    /// The job's workers now (all ranks).
+    pub workers: usize,
+    /// The workers the checkpoint was taken by.
+    pub from: usize,
+    /// The job's key groups over its workers now.
+    pub groups: crate::keygroups::KeyGroups,
+}
+
+impl Rescale {
+    /// Whether this worker owns `key` now (its key group's owner, as
+    /// `key_by` routes it: [`crate::key_hash`]).
+    pub fn owns<K: std::hash::Hash + ?Sized>(&self, key: &K) -> bool {
+        self.groups.owner(crate::key_hash(key)) == self.worker
+    }
+}
+
+/// One slot's states in a checkpoint taken at another worker count: every
+/// old worker's, in worker order ([`StateSlot::take_rescaled`]).
+pub struct Rescaled {
+    parts: Arc<[Part]>,
+    slot: u32,
+    /// Which worker this is, of how many, from how many.
+    pub to: Rescale,
+}
+
+impl std::fmt::Debug for Rescaled {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Rescaled")
+            .field("slot", &self.slot)
+            .field("to", &self.to)
+            .finish()
+    }
+}
+
+impl Rescaled {
+    /// Every old worker's saved state of this slot, in worker order.
+    ///
+    /// # Errors
+    /// A part lacks the slot (another graph: refused before, by its
+    /// signature, so a damaged part).
+    pub fn states(&self) -> Result<Vec<&[u8]>, String> {
+        self.parts
+            .iter()
+            .map(|p| {
+                p.slot(self.slot).ok_or_else(|| {
+                    format!("{} has no state for slot {}", p.path().display(), self.slot)
+                })
+            })
+            .collect()
+    }
 }
 
 impl StateSlot {
@@ -306,6 +476,13 @@ impl StateSlot {
     /// from (`None`: a fresh start, or no checkpoints). Taken once.
     pub fn take_restored(&mut self) -> Option<Vec<u8>> {
         self.restored.take()
+    }
+
+    /// Every old worker's state of this slot when the job resumes at
+    /// another worker count than its checkpoint's (`None` otherwise).
+    /// Taken once.
+    pub fn take_rescaled(&mut self) -> Option<Rescaled> {
+        self.rescaled.take()
     }
 
     /// Saves `state` as this slot's state at barrier `id`
@@ -333,8 +510,8 @@ struct WorkerState {
     saved: Vec<u64>,
     /// Final states of ended components.
     ended: BTreeMap<u32, Vec<u8>>,
-    /// The part this worker resumes from.
-    restored: Option<Part>,
+    /// What this worker resumes from.
+    restored: Resumed,
     /// Checkpoints abandoned here (a component skipped the id).
     skipped: u64,
     /// Parts handed to the writer.
@@ -351,7 +528,7 @@ thread_local! {
 
 /// Sets up the calling thread as worker `worker` of a job with
 /// checkpoints; `restored` is its part of the checkpoint it resumes from.
-pub(crate) fn begin(worker: usize, ck: Arc<Checkpoints>, restored: Option<Part>) {
+pub(crate) fn begin(worker: usize, ck: Arc<Checkpoints>, restored: Resumed) {
     WORKER.with(|w| {
         *w.borrow_mut() = Some(WorkerState {
             worker,
@@ -375,6 +552,27 @@ pub(crate) fn end() -> Option<(u64, u64, u64)> {
     WORKER.with(|w| w.borrow_mut().take().map(|s| (s.parts, s.bytes, s.skipped)))
 }
 
+/// Whether a checkpoint that slot `slot` saved is still in flight at this
+/// worker: this worker's part of it is not finished (another component
+/// has not saved it yet), or this process's writer has parts not yet
+/// written. A source places no new barrier meanwhile (one checkpoint at a
+/// time, as Flink's default): a job whose state takes longer to save or
+/// write than the interval takes checkpoints as often as it can, not more
+/// often, and holds one checkpoint's state in memory, not a growing queue
+/// of them. (Only checkpoints the slot itself saved count: one that waits
+/// for this very source, e.g. begun by another source's branch, does not
+/// hold it back.)
+pub fn in_flight(slot: u32) -> bool {
+    WORKER.with(|w| {
+        w.borrow().as_ref().is_some_and(|s| {
+            s.ck.figures.backlog() > 0
+                || s.building
+                    .values()
+                    .any(|part| part.get(slot as usize).is_some_and(Option::is_some))
+        })
+    })
+}
+
 /// Whether this thread runs a worker of a job with checkpoints.
 pub fn enabled() -> bool {
     WORKER.with(|w| w.borrow().is_some())
@@ -388,16 +586,28 @@ pub fn checkpoints() -> Option<Arc<Checkpoints>> {
 /// A new slot at this worker (build time): its number and what the
 /// resumed checkpoint saved in it.
 pub(crate) fn new_slot(index: u32) -> StateSlot {
-    let restored = WORKER.with(|w| {
+    WORKER.with(|w| {
         let mut w = w.borrow_mut();
-        let s = w.as_mut()?;
+        let mut slot = StateSlot {
+            index,
+            restored: None,
+            rescaled: None,
+        };
+        let Some(s) = w.as_mut() else { return slot };
         s.slots = s.slots.max(index as usize + 1);
-        s.restored
-            .as_ref()
-            .and_then(|p| p.slot(index))
-            .map(|b| b.to_vec())
-    });
-    StateSlot { index, restored }
+        match &s.restored {
+            Resumed::Nothing => {}
+            Resumed::Own(p) => slot.restored = p.slot(index).map(|b| b.to_vec()),
+            Resumed::Rescaled { parts, to } => {
+                slot.rescaled = Some(Rescaled {
+                    parts: parts.clone(),
+                    slot: index,
+                    to: *to,
+                })
+            }
+        }
+        slot
+    })
 }
 
 /// Saves slot `slot`'s state at barrier `id`. Once every slot of this
@@ -597,7 +807,7 @@ mod tests {
             job: 1,
         };
         let ck = Arc::new(Checkpoints::open(&cfg, 7, 1).unwrap());
-        begin(0, ck.clone(), None);
+        begin(0, ck.clone(), Resumed::Nothing);
         let (a, b) = (new_slot(0), new_slot(1));
         a.save(4, vec![4]);
         b.save(4, vec![40]);

@@ -109,6 +109,24 @@ pub trait Source: Send + 'static {
         let _ = state;
         Err("this source cannot resume from a checkpoint".into())
     }
+    /// Whether it can resume at another worker count
+    /// ([`Source::rescale`]). `false` (the default): such a resume is
+    /// refused before it starts, naming it.
+    fn rescales(&self) -> bool {
+        false
+    }
+    /// On a resume at another worker count: goes on with its share of what
+    /// the old workers had still to read, from every old worker's saved
+    /// position (`states`, by old worker; this worker and the counts in
+    /// `to`). Together, the new workers' sources read every record the
+    /// old ones had not, once.
+    ///
+    /// # Errors
+    /// A position it cannot go to (the job then fails to start).
+    fn rescale(&mut self, states: &[&[u8]], to: super::state::Rescale) -> Result<(), String> {
+        let _ = (states, to);
+        Err("this source cannot resume at another worker count".into())
+    }
 }
 
 /// A source over a vector (tests and examples).
@@ -283,6 +301,23 @@ pub trait Operator: 'static {
         let _ = state;
         Err("this operator cannot resume from a checkpoint".into())
     }
+    /// Whether it can resume at another worker count
+    /// ([`Operator::rescale`]). `false` (the default): such a resume is
+    /// refused before it starts, naming it.
+    fn rescales(&self) -> bool {
+        false
+    }
+    /// On a resume at another worker count: takes from every old worker's
+    /// saved state (`states`, by old worker) what this worker owns now
+    /// (keyed state: the keys whose key group it owns,
+    /// [`super::state::Rescale::owns`]).
+    ///
+    /// # Errors
+    /// State it cannot read (the job then fails to start).
+    fn rescale(&mut self, states: &[&[u8]], to: super::state::Rescale) -> Result<(), String> {
+        let _ = (states, to);
+        Err("this operator cannot resume at another worker count".into())
+    }
 }
 
 /// An operator fed by two exchange edges (a join): batches of each side,
@@ -404,6 +439,20 @@ pub trait Sink<T>: 'static {
         let _ = state;
         Ok(())
     }
+    /// Whether it can resume at another worker count ([`Sink::rescale`]).
+    /// `false` (the default): such a resume is refused before it starts.
+    fn rescales(&self) -> bool {
+        false
+    }
+    /// On a resume at another worker count (after `bind`, before any row):
+    /// every old worker's state `barrier` gave (`states`, by old worker).
+    ///
+    /// # Errors
+    /// The job fails to start with the message.
+    fn rescale(&mut self, states: &[&[u8]], to: super::state::Rescale) -> Result<(), String> {
+        let _ = (states, to);
+        Err("this sink cannot resume at another worker count".into())
+    }
 }
 
 /// A closure sink takes part in checkpoints at least once: after a resume
@@ -415,6 +464,13 @@ impl<T, F: FnMut(T) + 'static> Sink<T> for F {
     }
     fn checkpoints(&self) -> bool {
         true
+    }
+    /// Keeps nothing: every worker's closure goes on.
+    fn rescales(&self) -> bool {
+        true
+    }
+    fn rescale(&mut self, _states: &[&[u8]], _to: super::state::Rescale) -> Result<(), String> {
+        Ok(())
     }
 }
 
@@ -530,7 +586,7 @@ pub(crate) struct Builder {
     pub(crate) sources: Vec<Box<dyn SourceDriver>>,
     /// State slots in build order: (what keeps the state, whether it can
     /// save it at a checkpoint).
-    pub(crate) slots: Vec<(String, bool)>,
+    pub(crate) slots: Vec<SlotPlan>,
 }
 
 /// The dataflow graph of one worker, as user code builds it (a handle:
@@ -628,11 +684,24 @@ impl Dataflow {
     /// its state at a checkpoint (a job with checkpoints whose graph has a
     /// slot that cannot is refused before any worker starts, naming
     /// `what`). On resume, [`super::state::StateSlot::take_restored`] gives
-    /// what the slot saved at the checkpoint resumed from.
-    pub fn state_slot(&self, what: impl Into<String>, saves: bool) -> super::state::StateSlot {
+    /// what the slot saved at the checkpoint resumed from. `rescales` says
+    /// whether the component can take its share of every old worker's
+    /// state when the job resumes at another worker count
+    /// ([`super::state::StateSlot::take_rescaled`]); a rescale of a graph
+    /// with a slot that cannot is refused before any worker starts.
+    pub fn state_slot(
+        &self,
+        what: impl Into<String>,
+        saves: bool,
+        rescales: bool,
+    ) -> super::state::StateSlot {
         let mut b = self.b.borrow_mut();
         let index = b.slots.len() as u32;
-        b.slots.push((what.into(), saves));
+        b.slots.push(SlotPlan {
+            what: what.into(),
+            saves,
+            rescales: saves && rescales,
+        });
         super::state::new_slot(index)
     }
 
@@ -894,11 +963,19 @@ impl<S: Source> Head for SourceHead<S> {
     type Out = S::Item;
     fn install<C: Continuation<S::Item>>(mut self, df: &Dataflow, mut next: C) {
         let what = format!("source {}", std::any::type_name::<S>());
-        let mut slot = df.state_slot(what.clone(), self.source.save().is_some());
+        let mut slot = df.state_slot(
+            what.clone(),
+            self.source.save().is_some(),
+            self.source.rescales(),
+        );
         refuse_unsafe_tail(df, &next);
         if let Some(state) = slot.take_restored() {
             if let Err(e) = restore_segment(&state, &mut next, |b| self.source.restore(b)) {
                 df.fail(format!("resuming the {what}: {e}"));
+            }
+        } else if let Some(r) = slot.take_rescaled() {
+            if let Err(e) = rescale_segment(&r, |b, to| self.source.rescale(b, to)) {
+                df.fail(format!("resuming the {what} at another worker count: {e}"));
             }
         }
         let seg = SourceSeg {
@@ -908,6 +985,7 @@ impl<S: Source> Head for SourceHead<S> {
             buf: Vec::new(),
             records: 0,
             barrier: super::barrier_base(),
+            deferred: 0,
             slot,
         };
         df.b.borrow_mut().sources.push(Box::new(seg));
@@ -919,7 +997,11 @@ impl<S: Source> Head for SourceHead<S> {
 /// naming the tail.
 fn refuse_unsafe_tail<In, C: Continuation<In>>(df: &Dataflow, next: &C) {
     if !next.barrier_safe() {
-        let _ = df.state_slot(format!("the end of a chain, {}", next.tail_name()), false);
+        let _ = df.state_slot(
+            format!("the end of a chain, {}", next.tail_name()),
+            false,
+            false,
+        );
     }
 }
 
@@ -939,6 +1021,22 @@ fn restore_segment<In, C: Continuation<In>>(
     body(rest)
 }
 
+/// Gives a segment's body its share of every old worker's state on a
+/// resume at another worker count. The chain's values (event-time stages'
+/// newest times and watermarks) are not carried over: they are per input
+/// share, and start again from the first records (a watermark never goes
+/// back downstream, where each input's newest is kept).
+fn rescale_segment(
+    r: &super::state::Rescaled,
+    body: impl FnOnce(&[&[u8]], super::state::Rescale) -> Result<(), String>,
+) -> Result<(), String> {
+    let mut bodies = Vec::new();
+    for state in r.states()? {
+        bodies.push(super::state::unframe(state)?.1);
+    }
+    body(&bodies, r.to)
+}
+
 /// A segment's state: its chain's values, then `body`.
 fn save_segment<In, C: Continuation<In>>(next: &C, body: Option<Vec<u8>>) -> Vec<u8> {
     let mut values = Vec::new();
@@ -954,6 +1052,9 @@ struct SourceSeg<S: Source, C> {
     records: u64,
     /// The newest checkpoint barrier placed after its records.
     barrier: u64,
+    /// Ticks at which a barrier was due but the last checkpoint was still
+    /// in flight ([`super::state::in_flight`]).
+    deferred: u64,
     /// Its state's slot: the source's position and the chain's state.
     slot: super::state::StateSlot,
 }
@@ -1025,6 +1126,12 @@ where
         let wm = self.wm();
         self.next.watermark(wm, cx);
         if let Some(id) = super::barrier_due().filter(|&id| id > self.barrier) {
+            if super::state::in_flight(self.slot.index()) {
+                // The last checkpoint is still being saved or written: this
+                // one waits (placed at a later tick, under a later id).
+                self.deferred += 1;
+                return;
+            }
             self.barrier = id;
             if super::state::enabled() {
                 self.slot
@@ -1047,6 +1154,9 @@ where
 
     fn report(&mut self, stats: &mut Stats) {
         stats.add("source_records", self.records);
+        if self.deferred > 0 {
+            stats.add("checkpoint_barriers_deferred", self.deferred);
+        }
         self.head.source.report(stats);
         self.next.report(stats);
     }
@@ -1063,11 +1173,15 @@ impl<O: Operator> Head for OpHead<O> {
     fn install<C: Continuation<O::Out>>(mut self, df: &Dataflow, mut next: C) {
         let me = df.index();
         let what = format!("operator {}", std::any::type_name::<O>());
-        let mut slot = df.state_slot(what.clone(), self.op.save().is_some());
+        let mut slot = df.state_slot(what.clone(), self.op.save().is_some(), self.op.rescales());
         refuse_unsafe_tail(df, &next);
         if let Some(state) = slot.take_restored() {
             if let Err(e) = restore_segment(&state, &mut next, |b| self.op.restore(b)) {
                 df.fail(format!("resuming the {what}: {e}"));
+            }
+        } else if let Some(r) = slot.take_rescaled() {
+            if let Err(e) = rescale_segment(&r, |b, to| self.op.rescale(b, to)) {
+                df.fail(format!("resuming the {what} at another worker count: {e}"));
             }
         }
         df.set_consumer(
@@ -1168,6 +1282,7 @@ impl<O: Operator2> Head for Op2Head<O> {
                 "two-input operator {} (joins cannot save their state yet)",
                 std::any::type_name::<O>()
             ),
+            false,
             false,
         );
         let shared = Rc::new(RefCell::new(Op2Seg {
@@ -1406,6 +1521,12 @@ impl<T: Record> Operator for Pass<T> {
         Some(Vec::new())
     }
     fn restore(&mut self, _state: &[u8]) -> Result<(), String> {
+        Ok(())
+    }
+    fn rescales(&self) -> bool {
+        true
+    }
+    fn rescale(&mut self, _states: &[&[u8]], _to: super::state::Rescale) -> Result<(), String> {
         Ok(())
     }
 }
@@ -1890,10 +2011,17 @@ impl<H: Head, P: Pipe<H::Out>> Stream<H, P> {
         let me = self.df.index();
         sink.bind(me);
         let what = format!("sink {}", std::any::type_name::<S>());
-        let mut slot = self.df.state_slot(what.clone(), sink.checkpoints());
+        let mut slot = self
+            .df
+            .state_slot(what.clone(), sink.checkpoints(), sink.rescales());
         if let Some(state) = slot.take_restored() {
             if let Err(e) = sink.restore(&state) {
                 self.df.fail(format!("resuming the {what}: {e}"));
+            }
+        } else if let Some(r) = slot.take_rescaled() {
+            if let Err(e) = r.states().and_then(|states| sink.rescale(&states, r.to)) {
+                self.df
+                    .fail(format!("resuming the {what} at another worker count: {e}"));
             }
         }
         self.end_in(SinkTail {
@@ -2488,4 +2616,16 @@ impl<T, S: Sink<T>> Tail<T> for SinkTail<S> {
         }
         self.sink.report(stats);
     }
+}
+
+/// A state slot as planned ([`Dataflow::state_slot`]).
+#[derive(Debug, Clone)]
+pub(crate) struct SlotPlan {
+    /// What keeps the state (for errors).
+    pub what: String,
+    /// It can save its state at a checkpoint.
+    pub saves: bool,
+    /// It can take its share of every old worker's state (a resume at
+    /// another worker count).
+    pub rescales: bool,
 }

@@ -104,6 +104,7 @@ use air_operators::sources::nexmark::{
     NexmarkConfig, NexmarkFileReader, NexmarkGenerator, OnBadRecord, OpenLive, Person,
     ReaderOptions,
 };
+use air_operators::sources::shards::{resume, save_positions, Shards};
 use air_runtime::dataflow::{run_graph, Dataflow, Head, Pipe, Source, SourcePoll, Stats, Stream};
 use serde::Serialize;
 use std::ops::Range;
@@ -489,6 +490,9 @@ type Piece = (PathBuf, Range<u64>);
 pub enum NexSource {
     /// The generator.
     Gen(NexmarkGenerator),
+    /// Several shards of the generator: a worker resumed at another worker
+    /// count than its checkpoint's.
+    Shards(Shards<NexmarkGenerator>),
     /// The generator paced by the wall clock (`--rate`), events stamped
     /// with their due times.
     Paced(Watched<NexmarkGenerator>),
@@ -523,6 +527,15 @@ impl Source for NexSource {
         match self {
             NexSource::Gen(g) => {
                 let n = g.fill(buf);
+                buf.truncate(n);
+                if n == 0 {
+                    SourcePoll::Done
+                } else {
+                    SourcePoll::Ready
+                }
+            }
+            NexSource::Shards(s) => {
+                let n = s.fill(buf);
                 buf.truncate(n);
                 if n == 0 {
                     SourcePoll::Done
@@ -614,22 +627,44 @@ impl NexSource {
     /// checkpoints refuses them).
     fn save_position(&self) -> Option<Vec<u8>> {
         match self {
-            NexSource::Gen(g) => Some(g.generated().to_le_bytes().to_vec()),
+            NexSource::Gen(g) => Some(save_positions(std::slice::from_ref(g))),
+            NexSource::Shards(s) => Some(s.save()),
             _ => None,
         }
     }
 
     fn restore_position(&mut self, state: &[u8]) -> Result<(), String> {
         match self {
-            NexSource::Gen(g) => g.skip_to(air_runtime::dataflow::state::read_u64(state, 0)?),
+            NexSource::Gen(g) => {
+                if let Some(shards) = resume(g, state)? {
+                    *self = NexSource::Shards(shards);
+                }
+                Ok(())
+            }
             _ => Err("only the unpaced generator resumes from a checkpoint".into()),
+        }
+    }
+
+    /// On a resume at another worker count: this worker's share of the
+    /// old workers' generator shards.
+    fn rescale_position(
+        &mut self,
+        states: &[&[u8]],
+        to: air_runtime::dataflow::state::Rescale,
+    ) -> Result<(), String> {
+        match self {
+            NexSource::Gen(g) => {
+                *self = NexSource::Shards(Shards::rescaled(g, states, to)?);
+                Ok(())
+            }
+            _ => Err("only the unpaced generator resumes at another worker count".into()),
         }
     }
 
     fn error(&self) -> Option<&str> {
         match self {
             NexSource::Files { error, .. } | NexSource::Live { error, .. } => error.as_deref(),
-            NexSource::Gen(_) | NexSource::Paced(_) => None,
+            NexSource::Gen(_) | NexSource::Shards(_) | NexSource::Paced(_) => None,
         }
     }
     fn skipped(&self) -> u64 {
@@ -638,7 +673,7 @@ impl NexSource {
                 skipped, current, ..
             } => skipped + current.as_ref().map_or(0, |r| r.skipped()),
             NexSource::Live { events, .. } => events.skipped(),
-            NexSource::Gen(_) | NexSource::Paced(_) => 0,
+            NexSource::Gen(_) | NexSource::Shards(_) | NexSource::Paced(_) => 0,
         }
     }
     /// Largest input lag of a paced source, ms (`None` unless paced).
@@ -1299,6 +1334,16 @@ impl Source for GraphSource {
     fn restore(&mut self, state: &[u8]) -> Result<(), String> {
         self.src.restore_position(state)
     }
+    fn rescales(&self) -> bool {
+        matches!(self.src, NexSource::Gen(_))
+    }
+    fn rescale(
+        &mut self,
+        states: &[&[u8]],
+        to: air_runtime::dataflow::state::Rescale,
+    ) -> Result<(), String> {
+        self.src.rescale_position(states, to)
+    }
     fn report(&mut self, stats: &mut Stats) {
         if self.counted {
             stats.add("nexmark_events", self.events);
@@ -1360,7 +1405,7 @@ impl Source for BidGraphSource {
     /// The generator's position (bids and the events stepped over).
     fn save(&self) -> Option<Vec<u8>> {
         match self.inner.src {
-            NexSource::Gen(_) => self.inner.save(),
+            NexSource::Gen(_) | NexSource::Shards(_) => self.inner.save(),
             // Polls of files and paced generators keep no events between
             // polls, but those sources cannot resume yet.
             _ => None,
@@ -1368,6 +1413,18 @@ impl Source for BidGraphSource {
     }
     fn restore(&mut self, state: &[u8]) -> Result<(), String> {
         self.inner.restore(state)
+    }
+    /// A rescaled worker's shards yield every event, bids kept (the other
+    /// events are made, then dropped).
+    fn rescales(&self) -> bool {
+        self.inner.rescales()
+    }
+    fn rescale(
+        &mut self,
+        states: &[&[u8]],
+        to: air_runtime::dataflow::state::Rescale,
+    ) -> Result<(), String> {
+        self.inner.rescale(states, to)
     }
 }
 

@@ -635,6 +635,8 @@ pub struct NexmarkGenerator {
     remaining: u64,
     generated: u64,
     clock: Clock,
+    /// Which shard it is: (worker, workers) it was made for.
+    shard: (usize, usize),
 }
 
 impl NexmarkGenerator {
@@ -664,6 +666,7 @@ impl NexmarkGenerator {
             remaining,
             generated: 0,
             clock: Clock::new(cfg, step),
+            shard: (worker, workers),
         }
     }
 
@@ -854,6 +857,31 @@ impl NexmarkGenerator {
     /// The config this shard generates from.
     pub fn config(&self) -> &NexmarkConfig {
         &self.model.cfg
+    }
+}
+
+impl crate::sources::shards::Sharded for NexmarkGenerator {
+    type Event = NexEvent;
+    fn shard(&self) -> (usize, usize) {
+        self.shard
+    }
+    fn sibling(&self, shard: usize, shards: usize) -> Result<Self, String> {
+        if shard >= shards {
+            return Err(format!("shard {shard} of {shards}"));
+        }
+        Ok(NexmarkGenerator::new(&self.model.cfg, shard, shards))
+    }
+    fn generated(&self) -> u64 {
+        self.generated
+    }
+    fn skip_to(&mut self, n: u64) -> Result<(), String> {
+        NexmarkGenerator::skip_to(self, n)
+    }
+    fn time_of(event: &NexEvent) -> u64 {
+        event.date_time()
+    }
+    fn fill(&mut self, out: &mut [NexEvent]) -> usize {
+        NexmarkGenerator::fill(self, out)
     }
 }
 

@@ -113,6 +113,11 @@ pub struct YsbGenerator {
     quota: Option<u64>,
     generated: u64,
     time: TimeState,
+    /// Which shard of the stream it is: (worker, workers) it was made for.
+    shard: (usize, usize),
+    /// What it was made from (for its siblings: another shard of the same
+    /// stream, [`crate::sources::shards::Sharded`]).
+    config: YsbGenConfig,
 }
 
 /// Incremental state of `start_ms + g * 1000 / rate`: `g * 1000 = q * rate + r`
@@ -175,6 +180,8 @@ impl YsbGenerator {
             quota,
             generated: 0,
             time,
+            shard: (worker_index, workers),
+            config: config.clone(),
         }
     }
 
@@ -280,6 +287,31 @@ impl YsbGenerator {
     /// Events this worker may still generate (`None`: endless).
     pub fn remaining(&self) -> Option<u64> {
         self.remaining
+    }
+}
+
+impl crate::sources::shards::Sharded for YsbGenerator {
+    type Event = YsbEvent;
+    fn shard(&self) -> (usize, usize) {
+        self.shard
+    }
+    fn sibling(&self, shard: usize, shards: usize) -> Result<Self, String> {
+        if shard >= shards {
+            return Err(format!("shard {shard} of {shards}"));
+        }
+        Ok(YsbGenerator::new(&self.config, shard, shards))
+    }
+    fn generated(&self) -> u64 {
+        self.generated
+    }
+    fn skip_to(&mut self, n: u64) -> Result<(), String> {
+        YsbGenerator::skip_to(self, n)
+    }
+    fn time_of(event: &YsbEvent) -> u64 {
+        event.event_time_ms
+    }
+    fn fill(&mut self, out: &mut [YsbEvent]) -> usize {
+        YsbGenerator::fill(self, out)
     }
 }
 
