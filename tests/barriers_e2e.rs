@@ -10,9 +10,8 @@
 
 mod common;
 
-use common::{report, text, wait};
-use std::process::{Command, Output, Stdio};
-use std::time::Duration;
+use common::{report, text};
+use std::process::{Command, Output};
 
 const AIR: &str = env!("CARGO_BIN_EXE_air");
 
@@ -114,6 +113,9 @@ fn built_in_queries_give_the_same_rows_with_barriers() {
 #[cfg(feature = "mpi")]
 #[test]
 fn barriers_align_across_ranks_on_the_node_and_network_tiers() {
+    use common::wait;
+    use std::process::Stdio;
+    use std::time::Duration;
     for tier in ["node", "network"] {
         let launch = |args: &[&str]| {
             let mut cmd = air_rdma::mpirun_command(2);

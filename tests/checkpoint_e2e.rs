@@ -655,6 +655,7 @@ fn ranks_resumed_at_other_counts_give_the_rows_of_an_uninterrupted_run() {
 }
 
 /// The id of the newest complete checkpoint in `ck` (0: none).
+#[cfg(feature = "mpi")]
 fn newest_id(ck: &Path) -> u64 {
     std::fs::read_dir(ck)
         .map(|d| {
