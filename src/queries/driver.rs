@@ -173,8 +173,8 @@ pub struct CheckpointPart {
     /// not taken).
     #[serde(default)]
     pub alignments_given_up: u64,
-    /// Barriers a source did not place when due, the last checkpoint
-    /// still in flight at its worker (counted per tick).
+    /// Barrier ids that came due at a source while its last checkpoint
+    /// was still in flight at its worker (not placed; summed over sources).
     #[serde(default)]
     pub barriers_deferred: u64,
     /// What this rank wrote (`--checkpoint-dir`).
@@ -266,9 +266,9 @@ pub struct CheckpointReport {
     /// `air_runtime::exchange::KEPT_BYTES_MAX` (those checkpoints are not
     /// taken).
     pub alignments_given_up: u64,
-    /// Ticks at which a source's barrier was due but the last checkpoint
-    /// was still being saved or written at its worker (the barrier waits:
-    /// one checkpoint in flight at a time).
+    /// Barrier ids that came due at a source while its last checkpoint was
+    /// still being saved or written at its worker, summed over sources
+    /// (not placed: one checkpoint in flight at a time).
     pub barriers_deferred: u64,
     /// The state written (`null` without `--checkpoint-dir`).
     pub state: Option<StateFigures>,
@@ -1164,8 +1164,8 @@ pub fn summary_checkpoints(r: &Report, out: &mut dyn Write) -> std::io::Result<(
         let deferred = match c.barriers_deferred {
             0 => String::new(),
             n => format!(
-                "; barriers deferred {} times (the last checkpoint still in flight: state \
-                 takes longer to save or write than the interval)",
+                "; {} barriers skipped at sources (the last checkpoint still in flight: \
+                 state takes longer to save or write than the interval)",
                 thousands(n)
             ),
         };

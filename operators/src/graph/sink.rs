@@ -207,7 +207,18 @@ impl Lines {
         let Some(tx) = self.tx.as_mut() else {
             return Ok(());
         };
-        let record = tx.read_record()?;
+        let record = match tx.read_record() {
+            Ok(r) => r,
+            // The saved state says what the output held: a damaged record
+            // is not needed (it is when the sink had ended: an empty state).
+            Err(e) if !state.is_empty() => {
+                air_runtime::say!(
+                    "air: {e}; ignored (the output is cut back to what the checkpoint saved)"
+                );
+                Committed::default()
+            }
+            Err(e) => return Err(e),
+        };
         // An empty state: the sink had ended (closed, everything committed
         // as its record says) when the checkpoint was taken.
         let (then, epochs) = if state.is_empty() {
@@ -243,7 +254,7 @@ impl Lines {
             let path = self.path();
             let tx = self.tx.as_mut().expect("checkpoints");
             if let Some(p) = path.filter(|p| p.exists() || tx.committed.bytes > 0) {
-                cut_back(&p, tx.committed.bytes, &tx.record)?;
+                cut_back(&p, tx.committed.bytes)?;
             }
             return Ok(());
         }
@@ -368,7 +379,7 @@ impl Lines {
                 if self.file.is_none() {
                     // Cut back to what was committed (a resumed job), or
                     // to nothing (a fresh one).
-                    self.file = Some(cut_back(&path, at, &tx.record)?);
+                    self.file = Some(cut_back(&path, at)?);
                 }
                 let f = self.file.as_mut().expect("opened");
                 use std::io::Seek;
@@ -476,9 +487,9 @@ impl Lines {
 /// Opens `path` (created if missing) and cuts it back to `len` bytes.
 ///
 /// # Errors
-/// It cannot be opened, or holds fewer than `len` bytes (changed since the
-/// checkpoint, whose commit record is `record`).
-fn cut_back(path: &std::path::Path, len: u64, record: &std::path::Path) -> Result<File, String> {
+/// It cannot be opened, or holds fewer than `len` bytes (changed or
+/// renamed since the checkpoint).
+fn cut_back(path: &std::path::Path, len: u64) -> Result<File, String> {
     let f = std::fs::OpenOptions::new()
         .write(true)
         .create(true)
@@ -491,10 +502,10 @@ fn cut_back(path: &std::path::Path, len: u64, record: &std::path::Path) -> Resul
         .len();
     if have < len {
         return Err(format!(
-            "{} holds {have} bytes, the checkpoint says {len} were committed (record {}): the \
-             output was changed since (use --fresh to start over)",
-            path.display(),
-            record.display()
+            "{} holds {have} bytes, the checkpoint says {len} were committed to it: the output \
+             was changed or renamed since (a resumed job goes on with the output it wrote: give \
+             the same --out, or copy that file to the new name first; --fresh starts over)",
+            path.display()
         ));
     }
     f.set_len(len)

@@ -583,11 +583,13 @@ where
         restored_bytes = match &resumed {
             state::Resumed::Nothing => None,
             state::Resumed::Own(p) => Some(p.bytes() as u64),
-            // Every old part (read once per process): what each worker
-            // looks through for the state it now owns.
-            state::Resumed::Rescaled { parts, .. } => {
-                Some(parts.iter().map(|p| p.bytes() as u64).sum())
-            }
+            // Every old part, read once per process: counted at its
+            // first worker.
+            state::Resumed::Rescaled { parts, .. } => Some(if me % cfg.workers.max(1) == 0 {
+                parts.iter().map(|p| p.bytes() as u64).sum()
+            } else {
+                0
+            }),
         };
         state::begin(me, ck.clone(), resumed);
     }

@@ -172,9 +172,10 @@ impl Checkpoints {
         }
         if let Some(id) = resumed {
             let rescale = match resumed_workers {
-                Some(then) if then != workers => {
-                    format!(", taken at {then} workers: its state goes to {workers}")
-                }
+                Some(then) if then != workers => format!(
+                    ", taken at {then} worker{}: its state goes to {workers}",
+                    if then == 1 { "" } else { "s" }
+                ),
                 _ => String::new(),
             };
             crate::say!(

@@ -986,6 +986,7 @@ impl<S: Source> Head for SourceHead<S> {
             records: 0,
             barrier: super::barrier_base(),
             deferred: 0,
+            deferred_last: 0,
             slot,
         };
         df.b.borrow_mut().sources.push(Box::new(seg));
@@ -1052,9 +1053,10 @@ struct SourceSeg<S: Source, C> {
     records: u64,
     /// The newest checkpoint barrier placed after its records.
     barrier: u64,
-    /// Ticks at which a barrier was due but the last checkpoint was still
-    /// in flight ([`super::state::in_flight`]).
+    /// Barrier ids that came due while the last checkpoint was still in
+    /// flight ([`super::state::in_flight`]), and the newest of them.
     deferred: u64,
+    deferred_last: u64,
     /// Its state's slot: the source's position and the chain's state.
     slot: super::state::StateSlot,
 }
@@ -1129,7 +1131,10 @@ where
             if super::state::in_flight(self.slot.index()) {
                 // The last checkpoint is still being saved or written: this
                 // one waits (placed at a later tick, under a later id).
-                self.deferred += 1;
+                if id > self.deferred_last {
+                    self.deferred_last = id;
+                    self.deferred += 1;
+                }
                 return;
             }
             self.barrier = id;
