@@ -5,7 +5,8 @@
 //! checkpoint falls back to the one before with a warning, a checkpoint of
 //! another job or worker count is refused with an error naming the
 //! manifest, `--fresh` starts over, and a graph with state that cannot be
-//! saved yet is refused before it runs.
+//! saved yet is refused before it runs. Joins (q8) and keyed process
+//! state (q6) are killed and resumed too.
 
 mod common;
 
@@ -319,6 +320,27 @@ fn nexmark_q8_join_killed_and_resumed_gives_the_rows_of_an_uninterrupted_run() {
         "100",
     ];
     killed_and_resumed("q8", &q, 3, 0x0908);
+}
+
+/// NEXMark q6 (keyed process state twice: the winning bid of each auction,
+/// its bids and close timers, then each seller's last ten prices and
+/// expiry timers; both `process_checkpointed`), 2 workers.
+#[test]
+fn nexmark_q6_process_killed_and_resumed_gives_the_rows_of_an_uninterrupted_run() {
+    let q = [
+        "nexmark",
+        "--query",
+        "q6",
+        "--events",
+        "3000000",
+        "--workers",
+        "2",
+        "--ring-bytes",
+        "131072",
+        "--checkpoint-ms",
+        "100",
+    ];
+    killed_and_resumed("q6", &q, 3, 0x0906);
 }
 
 /// Checkpoints of a run killed midway, for the damage tests: (dir, the
