@@ -40,7 +40,7 @@
 use super::late::{BehindWatermark, LatePolicy, LateRecord, LateStream, Lateness, SideOut};
 use super::window::{window_tail, KeyedTail, Windows};
 use air_runtime::dataflow::{
-    Head, Identity, KeyedStream, LateRecords, Op2Head, Operator2, Pipe, Stats, Stream,
+    state, Head, Identity, KeyedStream, LateRecords, Op2Head, Operator2, Pipe, Stats, Stream,
 };
 use air_runtime::{ExchangeData, Record};
 use rkyv::{Archive, Deserialize, Serialize};
@@ -682,6 +682,47 @@ where
             .count() as u64;
     }
 
+    /// The watermark it fired to and every record it keeps (both sides',
+    /// each with its window's start; a sliding window's record once per
+    /// window it is kept in). Counters are the run's, not saved.
+    fn save(&self) -> Option<Vec<u8>> {
+        let (mut left, mut right) = (Kept::default(), Kept::default());
+        for (&start, keys) in &self.open {
+            for (ls, rs) in keys.values() {
+                left.add(start, ls);
+                right.add(start, rs);
+            }
+        }
+        Some(state::frame_sections(
+            &[self.fired],
+            &[
+                &state::records_to_bytes(&left.times),
+                &state::records_to_bytes(&left.records),
+                &state::records_to_bytes(&right.times),
+                &state::records_to_bytes(&right.records),
+            ],
+        ))
+    }
+
+    fn restore(&mut self, saved: &[u8]) -> Result<(), String> {
+        let (values, s) = state::unframe_sections(saved, 4)?;
+        let [fired] = values[..] else {
+            return Err(format!("join state with {} values, not 1", values.len()));
+        };
+        self.fired = fired;
+        for (start, a) in Kept::<A>::read(s[0], s[1])? {
+            let k = (self.key.0)(&a);
+            let e = self.open.entry(start).or_default().entry(k).or_default();
+            e.0.push(a);
+        }
+        for (start, b) in Kept::<B>::read(s[2], s[3])? {
+            let k = (self.key.1)(&b);
+            let e = self.open.entry(start).or_default().entry(k).or_default();
+            e.1.push(b);
+        }
+        Ok(())
+    }
+
     fn report(&mut self, stats: &mut Stats) {
         stats.add("join_pairs", self.pairs);
         stats.add_late(&self.label, self.late);
@@ -792,7 +833,213 @@ where
         });
     }
 
+    /// Every record it keeps, both sides', with its event time.
+    fn save(&self) -> Option<Vec<u8>> {
+        let (mut left, mut right) = (Kept::default(), Kept::default());
+        for v in self.left.values() {
+            left.add_timed(v);
+        }
+        for v in self.right.values() {
+            right.add_timed(v);
+        }
+        Some(state::frame_sections(
+            &[],
+            &[
+                &state::records_to_bytes(&left.times),
+                &state::records_to_bytes(&left.records),
+                &state::records_to_bytes(&right.times),
+                &state::records_to_bytes(&right.records),
+            ],
+        ))
+    }
+
+    fn restore(&mut self, saved: &[u8]) -> Result<(), String> {
+        let (values, s) = state::unframe_sections(saved, 4)?;
+        if !values.is_empty() {
+            return Err(format!("join state with {} values, not 0", values.len()));
+        }
+        for (t, a) in Kept::<A>::read(s[0], s[1])? {
+            self.left.entry((self.key.0)(&a)).or_default().push((t, a));
+        }
+        for (t, b) in Kept::<B>::read(s[2], s[3])? {
+            self.right.entry((self.key.1)(&b)).or_default().push((t, b));
+        }
+        Ok(())
+    }
+
     fn report(&mut self, stats: &mut Stats) {
         stats.add("join_pairs", self.pairs);
+    }
+}
+
+/// One side's kept records as saved: each record with a time (its
+/// window's start, or its event time), in two parallel vectors so that
+/// only `A: Record` is needed. The key is not saved: the side's key
+/// function gives it back.
+struct Kept<A> {
+    times: Vec<u64>,
+    records: Vec<A>,
+}
+
+impl<A> Default for Kept<A> {
+    fn default() -> Self {
+        Kept {
+            times: Vec::new(),
+            records: Vec::new(),
+        }
+    }
+}
+
+impl<A: Record> Kept<A> {
+    /// Adds `records`, all at time `t`.
+    fn add(&mut self, t: u64, records: &[A]) {
+        self.times.extend(std::iter::repeat_n(t, records.len()));
+        self.records.extend_from_slice(records);
+    }
+
+    /// Adds records with their own times.
+    fn add_timed(&mut self, records: &[(u64, A)]) {
+        for (t, a) in records {
+            self.times.push(*t);
+            self.records.push(a.clone());
+        }
+    }
+
+    /// The (time, record) pairs saved as `times` and `records` bytes.
+    fn read(times: &[u8], records: &[u8]) -> Result<Vec<(u64, A)>, String> {
+        let times = state::records_from_bytes::<u64>(times)?;
+        let records = state::records_from_bytes::<A>(records)?;
+        if times.len() != records.len() {
+            return Err(format!(
+                "join state with {} times for {} records",
+                times.len(),
+                records.len()
+            ));
+        }
+        Ok(times.into_iter().zip(records).collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::graph::{Sliding, Tumbling};
+
+    type Rec = (u64, u64); // (key, time ms)
+    type Row = (u64, u64, u64, u64); // (start, key, left time, right time)
+
+    fn window_join(
+        windows: Windows,
+        eager: bool,
+    ) -> impl Operator2<In1 = Rec, In2 = Rec, Out = Joined<u64, Rec, Rec>> {
+        WindowJoin {
+            windows,
+            key: (|r: &Rec| r.0, |r: &Rec| r.0),
+            time: (|r: &Rec| r.1, |r: &Rec| r.1),
+            open: BTreeMap::new(),
+            fired: 0,
+            lateness: 0,
+            late: None,
+            label: "test".into(),
+            pairs: 0,
+            unfired: 0,
+            eager,
+            latency: air_runtime::metrics::latency_histogram(),
+        }
+    }
+
+    fn interval_join() -> impl Operator2<In1 = Rec, In2 = Rec, Out = Joined<u64, Rec, Rec>> {
+        IntervalJoin {
+            bounds: (-100, 100),
+            key: (|r: &Rec| r.0, |r: &Rec| r.0),
+            time: (|r: &Rec| r.1, |r: &Rec| r.1),
+            left: FxHashMap::default(),
+            right: FxHashMap::default(),
+            pairs: 0,
+        }
+    }
+
+    /// One step of a join's input.
+    enum Step {
+        Left(Vec<Rec>),
+        Right(Vec<Rec>),
+        Watermark(u64),
+    }
+
+    fn run<O: Operator2<In1 = Rec, In2 = Rec, Out = Joined<u64, Rec, Rec>>>(
+        op: &mut O,
+        steps: &[Step],
+        rows: &mut Vec<Row>,
+    ) {
+        let mut emit = |j: Joined<u64, Rec, Rec>| rows.push((j.start, j.key, j.left.1, j.right.1));
+        for s in steps {
+            match s {
+                Step::Left(v) => {
+                    let b = Rec::to_bytes(v);
+                    op.on_batch1(Rec::read_batch(&b).unwrap(), &mut emit);
+                }
+                Step::Right(v) => {
+                    let b = Rec::to_bytes(v);
+                    op.on_batch2(Rec::read_batch(&b).unwrap(), &mut emit);
+                }
+                Step::Watermark(wm) => op.on_watermark(*wm, &mut emit),
+            }
+        }
+    }
+
+    /// Records of 5 keys over 3 s, both sides, with watermarks between.
+    fn steps() -> Vec<Step> {
+        let mut steps = Vec::new();
+        for round in 0..30u64 {
+            let t = round * 100;
+            steps.push(Step::Left((0..5).map(|k| (k, t + k * 7)).collect()));
+            steps.push(Step::Right(
+                (0..5).map(|k| ((k + round) % 5, t + 30)).collect(),
+            ));
+            if round % 4 == 3 {
+                steps.push(Step::Watermark(t.saturating_sub(150)));
+            }
+        }
+        steps.push(Step::Watermark(u64::MAX));
+        steps
+    }
+
+    /// Saved midway and restored into a new operator, a join gives the
+    /// rows of one that ran through (so every kept record, and the
+    /// watermark it fired to, came back).
+    fn saved_midway_gives_the_same_rows<O>(make: impl Fn() -> O)
+    where
+        O: Operator2<In1 = Rec, In2 = Rec, Out = Joined<u64, Rec, Rec>>,
+    {
+        let steps = steps();
+        let mut want = Vec::new();
+        run(&mut make(), &steps, &mut want);
+        assert!(!want.is_empty());
+        want.sort_unstable();
+        for cut in [5, 20, 41, steps.len() - 1] {
+            let mut got = Vec::new();
+            let mut first = make();
+            run(&mut first, &steps[..cut], &mut got);
+            let saved = first.save().expect("a join saves");
+            let mut second = make();
+            second.restore(&saved).unwrap();
+            run(&mut second, &steps[cut..], &mut got);
+            got.sort_unstable();
+            assert_eq!(got, want, "cut at step {cut}");
+        }
+        assert!(make().restore(b"not a join's state").is_err());
+    }
+
+    #[test]
+    fn a_window_join_resumes_with_its_kept_records() {
+        saved_midway_gives_the_same_rows(|| window_join(Tumbling::ms(500), false));
+        saved_midway_gives_the_same_rows(|| window_join(Tumbling::ms(500), true));
+        saved_midway_gives_the_same_rows(|| window_join(Sliding::ms(600, 200), true));
+        saved_midway_gives_the_same_rows(|| window_join(Sliding::ms(600, 200), false));
+    }
+
+    #[test]
+    fn an_interval_join_resumes_with_its_kept_records() {
+        saved_midway_gives_the_same_rows(interval_join);
     }
 }

@@ -32,7 +32,7 @@ pub use live_source::{LineFormat, LiveSource};
 pub use partitioned::{PartitionedCsv, PartitionedExt};
 pub use process::{
     process_fn, KeyedProcess, KeyedProcessExt, KeyedProcessFunction, NoTimer, ProcessCx, ProcessFn,
-    TimerFn,
+    SaveState, StateNotSaved, StateSaved, TimerFn,
 };
 pub use session::{SessionWindow, Sessions};
 pub use sink::{Csv, JsonLines};

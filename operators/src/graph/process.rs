@@ -85,7 +85,7 @@
 //! ```
 
 use air_runtime::dataflow::{
-    Cx, Head, Identity, KeyedStream, OpHead, Operator, Outbox, Pipe, Stats, Stream, Tail,
+    state, Cx, Head, Identity, KeyedStream, OpHead, Operator, Outbox, Pipe, Stats, Stream, Tail,
 };
 use air_runtime::{key_hash, ExchangeData, Record};
 use rustc_hash::FxHashMap;
@@ -404,6 +404,77 @@ where
     }
 }
 
+/// Whether a `process` operator saves its keys and their states at
+/// checkpoints: [`StateNotSaved`] ([`KeyedProcessExt::process`]: a job
+/// with checkpoints refuses it, naming it) or [`StateSaved`]
+/// ([`KeyedProcessExt::process_checkpointed`]: keys and states archived
+/// with rkyv).
+pub trait SaveState<K, S>: 'static {
+    /// `keys` and `states` as bytes, two sections; `None`: it cannot.
+    fn save<'a>(
+        keys: impl Iterator<Item = &'a K>,
+        states: impl Iterator<Item = &'a S>,
+    ) -> Option<[Vec<u8>; 2]>
+    where
+        K: 'a,
+        S: 'a;
+    /// What `save` gave: (keys, states).
+    ///
+    /// # Errors
+    /// Bytes `save` did not make.
+    fn restore(keys: &[u8], states: &[u8]) -> Result<(Vec<K>, Vec<S>), String>;
+}
+
+/// A `process` whose state cannot be saved (any state type): a job with
+/// checkpoints refuses it.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct StateNotSaved;
+
+impl<K, S> SaveState<K, S> for StateNotSaved {
+    fn save<'a>(
+        _: impl Iterator<Item = &'a K>,
+        _: impl Iterator<Item = &'a S>,
+    ) -> Option<[Vec<u8>; 2]>
+    where
+        K: 'a,
+        S: 'a,
+    {
+        None
+    }
+    fn restore(_: &[u8], _: &[u8]) -> Result<(Vec<K>, Vec<S>), String> {
+        Err("this process function's state is not saved (use process_checkpointed)".into())
+    }
+}
+
+/// A `process` whose keys and states are saved at checkpoints (both
+/// [`Record`]s: archived with rkyv).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct StateSaved;
+
+impl<K: Record, S: Record> SaveState<K, S> for StateSaved {
+    fn save<'a>(
+        keys: impl Iterator<Item = &'a K>,
+        states: impl Iterator<Item = &'a S>,
+    ) -> Option<[Vec<u8>; 2]>
+    where
+        K: 'a,
+        S: 'a,
+    {
+        let keys: Vec<K> = keys.cloned().collect();
+        let states: Vec<S> = states.cloned().collect();
+        Some([
+            state::records_to_bytes(&keys),
+            state::records_to_bytes(&states),
+        ])
+    }
+    fn restore(keys: &[u8], states: &[u8]) -> Result<(Vec<K>, Vec<S>), String> {
+        Ok((
+            state::records_from_bytes(keys)?,
+            state::records_from_bytes(states)?,
+        ))
+    }
+}
+
 /// `process` on a keyed stream.
 pub trait KeyedProcessExt<H: Head, P: Pipe<H::Out>, KF> {
     /// Runs `f` on every record at its key's owner (an exchange edge
@@ -465,6 +536,60 @@ pub trait KeyedProcessExt<H: Head, P: Pipe<H::Out>, KF> {
         KF: Fn(&P::Out) -> K + Clone + 'static,
         TF: Fn(&P::Out) -> u64 + 'static,
         F: KeyedProcessFunction<K, P::Out>;
+
+    /// [`process`](Self::process) whose keys' states and timers are saved
+    /// at checkpoints (and restored on resume), so a job with
+    /// `--checkpoint-dir` (or `Job::checkpoints`) may use it: the key and
+    /// the state must be [`Record`]s (derive `Clone, rkyv::Archive,
+    /// rkyv::Serialize, rkyv::Deserialize`). `process` takes any state
+    /// type, and a job with checkpoints refuses it.
+    ///
+    /// ```
+    /// use air_operators::graph::*;
+    /// use air_runtime::dataflow::{run_graph, VecSource};
+    /// use air_runtime::JobConfig;
+    /// use std::sync::{Arc, Mutex};
+    ///
+    /// let cfg = JobConfig { workers: 2, pin: false, ..JobConfig::default() };
+    /// let rows = Arc::new(Mutex::new(Vec::new()));
+    /// let out = rows.clone();
+    /// run_graph(&cfg, move |df| {
+    ///     let shard: Vec<u64> = (0..20).filter(|i| i % 2 == df.index() as u64).collect();
+    ///     let out = out.clone();
+    ///     df.source(VecSource::new(shard))
+    ///         .event_time(|x| *x * 100, 0)
+    ///         .key_by(|x| x % 3)
+    ///         // A count per key (a `u64`: a `Record`), emitted at the end.
+    ///         .process_checkpointed(
+    ///             |x| *x * 100,
+    ///             process_fn(|_k: &u64, _x: u64, _t, n: &mut u64, cx: &mut ProcessCx<(u64, u64)>| {
+    ///                 *n += 1;
+    ///                 cx.register_timer(u64::MAX);
+    ///             })
+    ///             .on_timer(|k: &u64, _t, n: &mut u64, cx: &mut ProcessCx<(u64, u64)>| {
+    ///                 cx.emit((*k, *n))
+    ///             }),
+    ///         )
+    ///         .for_each(move |r| out.lock().unwrap().push(r));
+    /// })
+    /// .unwrap();
+    /// let mut rows = rows.lock().unwrap().clone();
+    /// rows.sort();
+    /// assert_eq!(rows, [(0, 7), (1, 7), (2, 6)]);
+    /// ```
+    #[allow(clippy::type_complexity)]
+    fn process_checkpointed<K, TF, F>(
+        self,
+        time: TF,
+        f: F,
+    ) -> Stream<OpHead<KeyedProcess<K, P::Out, F, KF, TF, StateSaved>>, Identity>
+    where
+        P::Out: Record,
+        K: Record + Hash + Eq,
+        KF: Fn(&P::Out) -> K + Clone + 'static,
+        TF: Fn(&P::Out) -> u64 + 'static,
+        F: KeyedProcessFunction<K, P::Out>,
+        F::State: Record;
 }
 
 impl<H: Head, P: Pipe<H::Out>, KF> KeyedProcessExt<H, P, KF> for KeyedStream<H, P, KF> {
@@ -481,32 +606,54 @@ impl<H: Head, P: Pipe<H::Out>, KF> KeyedProcessExt<H, P, KF> for KeyedStream<H, 
         TF: Fn(&P::Out) -> u64 + 'static,
         F: KeyedProcessFunction<K, P::Out>,
     {
-        let (stream, key) = self.into_parts();
-        let df = stream.dataflow().clone();
-        let edge = df.new_edge("process records");
-        let out = df.outbox::<P::Out>(edge);
-        stream.end_in(ProcessTail {
-            out,
-            key: key.clone(),
-        });
-        df.consume(
-            edge,
-            KeyedProcess {
-                f,
-                key,
-                time,
-                keys: FxHashMap::default(),
-                slots: Vec::new(),
-                free: Vec::new(),
-                timers: BTreeSet::new(),
-                cx: ProcessCx::new(),
-                wm: 0,
-                fired: 0,
-                unfired: 0,
-                _t: PhantomData,
-            },
-        )
+        keyed_process(self, time, f)
     }
+
+    #[track_caller]
+    fn process_checkpointed<K, TF, F>(
+        self,
+        time: TF,
+        f: F,
+    ) -> Stream<OpHead<KeyedProcess<K, P::Out, F, KF, TF, StateSaved>>, Identity>
+    where
+        P::Out: Record,
+        K: Record + Hash + Eq,
+        KF: Fn(&P::Out) -> K + Clone + 'static,
+        TF: Fn(&P::Out) -> u64 + 'static,
+        F: KeyedProcessFunction<K, P::Out>,
+        F::State: Record,
+    {
+        keyed_process(self, time, f)
+    }
+}
+
+/// `process` and `process_checkpointed`: the records to their keys'
+/// owners, the operator there.
+#[allow(clippy::type_complexity)]
+fn keyed_process<H, P, KF, K, TF, F, Sv>(
+    keyed: KeyedStream<H, P, KF>,
+    time: TF,
+    f: F,
+) -> Stream<OpHead<KeyedProcess<K, P::Out, F, KF, TF, Sv>>, Identity>
+where
+    H: Head,
+    P: Pipe<H::Out>,
+    P::Out: Record,
+    K: Hash + Eq + Clone + 'static,
+    KF: Fn(&P::Out) -> K + Clone + 'static,
+    TF: Fn(&P::Out) -> u64 + 'static,
+    F: KeyedProcessFunction<K, P::Out>,
+    Sv: SaveState<K, F::State>,
+{
+    let (stream, key) = keyed.into_parts();
+    let df = stream.dataflow().clone();
+    let edge = df.new_edge("process records");
+    let out = df.outbox::<P::Out>(edge);
+    stream.end_in(ProcessTail {
+        out,
+        key: key.clone(),
+    });
+    df.consume(edge, KeyedProcess::new(f, key, time))
 }
 
 /// Routes records to their key's owner (the sending side of `process`).
@@ -533,6 +680,10 @@ impl<T: ExchangeData, K: Hash, KF: Fn(&T) -> K + 'static> Tail<T> for ProcessTai
     fn barrier(&mut self, id: u64, cx: &mut Cx<'_, '_>) {
         self.out.barrier(id, cx)
     }
+    /// Keeps nothing: what it staged goes on before the barrier.
+    fn barrier_safe(&self) -> bool {
+        true
+    }
     fn report(&mut self, stats: &mut Stats) {
         stats.add("process_records", self.out.records);
     }
@@ -548,8 +699,9 @@ struct Slot<K, S> {
 }
 
 /// The `process` operator at a key's owner: a key's state and timers, the
-/// user's function.
-pub struct KeyedProcess<K, T, F: KeyedProcessFunction<K, T>, KF, TF> {
+/// user's function; `Sv` says whether its state is saved at checkpoints
+/// ([`SaveState`]).
+pub struct KeyedProcess<K, T, F: KeyedProcessFunction<K, T>, KF, TF, Sv = StateNotSaved> {
     f: F,
     key: KF,
     time: TF,
@@ -564,14 +716,112 @@ pub struct KeyedProcess<K, T, F: KeyedProcessFunction<K, T>, KF, TF> {
     wm: u64,
     fired: u64,
     unfired: u64,
-    _t: PhantomData<fn(T)>,
+    _t: PhantomData<fn(T, Sv)>,
 }
 
-impl<K, T, F, KF, TF> KeyedProcess<K, T, F, KF, TF>
+impl<K, T, F, KF, TF, Sv> KeyedProcess<K, T, F, KF, TF, Sv>
 where
     K: Hash + Eq + Clone + 'static,
     F: KeyedProcessFunction<K, T>,
+    Sv: SaveState<K, F::State>,
 {
+    /// A new operator: no keys, no timers.
+    fn new(f: F, key: KF, time: TF) -> Self {
+        KeyedProcess {
+            f,
+            key,
+            time,
+            keys: FxHashMap::default(),
+            slots: Vec::new(),
+            free: Vec::new(),
+            timers: BTreeSet::new(),
+            cx: ProcessCx::new(),
+            wm: 0,
+            fired: 0,
+            unfired: 0,
+            _t: PhantomData,
+        }
+    }
+
+    /// Its state at a checkpoint: the watermark, then its keys (those with
+    /// state or timers), which of them have state, their states, and every
+    /// timer as (time, position of its key). `None` unless `Sv` saves.
+    fn save_state(&self) -> Option<Vec<u8>> {
+        let live: Vec<&Slot<K, F::State>> = self.slots.iter().flatten().collect();
+        // Slot number → position among the live ones.
+        let mut at = vec![u64::MAX; self.slots.len()];
+        for (n, i) in self
+            .slots
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| s.as_ref().map(|_| i))
+            .enumerate()
+        {
+            at[i] = n as u64;
+        }
+        let [keys, states] = Sv::save(
+            live.iter().map(|s| &s.key),
+            live.iter().filter_map(|s| s.state.as_ref()),
+        )?;
+        let has: Vec<u8> = live.iter().map(|s| s.state.is_some() as u8).collect();
+        let times: Vec<u64> = self.timers.iter().map(|&(t, _)| t).collect();
+        let owners: Vec<u64> = self.timers.iter().map(|&(_, i)| at[i as usize]).collect();
+        Some(state::frame_sections(
+            &[self.wm],
+            &[
+                &keys,
+                &has,
+                &states,
+                &state::records_to_bytes(&times),
+                &state::records_to_bytes(&owners),
+            ],
+        ))
+    }
+
+    /// Takes back what [`KeyedProcess::save_state`] gave (into an operator
+    /// with no keys yet).
+    fn restore_state(&mut self, saved: &[u8]) -> Result<(), String> {
+        let (values, s) = state::unframe_sections(saved, 5)?;
+        let [wm] = values[..] else {
+            return Err(format!("process state with {} values, not 1", values.len()));
+        };
+        let (keys, states) = Sv::restore(s[0], s[2])?;
+        let has = s[1];
+        let times = state::records_from_bytes::<u64>(s[3])?;
+        let owners = state::records_from_bytes::<u64>(s[4])?;
+        let with_state = has.iter().filter(|&&h| h != 0).count();
+        if has.len() != keys.len() || with_state != states.len() || times.len() != owners.len() {
+            return Err(format!(
+                "process state of {} keys, {} flags, {} states, {} timers for {} keys",
+                keys.len(),
+                has.len(),
+                states.len(),
+                times.len(),
+                owners.len()
+            ));
+        }
+        self.wm = wm;
+        let mut states = states.into_iter();
+        let mut slot_of = Vec::with_capacity(keys.len());
+        for (key, &h) in keys.into_iter().zip(has) {
+            let i = self.slot_of(key);
+            let slot = self.slots[i as usize].as_mut().expect("live slot");
+            if h != 0 {
+                slot.state = states.next();
+            }
+            slot_of.push(i);
+        }
+        for (t, owner) in times.into_iter().zip(owners) {
+            let &i = slot_of
+                .get(owner as usize)
+                .ok_or_else(|| format!("a saved timer of key {owner}, of {}", slot_of.len()))?;
+            if self.timers.insert((t, i)) {
+                self.slots[i as usize].as_mut().expect("live slot").timers += 1;
+            }
+        }
+        Ok(())
+    }
+
     /// The slot of `key`, made if new.
     #[inline]
     fn slot_of(&mut self, key: K) -> u32 {
@@ -648,13 +898,14 @@ where
     }
 }
 
-impl<K, T, F, KF, TF> Operator for KeyedProcess<K, T, F, KF, TF>
+impl<K, T, F, KF, TF, Sv> Operator for KeyedProcess<K, T, F, KF, TF, Sv>
 where
     K: Hash + Eq + Clone + 'static,
     T: Record,
     F: KeyedProcessFunction<K, T>,
     KF: Fn(&T) -> K + 'static,
     TF: Fn(&T) -> u64 + 'static,
+    Sv: SaveState<K, F::State>,
 {
     type In = T;
     type Out = F::Out;
@@ -699,6 +950,15 @@ where
         stats.add("unfired_timers", self.unfired);
         stats.add("process_keys", self.keys.len() as u64);
     }
+
+    /// Keys, states and timers, if `Sv` saves them ([`SaveState`]).
+    fn save(&self) -> Option<Vec<u8>> {
+        self.save_state()
+    }
+
+    fn restore(&mut self, state: &[u8]) -> Result<(), String> {
+        self.restore_state(state)
+    }
 }
 
 #[cfg(test)]
@@ -721,20 +981,8 @@ mod tests {
         .on_timer(
             |k: &u64, t, n: &mut u64, cx: &mut ProcessCx<(u64, u64, u64)>| cx.emit((*k, t, *n)),
         );
-        let mut op = KeyedProcess {
-            f,
-            key: |x: &(u64, u64)| x.0,
-            time: |x: &(u64, u64)| x.1,
-            keys: FxHashMap::default(),
-            slots: Vec::new(),
-            free: Vec::new(),
-            timers: BTreeSet::new(),
-            cx: ProcessCx::new(),
-            wm: 0,
-            fired: 0,
-            unfired: 0,
-            _t: PhantomData,
-        };
+        let mut op: KeyedProcess<_, _, _, _, _> =
+            KeyedProcess::new(f, |x: &(u64, u64)| x.0, |x: &(u64, u64)| x.1);
         let batch = <(u64, u64)>::to_bytes(&vec![(1, 0), (2, 1), (1, 2)]);
         let items = <(u64, u64)>::read_batch(&batch).unwrap();
         let mut rows = Vec::new();
@@ -750,5 +998,89 @@ mod tests {
         op.on_end(u64::MAX, &mut |r| rows.push(r));
         assert!(rows.is_empty(), "fired once");
         assert_eq!((op.fired, op.unfired), (4, 0));
+    }
+
+    /// A running sum per key, emitted by a timer 250 ms after each record
+    /// (one timer per key and 100 ms); state cleared when a key's sum
+    /// passes 40.
+    fn summing() -> KeyedProcess<
+        u64,
+        (u64, u64),
+        impl KeyedProcessFunction<u64, (u64, u64), State = u64, Out = (u64, u64, u64)>,
+        impl Fn(&(u64, u64)) -> u64,
+        impl Fn(&(u64, u64)) -> u64,
+        StateSaved,
+    > {
+        let f = process_fn(
+            |_k: &u64, x: (u64, u64), t, sum: &mut u64, cx: &mut ProcessCx<_>| {
+                *sum += x.0 % 7;
+                cx.register_timer(t - t % 100 + 250);
+            },
+        )
+        .on_timer(
+            |k: &u64, t, sum: &mut u64, cx: &mut ProcessCx<(u64, u64, u64)>| {
+                cx.emit((*k, t, *sum));
+                if *sum > 40 {
+                    cx.clear_state();
+                }
+            },
+        );
+        KeyedProcess::new(f, |x: &(u64, u64)| x.0 % 5, |x: &(u64, u64)| x.1)
+    }
+
+    /// Saved midway and restored into a new operator, `process` with saved
+    /// state gives the rows of one that ran through; without, it cannot
+    /// save.
+    #[test]
+    fn a_saved_process_resumes_with_its_states_and_timers() {
+        enum Step {
+            Batch(Vec<(u64, u64)>),
+            Watermark(u64),
+        }
+        let mut steps = Vec::new();
+        for round in 0..40u64 {
+            steps.push(Step::Batch(
+                (0..6)
+                    .map(|i| (round * 6 + i, round * 37 + i * 3))
+                    .collect(),
+            ));
+            if round % 3 == 2 {
+                steps.push(Step::Watermark(round * 37));
+            }
+        }
+        steps.push(Step::Watermark(u64::MAX));
+        let run = |op: &mut KeyedProcess<_, _, _, _, _, _>, steps: &[Step], rows: &mut Vec<_>| {
+            for s in steps {
+                match s {
+                    Step::Batch(v) => {
+                        let b = <(u64, u64)>::to_bytes(v);
+                        let items = <(u64, u64)>::read_batch(&b).unwrap();
+                        op.on_batch(items, &mut |r| rows.push(r));
+                    }
+                    Step::Watermark(wm) => op.on_watermark(*wm, &mut |r| rows.push(r)),
+                }
+            }
+        };
+        let mut want = Vec::new();
+        run(&mut summing(), &steps, &mut want);
+        assert!(want.len() > 20);
+        want.sort_unstable();
+        for cut in [3, 10, 27, steps.len() - 1] {
+            let mut first = summing();
+            let mut got = Vec::new();
+            run(&mut first, &steps[..cut], &mut got);
+            let saved = first.save().expect("saves");
+            let mut second = summing();
+            second.restore(&saved).unwrap();
+            run(&mut second, &steps[cut..], &mut got);
+            got.sort_unstable();
+            assert_eq!(got, want, "cut at step {cut}");
+        }
+        assert!(summing().restore(b"not a process's state").is_err());
+        let f =
+            process_fn(|_k: &u64, _x: (u64, u64), _t, _s: &mut u64, _cx: &mut ProcessCx<u64>| {});
+        let unsaved: KeyedProcess<_, _, _, _, _> =
+            KeyedProcess::new(f, |x: &(u64, u64)| x.0, |x: &(u64, u64)| x.1);
+        assert!(unsaved.save().is_none());
     }
 }

@@ -363,7 +363,7 @@ where
             return Err(RuntimeError::Setup(format!(
                 "checkpoints: this graph keeps state that cannot be saved yet: {} (docs/guide.md, \
                  \"Checkpoints\", says what can: e.g. not paced generators, input files, live \
-                 inputs, joins, sessions, keyed process)",
+                 inputs, sessions, keyed process without process_checkpointed)",
                 cannot.join("; ")
             )));
         }

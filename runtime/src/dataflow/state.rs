@@ -740,6 +740,45 @@ pub fn unframe(state: &[u8]) -> Result<(Vec<u64>, &[u8]), String> {
     Ok((values, &state[end..]))
 }
 
+/// A saved state of `values` and several byte `sections` (records of
+/// several types, say): [`frame`] of the values then each section's
+/// length, around the sections one after another. [`unframe_sections`]
+/// reads it back.
+pub fn frame_sections(values: &[u64], sections: &[&[u8]]) -> Vec<u8> {
+    let mut all = values.to_vec();
+    all.extend(sections.iter().map(|s| s.len() as u64));
+    frame(&all, &sections.concat())
+}
+
+/// What [`frame_sections`] made, with `n` sections: (values, sections).
+///
+/// # Errors
+/// Bytes [`frame_sections`] did not make with `n` sections.
+pub fn unframe_sections(state: &[u8], n: usize) -> Result<(Vec<u64>, Vec<&[u8]>), String> {
+    let (mut values, mut body) = unframe(state)?;
+    if values.len() < n {
+        return Err(format!(
+            "saved state with {} values, not {n} sections",
+            values.len()
+        ));
+    }
+    let lens = values.split_off(values.len() - n);
+    let mut sections = Vec::with_capacity(n);
+    for len in lens {
+        let len = usize::try_from(len)
+            .ok()
+            .filter(|&l| l <= body.len())
+            .ok_or_else(|| format!("a saved section of {len} bytes overruns its state"))?;
+        let (head, rest) = body.split_at(len);
+        sections.push(head);
+        body = rest;
+    }
+    if !body.is_empty() {
+        return Err(format!("{} bytes after the saved sections", body.len()));
+    }
+    Ok((values, sections))
+}
+
 /// Records as saved state (an rkyv archive of the vector).
 #[allow(clippy::ptr_arg)]
 pub fn records_to_bytes<T: crate::ExchangeData>(items: &Vec<T>) -> Vec<u8> {
@@ -828,5 +867,21 @@ mod tests {
             (Some(&[6u8][..]), Some(&[60u8][..]))
         );
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Sections come back as they went, and bytes that were not framed
+    /// so (short, a length past the end, bytes left over) are errors.
+    #[test]
+    fn sections_round_trip_and_bad_ones_are_refused() {
+        let b = frame_sections(&[7, 9], &[b"abc", b"", b"de"]);
+        let (values, sections) = unframe_sections(&b, 3).unwrap();
+        assert_eq!(values, [7, 9]);
+        assert_eq!(sections, [&b"abc"[..], b"", b"de"]);
+        assert!(unframe_sections(&b[..b.len() - 1], 3).is_err());
+        assert!(unframe_sections(&b, 5).is_err());
+        let mut long = b.clone();
+        long.push(0);
+        assert!(unframe_sections(&long, 3).is_err());
+        assert!(unframe_sections(&frame(&[u64::MAX], b""), 1).is_err());
     }
 }

@@ -1279,24 +1279,37 @@ pub struct Op2Head<O> {
 
 impl<O: Operator2> Head for Op2Head<O> {
     type Out = O::Out;
-    fn install<C: Continuation<O::Out>>(self, df: &Dataflow, next: C) {
-        // Joins do not save their buffers yet: a job with checkpoints
-        // refuses them.
-        let _ = df.state_slot(
-            format!(
-                "two-input operator {} (joins cannot save their state yet)",
-                std::any::type_name::<O>()
-            ),
-            false,
-            false,
-        );
+    fn install<C: Continuation<O::Out>>(mut self, df: &Dataflow, mut next: C) {
+        let what = format!("two-input operator {}", std::any::type_name::<O>());
+        // Joins keep records per key but cannot rescale yet.
+        let mut slot = df.state_slot(what.clone(), self.op.save().is_some(), false);
+        refuse_unsafe_tail(df, &next);
+        let mut wm = [0, 0];
+        let mut fired = 0;
+        if let Some(state) = slot.take_restored() {
+            let restored = restore_segment(&state, &mut next, |b| {
+                let (values, body) = super::state::unframe(b)?;
+                let [w0, w1, f] = values[..] else {
+                    return Err(format!(
+                        "two-input state with {} values, not 3",
+                        values.len()
+                    ));
+                };
+                (wm, fired) = ([w0, w1], f);
+                self.op.restore(body)
+            });
+            if let Err(e) = restored {
+                df.fail(format!("resuming the {what}: {e}"));
+            }
+        }
         let shared = Rc::new(RefCell::new(Op2Seg {
             op: self.op,
             next,
-            wm: [0, 0],
-            fired: 0,
+            wm,
+            fired,
             align: TwoInputs::new(),
             me: df.index(),
+            slot,
         }));
         df.set_consumer(
             self.edge1,
@@ -1327,9 +1340,22 @@ struct Op2Seg<O, C> {
     /// deliveries are (sender, batch) for batches.
     align: TwoInputs<(usize, rkyv::util::AlignedVec<16>)>,
     me: usize,
+    /// Its state's slot: both inputs' watermarks, the watermark fired
+    /// to, the operator's and the chain's state.
+    slot: super::state::StateSlot,
 }
 
 impl<O: Operator2, C: Continuation<O::Out>> Op2Seg<O, C> {
+    /// The segment's state: `[wm₀, wm₁, fired]` framed around the
+    /// operator's, inside the chain's ([`save_segment`]).
+    fn save(&self) -> Vec<u8> {
+        let body = self
+            .op
+            .save()
+            .map(|op| super::state::frame(&[self.wm[0], self.wm[1], self.fired], &op));
+        save_segment(&self.next, body)
+    }
+
     fn batch(
         &mut self,
         side: usize,
@@ -1388,6 +1414,10 @@ impl<O: Operator2, C: Continuation<O::Out>> Op2Seg<O, C> {
             let fin = a.min(b);
             let Op2Seg { op, next, .. } = self;
             op.on_end(fin, &mut |o| next.push(o, cx));
+            if !crate::stop::requested() && super::state::enabled() {
+                self.slot.ended(self.save());
+            }
+            let Op2Seg { next, .. } = self;
             next.watermark(fin, cx);
             next.end(fin, cx);
         } else {
@@ -1401,6 +1431,11 @@ impl<O: Operator2, C: Continuation<O::Out>> Op2Seg<O, C> {
     fn pass(&mut self, cx: &mut Cx<'_, '_>) {
         loop {
             if let Some(b) = self.align.pass_barrier() {
+                // Everything before barrier `b` on both inputs is in, none
+                // after: the state of checkpoint `b`.
+                if super::state::enabled() {
+                    self.slot.save(b, self.save());
+                }
                 self.next.barrier(b, cx);
             }
             let Some((w, e)) = self.align.next_ready() else {

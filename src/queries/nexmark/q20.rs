@@ -219,7 +219,7 @@ impl Joined {
 }
 
 /// What one auction id's owner knows of the auction.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
 enum Known {
     /// Nothing (not come yet, or freed).
     #[default]
@@ -230,8 +230,8 @@ enum Known {
     Other(u64),
 }
 
-/// One auction id's state at its owner.
-#[derive(Debug, Default)]
+/// One auction id's state at its owner (saved at checkpoints).
+#[derive(Debug, Default, Clone, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
 pub(crate) struct Pending {
     auction: Known,
     /// Bids that came before the auction, each with a timer at its expiry.
@@ -362,7 +362,7 @@ fn build(cx: &Cx<'_>, df: &Dataflow, shard: &Shard<'_>) {
         .event_time(FullEvent::date_time, cx.args.max_delay())
         .flat_map(Q20In::of)
         .key_by(Q20In::auction_id)
-        .process(Q20In::date_time, join);
+        .process_checkpointed(Q20In::date_time, join);
     bid_rows(
         joined,
         |j: &Joined| j.time().saturating_add(1),

@@ -197,8 +197,8 @@ pub struct Suggestion {
     pub state: Word,
 }
 
-/// One person id's state at its owner.
-#[derive(Default)]
+/// One person id's state at its owner (saved at checkpoints).
+#[derive(Default, Clone, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
 pub struct Key {
     /// Records not yet joined: the watermark has not passed their time
     /// (each has a timer at its time).
@@ -349,7 +349,7 @@ fn build(cx: &Cx<'_>, df: &Dataflow, shard: &Shard<'_>) {
         .event_time(FullEvent::date_time, cx.args.max_delay())
         .flat_map(Side::of)
         .key_by(Side::person_id)
-        .process(
+        .process_checkpointed(
             Side::date_time,
             Join {
                 wait: MAX_AUCTIONS_WAITING_MS,

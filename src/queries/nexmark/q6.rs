@@ -96,8 +96,8 @@ struct Q6Csv {
     auctions: u64,
 }
 
-/// One seller's state at its owner.
-#[derive(Default)]
+/// One seller's state at its owner (saved at checkpoints).
+#[derive(Default, Clone, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
 struct Seller {
     /// Its latest (at most [`Q6_LAST`]) winning bids as (time, price),
     /// ascending; empty once forgotten.
@@ -204,7 +204,7 @@ impl KeyedProcessFunction<u64, AuctionBid> for MovingMean {
 fn build(cx: &Cx<'_>, df: &Dataflow, shard: &Shard<'_>) {
     let rows = winning_bids(cx, df, shard)
         .key_by(|w: &AuctionBid| w.auction.seller)
-        .process(
+        .process_checkpointed(
             AuctionBid::time,
             MovingMean {
                 ttl: cx.args.state_ttl().max(1),

@@ -130,8 +130,8 @@ fn close_timer(auction: &Auction) -> u64 {
     auction.expires.saturating_sub(1)
 }
 
-/// One auction id's state at its owner.
-#[derive(Default)]
+/// One auction id's state at its owner (saved at checkpoints).
+#[derive(Default, Clone, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
 pub struct Open {
     /// The auction, once seen.
     auction: Option<Auction>,
@@ -227,7 +227,7 @@ pub(crate) fn winning_bids(
         .event_time(NexEvent::date_time, cx.args.max_delay())
         .flat_map(AuctionOrBid::of)
         .key_by(AuctionOrBid::auction_id)
-        .process(AuctionOrBid::date_time, WinningBids)
+        .process_checkpointed(AuctionOrBid::date_time, WinningBids)
 }
 
 #[cfg(test)]

@@ -246,6 +246,28 @@ impl NexmarkFullGenerator {
     pub fn compact(&self) -> &NexmarkGenerator {
         &self.gen
     }
+
+    /// Goes on as if it had generated `n` events of its shard already (a
+    /// checkpoint's position: [`NexmarkGenerator::generated`] of
+    /// [`compact`](Self::compact)), in O(1) ([`NexmarkGenerator::skip_to`]).
+    ///
+    /// ```
+    /// use air_operators::sources::nexmark::*;
+    /// let cfg = NexmarkConfig { events: Some(100), ..NexmarkConfig::default() };
+    /// let mut all = vec![FullEvent::default(); 100];
+    /// assert_eq!(NexmarkFullGenerator::new(&cfg, 0, 1).fill(&mut all), 100);
+    /// let mut g = NexmarkFullGenerator::new(&cfg, 0, 1);
+    /// g.skip_to(60).unwrap();
+    /// let mut rest = vec![FullEvent::default(); 100];
+    /// assert_eq!(g.fill(&mut rest), 40);
+    /// assert_eq!(rest[..40], all[60..]);
+    /// ```
+    ///
+    /// # Errors
+    /// It generated events already, or `n` is past its shard.
+    pub fn skip_to(&mut self, n: u64) -> Result<(), String> {
+        self.gen.skip_to(n)
+    }
 }
 
 /// The names and URLs of the channels a generator met so far, built on
