@@ -9,6 +9,11 @@ use std::time::{Duration, SystemTime};
 
 const AIR: &str = env!("CARGO_BIN_EXE_air");
 
+/// The tests one at a time: a cleaner locks each segment it looks at, so a
+/// second `air shm clean` running at that moment sees it "in use" (the
+/// other test's stale segment, once, on a loaded machine).
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn plant(name: &str, owner: Option<u32>) -> PathBuf {
     let p = PathBuf::from("/dev/shm").join(name);
     let f = std::fs::File::create(&p).unwrap();
@@ -45,6 +50,7 @@ fn clean(args: &[&str]) -> String {
 
 #[test]
 fn clean_removes_only_this_users_unheld_segments_and_lists_them() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     // SAFETY: getuid has no preconditions.
     let uid = unsafe { libc::getuid() };
     let tag = format!("cleantest{}", std::process::id());
@@ -109,6 +115,7 @@ fn clean_removes_only_this_users_unheld_segments_and_lists_them() {
 /// is left alone, listed, and counted in the summary line.
 #[test]
 fn clean_skips_and_counts_segments_younger_than_2_s() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     // SAFETY: getuid has no preconditions.
     let uid = unsafe { libc::getuid() };
     let young =
