@@ -781,6 +781,26 @@ where
     /// Takes back what [`KeyedProcess::save_state`] gave (into an operator
     /// with no keys yet).
     fn restore_state(&mut self, saved: &[u8]) -> Result<(), String> {
+        self.wm = self.restore_keys(saved, |_| true)?;
+        Ok(())
+    }
+
+    /// On a resume at another worker count: from every old worker's saved
+    /// state, the keys this worker owns now, with their states and timers;
+    /// the watermark is the smallest saved (they agree at a barrier).
+    fn rescale_state(&mut self, states: &[&[u8]], to: state::Rescale) -> Result<(), String> {
+        let mut wm = None::<u64>;
+        for saved in states {
+            let w = self.restore_keys(saved, |k| to.owns(k))?;
+            wm = Some(wm.map_or(w, |m| m.min(w)));
+        }
+        self.wm = wm.unwrap_or(0);
+        Ok(())
+    }
+
+    /// Adds the keys of `saved` that `keep` keeps, with their states and
+    /// timers; returns the saved watermark.
+    fn restore_keys(&mut self, saved: &[u8], keep: impl Fn(&K) -> bool) -> Result<u64, String> {
         let (values, s) = state::unframe_sections(saved, 5)?;
         let [wm] = values[..] else {
             return Err(format!("process state with {} values, not 1", values.len()));
@@ -792,7 +812,7 @@ where
         let with_state = has.iter().filter(|&&h| h != 0).count();
         if has.len() != keys.len() || with_state != states.len() || times.len() != owners.len() {
             return Err(format!(
-                "process state of {} keys, {} flags, {} states, {} timers for {} keys",
+                "process state of {} keys, {} flags, {} states, {} timer times, {} timer keys",
                 keys.len(),
                 has.len(),
                 states.len(),
@@ -800,26 +820,32 @@ where
                 owners.len()
             ));
         }
-        self.wm = wm;
         let mut states = states.into_iter();
+        // Saved key position → its slot here (`None`: not kept).
         let mut slot_of = Vec::with_capacity(keys.len());
         for (key, &h) in keys.into_iter().zip(has) {
+            let st = if h != 0 { states.next() } else { None };
+            if !keep(&key) {
+                slot_of.push(None);
+                continue;
+            }
             let i = self.slot_of(key);
             let slot = self.slots[i as usize].as_mut().expect("live slot");
-            if h != 0 {
-                slot.state = states.next();
+            if st.is_some() {
+                slot.state = st;
             }
-            slot_of.push(i);
+            slot_of.push(Some(i));
         }
         for (t, owner) in times.into_iter().zip(owners) {
             let &i = slot_of
                 .get(owner as usize)
                 .ok_or_else(|| format!("a saved timer of key {owner}, of {}", slot_of.len()))?;
+            let Some(i) = i else { continue };
             if self.timers.insert((t, i)) {
                 self.slots[i as usize].as_mut().expect("live slot").timers += 1;
             }
         }
-        Ok(())
+        Ok(wm)
     }
 
     /// The slot of `key`, made if new.
@@ -959,6 +985,15 @@ where
     fn restore(&mut self, state: &[u8]) -> Result<(), String> {
         self.restore_state(state)
     }
+
+    /// Saved keys go to their key group's owner (if `Sv` saves them).
+    fn rescales(&self) -> bool {
+        self.save_state().is_some()
+    }
+
+    fn rescale(&mut self, states: &[&[u8]], to: state::Rescale) -> Result<(), String> {
+        self.rescale_state(states, to)
+    }
 }
 
 #[cfg(test)]
@@ -1082,5 +1117,71 @@ mod tests {
         let unsaved: KeyedProcess<_, _, _, _, _> =
             KeyedProcess::new(f, |x: &(u64, u64)| x.0, |x: &(u64, u64)| x.1);
         assert!(unsaved.save().is_none());
+        assert!(!unsaved.rescales());
+    }
+
+    /// Saved at 2 workers (each with its keys' records), resumed at 3: each
+    /// new worker takes the keys it owns now from both states, with their
+    /// sums and timers, and the rows are those of one operator that saw
+    /// everything.
+    #[test]
+    fn a_saved_process_rescales_by_key_group() {
+        use air_runtime::dataflow::state::Rescale;
+        use air_runtime::keygroups::KeyGroups;
+        let batches: Vec<Vec<(u64, u64)>> = (0..40u64)
+            .map(|r| (0..6).map(|i| (r * 6 + i, r * 37 + i * 3)).collect())
+            .collect();
+        let key = |x: &(u64, u64)| x.0 % 5;
+        let feed = |op: &mut KeyedProcess<_, _, _, _, _, _>,
+                    rounds: std::ops::Range<usize>,
+                    mine: &dyn Fn(u64) -> bool,
+                    rows: &mut Vec<(u64, u64, u64)>| {
+            for r in rounds {
+                let v: Vec<(u64, u64)> =
+                    batches[r].iter().copied().filter(|x| mine(key(x))).collect();
+                let b = <(u64, u64)>::to_bytes(&v);
+                op.on_batch(<(u64, u64)>::read_batch(&b).unwrap(), &mut |x| rows.push(x));
+                if r % 3 == 2 {
+                    op.on_watermark(r as u64 * 37, &mut |x| rows.push(x));
+                }
+            }
+        };
+        let mut want = Vec::new();
+        let mut all = summing();
+        feed(&mut all, 0..40, &|_| true, &mut want);
+        all.on_watermark(u64::MAX, &mut |x| want.push(x));
+        want.sort_unstable();
+        let owner = |k: u64, w: usize| {
+            KeyGroups::new(128, w)
+                .unwrap()
+                .owner(air_runtime::key_hash(&k))
+        };
+        let mut got = Vec::new();
+        let saved: Vec<Vec<u8>> = (0..2)
+            .map(|w| {
+                let mut op = summing();
+                feed(&mut op, 0..17, &|k| owner(k, 2) == w, &mut got);
+                op.save().unwrap()
+            })
+            .collect();
+        let states: Vec<&[u8]> = saved.iter().map(|s| s.as_slice()).collect();
+        for w in 0..3 {
+            let mut op = summing();
+            assert!(op.rescales());
+            op.rescale(
+                &states,
+                Rescale {
+                    worker: w,
+                    workers: 3,
+                    from: 2,
+                    groups: KeyGroups::new(128, 3).unwrap(),
+                },
+            )
+            .unwrap();
+            feed(&mut op, 17..40, &|k| owner(k, 3) == w, &mut got);
+            op.on_watermark(u64::MAX, &mut |x| got.push(x));
+        }
+        got.sort_unstable();
+        assert_eq!(got, want);
     }
 }
