@@ -389,6 +389,25 @@ fn nexmark_q6_process_killed_and_resumed_gives_the_rows_of_an_uninterrupted_run(
     killed_and_resumed("q6", &q, 3, 0x0906);
 }
 
+/// Rescale on resume of keyed process state (q6: each auction's bids and
+/// close timer, then each seller's last prices; both by key group): 2
+/// workers, then 3, then 1.
+#[test]
+fn nexmark_q6_resumed_at_other_worker_counts_gives_the_rows_of_an_uninterrupted_run() {
+    let q = [
+        "nexmark",
+        "--query",
+        "q6",
+        "--events",
+        "3000000",
+        "--ring-bytes",
+        "131072",
+        "--checkpoint-ms",
+        "100",
+    ];
+    killed_and_resumed_with("q6-rescale", &q, 3, 0x0966, &[], true, &["2", "3", "1"]);
+}
+
 /// Checkpoints of a run killed midway, for the damage tests: (dir, the
 /// command's arguments, the reference rows' file).
 fn interrupted(what: &str) -> (common::TmpDir, Vec<String>, std::path::PathBuf) {

@@ -1137,8 +1137,11 @@ mod tests {
                     mine: &dyn Fn(u64) -> bool,
                     rows: &mut Vec<(u64, u64, u64)>| {
             for r in rounds {
-                let v: Vec<(u64, u64)> =
-                    batches[r].iter().copied().filter(|x| mine(key(x))).collect();
+                let v: Vec<(u64, u64)> = batches[r]
+                    .iter()
+                    .copied()
+                    .filter(|x| mine(key(x)))
+                    .collect();
                 let b = <(u64, u64)>::to_bytes(&v);
                 op.on_batch(<(u64, u64)>::read_batch(&b).unwrap(), &mut |x| rows.push(x));
                 if r % 3 == 2 {
