@@ -1038,6 +1038,7 @@ mod tests {
     /// A running sum per key, emitted by a timer 250 ms after each record
     /// (one timer per key and 100 ms); state cleared when a key's sum
     /// passes 40.
+    #[allow(clippy::type_complexity)] // impl types cannot be aliased
     fn summing() -> KeyedProcess<
         u64,
         (u64, u64),
