@@ -34,7 +34,7 @@ pub use process::{
     process_fn, KeyedProcess, KeyedProcessExt, KeyedProcessFunction, NoTimer, ProcessCx, ProcessFn,
     SaveState, StateNotSaved, StateSaved, TimerFn,
 };
-pub use session::{SessionWindow, Sessions};
+pub use session::{SavedSession, SessionWindow, Sessions};
 pub use sink::{Csv, JsonLines};
 pub use source::{
     BadRecords, CsvFormat, CsvSource, FileFormat, FileSource, JsonFormat, JsonLinesSource,

@@ -58,6 +58,7 @@ use super::late::{gate_for, Gate, LatePolicy};
 use super::window::{window_tail, WindowSpec, Windowed, WindowedStream};
 use air_runtime::dataflow::{Head, Identity, LateRecords, OpHead, Operator, Pipe, Stats, Stream};
 use air_runtime::Record;
+use rkyv::{Archive, Deserialize, Serialize};
 use rustc_hash::FxHashMap;
 use std::collections::BTreeMap;
 use std::hash::Hash;
@@ -117,6 +118,7 @@ where
     ) -> Stream<OpHead<SessionWindow<K, A, P::Out, KF, TF>>, Identity>
     where
         A: AggregateFunction<P::Out>,
+        SavedSession<K, A::Acc>: Record,
     {
         let label = format!("session window at {}", std::panic::Location::caller());
         let WindowedStream {
@@ -152,27 +154,7 @@ where
             edge,
             SessionWindow {
                 keys: FxHashMap::default(),
-                core: SessionCore {
-                    gap,
-                    lateness,
-                    keep,
-                    agg,
-                    timers: BTreeMap::new(),
-                    spare: Vec::new(),
-                    fired: 0,
-                    late: None,
-                    label,
-                    rows: 0,
-                    refired: 0,
-                    unfired: 0,
-                    open: 0,
-                    open_max: 0,
-                    merged: 0,
-                    wm_lag: 0,
-                    latency: air_runtime::metrics::latency_histogram(),
-                    samples: Vec::new(),
-                    _t: std::marker::PhantomData,
-                },
+                core: SessionCore::new(gap, lateness, keep, agg, label),
                 key,
                 time,
             },
@@ -197,6 +179,25 @@ struct Session<A> {
 struct KeyState<A> {
     sessions: Vec<Session<A>>,
     timer: u64,
+}
+
+/// One session of one key as a checkpoint saves it: the session
+/// operator's state is the watermark it fired up to and one of these per
+/// session it holds (open ones, and fired ones kept for lateness).
+#[derive(Debug, Clone, Archive, Serialize, Deserialize)]
+pub struct SavedSession<K, A> {
+    /// The key.
+    pub key: K,
+    /// First record's time, ms.
+    pub start: u64,
+    /// Last record's time + gap, ms (exclusive).
+    pub end: u64,
+    /// Newest event time in it, ms (latency).
+    pub newest: u64,
+    /// Its row went out with this accumulator.
+    pub fired: bool,
+    /// The accumulator.
+    pub acc: A,
 }
 
 /// The session operator's state beside its table of keys.
@@ -237,6 +238,32 @@ struct SessionCore<K, A: AggregateFunction<T>, T> {
 }
 
 impl<K: Clone, A: AggregateFunction<T>, T> SessionCore<K, A, T> {
+    /// No sessions yet: gap, allowed lateness and how long a fired session
+    /// is kept, ms; `label` names it in late-record reports.
+    fn new(gap: u64, lateness: u64, keep: u64, agg: A, label: String) -> Self {
+        SessionCore {
+            gap,
+            lateness,
+            keep,
+            agg,
+            timers: BTreeMap::new(),
+            spare: Vec::new(),
+            fired: 0,
+            late: None,
+            label,
+            rows: 0,
+            refired: 0,
+            unfired: 0,
+            open: 0,
+            open_max: 0,
+            merged: 0,
+            wm_lag: 0,
+            latency: air_runtime::metrics::latency_histogram(),
+            samples: Vec::new(),
+            _t: std::marker::PhantomData,
+        }
+    }
+
     /// Makes sure `ks` has a timer at or before `at`.
     fn ensure(&mut self, ks: &mut KeyState<A::Acc>, key: &K, at: u64) {
         if at < ks.timer {
@@ -247,6 +274,104 @@ impl<K: Clone, A: AggregateFunction<T>, T> SessionCore<K, A, T> {
                 .or_insert_with(|| spare.pop().unwrap_or_default())
                 .push(key.clone());
         }
+    }
+
+    /// Its state at a checkpoint: the watermark it fired up to, then every
+    /// session of `keys` ([`SavedSession`]).
+    fn save(&self, keys: &FxHashMap<K, KeyState<A::Acc>>) -> Vec<u8>
+    where
+        SavedSession<K, A::Acc>: Record,
+    {
+        let rows: Vec<SavedSession<K, A::Acc>> = keys
+            .iter()
+            .flat_map(|(key, ks)| {
+                ks.sessions.iter().map(|s| SavedSession {
+                    key: key.clone(),
+                    start: s.start,
+                    end: s.end,
+                    newest: s.newest,
+                    fired: s.fired,
+                    acc: s.acc.clone(),
+                })
+            })
+            .collect();
+        air_runtime::dataflow::state::frame(
+            &[self.fired],
+            &air_runtime::dataflow::state::records_to_bytes(&rows),
+        )
+    }
+
+    /// Takes back the sessions that [`SessionCore::save`] gave in `states`
+    /// (one state; or, on a resume at another worker count, every old
+    /// worker's, keeping the keys `to` owns now). It fired up to the
+    /// smallest saved watermark (as the window owners do: a session fired
+    /// at its old owner comes back marked fired, so it is not fired twice).
+    fn restore(
+        &mut self,
+        keys: &mut FxHashMap<K, KeyState<A::Acc>>,
+        states: &[&[u8]],
+        to: Option<&air_runtime::dataflow::state::Rescale>,
+    ) -> Result<(), String>
+    where
+        K: Hash + Eq,
+        SavedSession<K, A::Acc>: Record,
+    {
+        use air_runtime::dataflow::state::{records_from_bytes, unframe};
+        let mut fired = None::<u64>;
+        for state in states {
+            let (values, body) = unframe(state)?;
+            let [f] = values[..] else {
+                return Err(format!("session state with {} values, not 1", values.len()));
+            };
+            fired = Some(fired.map_or(f, |m| m.min(f)));
+            for s in records_from_bytes::<SavedSession<K, A::Acc>>(body)? {
+                if to.is_some_and(|to| !to.owns(&s.key)) {
+                    continue;
+                }
+                if s.start >= s.end {
+                    return Err(format!(
+                        "a saved session ends ({}) before it starts ({})",
+                        s.end, s.start
+                    ));
+                }
+                let ks = keys.entry(s.key).or_insert_with(|| KeyState {
+                    sessions: Vec::with_capacity(1),
+                    timer: u64::MAX,
+                });
+                ks.sessions.push(Session {
+                    start: s.start,
+                    end: s.end,
+                    acc: s.acc,
+                    newest: s.newest,
+                    fired: s.fired,
+                });
+            }
+        }
+        self.fired = fired.unwrap_or(0);
+        let keep = self.keep;
+        for (key, ks) in keys.iter_mut() {
+            ks.sessions.sort_by_key(|s| s.start);
+            if ks.sessions.windows(2).any(|w| w[0].end > w[1].start) {
+                return Err("saved sessions of one key overlap".into());
+            }
+            self.open += ks.sessions.len() as u64;
+            let due = ks
+                .sessions
+                .iter()
+                .map(|s| {
+                    if s.fired {
+                        s.end.saturating_add(keep)
+                    } else {
+                        s.end
+                    }
+                })
+                .min();
+            if let Some(at) = due {
+                self.ensure(ks, key, at);
+            }
+        }
+        self.open_max = self.open_max.max(self.open);
+        Ok(())
     }
 
     fn row(&mut self, key: &K, s: &Session<A::Acc>, now: u64) -> Windowed<K, A::Out> {
@@ -394,6 +519,7 @@ where
     T: Record,
     KF: Fn(&T) -> K + 'static,
     TF: Fn(&T) -> u64 + 'static,
+    SavedSession<K, A::Acc>: Record,
 {
     type In = T;
     type Out = Windowed<K, A::Out>;
@@ -499,5 +625,176 @@ where
         stats.max("sessions_open_max", c.open_max);
         stats.max("watermark_lag_max_ms", c.wm_lag);
         let _ = stats.latency.add(&c.latency);
+    }
+
+    fn save(&self) -> Option<Vec<u8>> {
+        Some(self.core.save(&self.keys))
+    }
+
+    fn restore(&mut self, state: &[u8]) -> Result<(), String> {
+        self.core.restore(&mut self.keys, &[state], None)
+    }
+
+    fn rescales(&self) -> bool {
+        true
+    }
+
+    fn rescale(
+        &mut self,
+        states: &[&[u8]],
+        to: air_runtime::dataflow::state::Rescale,
+    ) -> Result<(), String> {
+        self.core.restore(&mut self.keys, states, Some(&to))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::graph::Count;
+    use air_runtime::dataflow::state::Rescale;
+    use air_runtime::keygroups::KeyGroups;
+    use air_runtime::ExchangeData;
+
+    type Rec = (u64, u64);
+
+    /// Sessions of gap 50 ms per key `x.0 % 7`, times `x.1`, kept 50 ms
+    /// after they fire (lateness 0, as with Flink's rule).
+    fn op() -> SessionWindow<u64, Count, Rec, impl Fn(&Rec) -> u64, impl Fn(&Rec) -> u64> {
+        SessionWindow {
+            keys: FxHashMap::default(),
+            core: SessionCore::new(50, 0, 50, Count, "test".into()),
+            key: |x: &Rec| x.0 % 7,
+            time: |x: &Rec| x.1,
+        }
+    }
+
+    /// (round it came out in, key, start, end, count): a row must come out
+    /// when the uninterrupted operator emits it, not just some time.
+    type Row = (u64, u64, u64, u64, u64);
+
+    /// Rounds of records out of order (up to 40 ms behind the newest),
+    /// with gaps between bursts so sessions close, merge and fire again.
+    fn rounds() -> Vec<Vec<Rec>> {
+        (0..60u64)
+            .map(|r| {
+                (0..5)
+                    .map(|i| {
+                        let n = r * 5 + i;
+                        let t = r * 23 + (n * 17 % 41) + if r % 9 < 2 { 0 } else { 90 * (r / 9) };
+                        (n, t)
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+
+    fn feed<O>(
+        op: &mut O,
+        data: &[Vec<Rec>],
+        rounds: std::ops::Range<usize>,
+        mine: &dyn Fn(u64) -> bool,
+        rows: &mut Vec<Row>,
+    ) where
+        O: Operator<In = Rec, Out = Windowed<u64, u64>>,
+    {
+        for r in rounds {
+            let v: Vec<Rec> = data[r].iter().copied().filter(|x| mine(x.0 % 7)).collect();
+            let b = Rec::to_bytes(&v);
+            let r64 = r as u64;
+            op.on_batch(Rec::read_batch(&b).unwrap(), &mut |w| {
+                rows.push((r64, w.key, w.start, w.end, w.value))
+            });
+            // The newest time so far less 40 ms, as an event-time stage
+            // with that delay would say.
+            let newest = data[..=r].iter().flatten().map(|x| x.1).max().unwrap();
+            op.on_watermark(newest.saturating_sub(40), &mut |w| {
+                rows.push((r64, w.key, w.start, w.end, w.value))
+            });
+        }
+    }
+
+    fn uninterrupted(data: &[Vec<Rec>]) -> Vec<Row> {
+        let mut want = Vec::new();
+        let mut all = op();
+        feed(&mut all, data, 0..data.len(), &|_| true, &mut want);
+        all.on_end(u64::MAX, &mut |w| {
+            want.push((u64::MAX, w.key, w.start, w.end, w.value))
+        });
+        want.sort_unstable();
+        want
+    }
+
+    /// Saved mid-stream and restored into a fresh operator: the rows of
+    /// both halves are those of one operator that never stopped (sessions
+    /// open at the barrier, and fired ones kept for a bridging record,
+    /// carried over with their timers).
+    #[test]
+    fn a_saved_session_window_resumes_where_it_stopped() {
+        let data = rounds();
+        let want = uninterrupted(&data);
+        assert!(want.len() > 20, "{want:?}");
+        for cut in [1, 13, 30, 47] {
+            let mut got = Vec::new();
+            let mut first = op();
+            feed(&mut first, &data, 0..cut, &|_| true, &mut got);
+            let state = first.save().unwrap();
+            assert!(first.core.open > 0 || cut == 1, "sessions open at the cut");
+            let mut second = op();
+            second.restore(&state).unwrap();
+            assert_eq!(second.core.fired, first.core.fired);
+            feed(&mut second, &data, cut..data.len(), &|_| true, &mut got);
+            second.on_end(u64::MAX, &mut |w| {
+                got.push((u64::MAX, w.key, w.start, w.end, w.value))
+            });
+            got.sort_unstable();
+            assert_eq!(got, want, "cut after round {cut}");
+        }
+        assert!(op().restore(b"not a state").is_err());
+    }
+
+    /// Saved at 2 workers (each with its keys' records), resumed at 3:
+    /// each new worker takes the sessions of the keys it owns now.
+    #[test]
+    fn a_saved_session_window_rescales_by_key_group() {
+        let data = rounds();
+        let want = uninterrupted(&data);
+        let owner = |k: u64, w: usize| {
+            KeyGroups::new(128, w)
+                .unwrap()
+                .owner(air_runtime::key_hash(&k))
+        };
+        let mut got = Vec::new();
+        let saved: Vec<Vec<u8>> = (0..2)
+            .map(|w| {
+                let mut op = op();
+                feed(&mut op, &data, 0..25, &|k| owner(k, 2) == w, &mut got);
+                op.save().unwrap()
+            })
+            .collect();
+        let states: Vec<&[u8]> = saved.iter().map(|s| s.as_slice()).collect();
+        for w in 0..3 {
+            let mut op = op();
+            assert!(op.rescales());
+            let to = Rescale {
+                worker: w,
+                workers: 3,
+                from: 2,
+                groups: KeyGroups::new(128, 3).unwrap(),
+            };
+            op.rescale(&states, to).unwrap();
+            feed(
+                &mut op,
+                &data,
+                25..data.len(),
+                &|k| owner(k, 3) == w,
+                &mut got,
+            );
+            op.on_end(u64::MAX, &mut |r| {
+                got.push((u64::MAX, r.key, r.start, r.end, r.value))
+            });
+        }
+        got.sort_unstable();
+        assert_eq!(got, want);
     }
 }
