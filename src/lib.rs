@@ -258,8 +258,9 @@ impl Job {
     /// exactly-once. Keeps the 2 newest complete checkpoints. What your
     /// build closure captures (parameters, inputs) is not checked: use
     /// another `dir`, or [`Job::fresh`], when they change. A graph with
-    /// state that cannot be saved yet (joins, sessions, keyed `process`,
-    /// a `Source` without `save`) makes [`Job::run`] fail with
+    /// state that cannot be saved yet (keyed `process` without
+    /// `_checkpointed`, a live input, a `Source` without `save`) makes
+    /// [`Job::run`] fail with
     /// [`Error::Setup`] before any worker starts.
     ///
     /// ```

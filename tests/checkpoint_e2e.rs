@@ -450,6 +450,61 @@ fn nexmark_q18_q19_killed_and_resumed_give_the_rows_of_an_uninterrupted_run() {
     killed_and_resumed_with("q19", &q("q19"), 2, 0x0b19, &[], true, &["2", "3"]);
 }
 
+/// Input files (`--input`): each worker resumes at the byte offset of the
+/// next line of its piece. YSB (the campaign map from the same generator)
+/// and NEXMark q5, killed and resumed at 2 workers.
+#[test]
+fn input_files_killed_and_resumed_give_the_rows_of_an_uninterrupted_run() {
+    let dir = common::tmpdir("checkpoint", "files");
+    let (ev, camp, nx) = (
+        dir.join("ev.json"),
+        dir.join("camp.txt"),
+        dir.join("nx.json"),
+    );
+    let (ev, camp, nx) = (
+        ev.to_string_lossy().to_string(),
+        camp.to_string_lossy().to_string(),
+        nx.to_string_lossy().to_string(),
+    );
+    let o = air(&[
+        "gen",
+        "ysb",
+        "--events",
+        "600000",
+        "--out",
+        &ev,
+        "--campaigns-out",
+        &camp,
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    let o = air(&["gen", "nexmark", "--events", "1500000", "--out", &nx]);
+    assert!(o.status.success(), "{}", text(&o));
+    let q = [
+        "ysb",
+        "--input",
+        &ev,
+        "--campaigns",
+        &camp,
+        "--workers",
+        "2",
+        "--checkpoint-ms",
+        "50",
+    ];
+    killed_and_resumed("ysb-file", &q, 2, 0xf11e);
+    let q = [
+        "nexmark",
+        "--query",
+        "q5",
+        "--input",
+        &nx,
+        "--workers",
+        "2",
+        "--checkpoint-ms",
+        "50",
+    ];
+    killed_and_resumed("q5-file", &q, 2, 0xf115);
+}
+
 /// Checkpoints of a run killed midway, for the damage tests: (dir, the
 /// command's arguments, the reference rows' file).
 fn interrupted(what: &str) -> (common::TmpDir, Vec<String>, std::path::PathBuf) {

@@ -15,6 +15,7 @@ use super::dist::Dist;
 use super::driver::{OutputArgs, Query, RankPart, Report, RowsTo, WorkerFigures};
 use super::lagwatch::Watched;
 use air_operators::graph::{Count, KeyedWindowExt, Tumbling, Windowed};
+use air_operators::sources::files::PieceQueue;
 use air_operators::sources::live::{LiveFeed, LiveInput, LiveOptions};
 use air_operators::sources::shards::{resume, save_positions, Shards};
 use air_operators::sources::ysb::{
@@ -174,7 +175,7 @@ pub enum YsbSource {
     /// Byte ranges of input files, or a live input.
     Files {
         /// Pieces still to read.
-        pieces: std::vec::IntoIter<(PathBuf, Range<u64>)>,
+        pieces: PieceQueue,
         /// The live input whose share `current` reads (from the start).
         live: Option<LiveFeed>,
         /// Opens this worker's share of the live input, at the first poll
@@ -263,12 +264,24 @@ impl Source for YsbSource {
         }
     }
 
-    /// The generator's position (events generated); paced generators and
-    /// input files cannot resume yet (a job with checkpoints refuses them).
+    /// The generator's position (events generated), or the input files'
+    /// (pieces read, the offset of the next line: [`PieceQueue`]); paced
+    /// generators and live inputs cannot resume (a job with checkpoints
+    /// refuses them).
     fn save(&self) -> Option<Vec<u8>> {
         match self {
             YsbSource::Gen(g) => Some(save_positions(std::slice::from_ref(g))),
             YsbSource::Shards(s) => Some(s.save()),
+            YsbSource::Files {
+                pieces,
+                current,
+                live: None,
+                ..
+            } => Some(
+                pieces
+                    .position(current.as_ref().and_then(|r| r.position()))
+                    .save(),
+            ),
             _ => None,
         }
     }
@@ -281,7 +294,10 @@ impl Source for YsbSource {
                 }
                 Ok(())
             }
-            _ => Err("only the unpaced generator resumes from a checkpoint".into()),
+            YsbSource::Files {
+                pieces, live: None, ..
+            } => pieces.restore(state),
+            _ => Err("only the unpaced generator and input files resume from a checkpoint".into()),
         }
     }
 
@@ -915,7 +931,7 @@ fn run_rank(args: &YsbArgs, dist: &Dist, to: &RowsTo) -> Result<RankPart<YsbRow>
                 open
             });
             YsbSource::Files {
-                pieces: pieces[me].clone().into_iter(),
+                pieces: PieceQueue::new(pieces[me].clone()),
                 live: live.clone(),
                 open_live,
                 current: None,

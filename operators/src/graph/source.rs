@@ -187,6 +187,17 @@ pub struct FileSource<F: FileFormat> {
     reported: u64,
     /// Whether the first skipped record was announced.
     announced: bool,
+    /// Pieces taken from `pieces` so far (the current one included).
+    taken: u64,
+    /// [`files::pieces_fingerprint`] of this worker's pieces (found with
+    /// them; 0 before).
+    fingerprint: u64,
+    /// A checkpoint's position to start from (set by `restore`, applied
+    /// when the pieces are found).
+    resume: Option<files::PiecesPosition>,
+    /// In the first piece after a resume into a gzip file: the
+    /// decompressed offset to skip to.
+    skip_to: Option<u64>,
 }
 
 impl<F: FileFormat> FileSource<F> {
@@ -224,6 +235,10 @@ impl<F: FileFormat> FileSource<F> {
             skipped: 0,
             reported: 0,
             announced: false,
+            taken: 0,
+            fingerprint: 0,
+            resume: None,
+            skip_to: None,
         }
     }
 
@@ -285,6 +300,15 @@ impl<F: FileFormat> FileSource<F> {
         self
     }
 
+    /// The inputs, for messages: `PATH` or `PATH, PATH, …`.
+    fn describe(&self) -> String {
+        self.specs
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
     fn fail(&mut self, message: String) -> SourcePoll {
         self.error = Some(message);
         self.done = true;
@@ -298,28 +322,41 @@ impl<F: FileFormat> FileSource<F> {
             Some(p) => p,
             None => {
                 self.files = files::expand(&self.specs).map_err(|e| e.to_string())?;
-                let mine = files::shard_files(&self.files, self.index, self.workers)
+                let mut mine = files::shard_files(&self.files, self.index, self.workers)
                     .map_err(|e| e.to_string())?;
+                self.fingerprint =
+                    files::pieces_fingerprint(mine.iter().map(|p| (p.path.as_path(), &p.range)));
+                if let Some(pos) = self.resume.take() {
+                    self.skip_to = pos
+                        .apply(&mut mine, self.fingerprint, |p| &mut p.range, |p| p.gzip)
+                        .map_err(|e| format!("resuming {}: {e}", self.describe()))?;
+                    self.taken = pos.done;
+                }
                 self.pieces.insert(mine.into_iter())
             }
         };
         let Some(piece) = pieces.next() else {
             return Ok(false);
         };
+        self.taken += 1;
+        let skip_to = self.skip_to.take();
         let file = self
             .files
             .iter()
             .position(|f| *f == piece.path)
             .unwrap_or(0);
         let lines = open_lines(&piece, self.max_line_len, READ_SIZE).map_err(|e| e.to_string())?;
-        self.header_next = F::HEADER && piece.range.start == 0;
+        self.header_next = F::HEADER && piece.range.start == 0 && skip_to.is_none();
         if F::HEADER && !self.header_next {
             let header = read_header(&piece, self.max_line_len)?;
             self.format
                 .header(&header)
                 .map_err(|f| format!("{}:1: header: {}", piece.path.display(), fault_text(&f)))?;
         }
-        let records = RecordLines::file(lines, self.on_bad_record);
+        let mut records = RecordLines::file(lines, self.on_bad_record);
+        if let Some(offset) = skip_to {
+            records.skip_to(offset).map_err(|e| e.to_string())?;
+        }
         self.current = Some((file, records));
         self.reported = 0;
         Ok(true)
@@ -517,6 +554,34 @@ impl<F: FileFormat> Source for FileSource<F> {
 
     fn take_error(&mut self) -> Option<String> {
         self.error.take()
+    }
+
+    /// Its place in its pieces ([`files::PiecesPosition`]): pieces read
+    /// to their end, and where the next line of the open one starts.
+    fn save(&self) -> Option<Vec<u8>> {
+        let pos = match (&self.resume, &self.current) {
+            // Restored and not polled since: the position it was given.
+            (Some(pos), _) => *pos,
+            (None, Some((_, records))) => files::PiecesPosition {
+                done: self.taken - 1,
+                offset: records.position(),
+                fingerprint: self.fingerprint,
+            },
+            (None, None) => files::PiecesPosition {
+                done: self.taken,
+                offset: None,
+                fingerprint: self.fingerprint,
+            },
+        };
+        Some(pos.save())
+    }
+
+    /// Starts (at the first poll) from the position `save` gave: the same
+    /// files at the same worker count, unchanged since (else the first
+    /// poll fails, naming them).
+    fn restore(&mut self, state: &[u8]) -> Result<(), String> {
+        self.resume = Some(files::PiecesPosition::read(state)?);
+        Ok(())
     }
 
     fn report(&mut self, stats: &mut Stats) {

@@ -120,6 +120,196 @@ pub fn shard_files(files: &[PathBuf], index: usize, workers: usize) -> io::Resul
     Ok(pieces)
 }
 
+/// A worker's place in its list of file pieces, as a checkpoint saves it
+/// (the file sources of user programs and the YSB and NEXMark file
+/// readers): how many pieces it read to their end, and the offset of the
+/// next line of the piece it was reading (bytes into the file; for a gzip
+/// file, into its decompressed text). A fingerprint of the pieces (paths,
+/// ranges, the files' lengths and modification times) makes a resume over
+/// other or changed input fail instead of reading from a wrong offset.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct PiecesPosition {
+    /// Pieces read to their end, from the start of the worker's list.
+    pub done: u64,
+    /// Where the next line of the piece being read starts (`None`: no
+    /// piece was open).
+    pub offset: Option<u64>,
+    /// [`pieces_fingerprint`] of the worker's list (0: not known, e.g. the
+    /// barrier came before the first read; not checked).
+    pub fingerprint: u64,
+}
+
+/// Version of [`PiecesPosition::save`]'s layout.
+const POSITION_VERSION: u64 = 1;
+
+impl PiecesPosition {
+    /// The position as checkpoint state: four little-endian `u64`s framed
+    /// by `air_runtime::dataflow::state::frame` (version, done, offset or
+    /// `u64::MAX`, fingerprint).
+    pub fn save(&self) -> Vec<u8> {
+        air_runtime::dataflow::state::frame(
+            &[
+                POSITION_VERSION,
+                self.done,
+                self.offset.unwrap_or(u64::MAX),
+                self.fingerprint,
+            ],
+            &[],
+        )
+    }
+
+    /// What [`save`](Self::save) gave.
+    ///
+    /// # Errors
+    /// State of another layout or version.
+    pub fn read(state: &[u8]) -> Result<PiecesPosition, String> {
+        let (values, _) = air_runtime::dataflow::state::unframe(state)?;
+        match values[..] {
+            [POSITION_VERSION, done, offset, fingerprint] => Ok(PiecesPosition {
+                done,
+                offset: (offset != u64::MAX).then_some(offset),
+                fingerprint,
+            }),
+            _ => Err(format!(
+                "a file source's position of {} values (version {:?}), not this version's",
+                values.len(),
+                values.first()
+            )),
+        }
+    }
+
+    /// Applies the position to a worker's pieces before it reads any:
+    /// drops the pieces read to their end and starts the next one at the
+    /// saved offset (`range` gives a piece's byte range; `gzip` whether it
+    /// must be entered by skipping decompressed bytes instead). Returns
+    /// the decompressed offset to skip to in the first remaining piece, if
+    /// it is gzip.
+    ///
+    /// # Errors
+    /// The pieces are not those the position was saved over (other files,
+    /// or files changed since: `now` is their [`pieces_fingerprint`]), or
+    /// it names more pieces than there are.
+    pub fn apply<P>(
+        &self,
+        pieces: &mut Vec<P>,
+        now: u64,
+        range: impl Fn(&mut P) -> &mut Range<u64>,
+        gzip: impl Fn(&P) -> bool,
+    ) -> Result<Option<u64>, String> {
+        if self.fingerprint != 0 && self.fingerprint != now {
+            return Err(
+                "the input files are not those the checkpoint was taken over (other \
+                 files, or files changed since: length or modification time): rerun with \
+                 --fresh to start over"
+                    .into(),
+            );
+        }
+        let done = usize::try_from(self.done).unwrap_or(usize::MAX);
+        if done > pieces.len() {
+            return Err(format!(
+                "the checkpoint read {} pieces of input, this worker has {}",
+                self.done,
+                pieces.len()
+            ));
+        }
+        pieces.drain(..done);
+        let Some(offset) = self.offset else {
+            return Ok(None);
+        };
+        let Some(first) = pieces.first_mut() else {
+            return Err(
+                "the checkpoint was reading a piece of input this worker does not have".into(),
+            );
+        };
+        if gzip(first) {
+            return Ok(Some(offset));
+        }
+        let r = range(first);
+        r.start = r.start.max(offset);
+        Ok(None)
+    }
+}
+
+/// A worker's (file, byte range) pieces of plain files, read in order
+/// (the YSB and NEXMark file readers of `air run`), with what a
+/// checkpoint needs: [`position`](Self::position) and
+/// [`restore`](Self::restore).
+#[derive(Debug, Clone, Default)]
+pub struct PieceQueue {
+    pieces: std::collections::VecDeque<(PathBuf, Range<u64>)>,
+    /// Pieces at the start (before any restore dropped some).
+    total: u64,
+    /// [`pieces_fingerprint`] of all of them.
+    fingerprint: u64,
+}
+
+impl PieceQueue {
+    /// The pieces to read, in order (their files looked at once now for
+    /// the fingerprint).
+    pub fn new(pieces: Vec<(PathBuf, Range<u64>)>) -> PieceQueue {
+        let fingerprint = pieces_fingerprint(pieces.iter().map(|(p, r)| (p.as_path(), r)));
+        PieceQueue {
+            total: pieces.len() as u64,
+            pieces: pieces.into(),
+            fingerprint,
+        }
+    }
+
+    /// The next piece to read.
+    #[allow(clippy::should_implement_trait)] // not an iterator: it saves
+    pub fn next(&mut self) -> Option<(PathBuf, Range<u64>)> {
+        self.pieces.pop_front()
+    }
+
+    /// Where reading stands: `open` is the offset of the next line of the
+    /// piece being read (`None`: none is open).
+    pub fn position(&self, open: Option<u64>) -> PiecesPosition {
+        PiecesPosition {
+            done: self.total - self.pieces.len() as u64 - u64::from(open.is_some()),
+            offset: open,
+            fingerprint: self.fingerprint,
+        }
+    }
+
+    /// Goes to the position a checkpoint saved ([`PiecesPosition::save`])
+    /// before any piece is taken.
+    ///
+    /// # Errors
+    /// As [`PiecesPosition::apply`].
+    pub fn restore(&mut self, state: &[u8]) -> Result<(), String> {
+        let pos = PiecesPosition::read(state)?;
+        let mut v: Vec<_> = std::mem::take(&mut self.pieces).into();
+        pos.apply(&mut v, self.fingerprint, |p| &mut p.1, |_| false)?;
+        self.pieces = v.into();
+        Ok(())
+    }
+}
+
+/// A fingerprint of a worker's pieces: each one's path, byte range, and
+/// its file's length and modification time (ns) now (0 for a file that
+/// cannot be read: opening it will say why). Stable across processes (a
+/// fixed hash function).
+pub fn pieces_fingerprint<'a>(pieces: impl IntoIterator<Item = (&'a Path, &'a Range<u64>)>) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = rustc_hash::FxHasher::default();
+    for (path, range) in pieces {
+        path.hash(&mut h);
+        range.hash(&mut h);
+        let (len, mtime) = std::fs::metadata(path).map_or((0, 0), |m| {
+            let t = m
+                .modified()
+                .ok()
+                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                .map_or(0, |d| d.as_nanos() as u64);
+            (m.len(), t)
+        });
+        len.hash(&mut h);
+        mtime.hash(&mut h);
+    }
+    // 0 means "not known".
+    h.finish().max(1)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -614,6 +614,20 @@ impl<E: RecordError> RecordLines<E> {
         Ok(n)
     }
 
+    /// Skips the lines of a file range that start before `offset` (a
+    /// resume into a gzip file, which cannot seek), counting them.
+    ///
+    /// # Errors
+    /// A read error.
+    pub(crate) fn skip_to(&mut self, offset: u64) -> Result<(), E> {
+        while self.position().is_some_and(|p| p < offset) {
+            if self.lines.next_line()?.is_none() {
+                break;
+            }
+        }
+        Ok(())
+    }
+
     /// Applies the bad-record policy: `Err` to return now; `Ok` to go on
     /// (skipped) or, with the range finished, to return the `n` records
     /// first.
@@ -641,6 +655,15 @@ impl<E> RecordLines<E> {
     /// Whether an error is held back for the next call.
     pub(crate) fn has_pending(&self) -> bool {
         self.pending.is_some()
+    }
+
+    /// Where the next line of a file range starts (bytes into the file;
+    /// into the decompressed text of a gzip file); `None` for a live input.
+    pub(crate) fn position(&self) -> Option<u64> {
+        match &self.lines {
+            Lines::File(l) => Some(l.position()),
+            Lines::Live(_) => None,
+        }
     }
 
     /// Bad records skipped under [`OnBadRecord::Skip`].

@@ -362,8 +362,8 @@ where
         if !cannot.is_empty() {
             return Err(RuntimeError::Setup(format!(
                 "checkpoints: this graph keeps state that cannot be saved yet: {} (docs/guide.md, \
-                 \"Checkpoints\", says what can: e.g. not paced generators, input files, live \
-                 inputs, sessions, keyed process without process_checkpointed)",
+                 \"Checkpoints\", says what can: e.g. not paced generators, live inputs, keyed \
+                 process without process_checkpointed)",
                 cannot.join("; ")
             )));
         }

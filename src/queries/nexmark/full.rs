@@ -24,9 +24,10 @@
 //!
 //! [`Text`]: air_operators::sources::nexmark::Text
 
-use super::{bid_rows, Cx, Piece, Shard, Sources};
+use super::{bid_rows, Cx, Shard, Sources};
 use crate::queries::lagwatch::Watched;
 use air_operators::graph::Windowed;
+use air_operators::sources::files::PieceQueue;
 use air_operators::sources::nexmark::{
     EventKind, FullBid, FullEvent, LiveEvents, NexmarkConfig, NexmarkFullFileReader,
     NexmarkFullGenerator, ReaderOptions,
@@ -46,7 +47,7 @@ pub(crate) enum FullSource {
     /// Input files.
     Files {
         /// (file, byte range) still to read, in order.
-        pieces: std::vec::IntoIter<Piece>,
+        pieces: PieceQueue,
         /// The reader of the current piece.
         current: Option<NexmarkFullFileReader>,
         /// Reader options.
@@ -192,19 +193,27 @@ impl Source for FullGraphSource {
     fn events_read(&self, _yielded: usize) -> u64 {
         self.last_read
     }
-    /// The unpaced generator's position (events of its shard generated);
-    /// the paced generator, files and live inputs cannot resume yet (a
-    /// job with checkpoints refuses them).
+    /// The unpaced generator's position (events of its shard generated),
+    /// or the input files' ([`PieceQueue`]); the paced generator and live
+    /// inputs cannot resume (a job with checkpoints refuses them).
     fn save(&self) -> Option<Vec<u8>> {
         match &self.src {
             FullSource::Gen(g) => Some(g.compact().generated().to_le_bytes().to_vec()),
+            FullSource::Files {
+                pieces, current, ..
+            } => Some(
+                pieces
+                    .position(current.as_ref().and_then(|r| r.position()))
+                    .save(),
+            ),
             _ => None,
         }
     }
     fn restore(&mut self, state: &[u8]) -> Result<(), String> {
         match &mut self.src {
             FullSource::Gen(g) => g.skip_to(air_runtime::dataflow::state::read_u64(state, 0)?),
-            _ => Err("only the unpaced generator resumes from a checkpoint".into()),
+            FullSource::Files { pieces, .. } => pieces.restore(state),
+            _ => Err("only the unpaced generator and input files resume from a checkpoint".into()),
         }
     }
     fn report(&mut self, stats: &mut Stats) {
@@ -261,7 +270,7 @@ impl Sources<'_> {
     fn get_full(&self, index: usize, workers: usize) -> FullSource {
         if self.files {
             FullSource::Files {
-                pieces: self.pieces[index].clone().into_iter(),
+                pieces: PieceQueue::new(self.pieces[index].clone()),
                 current: None,
                 opts: self.opts,
                 error: None,

@@ -98,6 +98,7 @@ use super::dist::Dist;
 use super::driver::{sink_window_rows, OutputArgs, Query, RankPart, RowsTo, WorkerFigures};
 use super::lagwatch::Watched;
 use air_operators::graph::Windowed;
+use air_operators::sources::files::PieceQueue;
 use air_operators::sources::live::{LiveFeed, LiveInput, LiveOptions};
 use air_operators::sources::nexmark::{
     Auction, Bid, EventFileReader, JsonEvent, LiveEvents, LiveFill, LiveShare, NexEvent,
@@ -499,7 +500,7 @@ pub enum NexSource {
     /// Input files.
     Files {
         /// (file, byte range) still to read, in order.
-        pieces: std::vec::IntoIter<Piece>,
+        pieces: PieceQueue,
         /// The reader of the current piece.
         current: Option<NexmarkFileReader>,
         /// Reader options.
@@ -636,6 +637,13 @@ impl NexSource {
         match self {
             NexSource::Gen(g) => Some(save_positions(std::slice::from_ref(g))),
             NexSource::Shards(s) => Some(s.save()),
+            NexSource::Files {
+                pieces, current, ..
+            } => Some(
+                pieces
+                    .position(current.as_ref().and_then(|r| r.position()))
+                    .save(),
+            ),
             _ => None,
         }
     }
@@ -648,7 +656,8 @@ impl NexSource {
                 }
                 Ok(())
             }
-            _ => Err("only the unpaced generator resumes from a checkpoint".into()),
+            NexSource::Files { pieces, .. } => pieces.restore(state),
+            _ => Err("only the unpaced generator and input files resume from a checkpoint".into()),
         }
     }
 
@@ -896,7 +905,7 @@ impl Sources<'_> {
     fn get(&self, index: usize, workers: usize) -> NexSource {
         if self.files {
             NexSource::Files {
-                pieces: self.pieces[index].clone().into_iter(),
+                pieces: PieceQueue::new(self.pieces[index].clone()),
                 current: None,
                 opts: self.opts,
                 error: None,
@@ -1409,14 +1418,11 @@ impl Source for BidGraphSource {
     fn report(&mut self, stats: &mut Stats) {
         self.inner.report(stats)
     }
-    /// The generator's position (bids and the events stepped over).
+    /// The generator's position (bids and the events stepped over), or
+    /// the input files' (a poll keeps no events for the next one); none
+    /// for paced generators and live inputs.
     fn save(&self) -> Option<Vec<u8>> {
-        match self.inner.src {
-            NexSource::Gen(_) | NexSource::Shards(_) => self.inner.save(),
-            // Polls of files and paced generators keep no events between
-            // polls, but those sources cannot resume yet.
-            _ => None,
-        }
+        self.inner.save()
     }
     fn restore(&mut self, state: &[u8]) -> Result<(), String> {
         self.inner.restore(state)

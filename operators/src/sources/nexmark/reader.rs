@@ -306,6 +306,12 @@ impl<E: JsonEvent> EventFileReader<E> {
         self.records.lines().lines()
     }
 
+    /// Where the next line starts (bytes into the file): a checkpoint's
+    /// position.
+    pub fn position(&self) -> Option<u64> {
+        self.records.position()
+    }
+
     /// Bad records skipped under [`OnBadRecord::Skip`].
     pub fn skipped(&self) -> u64 {
         self.records.skipped()

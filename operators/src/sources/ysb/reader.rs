@@ -269,6 +269,12 @@ impl YsbFileReader {
         self.events
     }
 
+    /// Where the next line starts (bytes into the file; `None` for a live
+    /// input): a checkpoint's position.
+    pub fn position(&self) -> Option<u64> {
+        self.records.position()
+    }
+
     /// Bad records skipped under [`OnBadRecord::Skip`].
     pub fn skipped(&self) -> u64 {
         self.records.skipped()
