@@ -19,7 +19,7 @@ use super::driver::{OutputArgs, Query, RankPart, RowsTo, WorkerFigures};
 use super::lagwatch::Watched;
 use air_operators::graph::{Count, KeyedWindowExt, Sum, Tumbling, Windowed};
 use air_operators::sources::shards::{resume, save_positions, Shards};
-use air_operators::sources::wa::{KeyDist, WaConfig, WaEvent, WaGenerator};
+use air_operators::sources::wa::{zipf_of, KeyDist, WaConfig, WaEvent, WaGenerator};
 use air_runtime::dataflow::{run_graph, Dataflow, Head, Pipe, Source, SourcePoll, Stats, Stream};
 use serde::{Deserialize, Serialize};
 use std::io::Write;
@@ -287,12 +287,14 @@ impl Query for WaArgs {
         let header = self.header();
         let start = Instant::now();
         let paced = self.pace.start();
+        // One Zipf table for the whole rank, shared by its workers.
+        let zipf = zipf_of(&gen);
         // The graph every worker runs: its shard of the stream → per key
         // per window (count, sum) → rows.
         let build = |df: &Dataflow| {
             let (i, w) = (df.index(), df.workers());
             let source = match &paced {
-                None => WaSource::Gen(WaGenerator::new(&gen, i, w)),
+                None => WaSource::Gen(WaGenerator::with_zipf(&gen, zipf.clone(), i, w)),
                 Some(at) => {
                     // Event times follow this worker's schedule, from the
                     // wall clock at the start (see
@@ -307,7 +309,8 @@ impl Query for WaArgs {
                         base_time_ms: at.wall_ms,
                         ..gen
                     };
-                    WaSource::Paced(Watched::new(WaGenerator::new(&cfg, i, w), pacer))
+                    let g = WaGenerator::with_zipf(&cfg, zipf.clone(), i, w);
+                    WaSource::Paced(Watched::new(g, pacer))
                 }
             };
             let windows = df

@@ -81,7 +81,7 @@ pub fn assert_stopped_wa_exact(
         let per_ms = (events_per_s / 1000.0).ceil() as u64;
         let first = (w * per_ms).saturating_sub(2 * per_ms);
         for n in first..(w + window_ms + 2) * per_ms {
-            let e = event(&cfg, z.as_ref(), n);
+            let e = event(&cfg, z.as_deref(), n);
             if e.time_ms >= w && e.time_ms < w + window_ms {
                 let s = want.entry((w, e.key)).or_default();
                 s.0 += 1;

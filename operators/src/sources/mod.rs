@@ -17,3 +17,4 @@ pub mod shards;
 pub mod text;
 pub mod wa;
 pub mod ysb;
+pub mod zipf;

@@ -15,9 +15,15 @@
 //! same stream for any worker count, and each shard is in event-time order.
 //!
 //! Zipf keys: key `k` (0-based) has probability `∝ 1 / (k + 1)^s`, drawn
-//! with `rand_distr::Zipf` from a generator seeded by the event's hash.
+//! in O(1) from an alias table ([`ZipfTable`], built once per job and
+//! shared) by a second 64-bit hash of the event, `mix(h ^ P0)`, so the key
+//! is still a function of the event number alone. Values use the low 32
+//! bits of `h` as with uniform keys: a uniform stream is unchanged.
+
+use std::sync::Arc;
 
 use super::rng::{below, splitmix64};
+pub use super::zipf::{ZipfTable, MAX_KEYS as MAX_ZIPF_KEYS};
 
 /// wyrand's increment and mixing constant.
 const P0: u64 = 0xa076_1d64_78bd_642f;
@@ -29,8 +35,6 @@ fn mix(state: u64) -> u64 {
     let t = (state as u128).wrapping_mul((state ^ P1) as u128);
     (t >> 64) as u64 ^ t as u64
 }
-use rand::SeedableRng;
-use rand_distr::Distribution;
 
 /// The lowest `events_per_s` accepted (one event per 1000 s).
 pub const MIN_EVENTS_PER_S: f64 = 0.001;
@@ -153,7 +157,8 @@ impl WaConfig {
     ///
     /// # Errors
     /// `keys` of 0, a rate that is not a positive finite number, a Zipf
-    /// exponent that is not a positive finite number.
+    /// exponent that is not a positive finite number, Zipf keys above
+    /// [`MAX_ZIPF_KEYS`] (its table: 8 bytes a key).
     pub fn validate(&self) -> Result<(), String> {
         if self.keys == 0 {
             return Err("--keys must be at least 1".into());
@@ -177,6 +182,13 @@ impl WaConfig {
             if !(s.is_finite() && s > 0.0) {
                 return Err(format!("--zipf {s}: the exponent must be positive"));
             }
+            if self.keys > MAX_ZIPF_KEYS {
+                return Err(format!(
+                    "--keys {} with --zipf: at most {MAX_ZIPF_KEYS} keys (the sampling \
+                     table takes 8 bytes a key)",
+                    self.keys
+                ));
+            }
         }
         Ok(())
     }
@@ -197,20 +209,18 @@ impl WaConfig {
     }
 }
 
-/// Event `n` of the stream (the sequential definition).
-pub fn event(cfg: &WaConfig, zipf: Option<&rand_distr::Zipf<f64>>, n: u64) -> WaEvent {
+/// Event `n` of the stream (the sequential definition); `zipf` is
+/// [`zipf_of`]`(cfg)`.
+pub fn event(cfg: &WaConfig, zipf: Option<&ZipfTable>, n: u64) -> WaEvent {
     event_at(cfg, zipf, mix(cfg.state_of(n)), cfg.time_of(n))
 }
 
 /// The event with hash `h` at time `time_ms`.
 #[inline(always)]
-fn event_at(cfg: &WaConfig, zipf: Option<&rand_distr::Zipf<f64>>, h: u64, time_ms: u64) -> WaEvent {
+fn event_at(cfg: &WaConfig, zipf: Option<&ZipfTable>, h: u64, time_ms: u64) -> WaEvent {
     let key = match zipf {
         None => below(h, cfg.keys),
-        Some(z) => {
-            let mut r = rand::rngs::SmallRng::seed_from_u64(h);
-            (z.sample(&mut r) as u64).clamp(1, cfg.keys) - 1
-        }
+        Some(z) => zipf_key(z.alias_table(), h),
     };
     // The low 32 bits (the key used the high ones): uniform in 0..=max_value
     // for max_value < 2^32, by multiply-shift.
@@ -222,11 +232,26 @@ fn event_at(cfg: &WaConfig, zipf: Option<&rand_distr::Zipf<f64>>, h: u64, time_m
     }
 }
 
-/// The Zipf distribution of `cfg`, if it asks for one.
-pub fn zipf_of(cfg: &WaConfig) -> Option<rand_distr::Zipf<f64>> {
+/// The Zipf key of the event with hash `h`: a second hash, `mix(h ^ P0)`,
+/// gives the alias table's column and coin from all its 64 bits,
+/// independent of the value's bits (h's low 32).
+#[inline(always)]
+fn zipf_key(table: &super::zipf::AliasTable, h: u64) -> u64 {
+    table.sample(mix(h ^ P0))
+}
+
+/// The Zipf table of `cfg`, if it asks for Zipf keys: build it once per
+/// job and give each worker's generator a clone of the `Arc`
+/// ([`WaGenerator::with_zipf`]). About 10–20 ns and 8 bytes per key.
+///
+/// # Panics
+/// `cfg` does not pass [`WaConfig::validate`].
+pub fn zipf_of(cfg: &WaConfig) -> Option<Arc<ZipfTable>> {
     match cfg.dist {
         KeyDist::Uniform => None,
-        KeyDist::Zipf(s) => rand_distr::Zipf::new(cfg.keys, s).ok(),
+        KeyDist::Zipf(s) => Some(Arc::new(
+            ZipfTable::new(cfg.keys, s).expect("a validated WaConfig"),
+        )),
     }
 }
 
@@ -235,7 +260,8 @@ pub fn zipf_of(cfg: &WaConfig) -> Option<rand_distr::Zipf<f64>> {
 #[derive(Clone, Debug)]
 pub struct WaGenerator {
     cfg: WaConfig,
-    zipf: Option<rand_distr::Zipf<f64>>,
+    /// The Zipf table, shared by the job's generators.
+    zipf: Option<Arc<ZipfTable>>,
     next: u64,
     step: u64,
     generated: u64,
@@ -252,15 +278,44 @@ pub struct WaGenerator {
 }
 
 impl WaGenerator {
-    /// The shard of worker `worker` of `workers` (`worker < workers`).
+    /// The shard of worker `worker` of `workers` (`worker < workers`),
+    /// with a Zipf table of its own if `cfg` asks for one (a job of several
+    /// workers shares one: [`WaGenerator::with_zipf`]).
+    ///
+    /// # Panics
+    /// `cfg` does not pass [`WaConfig::validate`].
     pub fn new(cfg: &WaConfig, worker: usize, workers: usize) -> WaGenerator {
+        WaGenerator::with_zipf(cfg, zipf_of(cfg), worker, workers)
+    }
+
+    /// The shard of worker `worker` of `workers` drawing Zipf keys from
+    /// `zipf`, [`zipf_of`]`(cfg)` built once for the whole job.
+    ///
+    /// # Panics
+    /// `zipf` is not the table of `cfg`'s key distribution (keys and
+    /// exponent), or is missing for Zipf keys, or present for uniform ones.
+    pub fn with_zipf(
+        cfg: &WaConfig,
+        zipf: Option<Arc<ZipfTable>>,
+        worker: usize,
+        workers: usize,
+    ) -> WaGenerator {
+        let want = match cfg.dist {
+            KeyDist::Uniform => None,
+            KeyDist::Zipf(s) => Some((cfg.keys, s)),
+        };
+        assert_eq!(
+            zipf.as_ref().map(|z| (z.keys(), z.exponent())),
+            want,
+            "the Zipf table of another key distribution"
+        );
         let gap = Gap::of(cfg.events_per_s);
         let step = workers.max(1) as u64;
         let next = worker as u64;
         let (d_ms, d_rem) = gap.times(step);
         WaGenerator {
             cfg: *cfg,
-            zipf: zipf_of(cfg),
+            zipf,
             next,
             step,
             generated: 0,
@@ -289,7 +344,7 @@ impl WaGenerator {
         let d_state = self.step.wrapping_mul(P0);
         let (mut t, mut rem) = (self.time_ms, self.time_rem);
         let (dq, dr, num) = (self.d_ms, self.d_rem, self.num);
-        let zipf = self.zipf.as_ref();
+        let zipf = self.zipf.as_deref();
         let out = &mut out[..k];
         if dq == 0 && dr.saturating_mul(8) <= num {
             // At least 8 events per millisecond of this shard: runs of
@@ -367,7 +422,12 @@ impl crate::sources::shards::Sharded for WaGenerator {
         if shard >= shards {
             return Err(format!("shard {shard} of {shards}"));
         }
-        Ok(WaGenerator::new(&self.cfg, shard, shards))
+        Ok(WaGenerator::with_zipf(
+            &self.cfg,
+            self.zipf.clone(),
+            shard,
+            shards,
+        ))
     }
     fn generated(&self) -> u64 {
         self.generated
@@ -426,6 +486,23 @@ mod tests {
             };
             let z = zipf_of(&cfg);
             for workers in [1, 2, 3, 7] {
+                // Each worker with a table of its own (as `air gen wa`
+                // and the tests build them) and with the job's shared one.
+                let shared = (0..workers)
+                    .map(|w| WaGenerator::with_zipf(&cfg, z.clone(), w, workers))
+                    .collect::<Vec<_>>();
+                for (w, mut g) in shared.into_iter().enumerate() {
+                    let mut own = WaGenerator::new(&cfg, w, workers);
+                    let (mut a, mut b) = ([WaEvent::default(); 333], [WaEvent::default(); 333]);
+                    loop {
+                        let k = g.fill(&mut a);
+                        assert_eq!(own.fill(&mut b), k);
+                        assert_eq!(a[..k], b[..k], "worker {w} of {workers}");
+                        if k == 0 {
+                            break;
+                        }
+                    }
+                }
                 let mut all = Vec::new();
                 for w in 0..workers {
                     let mut g = WaGenerator::new(&cfg, w, workers);
@@ -437,7 +514,7 @@ mod tests {
                             break;
                         }
                         for e in &buf[..k] {
-                            assert_eq!(*e, event(&cfg, z.as_ref(), n), "event {n}");
+                            assert_eq!(*e, event(&cfg, z.as_deref(), n), "event {n}");
                             n += workers as u64;
                         }
                     }
@@ -446,6 +523,176 @@ mod tests {
                 assert_eq!(all.iter().sum::<u64>(), 10_007);
             }
         }
+    }
+
+    /// Exact Zipf probabilities of `keys` keys, exponent `s`, computed
+    /// apart from the table.
+    fn zipf_probabilities(keys: u64, s: f64) -> Vec<f64> {
+        let w: Vec<f64> = (1..=keys).map(|r| (r as f64).powf(-s)).collect();
+        let h: f64 = w.iter().rev().sum();
+        w.into_iter().map(|x| x / h).collect()
+    }
+
+    /// Pearson's chi-square of `counts` against probabilities `p`.
+    fn chi_square(counts: &[u64], p: &[f64]) -> f64 {
+        let n: u64 = counts.iter().sum();
+        counts
+            .iter()
+            .zip(p)
+            .map(|(&c, &p)| {
+                let e = p * n as f64;
+                assert!(e >= 5.0, "an expected count below 5: {e}");
+                (c as f64 - e).powi(2) / e
+            })
+            .sum()
+    }
+
+    /// The chi-square value a correct sampler exceeds with probability
+    /// 10^-6 at `df` degrees of freedom: Wilson and Hilferty's
+    /// approximation (1931), `df · (1 − 2/(9 df) + z · √(2/(9 df)))³`, with
+    /// `z = 4.753`, the standard normal's 10^-6 upper quantile (about 1226
+    /// at 999 degrees of freedom, where the mean is 999 and the standard
+    /// deviation 44.7).
+    fn chi_square_bound(df: f64) -> f64 {
+        let a = 2.0 / (9.0 * df);
+        df * (1.0 - a + 4.753 * a.sqrt()).powi(3)
+    }
+
+    /// Key counts of events `0..draws` drawn through `table`, by the
+    /// generator's own path from an event's hash to its key.
+    fn key_counts(
+        cfg: &WaConfig,
+        table: &crate::sources::zipf::AliasTable,
+        draws: u64,
+    ) -> Vec<u64> {
+        let mut counts = vec![0u64; table.len() as usize];
+        for n in 0..draws {
+            counts[zipf_key(table, mix(cfg.state_of(n))) as usize] += 1;
+        }
+        counts
+    }
+
+    /// 10^6 Zipf keys over 1000 keys pass a chi-square test against the
+    /// exact probabilities at s = 0.8, 1.2 and 1.5 (a correct sampler fails
+    /// with probability 10^-6), and the same test rejects a table off by
+    /// one rank (weights (k + 2)^-s) and tables of exponent s ± 0.05.
+    #[test]
+    fn zipf_keys_pass_a_chi_square_test_that_wrong_tables_fail() {
+        use crate::sources::zipf::AliasTable;
+        let (keys, draws) = (1000u64, 1_000_000u64);
+        let bound = chi_square_bound((keys - 1) as f64);
+        for s in [0.8, 1.2, 1.5] {
+            let cfg = WaConfig {
+                seed: 11,
+                keys,
+                dist: KeyDist::Zipf(s),
+                ..WaConfig::default()
+            };
+            let z = zipf_of(&cfg).unwrap();
+            let exact = zipf_probabilities(keys, s);
+            // The generator's events carry the keys counted here.
+            let counts = key_counts(&cfg, z.alias_table(), draws);
+            let first: Vec<u64> = (0..50).map(|n| event(&cfg, Some(&z), n).key).collect();
+            let mut again = vec![0u64; keys as usize];
+            for &k in &first {
+                again[k as usize] += 1;
+            }
+            assert_eq!(again, key_counts(&cfg, z.alias_table(), 50));
+            let chi = chi_square(&counts, &exact);
+            assert!(chi < bound, "s = {s}: chi-square {chi:.0} ≥ {bound:.0}");
+            let wrong: [(&str, AliasTable); 3] = [
+                (
+                    "ranks off by one",
+                    AliasTable::new(keys, |k| ((k + 2) as f64).powf(-s)).unwrap(),
+                ),
+                (
+                    "exponent + 0.05",
+                    AliasTable::new(keys, |k| ((k + 1) as f64).powf(-(s + 0.05))).unwrap(),
+                ),
+                (
+                    "exponent - 0.05",
+                    AliasTable::new(keys, |k| ((k + 1) as f64).powf(-(s - 0.05))).unwrap(),
+                ),
+            ];
+            for (what, t) in &wrong {
+                let chi = chi_square(&key_counts(&cfg, t, draws), &exact);
+                assert!(
+                    chi > bound,
+                    "s = {s}, {what}: chi-square {chi:.0} < {bound:.0}"
+                );
+            }
+        }
+    }
+
+    /// At 100,000 keys and s = 1.2 the hottest key, key 0, has probability
+    /// 1 / H(100000, 1.2) = 0.1964 (ζ(1.2) − 100000^-0.2 / 0.2 ≈ 5.09),
+    /// and 10^6 events give it that share within 5 standard deviations
+    /// (σ = 0.0004).
+    #[test]
+    fn the_hottest_of_100000_zipf_keys_takes_a_fifth() {
+        let cfg = WaConfig {
+            seed: 5,
+            keys: 100_000,
+            dist: KeyDist::Zipf(1.2),
+            ..WaConfig::default()
+        };
+        let p0 = zipf_probabilities(cfg.keys, 1.2)[0];
+        assert!((p0 - 0.1964).abs() < 5e-4, "{p0}");
+        let z = zipf_of(&cfg).unwrap();
+        let draws = 1_000_000u64;
+        let mut g = WaGenerator::with_zipf(&cfg, Some(z.clone()), 0, 1);
+        let mut buf = vec![WaEvent::default(); 4096];
+        let (mut hot, mut seen) = (0u64, 0u64);
+        while seen < draws {
+            let k = g.fill(&mut buf);
+            hot += buf[..k].iter().filter(|e| e.key == 0).count() as u64;
+            seen += k as u64;
+        }
+        let share = hot as f64 / seen as f64;
+        let sigma = (p0 * (1.0 - p0) / seen as f64).sqrt();
+        assert!((share - p0).abs() < 5.0 * sigma, "key 0: {share} vs {p0}");
+    }
+
+    /// A Zipf generator's siblings (rescaled shards) share its table and
+    /// give each event the key the definition gives it.
+    #[test]
+    fn zipf_siblings_share_the_table_and_the_keys() {
+        use crate::sources::shards::Sharded;
+        let cfg = WaConfig {
+            events: 5_000,
+            keys: 300,
+            dist: KeyDist::Zipf(1.2),
+            ..WaConfig::default()
+        };
+        let z = zipf_of(&cfg).unwrap();
+        let g = WaGenerator::with_zipf(&cfg, Some(z.clone()), 0, 1);
+        for shards in [2, 5] {
+            for shard in 0..shards {
+                let mut s = g.sibling(shard, shards).unwrap();
+                assert!(Arc::ptr_eq(s.zipf.as_ref().unwrap(), &z));
+                let mut buf = vec![WaEvent::default(); 5_000];
+                let k = s.fill(&mut buf);
+                for (i, e) in buf[..k].iter().enumerate() {
+                    let n = (shard + i * shards) as u64;
+                    assert_eq!(*e, event(&cfg, Some(&z), n), "event {n}");
+                }
+            }
+        }
+    }
+
+    /// The table must be the configuration's.
+    #[test]
+    #[should_panic(expected = "the Zipf table of another key distribution")]
+    fn a_table_of_another_exponent_is_refused() {
+        let cfg = WaConfig {
+            dist: KeyDist::Zipf(1.2),
+            ..WaConfig::default()
+        };
+        let other = zipf_of(&WaConfig {
+            dist: KeyDist::Zipf(1.3),
+            ..cfg
+        });
+        let _ = WaGenerator::with_zipf(&cfg, other, 0, 1);
     }
 
     #[test]
