@@ -505,6 +505,49 @@ fn input_files_killed_and_resumed_give_the_rows_of_an_uninterrupted_run() {
     killed_and_resumed("q5-file", &q, 2, 0xf115);
 }
 
+/// A job that ended writes `FINISHED.json`: rerunning it says its output
+/// is complete and adds no row; `--fresh` runs it again.
+#[test]
+fn a_finished_job_rerun_says_so_and_adds_no_rows() {
+    let dir = common::tmpdir("checkpoint", "finished");
+    let (out, ck) = (dir.join("out.csv"), dir.join("ck"));
+    let (o_s, ck_s) = (
+        out.to_string_lossy().to_string(),
+        ck.to_string_lossy().to_string(),
+    );
+    let mut args = vec!["run"];
+    args.extend(ysb("20000000", "1000", "2", &["--no-pin"]));
+    args.extend([
+        "--out",
+        &o_s,
+        "--checkpoint-dir",
+        &ck_s,
+        "--checkpoint-ms",
+        "50",
+    ]);
+    let o = air(&args);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(ck.join("FINISHED.json").exists());
+    let first = std::fs::read(&out).unwrap();
+    let o = air(&args);
+    assert!(o.status.success(), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("this job finished") && err.contains("--fresh"),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read(&out).unwrap(),
+        first,
+        "a rerun changed the output"
+    );
+    args.push("--fresh");
+    let o = air(&args);
+    assert!(o.status.success(), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!err.contains("this job finished"), "{err}");
+}
+
 /// Checkpoints of a run killed midway, for the damage tests: (dir, the
 /// command's arguments, the reference rows' file).
 fn interrupted(what: &str) -> (common::TmpDir, Vec<String>, std::path::PathBuf) {
@@ -593,15 +636,28 @@ fn a_damaged_newest_checkpoint_falls_back_to_the_one_before() {
     assert_same_rows(&dir.join("out.csv"), &reference, "after a fallback");
 }
 
-/// Another job's checkpoints (another window size) and another worker
-/// are refused, naming the manifest; another worker count resumes,
+/// Another job's checkpoints (another window size) are refused, naming
+/// the option that differs (or, without `JOB.json`, the manifest); another
+/// worker count resumes,
 /// rescaled; `--fresh` deletes them and starts over.
 #[test]
 fn another_job_is_refused_another_worker_count_rescales_and_fresh_starts_over() {
-    let (_dir, args, _) = interrupted("other-job");
+    let (dir, args, _) = interrupted("other-job");
     let mut other = args.clone();
     let w = other.iter().position(|a| a == "5000").unwrap();
     other[w] = "2000".into();
+    let o = air(&other.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(!o.status.success(), "another job resumed: {}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("another job")
+            && err.contains("window_ms: Some(5000) → Some(2000)")
+            && err.contains("--fresh"),
+        "{err}"
+    );
+    // Without the job record (checkpoints of an older build), the runtime
+    // refuses by the manifests' signature.
+    std::fs::remove_file(dir.join("ck").join("JOB.json")).unwrap();
     let o = air(&other.iter().map(String::as_str).collect::<Vec<_>>());
     assert!(!o.status.success(), "another job resumed: {}", text(&o));
     let err = String::from_utf8_lossy(&o.stderr);

@@ -689,13 +689,21 @@ pub fn main<Q: Query>(q: &Q, dist: &Dist) -> Result<(), CliError> {
 /// matter) less the runtime and output options (workers are checked on
 /// their own; the key groups are in the graph's signature).
 pub fn job_identity<Q: Query>(q: &Q) -> u64 {
+    job_options(q)
+        .bytes()
+        .fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+            (h ^ b as u64).wrapping_mul(0x0100_0000_01b3)
+        })
+}
+
+/// The text [`job_identity`] hashes: the query's name and parsed options
+/// (`Debug`) less the runtime and output options.
+fn job_options<Q: Query>(q: &Q) -> String {
     let mut d = format!("{} {q:?}", q.name());
     for part in [format!("{:?}", q.runtime()), format!("{:?}", q.output())] {
         d = d.replacen(&part, "", 1);
     }
-    d.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-        (h ^ b as u64).wrapping_mul(0x0100_0000_01b3)
-    })
+    d
 }
 
 /// Runs `q` as [`main`] does; `print`: the summary on the terminal. Returns
@@ -706,6 +714,12 @@ pub fn job_identity<Q: Query>(q: &Q) -> u64 {
 pub fn run<Q: Query>(q: &Q, dist: &Dist, print: bool) -> Result<Option<Report>, CliError> {
     super::common::set_job_identity(job_identity(q));
     let root = dist.is_root();
+    // What the checkpoint directory says of its job, for people.
+    let record = q
+        .runtime()
+        .checkpoint_dir
+        .as_deref()
+        .map(|dir| super::ckjob::JobRecord::new(dir, job_identity(q), job_options(q)));
     let out = q.output();
     let open = |p: &Path| super::common::Output::create(p);
     let streams = q.streams();
@@ -794,6 +808,9 @@ pub fn run<Q: Query>(q: &Q, dist: &Dist, print: bool) -> Result<Option<Report>, 
                 to = RowsTo::One(p.clone());
             }
             _ => {}
+        }
+        if let Some(r) = &record {
+            r.check(q.runtime().fresh, root)?;
         }
         Ok(())
     });
@@ -901,6 +918,11 @@ pub fn run<Q: Query>(q: &Q, dist: &Dist, print: bool) -> Result<Option<Report>, 
     if print {
         for l in &late {
             air_runtime::say!("air: {l}");
+        }
+    }
+    if let Some(r) = record.filter(|_| root && code == 0 && input_error.is_none()) {
+        if !report.stopped {
+            r.finished();
         }
     }
     match input_error {

@@ -2,6 +2,7 @@
 //! `air-operators` and runs it on `air-runtime`.
 
 pub mod child;
+pub mod ckjob;
 pub mod common;
 pub mod dist;
 pub mod driver;
