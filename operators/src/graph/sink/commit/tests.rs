@@ -139,7 +139,7 @@ fn a_kill_between_complete_and_commit_gives_every_row_once() {
                 .append(true)
                 .open(&d.out)
                 .unwrap();
-            f.write_all(expected(3000)[expected(1000).len()..].as_bytes())
+            f.write_all(&expected(3000).as_bytes()[expected(1000).len()..])
                 .unwrap();
         }
         rows(&mut l, 3000, 3500); // pending, covered by no checkpoint
