@@ -180,6 +180,12 @@ fn killed_and_resumed_with(
         }
     }
     assert!(ended, "{what}: never ended");
+    // A job that ended commits every row: no pending file is left.
+    let pending = pending_files(&dir);
+    assert!(
+        pending.is_empty(),
+        "{what}: pending files left after the end: {pending:?} ({log})"
+    );
     assert!(
         resumed >= 1 || !must_resume,
         "{what}: no run resumed from a checkpoint: {log}"
@@ -190,6 +196,18 @@ fn killed_and_resumed_with(
         &format!("{what} (killed, {resumed} runs resumed)"),
     );
     resumed
+}
+
+/// The exactly-once sinks' pending files in `dir` (next to the outputs).
+fn pending_files(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .map(|d| {
+            d.filter_map(Result::ok)
+                .map(|e| e.file_name().to_string_lossy().to_string())
+                .filter(|n| n.contains(".air-pending-"))
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// Whether `ck` holds a complete checkpoint.

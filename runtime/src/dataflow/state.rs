@@ -61,8 +61,30 @@ fn remove_newer(dir: &std::path::Path, store: &Store, after: u64) {
     }
 }
 
-/// A part handed to the writer: (checkpoint, worker, slots).
-type PartJob = (u64, usize, Vec<(u32, Vec<u8>)>);
+/// A part handed to the writer: (checkpoint, worker, slots, files made
+/// durable before the part is written: [`sync_before_part`]).
+type PartJob = (u64, usize, Vec<(u32, Vec<u8>)>, Vec<Durable>);
+
+/// A file a component wrote that must be durable before its worker's part
+/// of a checkpoint is ([`sync_before_part`]): the open file, and the
+/// directory holding it (fsynced too, so a new file's name is durable).
+#[derive(Debug)]
+struct Durable {
+    file: std::fs::File,
+    path: PathBuf,
+}
+
+impl Durable {
+    /// fsyncs the file's data, then its directory.
+    fn sync(&self) -> std::io::Result<()> {
+        self.file.sync_data()?;
+        let dir = match self.path.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => std::path::Path::new("."),
+        };
+        std::fs::File::open(dir)?.sync_all()
+    }
+}
 
 /// Per-process checkpoint figures, summed over its workers' parts.
 #[derive(Debug, Default)]
@@ -202,7 +224,7 @@ impl Checkpoints {
                     // (and those written are deleted: on a full disk they
                     // would keep it full).
                     let mut failed_ids = std::collections::BTreeSet::new();
-                    for (id, worker, slots) in rx {
+                    for (id, worker, slots, durable) in rx {
                         // Counted done once this iteration ends, however.
                         struct Handled<'a>(&'a AtomicU64);
                         impl Drop for Handled<'_> {
@@ -217,7 +239,14 @@ impl Checkpoints {
                         let refs: Vec<(u32, &[u8])> =
                             slots.iter().map(|(s, b)| (*s, b.as_slice())).collect();
                         let t = Instant::now();
-                        match store.write_part(id, worker, &refs) {
+                        // Files the part names are durable before it is.
+                        let synced = durable.iter().try_for_each(|d| {
+                            d.sync().map_err(|e| CheckpointError::Io {
+                                path: d.path.clone(),
+                                source: e,
+                            })
+                        });
+                        match synced.and_then(|()| store.write_part(id, worker, &refs)) {
                             Ok(w) => {
                                 let us = t.elapsed().as_micros() as u64;
                                 figures.parts.fetch_add(1, Ordering::Relaxed);
@@ -521,6 +550,9 @@ struct WorkerState {
     bytes: u64,
     /// The newest checkpoint id this worker's part went out for.
     last: u64,
+    /// Files to make durable before this worker's part of the checkpoint
+    /// with the id (or the next part that goes out), oldest first.
+    durable: Vec<(u64, Durable)>,
 }
 
 thread_local! {
@@ -543,6 +575,7 @@ pub(crate) fn begin(worker: usize, ck: Arc<Checkpoints>, restored: Resumed) {
             parts: 0,
             bytes: 0,
             last: 0,
+            durable: Vec::new(),
         })
     });
 }
@@ -695,8 +728,26 @@ fn try_complete(s: &mut WorkerState) {
         s.parts += 1;
         s.bytes += slots.iter().map(|(_, b)| b.len() as u64).sum::<u64>();
         s.last = id;
-        s.ck.send((id, s.worker, slots));
+        let cut = s.durable.partition_point(|(k, _)| *k <= id);
+        let durable = s.durable.drain(..cut).map(|(_, d)| d).collect();
+        s.ck.send((id, s.worker, slots, durable));
     }
+}
+
+/// The file `file` (at `path`) must be durable before this worker's part
+/// of checkpoint `id` is written: the part names what it holds (an
+/// exactly-once sink's pending rows). The writer thread fsyncs the file and
+/// its directory, then writes the part; if that fails, the checkpoint is
+/// skipped like a part that failed to be written. If checkpoint `id` is
+/// abandoned at this worker, the next part that goes out syncs it. Nothing
+/// happens without checkpoints (the file is closed).
+pub fn sync_before_part(id: u64, file: std::fs::File, path: PathBuf) {
+    WORKER.with(|w| {
+        let mut w = w.borrow_mut();
+        let Some(s) = w.as_mut() else { return };
+        let at = s.durable.partition_point(|(k, _)| *k <= id);
+        s.durable.insert(at, (id, Durable { file, path }));
+    })
 }
 
 /// The little-endian `u64` at byte `at` of a saved state.
