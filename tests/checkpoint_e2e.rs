@@ -564,6 +564,16 @@ fn a_finished_job_rerun_says_so_and_adds_no_rows() {
     assert!(o.status.success(), "{}", text(&o));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(!err.contains("this job finished"), "{err}");
+    // Exactly-once output is a regular file: a device is refused at once.
+    let w = args.iter().position(|a| *a == o_s.as_str()).unwrap();
+    args[w] = "/dev/null";
+    let o = air(&args);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("--out /dev/null") && err.contains("regular"),
+        "{err}"
+    );
 }
 
 /// Checkpoints of a run killed midway, for the damage tests: (dir, the

@@ -810,6 +810,16 @@ pub fn run<Q: Query>(q: &Q, dist: &Dist, print: bool) -> Result<Option<Report>, 
             _ => {}
         }
         if let Some(r) = &record {
+            if let Some(p) = out.out.as_deref().filter(|p| !is_stdout(p)) {
+                if std::fs::metadata(p).is_ok_and(|m| !m.is_file()) {
+                    return Err(CliError::BadInput(format!(
+                        "--out {} with --checkpoint-dir: exactly-once output goes to a regular \
+                         file (cut back to its committed length on resume); leave out --out to \
+                         count rows only, or use --out - to print them as checkpoints commit",
+                        p.display()
+                    )));
+                }
+            }
             r.check(q.runtime().fresh, root)?;
         }
         Ok(())

@@ -725,8 +725,13 @@ fn cut_back(path: &Path, len: u64) -> Result<File, String> {
             path.display()
         ));
     }
-    f.set_len(len)
-        .map_err(|e| format!("cannot cut {} back: {e}", path.display()))?;
+    f.set_len(len).map_err(|e| {
+        format!(
+            "cannot cut {} back: {e} (an exactly-once output with checkpoints is a regular \
+             file, cut back to its committed length on resume)",
+            path.display()
+        )
+    })?;
     Ok(f)
 }
 
