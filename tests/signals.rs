@@ -130,6 +130,68 @@ fn sigint_stops_ysb_with_exit_130_and_writes_its_outputs() {
     assert_eq!(rows as u64, r["rows"].as_u64().unwrap());
 }
 
+/// `--out` a FIFO with a reader: the rows reach the reader (the checks
+/// before the run must not open and close the FIFO: its reader would see an
+/// end of file and the job's own open would then wait for a reader
+/// forever).
+#[test]
+fn rows_stream_into_a_fifo_with_a_reader() {
+    let dir = common::tmpdir("sig", "fifo-read");
+    let fifo = dir.join("rows.csv");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: mkfifo with a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let reader = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || std::fs::read_to_string(&fifo).unwrap())
+    };
+    let args = [
+        "run",
+        "ysb",
+        "--events",
+        "2000000",
+        "--event-time",
+        "synthetic",
+        "--workers",
+        "2",
+    ];
+    let mut child = Command::new(AIR)
+        .args(args)
+        .args(["--out", fifo.to_str().unwrap()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if t.elapsed() > Duration::from_secs(120) {
+            let _ = child.kill();
+            // Unblock the reader so the test ends.
+            let _ = std::fs::OpenOptions::new().write(true).open(&fifo);
+            panic!("writing into a FIFO with a reader hung");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(status.success());
+    let got = reader.join().unwrap();
+    let want = Command::new(AIR)
+        .args(args)
+        .args(["--out", "-"])
+        .output()
+        .unwrap();
+    assert!(want.status.success());
+    let mut a: Vec<&str> = got.lines().collect();
+    let want = String::from_utf8(want.stdout).unwrap();
+    let mut b: Vec<&str> = want.lines().collect();
+    a.sort_unstable();
+    b.sort_unstable();
+    assert!(a.len() > 100, "{} rows", a.len());
+    assert_eq!(a, b);
+}
+
 #[test]
 fn a_second_signal_exits_at_once_even_while_results_are_being_written() {
     // --out is a FIFO nobody reads: after the first signal the job stops

@@ -9,6 +9,12 @@
 //!   finished job says that its output is complete (a resumed run then
 //!   replays from the last checkpoint and commits nothing new).
 //!
+//! - `DIR/LOCK`: held (`flock`) by rank 0 of the job using DIR while it
+//!   runs: a second job started on the same directory is refused (two jobs
+//!   would delete each other's checkpoints). The lock goes with the
+//!   process, however it ends; on a shared file system it holds as far as
+//!   the file system's `flock` does (e.g. within a node).
+//!
 //! `--fresh` says how many checkpoints it deletes.
 
 use super::common::CliError;
@@ -20,6 +26,8 @@ pub struct JobRecord {
     dir: PathBuf,
     signature: u64,
     text: String,
+    /// `DIR/LOCK`, held while this process runs the job.
+    lock: std::sync::Arc<std::sync::Mutex<Option<std::fs::File>>>,
 }
 
 #[derive(serde::Serialize, serde::Deserialize)]
@@ -42,7 +50,51 @@ impl JobRecord {
             dir: dir.to_path_buf(),
             signature,
             text,
+            lock: Default::default(),
         }
+    }
+
+    /// Takes `DIR/LOCK` for this process (released when it exits).
+    ///
+    /// # Errors
+    /// Another process holds it: another job runs in DIR.
+    fn take_lock(&self) -> Result<(), CliError> {
+        use std::io::{Read, Seek, Write};
+        use std::os::fd::AsRawFd;
+        let mut held = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+        if held.is_some() {
+            return Ok(());
+        }
+        let _ = std::fs::create_dir_all(&self.dir);
+        let path = self.dir.join("LOCK");
+        let Ok(mut f) = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+        else {
+            // Not writable: the runtime says so when it opens DIR.
+            return Ok(());
+        };
+        // SAFETY: flock on a file descriptor `f` owns and keeps open.
+        if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+            let mut who = String::new();
+            let _ = f.read_to_string(&mut who);
+            return Err(CliError::BadInput(format!(
+                "--checkpoint-dir {}: in use by another running job ({}); two jobs in one \
+                 directory would delete each other's checkpoints: wait for it to end, or use \
+                 another --checkpoint-dir",
+                self.dir.display(),
+                who.trim()
+            )));
+        }
+        let _ = f.set_len(0);
+        let _ = f.rewind();
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+        let _ = write!(f, "pid {} on {}", std::process::id(), host.trim());
+        *held = Some(f);
+        Ok(())
     }
 
     /// Before the job runs: with `fresh`, says how many checkpoints go and
@@ -55,6 +107,9 @@ impl JobRecord {
     pub fn check(&self, fresh: bool, root: bool) -> Result<(), CliError> {
         let job = self.dir.join("JOB.json");
         let finished = self.dir.join("FINISHED.json");
+        if root {
+            self.take_lock()?;
+        }
         if fresh {
             if root {
                 let n = checkpoints_in(&self.dir);
@@ -212,20 +267,31 @@ mod tests {
     #[test]
     fn another_job_is_refused_and_a_finished_one_is_let_through() {
         let dir = tempfile::tempdir().unwrap();
-        let a = JobRecord::new(dir.path(), 1, "q { events: Some(1) }".into());
-        a.check(false, true).unwrap();
+        // Each record stands for one process: dropped, its lock goes.
+        let a = || JobRecord::new(dir.path(), 1, "q { events: Some(1) }".into());
+        let b = || JobRecord::new(dir.path(), 2, "q { events: Some(2) }".into());
+        a().check(false, true).unwrap();
         assert!(dir.path().join("JOB.json").exists());
-        let b = JobRecord::new(dir.path(), 2, "q { events: Some(2) }".into());
-        let e = b.check(false, true).unwrap_err().to_string();
+        let e = b().check(false, true).unwrap_err().to_string();
         assert!(e.contains("events: Some(1) → Some(2)"), "{e}");
         // The same job again, finished: let through (it only says so).
-        a.finished();
+        a().finished();
         assert!(dir.path().join("FINISHED.json").exists());
-        a.check(false, true).unwrap();
+        a().check(false, true).unwrap();
         // --fresh forgets the old job.
-        b.check(true, true).unwrap();
+        b().check(true, true).unwrap();
         assert!(!dir.path().join("FINISHED.json").exists());
-        b.check(false, true).unwrap();
-        assert!(a.check(false, true).is_err());
+        b().check(false, true).unwrap();
+        assert!(a().check(false, true).is_err());
+        // While one process runs the job, another cannot use the directory.
+        let running = b();
+        running.check(false, true).unwrap();
+        let e = b().check(false, true).unwrap_err().to_string();
+        assert!(
+            e.contains("in use by another running job") && e.contains("pid"),
+            "{e}"
+        );
+        drop(running);
+        b().check(false, true).unwrap();
     }
 }

@@ -661,11 +661,16 @@ pub fn check_streamed_output(p: &Path) -> Result<(), CliError> {
     // Writable? An existing file is opened for appending (not truncated:
     // it keeps its content until the first rows come); a new one is
     // probed with a temp file beside it.
-    if std::fs::metadata(p).is_ok() {
-        std::fs::OpenOptions::new()
-            .append(true)
-            .open(p)
-            .map_err(|e| bad(&e))?;
+    if let Ok(m) = std::fs::metadata(p) {
+        // A FIFO or device is written in place and not probed: opening and
+        // closing a FIFO would hand its reader an end of file (and block
+        // while it has none).
+        if m.is_file() {
+            std::fs::OpenOptions::new()
+                .append(true)
+                .open(p)
+                .map_err(|e| bad(&e))?;
+        }
     } else {
         let name = p.file_name().map(|n| n.to_string_lossy().into_owned());
         let probe = parent.join(format!(

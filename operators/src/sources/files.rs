@@ -279,7 +279,10 @@ impl PieceQueue {
     pub fn restore(&mut self, state: &[u8]) -> Result<(), String> {
         let pos = PiecesPosition::read(state)?;
         let mut v: Vec<_> = std::mem::take(&mut self.pieces).into();
-        pos.apply(&mut v, self.fingerprint, |p| &mut p.1, |_| false)?;
+        let mut files: Vec<String> = v.iter().map(|p| p.0.display().to_string()).collect();
+        files.dedup();
+        pos.apply(&mut v, self.fingerprint, |p| &mut p.1, |_| false)
+            .map_err(|e| format!("resuming {}: {e}", files.join(", ")))?;
         self.pieces = v.into();
         Ok(())
     }

@@ -971,11 +971,17 @@ impl<S: Source> Head for SourceHead<S> {
         refuse_unsafe_tail(df, &next);
         if let Some(state) = slot.take_restored() {
             if let Err(e) = restore_segment(&state, &mut next, |b| self.source.restore(b)) {
-                df.fail(format!("resuming the {what}: {e}"));
+                df.fail(format!(
+                    "resuming the {}: {e}",
+                    super::short_type_names(&what)
+                ));
             }
         } else if let Some(r) = slot.take_rescaled() {
             if let Err(e) = rescale_segment(&r, |b, to| self.source.rescale(b, to)) {
-                df.fail(format!("resuming the {what} at another worker count: {e}"));
+                df.fail(format!(
+                    "resuming the {} at another worker count: {e}",
+                    super::short_type_names(&what)
+                ));
             }
         }
         let seg = SourceSeg {
@@ -1182,11 +1188,17 @@ impl<O: Operator> Head for OpHead<O> {
         refuse_unsafe_tail(df, &next);
         if let Some(state) = slot.take_restored() {
             if let Err(e) = restore_segment(&state, &mut next, |b| self.op.restore(b)) {
-                df.fail(format!("resuming the {what}: {e}"));
+                df.fail(format!(
+                    "resuming the {}: {e}",
+                    super::short_type_names(&what)
+                ));
             }
         } else if let Some(r) = slot.take_rescaled() {
             if let Err(e) = rescale_segment(&r, |b, to| self.op.rescale(b, to)) {
-                df.fail(format!("resuming the {what} at another worker count: {e}"));
+                df.fail(format!(
+                    "resuming the {} at another worker count: {e}",
+                    super::short_type_names(&what)
+                ));
             }
         }
         df.set_consumer(
@@ -1299,7 +1311,10 @@ impl<O: Operator2> Head for Op2Head<O> {
                 self.op.restore(body)
             });
             if let Err(e) = restored {
-                df.fail(format!("resuming the {what}: {e}"));
+                df.fail(format!(
+                    "resuming the {}: {e}",
+                    super::short_type_names(&what)
+                ));
             }
         }
         let shared = Rc::new(RefCell::new(Op2Seg {
@@ -2056,12 +2071,17 @@ impl<H: Head, P: Pipe<H::Out>> Stream<H, P> {
             .state_slot(what.clone(), sink.checkpoints(), sink.rescales());
         if let Some(state) = slot.take_restored() {
             if let Err(e) = sink.restore(&state) {
-                self.df.fail(format!("resuming the {what}: {e}"));
+                self.df.fail(format!(
+                    "resuming the {}: {e}",
+                    super::short_type_names(&what)
+                ));
             }
         } else if let Some(r) = slot.take_rescaled() {
             if let Err(e) = r.states().and_then(|states| sink.rescale(&states, r.to)) {
-                self.df
-                    .fail(format!("resuming the {what} at another worker count: {e}"));
+                self.df.fail(format!(
+                    "resuming the {} at another worker count: {e}",
+                    super::short_type_names(&what)
+                ));
             }
         }
         self.end_in(SinkTail {
