@@ -548,6 +548,53 @@ struct Payment {
     time_ms: u64,
 }
 
+/// A bad last line fails the job, but only after every record before it
+/// was processed: each worker's windows fire at the end of its inputs as
+/// after an input that ended well (a trial user lost 60% of the windows of
+/// such a job, silently).
+#[test]
+fn a_bad_last_line_fails_the_job_after_every_window_fired() {
+    #[derive(Clone, serde::Deserialize)]
+    struct Click {
+        user: u64,
+        t: u64,
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("clicks.jsonl");
+    let mut lines: Vec<String> = (0..6_000u64)
+        .map(|i| format!(r#"{{"user": {}, "t": {}}}"#, i % 10, i * 10))
+        .collect();
+    lines.push(r#"{"user": "x", "t": 1}"#.into());
+    write_lines(&path, &lines);
+    for workers in [1, 2] {
+        let got = Arc::new(Mutex::new(Vec::new()));
+        let (out, p) = (got.clone(), path.clone());
+        let r = run_graph(&config(workers), move |df| {
+            let out = out.clone();
+            df.source(JsonLinesSource::<Click>::shard(
+                &p,
+                df.index(),
+                df.workers(),
+            ))
+            .event_time(|c| c.t, 100)
+            .key_by(|c| c.user)
+            .window(Tumbling::ms(1_000), |c| c.t)
+            .aggregate(Count)
+            .for_each(move |w| out.lock().unwrap().push((w.start, w.key, w.value)));
+        });
+        let e = r.unwrap_err().to_string();
+        assert!(e.contains("clicks.jsonl:6001: field `user`"), "{e}");
+        let mut got = std::mem::take(&mut *got.lock().unwrap());
+        got.sort();
+        // 60 windows of 1 s × 10 users, 10 clicks each.
+        let want: Vec<(u64, u64, u64)> = (0..60u64)
+            .flat_map(|w| (0..10u64).map(move |u| (w * 1_000, u, 10)))
+            .collect();
+        assert_eq!(got.len(), want.len(), "{workers} workers");
+        assert_eq!(got, want, "{workers} workers");
+    }
+}
+
 #[test]
 fn two_json_sources_in_one_job_are_joined() {
     let dir = tempfile::tempdir().unwrap();

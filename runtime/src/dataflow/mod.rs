@@ -97,6 +97,12 @@ thread_local! {
     /// Set when this worker staged something that its next flush tick must
     /// push on ([`mark_pending`]); cleared by the tick.
     static PENDING: Cell<bool> = const { Cell::new(false) };
+    /// The error that ended one of this worker's sources early
+    /// ([`Source::take_error`]): the job fails with it once this worker
+    /// has processed what was read before it (its windows fire at the end
+    /// of its inputs, as after a source that ended well).
+    static SOURCE_ERROR: std::cell::RefCell<Option<RuntimeError>> =
+        const { std::cell::RefCell::new(None) };
     /// `Some` while [`dry_run`] runs on this thread: the edges of the first
     /// graph [`run_graph`] planned, once it did.
     static DRY_RUN: std::cell::RefCell<Option<Option<EdgeSizes>>> =
@@ -178,6 +184,14 @@ pub const POLLED_QUIET_AFTER: Duration = Duration::from_millis(100);
 #[inline]
 pub fn mark_pending() {
     PENDING.with(|p| p.set(true));
+}
+
+/// Keeps the first error that ended a source of this worker early, for
+/// the end of the worker's run ([`SOURCE_ERROR`]).
+pub(crate) fn defer_source_error(e: RuntimeError) {
+    SOURCE_ERROR.with(|s| {
+        s.borrow_mut().get_or_insert(e);
+    });
 }
 
 /// Whether something was staged since the last tick ([`mark_pending`]).
@@ -711,6 +725,7 @@ where
     let mut stopped = false;
     let mut idler = crate::job::Idler::new(info.doorbell.clone());
     let mut error: Option<RuntimeError> = None;
+    SOURCE_ERROR.with(|s| s.borrow_mut().take());
     loop {
         let mut busy = false;
         let stop = crate::stop::requested();
@@ -883,6 +898,9 @@ where
     }
     for t in &tx {
         channels.add(&t.metrics);
+    }
+    if let Some(e) = SOURCE_ERROR.with(|s| s.borrow_mut().take()) {
+        return Err(e);
     }
     Ok(WorkerReport {
         index: me,

@@ -62,8 +62,10 @@ pub trait Source: Send + 'static {
     /// not re-initialize it); otherwise its records were moved out and it
     /// comes back empty.
     fn poll(&mut self, buf: &mut Vec<Self::Item>, max: usize) -> SourcePoll;
-    /// After `poll` returned `Done`: the error that ended it early, if any
-    /// (the job then fails with it; what was read before is processed).
+    /// After `poll` returned `Done`: the error that ended it early, if any.
+    /// The job fails with it once its worker processed what was read
+    /// before, as if the input had ended there (windows fire with the end
+    /// of the inputs); the other workers' sources read on to their end.
     fn take_error(&mut self) -> Option<String> {
         None
     }
@@ -1111,7 +1113,8 @@ where
         }
         if poll == SourcePoll::Done {
             if let Some(message) = head.source.take_error() {
-                cx.fail_with(RuntimeError::Operator {
+                // The job fails once this worker drained what was read.
+                super::defer_source_error(RuntimeError::Operator {
                     worker: *me,
                     message,
                 });
