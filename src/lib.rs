@@ -252,10 +252,12 @@ impl Job {
 
     /// Checkpoints every `every` into `dir` (docs/guide.md,
     /// "Checkpoints"): each worker's state is written at in-band barriers,
-    /// and a job started with a complete checkpoint of the same graph and
-    /// worker count in `dir` resumes from the newest one (stderr says so),
-    /// sources at their saved positions; CSV and JSON-lines sinks are then
-    /// exactly-once. Keeps the 2 newest complete checkpoints. What your
+    /// and a job started with a complete checkpoint of the same graph in
+    /// `dir` resumes from the newest one (stderr says so), sources at their
+    /// saved positions; CSV and JSON-lines sinks are then exactly-once. At
+    /// another worker count the state is redistributed by key group where
+    /// every operator, source and sink can rescale (the guide's "Rescale on
+    /// resume"); otherwise the job is refused before it starts. Keeps the 2 newest complete checkpoints. What your
     /// build closure captures (parameters, inputs) is not checked: use
     /// another `dir`, or [`Job::fresh`], when they change. A graph with
     /// state that cannot be saved yet (keyed `process` without
