@@ -181,6 +181,24 @@ struct KeyState<A> {
     timer: u64,
 }
 
+impl<A> KeyState<A> {
+    /// When a timer must next look at these sessions: the end of an open
+    /// one, or end + `keep` ms of a fired one kept for lateness (`None`:
+    /// no sessions).
+    fn next_due(&self, keep: u64) -> Option<u64> {
+        self.sessions
+            .iter()
+            .map(|s| {
+                if s.fired {
+                    s.end.saturating_add(keep)
+                } else {
+                    s.end
+                }
+            })
+            .min()
+    }
+}
+
 /// One session of one key as a checkpoint saves it: the session
 /// operator's state is the watermark it fired up to and one of these per
 /// session it holds (open ones, and fired ones kept for lateness).
@@ -316,13 +334,10 @@ impl<K: Clone, A: AggregateFunction<T>, T> SessionCore<K, A, T> {
         K: Hash + Eq,
         SavedSession<K, A::Acc>: Record,
     {
-        use air_runtime::dataflow::state::{records_from_bytes, unframe};
+        use air_runtime::dataflow::state::{records_from_bytes, unframe_one};
         let mut fired = None::<u64>;
         for state in states {
-            let (values, body) = unframe(state)?;
-            let [f] = values[..] else {
-                return Err(format!("session state with {} values, not 1", values.len()));
-            };
+            let (f, body) = unframe_one(state, "session")?;
             fired = Some(fired.map_or(f, |m| m.min(f)));
             for s in records_from_bytes::<SavedSession<K, A::Acc>>(body)? {
                 if to.is_some_and(|to| !to.owns(&s.key)) {
@@ -355,18 +370,7 @@ impl<K: Clone, A: AggregateFunction<T>, T> SessionCore<K, A, T> {
                 return Err("saved sessions of one key overlap".into());
             }
             self.open += ks.sessions.len() as u64;
-            let due = ks
-                .sessions
-                .iter()
-                .map(|s| {
-                    if s.fired {
-                        s.end.saturating_add(keep)
-                    } else {
-                        s.end
-                    }
-                })
-                .min();
-            if let Some(at) = due {
+            if let Some(at) = ks.next_due(keep) {
                 self.ensure(ks, key, at);
             }
         }
@@ -483,18 +487,7 @@ impl<K: Clone, A: AggregateFunction<T>, T> SessionCore<K, A, T> {
         ks.sessions
             .retain(|s| !(s.fired && s.end.saturating_add(keep) <= wm));
         self.open -= (held - ks.sessions.len()) as u64;
-        let next = ks
-            .sessions
-            .iter()
-            .map(|s| {
-                if s.fired {
-                    s.end.saturating_add(keep)
-                } else {
-                    s.end
-                }
-            })
-            .min();
-        match next {
+        match ks.next_due(keep) {
             Some(at) => {
                 self.ensure(ks, key, at);
                 false

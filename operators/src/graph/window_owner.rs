@@ -266,10 +266,7 @@ impl<K: Hash + Eq, A: AggregateFunction<T>, T, M: MapKind<K>> Core<K, A, T, M> {
     where
         Partial<K, A::Acc>: Record,
     {
-        let (values, body) = air_runtime::dataflow::state::unframe(state)?;
-        let [fired] = values[..] else {
-            return Err(format!("window state with {} values, not 1", values.len()));
-        };
+        let (fired, body) = air_runtime::dataflow::state::unframe_one(state, "window")?;
         self.fired = fired;
         for p in air_runtime::dataflow::state::records_from_bytes::<Partial<K, A::Acc>>(body)? {
             let i = self.table.index(p.start);
@@ -300,13 +297,10 @@ impl<K: Hash + Eq, A: AggregateFunction<T>, T, M: MapKind<K>> Core<K, A, T, M> {
     where
         Partial<K, A::Acc>: Record,
     {
-        use air_runtime::dataflow::state::{records_from_bytes, unframe};
+        use air_runtime::dataflow::state::{records_from_bytes, unframe_one};
         let mut fired = None::<u64>;
         for state in states {
-            let (values, body) = unframe(state)?;
-            let [f] = values[..] else {
-                return Err(format!("window state with {} values, not 1", values.len()));
-            };
+            let (f, body) = unframe_one(state, "window")?;
             fired = Some(fired.map_or(f, |m| m.min(f)));
             for p in records_from_bytes::<Partial<K, A::Acc>>(body)? {
                 if !to.owns(&p.key) {

@@ -750,6 +750,19 @@ pub fn sync_before_part(id: u64, file: std::fs::File, path: PathBuf) {
     })
 }
 
+/// A state [`frame`]d with one value (an operator's watermark) and its
+/// body: `(value, body)`.
+///
+/// # Errors
+/// Not such a frame; the message names the state as `what` ("window").
+pub fn unframe_one<'a>(state: &'a [u8], what: &str) -> Result<(u64, &'a [u8]), String> {
+    let (values, body) = unframe(state)?;
+    match values[..] {
+        [v] => Ok((v, body)),
+        _ => Err(format!("{what} state with {} values, not 1", values.len())),
+    }
+}
+
 /// The little-endian `u64` at byte `at` of a saved state.
 ///
 /// # Errors
