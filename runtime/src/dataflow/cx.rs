@@ -310,12 +310,8 @@ impl<'a, 'c> Cx<'a, 'c> {
             t.tx[dest].flush().map_err(|e| t.err(dest, e))?;
             // Keep this worker's inputs of edges >= `edge` moving.
             drain(&mut self.rx[j..], edge, tx_later, edge + 1, self.error)?;
-            spins += 1;
-            if spins > 64 {
-                std::thread::yield_now();
-            } else {
-                std::hint::spin_loop();
-            }
+            spins = spins.saturating_add(1);
+            crate::dataflow::full_ring_pause(spins);
         }
     }
 
