@@ -74,6 +74,14 @@ pub struct RuntimeArgs {
     /// the first event.
     #[arg(long, requires = "checkpoint_dir")]
     pub fresh: bool,
+    /// Watermark alignment (Flink's max allowed watermark drift): a
+    /// source waits while its watermark is more than MS ms of event time
+    /// ahead of the job's slowest source, which bounds what windows and
+    /// joins keep when some workers read faster than others. 0 turns it
+    /// off. Default: NEXMark's windowed queries, 60000 or their window if
+    /// longer; other queries, off. At most 86400000 (a day).
+    #[arg(long, value_name = "MS", value_parser = parse::drift_ms)]
+    pub max_watermark_drift_ms: Option<u64>,
     /// Do not pin workers to CPUs.
     #[arg(long)]
     pub no_pin: bool,
@@ -280,6 +288,7 @@ impl RuntimeArgs {
                 fresh: self.fresh,
                 job: JOB_IDENTITY.load(std::sync::atomic::Ordering::Relaxed),
             }),
+            max_watermark_drift: self.max_watermark_drift_ms.filter(|&ms| ms > 0),
             ..JobConfig::default()
         }
     }
@@ -439,6 +448,16 @@ pub mod parse {
             1,
             3_600_000,
             "a positive integer (ms), at most 3600000 (an hour)",
+        )
+    }
+
+    /// `--max-watermark-drift-ms` (0: off).
+    pub fn drift_ms(s: &str) -> Result<u64, String> {
+        int(
+            s,
+            0,
+            86_400_000,
+            "an integer (ms of event time; 0: off), at most 86400000 (a day)",
         )
     }
 
@@ -632,6 +651,10 @@ pub mod parse {
             assert_eq!(super::ring_bytes("4096"), Ok(4096));
             assert!(super::ring_bytes("4095").is_err());
             assert!(super::flush_us("0").is_err());
+            assert_eq!(super::drift_ms("0"), Ok(0));
+            assert_eq!(super::drift_ms("60000"), Ok(60_000));
+            assert!(super::drift_ms("86400001").is_err());
+            assert!(super::drift_ms("-1").is_err());
             assert_eq!(super::events_per_s("3"), Ok(3.0));
             assert_eq!(super::events_per_s("0.001"), Ok(0.001));
             for bad in ["1e-300", "0", "-1", "NaN", "inf", "1e16"] {

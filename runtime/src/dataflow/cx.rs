@@ -30,6 +30,10 @@ pub struct EdgeTx<'c> {
     max_frame: usize,
     /// Per feeder: its watermark (ms), and its final watermark once ended.
     feeders: Vec<(u64, Option<u64>)>,
+    /// Per feeder, once it sent a watermark: whether it is a source's
+    /// segment (its watermark is the source's own, held back by nothing
+    /// downstream), for watermark alignment ([`EdgeTx::fed_by_sources`]).
+    feeder_is_source: Vec<Option<bool>>,
     sent_wm: u64,
     /// Per feeder: the newest checkpoint barrier it passed (0: none).
     feeder_barriers: Vec<u64>,
@@ -71,6 +75,7 @@ impl<'c> EdgeTx<'c> {
             key_groups,
             max_frame,
             feeders: vec![(0, None); feeders],
+            feeder_is_source: vec![None; feeders],
             sent_wm: 0,
             feeder_barriers: vec![0; feeders],
             sent_barrier: 0,
@@ -91,6 +96,14 @@ impl<'c> EdgeTx<'c> {
     /// Whether every feeder ended and End went out.
     pub(crate) fn ended(&self) -> bool {
         self.ended
+    }
+
+    /// Whether every feeder of this edge at this worker is a source's
+    /// segment, each known from a watermark it sent: the edge's received
+    /// watermark is then the minimum of the job's sources that feed it,
+    /// which watermark alignment may wait on without waiting on itself.
+    pub(crate) fn fed_by_sources(&self) -> bool {
+        !self.feeder_is_source.is_empty() && self.feeder_is_source.iter().all(|s| *s == Some(true))
     }
 
     fn err(&self, to: usize, e: impl Into<crate::ChannelError>) -> RuntimeError {
@@ -157,6 +170,9 @@ pub struct Cx<'a, 'c> {
     rx: &'a mut [EdgeRx<'c>],
     base: usize,
     error: &'a mut Option<RuntimeError>,
+    /// The call is a source segment's (step, tick, finish), not an
+    /// operator's.
+    source: bool,
 }
 
 impl<'a, 'c> Cx<'a, 'c> {
@@ -171,6 +187,19 @@ impl<'a, 'c> Cx<'a, 'c> {
             rx,
             base,
             error,
+            source: false,
+        }
+    }
+
+    /// [`Cx::new`] for a call of a source segment (edges from 0).
+    pub(crate) fn for_source(
+        tx: &'a mut [EdgeTx<'c>],
+        rx: &'a mut [EdgeRx<'c>],
+        error: &'a mut Option<RuntimeError>,
+    ) -> Self {
+        Cx {
+            source: true,
+            ..Cx::new(tx, rx, 0, error)
         }
     }
 
@@ -320,6 +349,7 @@ impl<'a, 'c> Cx<'a, 'c> {
     /// goes to every worker (after what this worker sent before it).
     pub fn watermark(&mut self, edge: usize, feeder: usize, wm: u64) {
         let t = &mut self.tx[edge - self.base];
+        t.feeder_is_source[feeder] = Some(self.source);
         let f = &mut t.feeders[feeder];
         if f.1.is_some() || wm <= f.0 {
             return;

@@ -171,6 +171,21 @@ pub(crate) fn full_ring_pause(spins: u32) {
     }
 }
 
+/// The watermark a source of this worker may read up to under watermark
+/// alignment (`JobConfig::max_watermark_drift`): `drift` ms past the
+/// smallest watermark received on an open edge whose feeders are all
+/// sources' segments; `u64::MAX` (no bound) while no such edge has
+/// received one.
+fn aligned_limit(tx: &[cx::EdgeTx<'_>], rx: &[cx::EdgeRx<'_>], drift: u64) -> u64 {
+    tx.iter()
+        .zip(rx)
+        .filter(|(t, r)| !r.done && t.fed_by_sources())
+        .map(|(_, r)| r.inputs.watermark())
+        .filter(|&wm| wm > 0)
+        .min()
+        .map_or(u64::MAX, |wm| wm.saturating_add(drift))
+}
+
 /// Records per staged batch and per source poll on this worker
 /// (`JobConfig::batch_records`).
 pub fn batch_records() -> usize {
@@ -751,14 +766,27 @@ where
     let mut idler = crate::job::Idler::new(info.doorbell.clone());
     let mut error: Option<RuntimeError> = None;
     SOURCE_ERROR.with(|s| s.borrow_mut().take());
+    // Loops in which watermark alignment held a source back.
+    let mut held = 0u64;
     loop {
         let mut busy = false;
         let stop = crate::stop::requested();
+        // Watermark alignment: sources this far ahead of the slowest
+        // source-fed edge's received watermark wait.
+        let limit = match cfg.max_watermark_drift {
+            Some(drift) if !stop => aligned_limit(&tx, &rx, drift),
+            _ => u64::MAX,
+        };
+        let mut held_now = false;
         for (s, done) in sources.iter_mut() {
             if *done {
                 continue;
             }
-            let mut cx = Cx::new(&mut tx, &mut rx, 0, &mut error);
+            if s.watermark() > limit {
+                held_now = true;
+                continue;
+            }
+            let mut cx = Cx::for_source(&mut tx, &mut rx, &mut error);
             if stop {
                 s.finish(true, &mut cx);
                 *done = true;
@@ -808,6 +836,13 @@ where
         // Something staged: push it within the flush interval. Else the
         // next idle grid point.
         paused_since_tick |= !(busy || frames > 0);
+        if held_now {
+            // A held source reads on once a watermark comes: its worker
+            // ticks every flush interval meanwhile (sends its own
+            // watermarks), parking in between.
+            held += 1;
+            paused_since_tick = false;
+        }
         let due = if pending() || !paused_since_tick {
             last_flush + cfg.flush
         } else {
@@ -828,7 +863,7 @@ where
             grid_next = grid_of(quiet).after(now + cfg.flush / 4);
             for (s, done) in sources.iter_mut() {
                 if !*done {
-                    let mut cx = Cx::new(&mut tx, &mut rx, 0, &mut error);
+                    let mut cx = Cx::for_source(&mut tx, &mut rx, &mut error);
                     s.tick(&mut cx);
                 }
             }
@@ -892,6 +927,9 @@ where
         );
     }
     let mut stats = Stats::default();
+    if held > 0 {
+        stats.add("sources_held_for_alignment", held);
+    }
     for (s, _) in sources.iter_mut() {
         s.report(&mut stats);
     }

@@ -482,6 +482,8 @@ pub(crate) trait SourceDriver {
     /// [`Source::next_due`].
     fn next_due(&self) -> Option<std::time::Instant>;
     fn tick(&mut self, cx: &mut Cx<'_, '_>);
+    /// Its event-time watermark (ms; 0 without an event-time stage).
+    fn watermark(&self) -> u64;
     fn finish(&mut self, stopped: bool, cx: &mut Cx<'_, '_>);
     fn report(&mut self, stats: &mut Stats);
 }
@@ -1153,6 +1155,10 @@ where
             }
             self.next.barrier(id, cx);
         }
+    }
+
+    fn watermark(&self) -> u64 {
+        self.wm()
     }
 
     fn finish(&mut self, stopped: bool, cx: &mut Cx<'_, '_>) {

@@ -478,6 +478,15 @@ pub const DEFAULT_STATE_TTL_MS: u64 = 60_000;
 /// Events of `air run nexmark` when `--events` is not given.
 pub const DEFAULT_EVENTS: u64 = 100_000_000;
 
+/// Watermark alignment of the windowed queries unless
+/// `--max-watermark-drift-ms` says otherwise: sources at most this many ms
+/// of event time apart, or a window if longer. 60 s is 600,000 events at
+/// the default 10,000 events/s: q8's join then keeps ~1 MB a worker where
+/// unaligned sources let it keep 16 MB (2 workers, 40 M events), and q5
+/// runs as fast as unaligned; at 10 s q5 lost 12% to sources waiting for
+/// watermarks (docs/performance.md, session 24).
+pub const DEFAULT_DRIFT_MS: u64 = 60_000;
+
 /// The most sliding windows one event may count in (`size / slide`).
 pub const MAX_WINDOWS_PER_EVENT: u64 = 1000;
 
@@ -1520,6 +1529,10 @@ impl NexmarkArgs {
     {
         let mut cfg = self.runtime.job_config();
         dist.configure(&mut cfg, self.runtime.force_network);
+        if self.runtime.max_watermark_drift_ms.is_none() && self.spec().windowed {
+            // Sources at most a minute or a window apart (see the option).
+            cfg.max_watermark_drift = Some(self.window().max(DEFAULT_DRIFT_MS));
+        }
         let total = cfg.workers * dist.ranks();
         let mut gen = self.gen.config(DEFAULT_EVENTS);
         gen.events = self.pace.events(self.gen.events, DEFAULT_EVENTS);
