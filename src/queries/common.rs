@@ -294,6 +294,17 @@ impl RuntimeArgs {
     }
 }
 
+/// Says on stderr what checkpoints promise with a live input (standard
+/// input, TCP, `--listen`, `--follow`): a live input is not replayed.
+pub fn say_live_checkpoint_promise() {
+    air_runtime::say!(
+        "air: checkpoints with a live input: after a failure the job resumes with state and \
+         committed rows that agree with each other, reading on from what the sender sends \
+         then; lines read after the last complete checkpoint are lost unless the sender \
+         sends them again (a consumer that wants each row once reads the committed --out file)"
+    );
+}
+
 /// Wall-clock pacing of a generator (`air run wa|nexmark --rate R
 /// [--duration S]`; YSB has its own `--rate`).
 #[derive(clap::Args, Debug, Clone, Default)]

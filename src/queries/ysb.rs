@@ -16,7 +16,7 @@ use super::driver::{OutputArgs, Query, RankPart, Report, RowsTo, WorkerFigures};
 use super::lagwatch::Watched;
 use air_operators::graph::{Count, KeyedWindowExt, Tumbling, Windowed};
 use air_operators::sources::files::PieceQueue;
-use air_operators::sources::live::{LiveFeed, LiveInput, LiveOptions};
+use air_operators::sources::live::{LiveFeed, LiveInput, LiveOptions, LivePosition};
 use air_operators::sources::shards::{resume, save_positions, Shards};
 use air_operators::sources::ysb::{
     split_ranges, uuid_to_string, Campaigns, EventTimeMode, EventType, OnBadRecord, Pacer,
@@ -264,12 +264,14 @@ impl Source for YsbSource {
         }
     }
 
-    /// The generator's position (events generated), or the input files'
-    /// (pieces read, the offset of the next line: [`PieceQueue`]); paced
-    /// generators and live inputs cannot resume (a job with checkpoints
-    /// refuses them).
+    /// The generator's position (events generated), the input files'
+    /// (pieces read, the offset of the next line: [`PieceQueue`]), or that
+    /// it reads a live input ([`LivePosition`]: not replayable, resumed
+    /// from what the sender sends then); paced generators cannot resume (a
+    /// job with checkpoints refuses them).
     fn save(&self) -> Option<Vec<u8>> {
         match self {
+            YsbSource::Files { live: Some(_), .. } => Some(LivePosition { lines: 0 }.save()),
             YsbSource::Gen(g) => Some(save_positions(std::slice::from_ref(g))),
             YsbSource::Shards(s) => Some(s.save()),
             YsbSource::Files {
@@ -297,12 +299,20 @@ impl Source for YsbSource {
             YsbSource::Files {
                 pieces, live: None, ..
             } => pieces.restore(state),
-            _ => Err("only the unpaced generator and input files resume from a checkpoint".into()),
+            YsbSource::Files { live: Some(_), .. } => LivePosition::read(state).map(|_| ()),
+            _ => Err(
+                "only the unpaced generator, input files and live inputs resume from a \
+                      checkpoint"
+                    .into(),
+            ),
         }
     }
 
     fn rescales(&self) -> bool {
-        matches!(self, YsbSource::Gen(_))
+        matches!(
+            self,
+            YsbSource::Gen(_) | YsbSource::Files { live: Some(_), .. }
+        )
     }
 
     fn rescale(
@@ -315,7 +325,11 @@ impl Source for YsbSource {
                 *self = YsbSource::Shards(Shards::rescaled(g, states, to)?);
                 Ok(())
             }
-            _ => Err("only the unpaced generator resumes at another worker count".into()),
+            // Nothing to deal out: each worker reads on from the sender.
+            YsbSource::Files { live: Some(_), .. } => LivePosition::read_all(states).map(|_| ()),
+            _ => Err(
+                "only the unpaced generator and live inputs resume at another worker count".into(),
+            ),
         }
     }
 
@@ -856,6 +870,9 @@ fn run_rank(args: &YsbArgs, dist: &Dist, to: &RowsTo) -> Result<RankPart<YsbRow>
     // workers (each parses its own).
     let live = match args.live_input()? {
         Some(input) => {
+            if dist.is_root() && args.runtime.checkpoint_dir.is_some() {
+                super::common::say_live_checkpoint_promise();
+            }
             let input = input.for_rank(dist.rank());
             let opts = LiveOptions {
                 linger: Duration::from_millis(args.listen_linger_ms.unwrap_or(0)),

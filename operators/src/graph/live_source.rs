@@ -9,7 +9,7 @@
 //! every worker's queue is full: nothing is buffered without bound.
 
 use crate::sources::lines::{LineError, LineFailure};
-use crate::sources::live::{LiveFeed, LiveLines};
+use crate::sources::live::{LiveFeed, LiveLines, LivePosition};
 use air_runtime::dataflow::{Dataflow, Source, SourcePoll, Stats};
 use serde::de::DeserializeOwned;
 use std::marker::PhantomData;
@@ -282,6 +282,32 @@ impl<T: DeserializeOwned + Clone + Send + 'static> Source for LiveSource<T> {
 
     fn take_error(&mut self) -> Option<String> {
         self.error.take()
+    }
+
+    /// That it reads a live input, and its records so far
+    /// ([`LivePosition`]): a live input is not replayed. On resume the
+    /// source reads on from what the sender sends then: state and
+    /// committed output are consistent, and the lines read after the last
+    /// complete checkpoint are lost unless the sender sends them again.
+    fn save(&self) -> Option<Vec<u8>> {
+        Some(LivePosition { lines: self.read }.save())
+    }
+
+    fn restore(&mut self, state: &[u8]) -> Result<(), String> {
+        LivePosition::read(state).map(|_| ())
+    }
+
+    fn rescales(&self) -> bool {
+        true
+    }
+
+    /// Nothing to deal out: each worker reads on from the sender.
+    fn rescale(
+        &mut self,
+        states: &[&[u8]],
+        _to: air_runtime::dataflow::state::Rescale,
+    ) -> Result<(), String> {
+        LivePosition::read_all(states).map(|_| ())
     }
 
     fn report(&mut self, stats: &mut Stats) {

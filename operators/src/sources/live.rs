@@ -1423,3 +1423,74 @@ mod tests {
         assert!(e.to_string().contains("a directory, not a file"), "{e}");
     }
 }
+
+/// What a checkpoint keeps of a worker's share of a live input: the lines
+/// it had read, and that it was live. A live input cannot be replayed: on
+/// resume the source reads on from what the sender sends then, so state
+/// and committed output stay consistent with each other (they come from
+/// the same checkpoint), and the lines the job had read after its last
+/// complete checkpoint are lost unless the sender sends them again (e.g.
+/// from its own record of what was committed). Saved as 16 bytes: the tag
+/// [`LivePosition::TAG`] and the line count (little-endian u64).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LivePosition {
+    /// Lines (records and bad or empty lines) the worker had read.
+    pub lines: u64,
+}
+
+impl LivePosition {
+    /// The tag a live position's bytes start with.
+    pub const TAG: [u8; 8] = *b"air-live";
+
+    /// The saved form (16 bytes).
+    pub fn save(&self) -> Vec<u8> {
+        let mut v = Self::TAG.to_vec();
+        v.extend_from_slice(&self.lines.to_le_bytes());
+        v
+    }
+
+    /// What [`LivePosition::save`] made.
+    ///
+    /// # Errors
+    /// Other bytes: the checkpoint's source read files or a generator, not
+    /// a live input (the message says so).
+    pub fn read(state: &[u8]) -> Result<LivePosition, String> {
+        match state {
+            [tag @ .., a, b, c, d, e, f, g, h] if tag == Self::TAG => Ok(LivePosition {
+                lines: u64::from_le_bytes([*a, *b, *c, *d, *e, *f, *g, *h]),
+            }),
+            _ => Err("the checkpoint's source did not read a live input \
+                 (it read files or a generator): resume with the same input, or --fresh"
+                .into()),
+        }
+    }
+
+    /// The positions of a checkpoint taken at another worker count: each
+    /// must be a live one; a live input has nothing to deal out.
+    ///
+    /// # Errors
+    /// As [`LivePosition::read`].
+    pub fn read_all(states: &[&[u8]]) -> Result<u64, String> {
+        states
+            .iter()
+            .map(|s| LivePosition::read(s).map(|p| p.lines))
+            .sum()
+    }
+}
+
+#[cfg(test)]
+mod position_tests {
+    use super::LivePosition;
+
+    #[test]
+    fn a_live_position_reads_back_and_others_are_refused() {
+        let p = LivePosition { lines: 1 << 40 };
+        assert_eq!(LivePosition::read(&p.save()), Ok(p));
+        let e = LivePosition::read(&[0u8; 16]).unwrap_err();
+        assert!(e.contains("did not read a live input"), "{e}");
+        assert!(LivePosition::read(&p.save()[..15]).is_err());
+        let two = [p.save(), LivePosition { lines: 2 }.save()];
+        let states: Vec<&[u8]> = two.iter().map(|v| v.as_slice()).collect();
+        assert_eq!(LivePosition::read_all(&states), Ok((1 << 40) + 2));
+    }
+}

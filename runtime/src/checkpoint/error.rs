@@ -29,7 +29,7 @@ pub enum CheckpointError {
     /// The file at `path` belongs to another job: its signature is `found`,
     /// this job's is `expected`. The directory is probably the wrong one.
     #[error(
-        "{}: belongs to another job (another query, options or inputs: signature {found:016x}, this job's is {expected:016x}); use another --checkpoint-dir, or --fresh to delete it and start over",
+        "{}: belongs to another job (another query, options or inputs: signature {found:016x}, this job's is {expected:016x}); use another --checkpoint-dir, or --fresh (a library job: Job::fresh) to delete it and start over",
         path.display()
     )]
     OtherJob {
@@ -56,7 +56,7 @@ pub enum CheckpointError {
     /// `expected`, and some of the job's state (`cannot`) cannot be
     /// redistributed to another worker count.
     #[error(
-        "{}: checkpoint of {found} workers, this job has {expected}, and this state cannot move to another worker count: {cannot} (rerun with {found} workers in all, or --fresh to start over)",
+        "{}: checkpoint of {found} workers, this job has {expected}, and this state cannot move to another worker count: {cannot} (rerun with {found} workers in all, or --fresh (a library job: Job::fresh) to start over)",
         path.display()
     )]
     Workers {
@@ -72,7 +72,7 @@ pub enum CheckpointError {
     /// `dir` holds complete checkpoints but every one is damaged; `why`
     /// lists each with its damage.
     #[error(
-        "no usable checkpoint in {}: {why} (--fresh deletes them and starts over)",
+        "no usable checkpoint in {}: {why} (--fresh, in a library job Job::fresh, deletes them and starts over)",
         dir.display()
     )]
     NoneUsable {

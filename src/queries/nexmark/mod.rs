@@ -99,7 +99,7 @@ use super::driver::{sink_window_rows, OutputArgs, Query, RankPart, RowsTo, Worke
 use super::lagwatch::Watched;
 use air_operators::graph::Windowed;
 use air_operators::sources::files::PieceQueue;
-use air_operators::sources::live::{LiveFeed, LiveInput, LiveOptions};
+use air_operators::sources::live::{LiveFeed, LiveInput, LiveOptions, LivePosition};
 use air_operators::sources::nexmark::{
     Auction, Bid, EventFileReader, JsonEvent, LiveEvents, LiveFill, LiveShare, NexEvent,
     NexmarkConfig, NexmarkFileReader, NexmarkGenerator, OnBadRecord, OpenLive, Person,
@@ -1353,21 +1353,34 @@ impl Source for GraphSource {
     fn events_read(&self, _yielded: usize) -> u64 {
         self.last_read
     }
+    /// The generator's or the files' position, or that it reads a live
+    /// input ([`LivePosition`]: not replayable; resumed from what the
+    /// sender sends then).
     fn save(&self) -> Option<Vec<u8>> {
-        self.src.save_position()
+        match self.src {
+            NexSource::Live { .. } => Some(LivePosition { lines: self.events }.save()),
+            _ => self.src.save_position(),
+        }
     }
     fn restore(&mut self, state: &[u8]) -> Result<(), String> {
-        self.src.restore_position(state)
+        match self.src {
+            NexSource::Live { .. } => LivePosition::read(state).map(|_| ()),
+            _ => self.src.restore_position(state),
+        }
     }
     fn rescales(&self) -> bool {
-        matches!(self.src, NexSource::Gen(_))
+        matches!(self.src, NexSource::Gen(_) | NexSource::Live { .. })
     }
     fn rescale(
         &mut self,
         states: &[&[u8]],
         to: air_runtime::dataflow::state::Rescale,
     ) -> Result<(), String> {
-        self.src.rescale_position(states, to)
+        match self.src {
+            // Nothing to deal out: each worker reads on from the sender.
+            NexSource::Live { .. } => LivePosition::read_all(states).map(|_| ()),
+            _ => self.src.rescale_position(states, to),
+        }
     }
     fn report(&mut self, stats: &mut Stats) {
         if self.counted {
@@ -1540,6 +1553,9 @@ impl NexmarkArgs {
         // workers (each parses its own).
         let live = match self.live_input()? {
             Some(input) => {
+                if dist.is_root() && self.runtime.checkpoint_dir.is_some() {
+                    crate::queries::common::say_live_checkpoint_promise();
+                }
                 let input = input.for_rank(dist.rank());
                 let feed = LiveFeed::start(&input, cfg.workers, LiveOptions::default())
                     .map_err(|e| CliError::BadInput(e.to_string()))?;
