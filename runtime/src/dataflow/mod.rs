@@ -415,8 +415,8 @@ where
         if !cannot.is_empty() {
             return Err(RuntimeError::Setup(format!(
                 "checkpoints: this graph keeps state that cannot be saved yet: {} (docs/guide.md, \
-                 \"Checkpoints\", says what can: e.g. not paced generators, live inputs, keyed \
-                 process without process_checkpointed)",
+                 \"Checkpoints\", says what can: e.g. not paced generators, keyed process \
+                 without process_checkpointed, partitioned file sinks)",
                 cannot.join("; ")
             )));
         }
