@@ -1213,7 +1213,8 @@ mod tests {
                     }
                     run(&mut op, &routed(&steps[cut..], w, to), &mut got);
                 }
-                (kept_before.sort_unstable(), kept_after.sort_unstable());
+                kept_before.sort_unstable();
+                kept_after.sort_unstable();
                 assert_eq!(
                     kept_after, kept_before,
                     "kept records {from} -> {to} workers, cut at step {cut}"
