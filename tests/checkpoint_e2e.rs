@@ -7,7 +7,8 @@
 //! another worker count resumes rescaled (killed and resumed at 2, 3 and 1
 //! workers: the same rows), `--fresh` starts over, and a graph with state
 //! that cannot be saved yet is refused before it runs. Joins (q8) and
-//! keyed process state (q6) are killed and resumed too.
+//! keyed process state (q6) are killed and resumed too, also at other
+//! worker counts (q8, q6, q20 with the full-event generator).
 
 mod common;
 
@@ -384,6 +385,47 @@ fn nexmark_q8_join_killed_and_resumed_gives_the_rows_of_an_uninterrupted_run() {
         "100",
     ];
     killed_and_resumed("q8", &q, 3, 0x0908);
+}
+
+/// Rescale on resume of a window join (q8: both sides' kept records of
+/// the open windows go to their key group's owner): 2 workers, then 3,
+/// then 1.
+#[test]
+fn nexmark_q8_join_resumed_at_other_worker_counts_gives_the_rows_of_an_uninterrupted_run() {
+    let q = [
+        "nexmark",
+        "--query",
+        "q8",
+        "--events",
+        "6000000",
+        "--window-ms",
+        "2000",
+        "--ring-bytes",
+        "131072",
+        "--checkpoint-ms",
+        "100",
+    ];
+    killed_and_resumed_with("q8-rescale", &q, 3, 0x0988, &[], true, &["2", "3", "1"]);
+}
+
+/// Rescale on resume of the full-event generator (its shards dealt out
+/// and merged by event time, as the compact one's) and of q20's keyed
+/// join state (`process_checkpointed`, by key group): 2 workers, then 3,
+/// then 1.
+#[test]
+fn nexmark_q20_full_events_resumed_at_other_worker_counts_give_the_rows_of_an_uninterrupted_run() {
+    let q = [
+        "nexmark",
+        "--query",
+        "q20",
+        "--events",
+        "3000000",
+        "--ring-bytes",
+        "131072",
+        "--checkpoint-ms",
+        "100",
+    ];
+    killed_and_resumed_with("q20-rescale", &q, 3, 0x0920, &[], true, &["2", "3", "1"]);
 }
 
 /// NEXMark q6 (keyed process state twice: the winning bid of each auction,

@@ -532,6 +532,40 @@ impl<K, A, B, KF1, KF2, TL, TR> WindowJoin<K, A, B, KF1, KF2, TL, TR> {
     }
 }
 
+impl<K, A, B, KF1, KF2, TL, TR> WindowJoin<K, A, B, KF1, KF2, TL, TR>
+where
+    K: Hash + Eq,
+    A: Record,
+    B: Record,
+    KF1: Fn(&A) -> K,
+    KF2: Fn(&B) -> K,
+{
+    /// Adds the records of `saved` ([`Operator2::save`]'s) whose key
+    /// `keep` keeps, each to its window and key; returns the watermark it
+    /// saved as fired to (ms).
+    fn restore_kept(&mut self, saved: &[u8], keep: impl Fn(&K) -> bool) -> Result<u64, String> {
+        let (values, s) = state::unframe_sections(saved, 4)?;
+        let [fired] = values[..] else {
+            return Err(format!("join state with {} values, not 1", values.len()));
+        };
+        for (start, a) in Kept::<A>::read(s[0], s[1])? {
+            let k = (self.key.0)(&a);
+            if keep(&k) {
+                let e = self.open.entry(start).or_default().entry(k).or_default();
+                e.0.push(a);
+            }
+        }
+        for (start, b) in Kept::<B>::read(s[2], s[3])? {
+            let k = (self.key.1)(&b);
+            if keep(&k) {
+                let e = self.open.entry(start).or_default().entry(k).or_default();
+                e.1.push(b);
+            }
+        }
+        Ok(fired)
+    }
+}
+
 impl<K, A, B, KF1, KF2, TL, TR> Operator2 for WindowJoin<K, A, B, KF1, KF2, TL, TR>
 where
     K: Record + Hash + Eq,
@@ -705,21 +739,28 @@ where
     }
 
     fn restore(&mut self, saved: &[u8]) -> Result<(), String> {
-        let (values, s) = state::unframe_sections(saved, 4)?;
-        let [fired] = values[..] else {
-            return Err(format!("join state with {} values, not 1", values.len()));
-        };
-        self.fired = fired;
-        for (start, a) in Kept::<A>::read(s[0], s[1])? {
-            let k = (self.key.0)(&a);
-            let e = self.open.entry(start).or_default().entry(k).or_default();
-            e.0.push(a);
+        self.fired = self.restore_kept(saved, |_| true)?;
+        Ok(())
+    }
+
+    fn rescales(&self) -> bool {
+        true
+    }
+
+    /// The kept records of the keys this worker owns now, from every old
+    /// worker's state (each key was at one old worker: no record twice,
+    /// none lost). It fired up to the smallest watermark any old worker
+    /// had fired to (they agree at a barrier, each having seen both
+    /// inputs' watermarks up to it; a window that fired at its old owner
+    /// and was freed is in no state, and one kept for lateness is kept
+    /// here too).
+    fn rescale(&mut self, states: &[&[u8]], to: state::Rescale) -> Result<(), String> {
+        let mut fired = None::<u64>;
+        for saved in states {
+            let f = self.restore_kept(saved, |k| to.owns(k))?;
+            fired = Some(fired.map_or(f, |m| m.min(f)));
         }
-        for (start, b) in Kept::<B>::read(s[2], s[3])? {
-            let k = (self.key.1)(&b);
-            let e = self.open.entry(start).or_default().entry(k).or_default();
-            e.1.push(b);
-        }
+        self.fired = fired.unwrap_or(0);
         Ok(())
     }
 
@@ -748,6 +789,37 @@ impl<K, A, B, KF1, KF2, TL, TR> IntervalJoin<K, A, B, KF1, KF2, TL, TR> {
     fn matches(&self, tl: u64, tr: u64) -> bool {
         let d = tr as i128 - tl as i128;
         self.bounds.0 as i128 <= d && d <= self.bounds.1 as i128
+    }
+}
+
+impl<K, A, B, KF1, KF2, TL, TR> IntervalJoin<K, A, B, KF1, KF2, TL, TR>
+where
+    K: Hash + Eq,
+    A: Record,
+    B: Record,
+    KF1: Fn(&A) -> K,
+    KF2: Fn(&B) -> K,
+{
+    /// Adds the records of `saved` ([`Operator2::save`]'s) whose key
+    /// `keep` keeps, each with its event time.
+    fn restore_kept(&mut self, saved: &[u8], keep: impl Fn(&K) -> bool) -> Result<(), String> {
+        let (values, s) = state::unframe_sections(saved, 4)?;
+        if !values.is_empty() {
+            return Err(format!("join state with {} values, not 0", values.len()));
+        }
+        for (t, a) in Kept::<A>::read(s[0], s[1])? {
+            let k = (self.key.0)(&a);
+            if keep(&k) {
+                self.left.entry(k).or_default().push((t, a));
+            }
+        }
+        for (t, b) in Kept::<B>::read(s[2], s[3])? {
+            let k = (self.key.1)(&b);
+            if keep(&k) {
+                self.right.entry(k).or_default().push((t, b));
+            }
+        }
+        Ok(())
     }
 }
 
@@ -854,15 +926,21 @@ where
     }
 
     fn restore(&mut self, saved: &[u8]) -> Result<(), String> {
-        let (values, s) = state::unframe_sections(saved, 4)?;
-        if !values.is_empty() {
-            return Err(format!("join state with {} values, not 0", values.len()));
-        }
-        for (t, a) in Kept::<A>::read(s[0], s[1])? {
-            self.left.entry((self.key.0)(&a)).or_default().push((t, a));
-        }
-        for (t, b) in Kept::<B>::read(s[2], s[3])? {
-            self.right.entry((self.key.1)(&b)).or_default().push((t, b));
+        self.restore_kept(saved, |_| true)
+    }
+
+    fn rescales(&self) -> bool {
+        true
+    }
+
+    /// The kept records of the keys this worker owns now, from every old
+    /// worker's state (each key was at one old worker: no record twice,
+    /// none lost). It keeps no watermark: the runtime's two-input segment
+    /// resumes at the smallest one saved, and the next one frees what can
+    /// no longer match.
+    fn rescale(&mut self, states: &[&[u8]], to: state::Rescale) -> Result<(), String> {
+        for saved in states {
+            self.restore_kept(saved, |k| to.owns(k))?;
         }
         Ok(())
     }
@@ -924,6 +1002,8 @@ impl<A: Record> Kept<A> {
 mod tests {
     use super::*;
     use crate::graph::{Sliding, Tumbling};
+    use air_runtime::dataflow::state::Rescale;
+    use air_runtime::keygroups::KeyGroups;
 
     type Rec = (u64, u64); // (key, time ms)
     type Row = (u64, u64, u64, u64); // (start, key, left time, right time)
@@ -989,12 +1069,18 @@ mod tests {
 
     /// Records of 5 keys over 3 s, both sides, with watermarks between.
     fn steps() -> Vec<Step> {
+        steps_of(5)
+    }
+
+    /// Records of `keys` keys over 3 s, both sides, with watermarks
+    /// between.
+    fn steps_of(keys: u64) -> Vec<Step> {
         let mut steps = Vec::new();
         for round in 0..30u64 {
             let t = round * 100;
-            steps.push(Step::Left((0..5).map(|k| (k, t + k * 7)).collect()));
+            steps.push(Step::Left((0..keys).map(|k| (k, t + k * 7)).collect()));
             steps.push(Step::Right(
-                (0..5).map(|k| ((k + round) % 5, t + 30)).collect(),
+                (0..keys).map(|k| ((k + round) % keys, t + 30)).collect(),
             ));
             if round % 4 == 3 {
                 steps.push(Step::Watermark(t.saturating_sub(150)));
@@ -1028,6 +1114,147 @@ mod tests {
             assert_eq!(got, want, "cut at step {cut}");
         }
         assert!(make().restore(b"not a join's state").is_err());
+    }
+
+    /// The steps worker `w` of `workers` sees: the records whose key its
+    /// key group owns (as `key_by` routes them), every watermark.
+    fn routed(steps: &[Step], w: usize, workers: usize) -> Vec<Step> {
+        let groups = KeyGroups::new(128, workers).unwrap();
+        let mine = |v: &Vec<Rec>| -> Vec<Rec> {
+            v.iter()
+                .copied()
+                .filter(|r| groups.owner(air_runtime::key_hash(&r.0)) == w)
+                .collect()
+        };
+        steps
+            .iter()
+            .map(|s| match s {
+                Step::Left(v) => Step::Left(mine(v)),
+                Step::Right(v) => Step::Right(mine(v)),
+                Step::Watermark(wm) => Step::Watermark(*wm),
+            })
+            .collect()
+    }
+
+    /// The records a join's saved state keeps: (side, time, record).
+    fn kept(saved: &[u8]) -> Vec<(u8, u64, Rec)> {
+        let (_, s) = state::unframe_sections(saved, 4).unwrap();
+        let left = Kept::<Rec>::read(s[0], s[1]).unwrap();
+        let right = Kept::<Rec>::read(s[2], s[3]).unwrap();
+        let left = left.into_iter().map(|(t, r)| (0, t, r));
+        left.chain(right.into_iter().map(|(t, r)| (1, t, r)))
+            .collect()
+    }
+
+    /// Saved midway at `from` workers (each with its keys' records),
+    /// rescaled into `to` workers that get the rest by the new key
+    /// groups: together they keep every saved record once and give the
+    /// rows of one join that ran through. With `behind`, the
+    /// last old worker had not yet seen the watermark before the cut (the
+    /// others had): the rescaled joins fire from the smallest.
+    fn rescaled_midway_gives_the_same_rows<O>(make: impl Fn() -> O, behind: bool)
+    where
+        O: Operator2<In1 = Rec, In2 = Rec, Out = Joined<u64, Rec, Rec>>,
+    {
+        let steps = steps_of(13);
+        let mut want = Vec::new();
+        run(&mut make(), &steps, &mut want);
+        want.sort_unstable();
+        for (from, to) in [(2, 3), (2, 1), (3, 2), (1, 3)] {
+            for cut in [5, 20, 41, steps.len() - 1] {
+                let mut got = Vec::new();
+                let saved: Vec<Vec<u8>> = (0..from)
+                    .map(|w| {
+                        let mut op = make();
+                        let mine = routed(&steps[..cut], w, from);
+                        let end = if behind && w == from - 1 {
+                            // Up to its last watermark, then its records.
+                            let last = mine.iter().rposition(|s| matches!(s, Step::Watermark(_)));
+                            let last = last.unwrap_or(0);
+                            run(&mut op, &mine[..last], &mut got);
+                            let rest: Vec<Step> = mine[last..]
+                                .iter()
+                                .filter_map(|s| match s {
+                                    Step::Left(v) => Some(Step::Left(v.clone())),
+                                    Step::Right(v) => Some(Step::Right(v.clone())),
+                                    Step::Watermark(_) => None,
+                                })
+                                .collect();
+                            rest
+                        } else {
+                            mine
+                        };
+                        run(&mut op, &end, &mut got);
+                        op.save().expect("a join saves")
+                    })
+                    .collect();
+                let states: Vec<&[u8]> = saved.iter().map(|s| s.as_slice()).collect();
+                // The watermark before the cut again (an input's newest,
+                // as a rescaled worker's inputs say it again).
+                let again = steps[..cut].iter().rev().find_map(|s| match s {
+                    Step::Watermark(wm) => Some(Step::Watermark(*wm)),
+                    _ => None,
+                });
+                let mut kept_before: Vec<_> = states.iter().flat_map(|s| kept(s)).collect();
+                let mut kept_after = Vec::new();
+                for w in 0..to {
+                    let mut op = make();
+                    assert!(op.rescales());
+                    let rescale = Rescale {
+                        worker: w,
+                        workers: to,
+                        from,
+                        groups: KeyGroups::new(128, to).unwrap(),
+                    };
+                    op.rescale(&states, rescale).unwrap();
+                    kept_after.extend(kept(&op.save().expect("a join saves")));
+                    if let Some(s) = &again {
+                        run(&mut op, std::slice::from_ref(s), &mut got);
+                    }
+                    run(&mut op, &routed(&steps[cut..], w, to), &mut got);
+                }
+                kept_before.sort_unstable();
+                kept_after.sort_unstable();
+                assert_eq!(
+                    kept_after, kept_before,
+                    "kept records {from} -> {to} workers, cut at step {cut}"
+                );
+                got.sort_unstable();
+                assert_eq!(got, want, "{from} -> {to} workers, cut at step {cut}");
+            }
+        }
+        assert!(make()
+            .rescale(
+                &[b"not a join's state"],
+                Rescale {
+                    worker: 0,
+                    workers: 1,
+                    from: 1,
+                    groups: KeyGroups::new(128, 1).unwrap(),
+                }
+            )
+            .is_err());
+    }
+
+    #[test]
+    fn a_window_join_rescales_its_kept_records_by_key_group() {
+        for behind in [false, true] {
+            for eager in [false, true] {
+                rescaled_midway_gives_the_same_rows(
+                    || window_join(Tumbling::ms(500), eager),
+                    behind,
+                );
+                rescaled_midway_gives_the_same_rows(
+                    || window_join(Sliding::ms(600, 200), eager),
+                    behind,
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn an_interval_join_rescales_its_kept_records_by_key_group() {
+        rescaled_midway_gives_the_same_rows(interval_join, false);
     }
 
     #[test]

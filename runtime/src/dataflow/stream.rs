@@ -367,6 +367,23 @@ pub trait Operator2: 'static {
         let _ = state;
         Err("this operator cannot resume from a checkpoint".into())
     }
+    /// Whether it can resume at another worker count
+    /// ([`Operator2::rescale`]). `false` (the default): such a resume is
+    /// refused before it starts, naming it.
+    fn rescales(&self) -> bool {
+        false
+    }
+    /// On a resume at another worker count: takes from every old worker's
+    /// saved state (`states`, by old worker) what this worker owns now
+    /// ([`Operator::rescale`]; a join: the kept records of the keys whose
+    /// key group it owns, [`super::state::Rescale::owns`]).
+    ///
+    /// # Errors
+    /// State it cannot read (the job then fails to start).
+    fn rescale(&mut self, states: &[&[u8]], to: super::state::Rescale) -> Result<(), String> {
+        let _ = (states, to);
+        Err("this operator cannot resume at another worker count".into())
+    }
 }
 
 /// What a sink does with the rows that reach it. A sink at every worker
@@ -1302,26 +1319,43 @@ impl<O: Operator2> Head for Op2Head<O> {
     type Out = O::Out;
     fn install<C: Continuation<O::Out>>(mut self, df: &Dataflow, mut next: C) {
         let what = format!("two-input operator {}", std::any::type_name::<O>());
-        // Joins keep records per key but cannot rescale yet.
-        let mut slot = df.state_slot(what.clone(), self.op.save().is_some(), false);
+        let mut slot = df.state_slot(what.clone(), self.op.save().is_some(), self.op.rescales());
         refuse_unsafe_tail(df, &next);
         let mut wm = [0, 0];
         let mut fired = 0;
         if let Some(state) = slot.take_restored() {
             let restored = restore_segment(&state, &mut next, |b| {
-                let (values, body) = super::state::unframe(b)?;
-                let [w0, w1, f] = values[..] else {
-                    return Err(format!(
-                        "two-input state with {} values, not 3",
-                        values.len()
-                    ));
-                };
+                let ([w0, w1, f], body) = unframe_two_inputs(b)?;
                 (wm, fired) = ([w0, w1], f);
                 self.op.restore(body)
             });
             if let Err(e) = restored {
                 df.fail(format!(
                     "resuming the {}: {e}",
+                    super::short_type_names(&what)
+                ));
+            }
+        } else if let Some(r) = slot.take_rescaled() {
+            // Both inputs' watermarks and the one fired to are the smallest
+            // any old worker saved (they agree at a barrier, each having
+            // seen every input's watermarks up to it): never ahead of what
+            // a new worker's inputs will say.
+            let rescaled = rescale_segment(&r, |bodies, to| {
+                let mut ops = Vec::with_capacity(bodies.len());
+                let mut low = None::<[u64; 3]>;
+                for b in bodies {
+                    let (v, body) = unframe_two_inputs(b)?;
+                    low = Some(low.map_or(v, |m| [m[0].min(v[0]), m[1].min(v[1]), m[2].min(v[2])]));
+                    ops.push(body);
+                }
+                if let Some([w0, w1, f]) = low {
+                    (wm, fired) = ([w0, w1], f);
+                }
+                self.op.rescale(&ops, to)
+            });
+            if let Err(e) = rescaled {
+                df.fail(format!(
+                    "resuming the {} at another worker count: {e}",
                     super::short_type_names(&what)
                 ));
             }
@@ -1350,6 +1384,19 @@ impl<O: Operator2> Head for Op2Head<O> {
             }),
         );
     }
+}
+
+/// A two-input segment's body as [`Op2Seg::save`] framed it: `[wm₀, wm₁,
+/// fired]` and the operator's state.
+fn unframe_two_inputs(body: &[u8]) -> Result<([u64; 3], &[u8]), String> {
+    let (values, op) = super::state::unframe(body)?;
+    let [w0, w1, f] = values[..] else {
+        return Err(format!(
+            "two-input state with {} values, not 3",
+            values.len()
+        ));
+    };
+    Ok(([w0, w1, f], op))
 }
 
 /// The state of a two-input segment, shared by its two edges' consumers

@@ -32,6 +32,7 @@ use air_operators::sources::nexmark::{
     EventKind, FullBid, FullEvent, LiveEvents, NexmarkConfig, NexmarkFullFileReader,
     NexmarkFullGenerator, ReaderOptions,
 };
+use air_operators::sources::shards::{resume, save_positions, Shards};
 use air_runtime::dataflow::{Dataflow, Source, SourcePoll, Stats};
 use serde::Serialize;
 use std::sync::{Arc, Mutex};
@@ -42,6 +43,9 @@ use std::sync::{Arc, Mutex};
 pub(crate) enum FullSource {
     /// The generator.
     Gen(NexmarkFullGenerator),
+    /// Several shards of the generator: a worker resumed at another worker
+    /// count than its checkpoint's (every kind made, then kept by kind).
+    Shards(Shards<NexmarkFullGenerator>),
     /// The generator paced by the wall clock (`--rate`).
     Paced(Watched<NexmarkFullGenerator>),
     /// Input files.
@@ -92,6 +96,10 @@ impl FullSource {
                 };
                 (poll, n)
             }
+            FullSource::Shards(s) => {
+                let poll = poll_shards(s, buf, max);
+                (poll, keep(buf))
+            }
             FullSource::Paced(p) => {
                 let poll = p.poll(buf, max);
                 (poll, keep(buf))
@@ -113,9 +121,10 @@ impl FullSource {
     /// batch's length).
     fn poll_files(&mut self, buf: &mut Vec<FullEvent>) -> SourcePoll {
         match self {
-            FullSource::Gen(_) | FullSource::Paced(_) | FullSource::Live { .. } => {
-                unreachable!("files only")
-            }
+            FullSource::Gen(_)
+            | FullSource::Shards(_)
+            | FullSource::Paced(_)
+            | FullSource::Live { .. } => unreachable!("files only"),
             FullSource::Files {
                 pieces,
                 current,
@@ -162,8 +171,28 @@ impl FullSource {
                 skipped, current, ..
             } => skipped + current.as_ref().map_or(0, |r| r.skipped()),
             FullSource::Live { events, .. } => events.skipped(),
-            FullSource::Gen(_) | FullSource::Paced(_) => 0,
+            FullSource::Gen(_) | FullSource::Shards(_) | FullSource::Paced(_) => 0,
         }
+    }
+}
+
+/// A poll of a rescaled worker's shards: up to `max` events of every
+/// kind into `buf` (out of line: the generator's own poll stays as small
+/// as before).
+#[cold]
+#[inline(never)]
+fn poll_shards(
+    s: &mut Shards<NexmarkFullGenerator>,
+    buf: &mut Vec<FullEvent>,
+    max: usize,
+) -> SourcePoll {
+    buf.resize(max, FullEvent::default());
+    let n = s.fill(buf);
+    buf.truncate(n);
+    if n == 0 {
+        SourcePoll::Done
+    } else {
+        SourcePoll::Ready
     }
 }
 
@@ -193,12 +222,14 @@ impl Source for FullGraphSource {
     fn events_read(&self, _yielded: usize) -> u64 {
         self.last_read
     }
-    /// The unpaced generator's position (events of its shard generated),
-    /// or the input files' ([`PieceQueue`]); the paced generator and live
-    /// inputs cannot resume (a job with checkpoints refuses them).
+    /// The unpaced generator's position (its shards, each with the events
+    /// generated: [`save_positions`]), or the input files'
+    /// ([`PieceQueue`]); the paced generator and live inputs cannot resume
+    /// (a job with checkpoints refuses them).
     fn save(&self) -> Option<Vec<u8>> {
         match &self.src {
-            FullSource::Gen(g) => Some(g.compact().generated().to_le_bytes().to_vec()),
+            FullSource::Gen(g) => Some(save_positions(std::slice::from_ref(g))),
+            FullSource::Shards(s) => Some(s.save()),
             FullSource::Files {
                 pieces, current, ..
             } => Some(
@@ -211,9 +242,31 @@ impl Source for FullGraphSource {
     }
     fn restore(&mut self, state: &[u8]) -> Result<(), String> {
         match &mut self.src {
-            FullSource::Gen(g) => g.skip_to(air_runtime::dataflow::state::read_u64(state, 0)?),
+            FullSource::Gen(g) => {
+                if let Some(shards) = resume(g, state)? {
+                    self.src = FullSource::Shards(shards);
+                }
+                Ok(())
+            }
             FullSource::Files { pieces, .. } => pieces.restore(state),
             _ => Err("only the unpaced generator and input files resume from a checkpoint".into()),
+        }
+    }
+    /// The unpaced generator: its share of the old workers' shards.
+    fn rescales(&self) -> bool {
+        matches!(self.src, FullSource::Gen(_))
+    }
+    fn rescale(
+        &mut self,
+        states: &[&[u8]],
+        to: air_runtime::dataflow::state::Rescale,
+    ) -> Result<(), String> {
+        match &self.src {
+            FullSource::Gen(g) => {
+                self.src = FullSource::Shards(Shards::rescaled(g, states, to)?);
+                Ok(())
+            }
+            _ => Err("only the unpaced generator resumes at another worker count".into()),
         }
     }
     fn report(&mut self, stats: &mut Stats) {

@@ -15,6 +15,7 @@ use super::generator::{event_kind, Model, NexmarkGenerator};
 use super::model::{EventKind, FullAuction, FullBid, FullEvent, FullPerson};
 use super::text::{push_letters, Text};
 use crate::sources::rng::{below, WyRand};
+use crate::sources::shards::Sharded;
 
 /// US states of generated persons (Beam's `PersonGenerator.US_STATES`).
 const US_STATES: [&str; 6] = ["AZ", "CA", "ID", "OR", "WA", "WY"];
@@ -270,6 +271,36 @@ impl NexmarkFullGenerator {
     }
 }
 
+/// The full events of the compact generator's shards
+/// ([`crate::sources::shards`]): what lets a full-event source resume at
+/// another worker count.
+impl Sharded for NexmarkFullGenerator {
+    type Event = FullEvent;
+    fn shard(&self) -> (usize, usize) {
+        self.gen.shard()
+    }
+    /// The sibling shares the channels met so far (a channel's name and
+    /// URL are the stream's, not the shard's).
+    fn sibling(&self, shard: usize, shards: usize) -> Result<Self, String> {
+        Ok(NexmarkFullGenerator {
+            gen: self.gen.sibling(shard, shards)?,
+            channels: self.channels.clone(),
+        })
+    }
+    fn generated(&self) -> u64 {
+        self.gen.generated()
+    }
+    fn skip_to(&mut self, n: u64) -> Result<(), String> {
+        NexmarkFullGenerator::skip_to(self, n)
+    }
+    fn time_of(event: &FullEvent) -> u64 {
+        event.date_time()
+    }
+    fn fill(&mut self, out: &mut [FullEvent]) -> usize {
+        NexmarkFullGenerator::fill(self, out)
+    }
+}
+
 /// The names and URLs of the channels a generator met so far, built on
 /// first use (a channel's URL is a pure function of the stream and the
 /// channel, as Flink's generator caches it): a bid then clones two shared
@@ -393,6 +424,60 @@ fn extra_len(rng: &mut WyRand, current: usize, average: u32) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Two shards saved midway and resumed at 3 workers (each its share of
+    /// the shards, merged by event time): with what the two had made, every
+    /// event of the stream once, each the event `full_event` makes.
+    #[test]
+    fn full_generator_shards_rescale() {
+        use crate::sources::shards::{save_positions, Shards};
+        use air_runtime::dataflow::state::Rescale;
+        let cfg = NexmarkConfig {
+            events: Some(900),
+            ..NexmarkConfig::default()
+        };
+        let mut got = Vec::new();
+        let saved: Vec<Vec<u8>> = [70, 210]
+            .iter()
+            .enumerate()
+            .map(|(w, &n)| {
+                let mut g = NexmarkFullGenerator::new(&cfg, w, 2);
+                let mut buf = vec![FullEvent::default(); n];
+                assert_eq!(g.fill(&mut buf), n);
+                got.extend(buf);
+                save_positions(std::slice::from_ref(&g))
+            })
+            .collect();
+        let states: Vec<&[u8]> = saved.iter().map(|s| s.as_slice()).collect();
+        for worker in 0..3 {
+            let to = Rescale {
+                worker,
+                workers: 3,
+                from: 2,
+                groups: air_runtime::keygroups::KeyGroups::new(16, 3).unwrap(),
+            };
+            let proto = NexmarkFullGenerator::new(&cfg, worker, 3);
+            let mut s = Shards::rescaled(&proto, &states, to).unwrap();
+            let mut buf = vec![FullEvent::default(); 128];
+            loop {
+                let n = s.fill(&mut buf);
+                if n == 0 {
+                    break;
+                }
+                assert!(buf[..n]
+                    .windows(2)
+                    .all(|p| p[0].date_time() <= p[1].date_time()));
+                got.extend_from_slice(&buf[..n]);
+            }
+        }
+        let key = |e: &FullEvent| format!("{e:?}");
+        let mut got: Vec<String> = got.iter().map(key).collect();
+        let mut want: Vec<String> = (0..900).map(|n| key(&full_event(&cfg, n))).collect();
+        got.sort_unstable();
+        want.sort_unstable();
+        assert_eq!(got.len(), want.len());
+        assert!(got == want, "the rescaled shards' events differ");
+    }
 
     #[test]
     fn string_shapes() {
