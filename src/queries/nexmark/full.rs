@@ -28,6 +28,7 @@ use super::{bid_rows, Cx, Shard, Sources};
 use crate::queries::lagwatch::Watched;
 use air_operators::graph::Windowed;
 use air_operators::sources::files::PieceQueue;
+use air_operators::sources::live::LivePosition;
 use air_operators::sources::nexmark::{
     EventKind, FullBid, FullEvent, LiveEvents, NexmarkConfig, NexmarkFullFileReader,
     NexmarkFullGenerator, ReaderOptions,
@@ -224,12 +225,14 @@ impl Source for FullGraphSource {
     }
     /// The unpaced generator's position (its shards, each with the events
     /// generated: [`save_positions`]), or the input files'
-    /// ([`PieceQueue`]); the paced generator and live inputs cannot resume
-    /// (a job with checkpoints refuses them).
+    /// ([`PieceQueue`]), or that it reads a live input ([`LivePosition`]:
+    /// not replayed); the paced generator cannot resume (a job with
+    /// checkpoints refuses it).
     fn save(&self) -> Option<Vec<u8>> {
         match &self.src {
             FullSource::Gen(g) => Some(save_positions(std::slice::from_ref(g))),
             FullSource::Shards(s) => Some(s.save()),
+            FullSource::Live { .. } => Some(LivePosition { lines: self.events }.save()),
             FullSource::Files {
                 pieces, current, ..
             } => Some(
@@ -249,12 +252,16 @@ impl Source for FullGraphSource {
                 Ok(())
             }
             FullSource::Files { pieces, .. } => pieces.restore(state),
-            _ => Err("only the unpaced generator and input files resume from a checkpoint".into()),
+            FullSource::Live { .. } => LivePosition::read(state).map(|_| ()),
+            _ => Err(
+                "only the unpaced generator, input files and live inputs resume from a checkpoint"
+                    .into(),
+            ),
         }
     }
     /// The unpaced generator: its share of the old workers' shards.
     fn rescales(&self) -> bool {
-        matches!(self.src, FullSource::Gen(_))
+        matches!(self.src, FullSource::Gen(_) | FullSource::Live { .. })
     }
     fn rescale(
         &mut self,
@@ -266,7 +273,11 @@ impl Source for FullGraphSource {
                 self.src = FullSource::Shards(Shards::rescaled(g, states, to)?);
                 Ok(())
             }
-            _ => Err("only the unpaced generator resumes at another worker count".into()),
+            // Nothing to deal out: each worker reads on from the sender.
+            FullSource::Live { .. } => LivePosition::read_all(states).map(|_| ()),
+            _ => Err(
+                "only the unpaced generator and live inputs resume at another worker count".into(),
+            ),
         }
     }
     fn report(&mut self, stats: &mut Stats) {
