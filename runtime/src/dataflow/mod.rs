@@ -409,7 +409,7 @@ where
         let mut cannot: Vec<String> = slots
             .iter()
             .filter(|s| !s.saves)
-            .map(|s| short_type_names(&s.what))
+            .map(|s| brief_type_names(&short_type_names(&s.what)))
             .collect();
         cannot.dedup();
         if !cannot.is_empty() {
@@ -592,6 +592,40 @@ fn short_type_names(text: &str) -> String {
         }
     }
     out.push_str(&word);
+    out
+}
+
+/// `text` with the generic arguments nested two deep or more elided
+/// (`…`) when it is longer than 120 characters: a chain's tail type
+/// carries its whole stream's closures, and a refusal must stay readable
+/// (`PartitionTail<q10_files<…>{{closure}}, …>`).
+fn brief_type_names(text: &str) -> String {
+    if text.chars().count() <= 120 {
+        return text.to_string();
+    }
+    let mut out = String::with_capacity(128);
+    let mut depth = 0usize;
+    for c in text.chars() {
+        match c {
+            '<' => {
+                depth += 1;
+                if depth <= 2 {
+                    out.push(c);
+                }
+                if depth == 2 {
+                    out.push('…');
+                }
+            }
+            '>' => {
+                if depth <= 2 {
+                    out.push(c);
+                }
+                depth = depth.saturating_sub(1);
+            }
+            _ if depth < 2 => out.push(c),
+            _ => {}
+        }
+    }
     out
 }
 
@@ -1024,6 +1058,20 @@ mod tests {
         assert_eq!(
             super::short_type_names("q8::build::{{closure}}"),
             "{{closure}}"
+        );
+    }
+
+    #[test]
+    fn long_type_names_in_refusals_elide_what_is_nested_deep() {
+        let short = "operator KeyedProcess<u64, Acc, StateNotSaved>";
+        assert_eq!(super::brief_type_names(short), short);
+        let long = format!(
+            "the end of a chain, PartitionTail<files<SourceHead<Full>, {}>{{{{closure}}}}, Sink>",
+            "EventTime<FlatMap<Identity, {{closure}}, Option<Row>>, {{closure}}>".repeat(3)
+        );
+        assert_eq!(
+            super::brief_type_names(&long),
+            "the end of a chain, PartitionTail<files<…>{{closure}}, Sink>"
         );
     }
     use std::time::Duration;
