@@ -502,6 +502,7 @@ where
                     return Err(RuntimeError::Setup(format!("checkpoints: {e}")));
                 }
             }
+            ck.say_resuming();
             Some(std::sync::Arc::new(ck))
         }
         None => None,

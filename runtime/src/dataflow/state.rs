@@ -138,6 +138,9 @@ pub struct Checkpoints {
     workers: usize,
     /// Warnings to print (a damaged newer checkpoint skipped…).
     pub warnings: Vec<String>,
+    /// "resuming from checkpoint …", said once the job is known to start
+    /// ([`Checkpoints::say_resuming`]: not before a refusal).
+    resuming: Option<String>,
     first_error: Arc<Mutex<Option<String>>>,
 }
 
@@ -192,7 +195,7 @@ impl Checkpoints {
         for w in &warnings {
             crate::say!("air: {w}");
         }
-        if let Some(id) = resumed {
+        let resuming = resumed.map(|id| {
             let rescale = match resumed_workers {
                 Some(then) if then != workers => format!(
                     ", taken at {then} worker{}: its state goes to {workers}",
@@ -200,13 +203,13 @@ impl Checkpoints {
                 ),
                 _ => String::new(),
             };
-            crate::say!(
+            format!(
                 "air: resuming from checkpoint {id} in {}{rescale} (checked in {} ms; --fresh \
                  starts over)",
                 cfg.dir.display(),
                 opened.elapsed().as_millis()
-            );
-        }
+            )
+        });
         let figures = Arc::new(WriterFigures::default());
         if let Some(id) = resumed {
             figures.newest_complete.store(id, Ordering::Relaxed);
@@ -289,8 +292,17 @@ impl Checkpoints {
             rescaled_parts: std::sync::OnceLock::new(),
             workers,
             warnings,
+            resuming,
             first_error,
         })
+    }
+
+    /// Says on stderr which checkpoint this run resumes from (and to how
+    /// many workers), once: after the checks that may refuse the resume.
+    pub(crate) fn say_resuming(&self) {
+        if let Some(line) = &self.resuming {
+            crate::say!("{line}");
+        }
     }
 
     /// Whether this run resumes from a checkpoint taken at another worker
