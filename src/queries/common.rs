@@ -468,7 +468,7 @@ pub mod parse {
             s,
             0,
             86_400_000,
-            "an integer (ms of event time; 0: off), at most 86400000 (a day)",
+            "a whole number of ms of event time from 0 (off) to 86400000 (a day)",
         )
     }
 

@@ -1645,6 +1645,7 @@ impl NexmarkArgs {
                 "partitions_committed",
                 "partitioned_late_rows",
                 "partitions_uncommitted",
+                "sources_held_for_alignment",
             ]
             .into_iter()
             .filter(|k| st.get(k) > 0)
