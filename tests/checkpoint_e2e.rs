@@ -478,8 +478,10 @@ fn nexmark_q11_sessions_killed_and_resumed_at_other_worker_counts_give_the_rows_
         "nexmark",
         "--query",
         "q11",
+        // Long enough that run 0 is still going after its first
+        // checkpoint (4 M events ended in 240 ms once, before the kill).
         "--events",
-        "4000000",
+        "12000000",
         "--ring-bytes",
         "131072",
         "--checkpoint-ms",
