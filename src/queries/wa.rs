@@ -123,21 +123,6 @@ impl WaSource {
     }
 }
 
-/// A poll of a rescaled worker's shards (out of line: the generator's own
-/// poll, inlined into the worker's loop, stays as small as before).
-#[cold]
-#[inline(never)]
-fn poll_shards(s: &mut Shards<WaGenerator>, buf: &mut Vec<WaEvent>, max: usize) -> SourcePoll {
-    buf.resize(max, WaEvent::default());
-    let n = s.fill(buf);
-    buf.truncate(n);
-    if n == 0 {
-        SourcePoll::Done
-    } else {
-        SourcePoll::Ready
-    }
-}
-
 impl Source for WaSource {
     type Item = WaEvent;
     #[inline]
@@ -153,7 +138,7 @@ impl Source for WaSource {
                     SourcePoll::Ready
                 }
             }
-            WaSource::Shards(s) => poll_shards(s, buf, max),
+            WaSource::Shards(s) => s.poll(buf, max),
             WaSource::Paced(p) => p.poll(buf, max),
         }
     }

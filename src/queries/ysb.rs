@@ -230,23 +230,6 @@ fn progress_events() -> u64 {
     PROGRESS.iter().map(|c| c.load(Ordering::Relaxed)).sum()
 }
 
-/// A poll of a rescaled worker's shards (out of line: the generator's own
-/// poll stays as it was).
-#[cold]
-#[inline(never)]
-fn poll_shards(s: &mut Shards<YsbGenerator>, buf: &mut Vec<YsbEvent>, max: usize) -> SourcePoll {
-    if buf.len() < max {
-        buf.resize(max, YsbEvent::default());
-    }
-    let n = s.fill(&mut buf[..max]);
-    buf.truncate(n);
-    if n == 0 {
-        SourcePoll::Done
-    } else {
-        SourcePoll::Ready
-    }
-}
-
 impl Source for YsbSource {
     type Item = YsbEvent;
 
@@ -404,7 +387,7 @@ impl YsbSource {
                     SourcePoll::Ready
                 }
             }
-            YsbSource::Shards(shards) => poll_shards(shards, buf, max),
+            YsbSource::Shards(shards) => shards.poll(buf, max),
             YsbSource::Paced(p) => p.poll(buf, max),
             YsbSource::Files {
                 pieces,

@@ -14,6 +14,7 @@
 //! rescaled (a watermark delay of 0 stays exact).
 
 use air_runtime::dataflow::state::{read_u64, Rescale};
+use air_runtime::dataflow::SourcePoll;
 
 /// A generator whose stream is split by global event index
 /// (module docs).
@@ -168,6 +169,23 @@ where
             }
         }
         out
+    }
+
+    /// A source's poll of these shards: up to `max` events into `buf`
+    /// (`Done` once every shard is spent). Out of line and cold: only a
+    /// worker resumed at another worker count polls shards, and its
+    /// generator's own poll must compile as before.
+    #[cold]
+    #[inline(never)]
+    pub fn poll(&mut self, buf: &mut Vec<G::Event>, max: usize) -> SourcePoll {
+        buf.resize(max, G::Event::default());
+        let n = self.fill(buf);
+        buf.truncate(n);
+        if n == 0 {
+            SourcePoll::Done
+        } else {
+            SourcePoll::Ready
+        }
     }
 
     /// Fills the front of `out` with the next events of its shards in

@@ -98,7 +98,7 @@ impl FullSource {
                 (poll, n)
             }
             FullSource::Shards(s) => {
-                let poll = poll_shards(s, buf, max);
+                let poll = s.poll(buf, max);
                 (poll, keep(buf))
             }
             FullSource::Paced(p) => {
@@ -174,26 +174,6 @@ impl FullSource {
             FullSource::Live { events, .. } => events.skipped(),
             FullSource::Gen(_) | FullSource::Shards(_) | FullSource::Paced(_) => 0,
         }
-    }
-}
-
-/// A poll of a rescaled worker's shards: up to `max` events of every
-/// kind into `buf` (out of line: the generator's own poll stays as small
-/// as before).
-#[cold]
-#[inline(never)]
-fn poll_shards(
-    s: &mut Shards<NexmarkFullGenerator>,
-    buf: &mut Vec<FullEvent>,
-    max: usize,
-) -> SourcePoll {
-    buf.resize(max, FullEvent::default());
-    let n = s.fill(buf);
-    buf.truncate(n);
-    if n == 0 {
-        SourcePoll::Done
-    } else {
-        SourcePoll::Ready
     }
 }
 

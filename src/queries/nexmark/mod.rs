@@ -529,21 +529,6 @@ pub enum NexSource {
     },
 }
 
-/// A poll of a rescaled worker's shards into `buf` (of the batch's
-/// length; out of line: the generator's own poll stays as small as
-/// before).
-#[cold]
-#[inline(never)]
-fn poll_shards(s: &mut Shards<NexmarkGenerator>, buf: &mut Vec<NexEvent>) -> SourcePoll {
-    let n = s.fill(buf);
-    buf.truncate(n);
-    if n == 0 {
-        SourcePoll::Done
-    } else {
-        SourcePoll::Ready
-    }
-}
-
 impl Source for NexSource {
     type Item = NexEvent;
 
@@ -559,7 +544,7 @@ impl Source for NexSource {
                     SourcePoll::Ready
                 }
             }
-            NexSource::Shards(s) => poll_shards(s, buf),
+            NexSource::Shards(s) => s.poll(buf, max),
             NexSource::Paced(p) => p.poll(buf, max),
             NexSource::Live { events, error } => live_poll(events, error, buf),
             NexSource::Files {
