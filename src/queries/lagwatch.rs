@@ -121,6 +121,14 @@ where
     fn next_due(&self) -> Option<std::time::Instant> {
         self.inner.next_due()
     }
+
+    fn save(&self) -> Option<Vec<u8>> {
+        self.inner.save()
+    }
+
+    fn restore(&mut self, state: &[u8]) -> Result<(), String> {
+        self.inner.restore(state)
+    }
 }
 
 /// What a watch saw.

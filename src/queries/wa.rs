@@ -156,7 +156,7 @@ impl Source for WaSource {
         match self {
             WaSource::Gen(g) => Some(save_positions(std::slice::from_ref(g))),
             WaSource::Shards(s) => Some(s.save()),
-            WaSource::Paced(_) => None,
+            WaSource::Paced(p) => p.save(),
         }
     }
 
@@ -168,7 +168,8 @@ impl Source for WaSource {
                 }
                 Ok(())
             }
-            _ => Err("the paced generator cannot resume".into()),
+            WaSource::Paced(p) => p.restore(state),
+            WaSource::Shards(_) => Err("restored twice".into()),
         }
     }
 

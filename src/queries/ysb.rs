@@ -257,6 +257,7 @@ impl Source for YsbSource {
             YsbSource::Files { live: Some(_), .. } => Some(LivePosition { lines: 0 }.save()),
             YsbSource::Gen(g) => Some(save_positions(std::slice::from_ref(g))),
             YsbSource::Shards(s) => Some(s.save()),
+            YsbSource::Paced(p) => p.save(),
             YsbSource::Files {
                 pieces,
                 current,
@@ -267,7 +268,6 @@ impl Source for YsbSource {
                     .position(current.as_ref().and_then(|r| r.position()))
                     .save(),
             ),
-            _ => None,
         }
     }
 
@@ -283,6 +283,7 @@ impl Source for YsbSource {
                 pieces, live: None, ..
             } => pieces.restore(state),
             YsbSource::Files { live: Some(_), .. } => LivePosition::read(state).map(|_| ()),
+            YsbSource::Paced(p) => p.restore(state),
             _ => Err(
                 "only the unpaced generator, input files and live inputs resume from a \
                       checkpoint"

@@ -1188,4 +1188,58 @@ mod tests {
         got.sort_unstable();
         assert_eq!(got, want);
     }
+
+    /// A job with checkpoints refuses a keyed `process` whose state is not
+    /// saved (`process`, not `process_checkpointed`) before it runs,
+    /// naming it; the same graph runs without checkpoints.
+    #[test]
+    fn a_process_whose_state_is_not_saved_is_refused_with_checkpoints() {
+        use air_runtime::dataflow::{run_graph, CheckpointConfig, Dataflow, VecSource};
+        use air_runtime::JobConfig;
+        let dir = tempfile::tempdir().unwrap();
+        let ran = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let job = |checkpoint: Option<CheckpointConfig>| {
+            let cfg = JobConfig {
+                workers: 2,
+                pin: false,
+                barrier_every: checkpoint
+                    .as_ref()
+                    .map(|_| std::time::Duration::from_millis(5)),
+                checkpoint,
+                ..JobConfig::default()
+            };
+            let ran = ran.clone();
+            run_graph(&cfg, move |df: &Dataflow| {
+                let ran = ran.clone();
+                let f = process_fn(
+                    |_k: &u64, x: (u64, u64), _t, n: &mut u64, cx: &mut ProcessCx<u64>| {
+                        *n += x.1;
+                        cx.emit(*n);
+                    },
+                );
+                df.source(VecSource::new(vec![(1u64, 1u64), (2, 2)]))
+                    .event_time(|x: &(u64, u64)| x.1, 0)
+                    .key_by(|x: &(u64, u64)| x.0)
+                    .process(|x: &(u64, u64)| x.1, f)
+                    .for_each(move |_| {
+                        ran.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    });
+            })
+        };
+        let e = job(Some(CheckpointConfig {
+            dir: dir.path().to_path_buf(),
+            retained: 2,
+            fresh: false,
+            job: 1,
+        }))
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("cannot be saved") && e.contains("KeyedProcess"),
+            "{e}"
+        );
+        assert_eq!(ran.load(std::sync::atomic::Ordering::Relaxed), 0, "it ran");
+        job(None).unwrap();
+        assert_eq!(ran.load(std::sync::atomic::Ordering::Relaxed), 4);
+    }
 }

@@ -49,6 +49,12 @@ pub struct Pacer {
     duration: Option<Duration>,
     /// This worker's total, `floor(rate * duration)`.
     limit: Option<u64>,
+    /// Events generated before `start` (a resumed run: what its checkpoint
+    /// had generated); the schedule goes on from there. 0 in a first run.
+    first: u64,
+    /// Schedule time that passed before `start` (a resumed run: the
+    /// checkpoint's); counts against the duration. 0 in a first run.
+    before: Duration,
 }
 
 impl Pacer {
@@ -79,7 +85,29 @@ impl Pacer {
             rate,
             duration,
             limit,
+            first: 0,
+            before: Duration::ZERO,
         }
+    }
+
+    /// The same pacer going on from a checkpoint (a resumed run): `generated`
+    /// events were generated and `elapsed` of the schedule passed before
+    /// `start`. Event `generated + 1` is due at `start` (the time the job was
+    /// down is skipped, not caught up), the limit stays the whole run's, and
+    /// a duration counts `elapsed` as spent.
+    pub fn resumed(self, generated: u64, elapsed: Duration) -> Pacer {
+        Pacer {
+            first: generated,
+            before: elapsed,
+            ..self
+        }
+    }
+
+    /// How much of the schedule passed at `now`: since `start`, plus what
+    /// passed before it ([`Pacer::resumed`]).
+    pub fn elapsed(&self, now: Instant) -> Duration {
+        self.before
+            .saturating_add(now.saturating_duration_since(self.start))
     }
 
     /// An unthrottled, unlimited pacer.
@@ -114,9 +142,11 @@ impl Pacer {
         self.rate.map(|r| r as f64 * workers as f64)
     }
 
-    /// `start + duration`, when a duration is set.
+    /// `start + duration` (less what passed before a resume), when a
+    /// duration is set.
     pub fn deadline(&self) -> Option<Instant> {
-        self.duration.map(|d| self.start + d)
+        self.duration
+            .map(|d| self.start + d.saturating_sub(self.before))
     }
 
     /// How many events this worker may have generated in total by `now`:
@@ -128,7 +158,9 @@ impl Pacer {
             return u64::MAX;
         };
         let elapsed = now.saturating_duration_since(self.start).as_nanos();
-        mul_rate(elapsed, rate).min(self.limit.unwrap_or(u64::MAX))
+        mul_rate(elapsed, rate)
+            .saturating_add(self.first)
+            .min(self.limit.unwrap_or(u64::MAX))
     }
 
     /// The instant from which [`Pacer::allowed`] is at least `n`; `None` if
@@ -140,7 +172,8 @@ impl Pacer {
         if rate == 0 || self.limit.is_some_and(|l| n > l) {
             return None;
         }
-        // Smallest t (ns) with floor(t * rate / 1e9) >= n.
+        // Smallest t (ns) with first + floor(t * rate / 1e9) >= n.
+        let n = n.saturating_sub(self.first);
         let ns = (n as u128 * NANOS).div_ceil(rate as u128);
         Some(self.start + Duration::from_nanos(u64::try_from(ns).ok()?))
     }
@@ -217,6 +250,20 @@ pub trait Generator {
     fn fill(&mut self, out: &mut [Self::Item]) -> usize;
     /// Events generated so far by this shard.
     fn generated(&self) -> u64;
+    /// Which shard of the stream it generates: `(shard, shards)`
+    /// ([`crate::sources::shards::Sharded::shard`]).
+    fn shard(&self) -> (usize, usize);
+    /// Goes on as if it had generated `n` events (a checkpoint's position).
+    ///
+    /// # Errors
+    /// It generated events already, or `n` is past its budget.
+    fn skip_to(&mut self, n: u64) -> Result<(), String>;
+    /// Stamps the event it generates next at `at_ms` (ms since the Unix
+    /// epoch), and those after it on from there at its event-time rate: a
+    /// resumed paced run's events keep their wall-clock due times. A
+    /// generator that stamps events with the wall clock as it makes them
+    /// has nothing to do.
+    fn restamp_next(&mut self, at_ms: u64);
 }
 
 impl Generator for crate::sources::ysb::YsbGenerator {
@@ -227,6 +274,15 @@ impl Generator for crate::sources::ysb::YsbGenerator {
     }
     fn generated(&self) -> u64 {
         crate::sources::ysb::YsbGenerator::generated(self)
+    }
+    fn shard(&self) -> (usize, usize) {
+        crate::sources::shards::Sharded::shard(self)
+    }
+    fn skip_to(&mut self, n: u64) -> Result<(), String> {
+        crate::sources::ysb::YsbGenerator::skip_to(self, n)
+    }
+    fn restamp_next(&mut self, at_ms: u64) {
+        crate::sources::ysb::YsbGenerator::restamp_next(self, at_ms)
     }
 }
 
@@ -239,6 +295,15 @@ impl Generator for crate::sources::wa::WaGenerator {
     fn generated(&self) -> u64 {
         crate::sources::wa::WaGenerator::generated(self)
     }
+    fn shard(&self) -> (usize, usize) {
+        crate::sources::shards::Sharded::shard(self)
+    }
+    fn skip_to(&mut self, n: u64) -> Result<(), String> {
+        crate::sources::wa::WaGenerator::skip_to(self, n)
+    }
+    fn restamp_next(&mut self, at_ms: u64) {
+        crate::sources::wa::WaGenerator::restamp_next(self, at_ms)
+    }
 }
 
 impl Generator for crate::sources::nexmark::NexmarkFullGenerator {
@@ -250,6 +315,15 @@ impl Generator for crate::sources::nexmark::NexmarkFullGenerator {
     fn generated(&self) -> u64 {
         self.compact().generated()
     }
+    fn shard(&self) -> (usize, usize) {
+        crate::sources::shards::Sharded::shard(self)
+    }
+    fn skip_to(&mut self, n: u64) -> Result<(), String> {
+        crate::sources::nexmark::NexmarkFullGenerator::skip_to(self, n)
+    }
+    fn restamp_next(&mut self, at_ms: u64) {
+        crate::sources::nexmark::NexmarkFullGenerator::restamp_next(self, at_ms)
+    }
 }
 
 impl Generator for crate::sources::nexmark::NexmarkGenerator {
@@ -260,6 +334,15 @@ impl Generator for crate::sources::nexmark::NexmarkGenerator {
     }
     fn generated(&self) -> u64 {
         crate::sources::nexmark::NexmarkGenerator::generated(self)
+    }
+    fn shard(&self) -> (usize, usize) {
+        crate::sources::shards::Sharded::shard(self)
+    }
+    fn skip_to(&mut self, n: u64) -> Result<(), String> {
+        crate::sources::nexmark::NexmarkGenerator::skip_to(self, n)
+    }
+    fn restamp_next(&mut self, at_ms: u64) {
+        crate::sources::nexmark::NexmarkGenerator::restamp_next(self, at_ms)
     }
 }
 
@@ -291,6 +374,65 @@ pub fn fill_paced<G: Generator + ?Sized>(
     match gen.fill(&mut out[..room]) {
         0 => PacedFill::Done,
         n => PacedFill::Filled(n),
+    }
+}
+
+/// Where a paced generator was at a checkpoint ([`PacedSource`]'s saved
+/// state): [`PacedPosition::TAG`], then `shard`, `shards`, `generated` and
+/// `elapsed` in ns, little-endian `u64`s.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PacedPosition {
+    /// Its shard of the stream (the worker it ran at).
+    pub shard: usize,
+    /// Shards of the stream (the job's workers in all).
+    pub shards: usize,
+    /// Events it generated.
+    pub generated: u64,
+    /// Schedule time that had passed ([`Pacer::elapsed`]).
+    pub elapsed: Duration,
+}
+
+impl PacedPosition {
+    /// What a saved paced position starts with.
+    pub const TAG: [u8; 8] = *b"air-pace";
+
+    /// Its bytes: 40.
+    pub fn save(&self) -> Vec<u8> {
+        let mut v = Self::TAG.to_vec();
+        let ns = u64::try_from(self.elapsed.as_nanos()).unwrap_or(u64::MAX);
+        for x in [self.shard as u64, self.shards as u64, self.generated, ns] {
+            v.extend_from_slice(&x.to_le_bytes());
+        }
+        v
+    }
+
+    /// What [`PacedPosition::save`] made.
+    ///
+    /// # Errors
+    /// Other bytes: the position of another source (an unpaced generator,
+    /// input files: the run that took the checkpoint had no `--rate`).
+    pub fn read(state: &[u8]) -> Result<PacedPosition, String> {
+        let bad = || {
+            "the checkpoint's source is not a paced generator (was it taken without \
+             --rate?): rerun with the options it was taken with, or --fresh"
+                .to_string()
+        };
+        if state.len() != 40 || state[..8] != Self::TAG {
+            return Err(bad());
+        }
+        let x = |i: usize| {
+            u64::from_le_bytes(state[8 + 8 * i..16 + 8 * i].try_into().expect("8 bytes"))
+        };
+        let (shard, shards) = (x(0) as usize, x(1) as usize);
+        if shards == 0 || shard >= shards {
+            return Err(bad());
+        }
+        Ok(PacedPosition {
+            shard,
+            shards,
+            generated: x(2),
+            elapsed: Duration::from_nanos(x(3)),
+        })
     }
 }
 
@@ -409,6 +551,47 @@ where
         let first = p.due(g + 1)? + Duration::from_millis(1);
         Some(p.due(g + self.want).map_or(first, |t| t.min(first)))
     }
+
+    /// [`PacedPosition`]: the events generated and the schedule time passed.
+    fn save(&self) -> Option<Vec<u8>> {
+        let (shard, shards) = self.gen.shard();
+        let position = PacedPosition {
+            shard,
+            shards,
+            generated: self.gen.generated(),
+            elapsed: self.pacer.elapsed(Instant::now()),
+        };
+        Some(position.save())
+    }
+
+    /// Goes on from a [`PacedPosition`] of the same shard: the generator
+    /// skips what was generated, the pacer goes on from there at the
+    /// resumed run's start ([`Pacer::resumed`]: the time the job was down
+    /// is skipped, not caught up at full speed) and the next event is
+    /// stamped with the wall-clock time of that start, as events of a paced
+    /// run are stamped with their due times.
+    fn restore(&mut self, state: &[u8]) -> Result<(), String> {
+        let at = PacedPosition::read(state)?;
+        if (at.shard, at.shards) != self.gen.shard() {
+            return Err(format!(
+                "a paced generator resumes at the worker count it was taken at ({} in all; \
+                 this run has {}): rerun with that many workers, or --fresh",
+                at.shards,
+                self.gen.shard().1
+            ));
+        }
+        self.gen.skip_to(at.generated)?;
+        self.pacer = self.pacer.resumed(at.generated, at.elapsed);
+        // The wall-clock time of the pacer's start (the job's agreed start).
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        let since_start = Instant::now().saturating_duration_since(self.pacer.start());
+        let start_ms = now.saturating_sub(since_start).as_millis();
+        self.gen
+            .restamp_next(u64::try_from(start_ms).unwrap_or(u64::MAX));
+        Ok(())
+    }
 }
 
 #[cfg(test)]
@@ -454,6 +637,103 @@ mod tests {
         let d = Pacer::new(t0, None, Some(Duration::from_secs(1)), 0, 1);
         assert!(!d.finished(5, t0));
         assert!(d.finished(5, t0 + Duration::from_secs(1)));
+    }
+
+    /// A resumed pacer goes on from the checkpoint's count: the next event
+    /// is due at its start, the limit is the whole run's, and a duration
+    /// counts the schedule time that passed before.
+    #[test]
+    fn a_resumed_pacer_goes_on_from_its_count() {
+        let t0 = Instant::now();
+        let p = Pacer::new(t0, Some(1000), Some(Duration::from_secs(2)), 0, 1)
+            .resumed(1500, Duration::from_millis(1500));
+        assert_eq!(p.allowed(t0), 1500);
+        assert_eq!(p.allowed(t0 + Duration::from_millis(100)), 1600);
+        assert_eq!(p.allowed(t0 + Duration::from_secs(60)), 2000);
+        assert_eq!(p.due(1500), Some(t0));
+        assert_eq!(p.due(1501), Some(t0 + Duration::from_millis(1)));
+        assert_eq!(p.due(2001), None);
+        assert!(p.finished(2000, t0));
+        assert_eq!(p.elapsed(t0), Duration::from_millis(1500));
+        let d = Pacer::new(t0, None, Some(Duration::from_secs(2)), 0, 1)
+            .resumed(7, Duration::from_millis(1500));
+        assert_eq!(d.deadline(), Some(t0 + Duration::from_millis(500)));
+        assert!(!d.finished(7, t0 + Duration::from_millis(499)));
+        assert!(d.finished(7, t0 + Duration::from_millis(500)));
+    }
+
+    /// A paced source saved after some batches and restored into a new one
+    /// of the same shard generates the rest of the stream (the same
+    /// events, restamped: the next one at the new start's wall-clock
+    /// time); another shard, or another source's bytes, is refused.
+    #[test]
+    fn a_paced_source_resumes_where_it_was_restamped_at_its_start() {
+        use crate::sources::wa::{WaConfig, WaEvent, WaGenerator};
+        use air_runtime::dataflow::Source;
+        let cfg = WaConfig {
+            events: 10_000,
+            events_per_s: 1_000_000.0,
+            base_time_ms: 1_000,
+            ..WaConfig::default()
+        };
+        let t0 = Instant::now() - Duration::from_secs(1);
+        let mut a = PacedSource::new(
+            WaGenerator::new(&cfg, 1, 2),
+            Pacer::new(t0, Some(1_000_000), None, 1, 2),
+        );
+        let mut buf = Vec::new();
+        let mut first = Vec::new();
+        while first.len() < 3000 {
+            assert_eq!(a.poll(&mut buf, 1000), SourcePoll::Ready);
+            first.extend_from_slice(&buf);
+        }
+        let state = a.save().unwrap();
+        let at = PacedPosition::read(&state).unwrap();
+        assert_eq!((at.shard, at.shards, at.generated), (1, 2, 3000));
+        assert!(at.elapsed >= Duration::from_secs(1), "{:?}", at.elapsed);
+
+        let start = Instant::now();
+        let mut b = PacedSource::new(
+            WaGenerator::new(&cfg, 1, 2),
+            Pacer::new(start, Some(1_000_000), None, 1, 2),
+        );
+        b.restore(&state).unwrap();
+        let wall = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as u64;
+        let mut rest: Vec<WaEvent> = Vec::new();
+        let t = Instant::now();
+        loop {
+            match b.poll(&mut buf, 1000) {
+                SourcePoll::Done => break,
+                _ => rest.extend_from_slice(&buf),
+            }
+            assert!(t.elapsed() < Duration::from_secs(10), "it never ended");
+        }
+        assert_eq!(first.len() + rest.len(), 5000, "shard 1 of 2 of 10,000");
+        // The same events as an unbroken shard, times apart.
+        let mut all = vec![WaEvent::default(); 5000];
+        assert_eq!(WaGenerator::new(&cfg, 1, 2).fill(&mut all), 5000);
+        let strip = |e: &WaEvent| (e.key, e.value);
+        assert!(first.iter().map(strip).eq(all[..3000].iter().map(strip)));
+        assert!(rest.iter().map(strip).eq(all[3000..].iter().map(strip)));
+        // Restamped: the next event at the start's wall-clock time, the
+        // rest at the stream's rate (1,000 a ms in all: 5,000 in 4 ms for
+        // every other event).
+        let t_next = rest[0].time_ms;
+        assert!(t_next.abs_diff(wall) < 1000, "{t_next} vs {wall}");
+        assert!(t_next > first[2999].time_ms + 1_000_000, "not restamped");
+        assert!(rest.last().unwrap().time_ms - t_next <= 5);
+
+        let mut other = PacedSource::new(
+            WaGenerator::new(&cfg, 0, 3),
+            Pacer::new(start, Some(1_000_000), None, 0, 3),
+        );
+        let e = other.restore(&state).unwrap_err();
+        assert!(e.contains("worker count it was taken at (2 in all"), "{e}");
+        let e = other.restore(&[0u8; 40]).unwrap_err();
+        assert!(e.contains("not a paced generator"), "{e}");
     }
 
     /// An output's batches are 5 ms of events (at least 1, at most the

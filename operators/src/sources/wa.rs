@@ -413,6 +413,18 @@ impl WaGenerator {
     }
 }
 
+impl WaGenerator {
+    /// Stamps the next event at `at_ms` and those after it on from there at
+    /// the stream's rate (a resumed paced run,
+    /// [`crate::sources::pace::Generator::restamp_next`]): the stream's
+    /// `base_time_ms` moves by as much as the next event's time does.
+    pub fn restamp_next(&mut self, at_ms: u64) {
+        let offset = self.cfg.time_of(self.next) - self.cfg.base_time_ms;
+        self.cfg.base_time_ms = at_ms.saturating_sub(offset);
+        self.time_ms = self.cfg.time_of(self.next);
+    }
+}
+
 impl crate::sources::shards::Sharded for WaGenerator {
     type Event = WaEvent;
     fn shard(&self) -> (usize, usize) {

@@ -417,7 +417,7 @@ where
         if !cannot.is_empty() {
             return Err(RuntimeError::Setup(format!(
                 "checkpoints: this graph keeps state that cannot be saved yet: {} (docs/guide.md, \
-                 \"Checkpoints\", says what can: e.g. not paced generators, keyed process \
+                 \"Checkpoints\", says what can: e.g. not keyed process \
                  without process_checkpointed, partitioned file sinks)",
                 cannot.join("; ")
             )));

@@ -212,6 +212,7 @@ impl Source for FullGraphSource {
         match &self.src {
             FullSource::Gen(g) => Some(save_positions(std::slice::from_ref(g))),
             FullSource::Shards(s) => Some(s.save()),
+            FullSource::Paced(p) => p.save(),
             FullSource::Live { .. } => Some(LivePosition { lines: self.events }.save()),
             FullSource::Files {
                 pieces, current, ..
@@ -220,7 +221,6 @@ impl Source for FullGraphSource {
                     .position(current.as_ref().and_then(|r| r.position()))
                     .save(),
             ),
-            _ => None,
         }
     }
     fn restore(&mut self, state: &[u8]) -> Result<(), String> {
@@ -233,10 +233,10 @@ impl Source for FullGraphSource {
             }
             FullSource::Files { pieces, .. } => pieces.restore(state),
             FullSource::Live { .. } => LivePosition::read(state).map(|_| ()),
-            _ => Err(
-                "only the unpaced generator, input files and live inputs resume from a checkpoint"
-                    .into(),
-            ),
+            FullSource::Paced(p) => p.restore(state),
+            _ => {
+                Err("only generators, input files and live inputs resume from a checkpoint".into())
+            }
         }
     }
     /// The unpaced generator: its share of the old workers' shards.

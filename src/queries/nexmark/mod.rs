@@ -631,6 +631,7 @@ impl NexSource {
         match self {
             NexSource::Gen(g) => Some(save_positions(std::slice::from_ref(g))),
             NexSource::Shards(s) => Some(s.save()),
+            NexSource::Paced(p) => p.save(),
             NexSource::Files {
                 pieces, current, ..
             } => Some(
@@ -651,7 +652,8 @@ impl NexSource {
                 Ok(())
             }
             NexSource::Files { pieces, .. } => pieces.restore(state),
-            _ => Err("only the unpaced generator and input files resume from a checkpoint".into()),
+            NexSource::Paced(p) => p.restore(state),
+            _ => Err("only generators and input files resume from a checkpoint".into()),
         }
     }
 

@@ -269,6 +269,12 @@ impl NexmarkFullGenerator {
     pub fn skip_to(&mut self, n: u64) -> Result<(), String> {
         self.gen.skip_to(n)
     }
+
+    /// Stamps the next event at `at_ms` (as
+    /// [`NexmarkGenerator::restamp_next`]).
+    pub fn restamp_next(&mut self, at_ms: u64) {
+        self.gen.restamp_next(at_ms)
+    }
 }
 
 /// The full events of the compact generator's shards

@@ -860,6 +860,21 @@ impl NexmarkGenerator {
     }
 }
 
+impl NexmarkGenerator {
+    /// Stamps the next event at `at_ms` and those after it on from there at
+    /// the stream's rate (a resumed paced run,
+    /// [`crate::sources::pace::Generator::restamp_next`]): the stream's
+    /// `base_time_ms` moves by as much as the next event's time does, and
+    /// with it every time the model derives (auctions' expiries).
+    pub fn restamp_next(&mut self, at_ms: u64) {
+        let mut cfg = self.model.cfg;
+        let offset = cfg.time_of(self.next) - cfg.base_time_ms;
+        cfg.base_time_ms = at_ms.saturating_sub(offset);
+        self.model = Model::new(&cfg);
+        self.clock = Clock::new(&cfg, self.step);
+    }
+}
+
 impl crate::sources::shards::Sharded for NexmarkGenerator {
     type Event = NexEvent;
     fn shard(&self) -> (usize, usize) {

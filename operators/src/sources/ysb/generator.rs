@@ -274,6 +274,17 @@ impl YsbGenerator {
         Ok(())
     }
 
+    /// Stamps the next event at `at_ms` and those after it on from there
+    /// (a resumed paced run, [`crate::sources::pace::Generator::restamp_next`]):
+    /// deterministic event times move their start; wall-clock ones need
+    /// nothing.
+    pub fn restamp_next(&mut self, at_ms: u64) {
+        if let TimeState::Deterministic { start_ms, q, .. } = &mut self.time {
+            // The next event is stamped start_ms + q.
+            *start_ms = at_ms.saturating_sub(*q);
+        }
+    }
+
     /// Events generated so far by this worker.
     pub fn generated(&self) -> u64 {
         self.generated
