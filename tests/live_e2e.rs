@@ -295,6 +295,63 @@ fn stdin_with_checkpoints_killed_and_resumed_equals_file() {
     assert_eq!(rows(&std::fs::read_to_string(&out).unwrap()), want);
 }
 
+/// A followed file under checkpoints resumes at its offset: the job
+/// follows a file holding half the events, is killed (SIGKILL) after a
+/// checkpoint, the rest is appended, and the same command at 3 workers
+/// instead of 2 reads on from the checkpoint's cut (said on stderr): its
+/// committed rows equal the whole file's, no line read twice or skipped.
+#[test]
+fn follow_with_checkpoints_killed_and_resumed_at_its_offset_equals_file() {
+    let dir = common::tmpdir("live", "follow-ck");
+    let bytes = gen(&dir, 100_000);
+    let want = file_rows(&dir);
+    let half = lines_len(&bytes, 50_000);
+    let path = dir.join("follow.json");
+    let mut file = write_file(&path, &bytes[..half]);
+    let (ck, out) = (dir.join("ck"), dir.join("out.csv"));
+    let (p, ck_s, out_s) = (
+        path.to_str().unwrap(),
+        ck.to_str().unwrap(),
+        out.to_str().unwrap(),
+    );
+    let run = |workers: &str| {
+        Command::new(AIR)
+            .args(["run", "ysb", "--follow", p, "--follow-idle-end-ms", "1500"])
+            .args(["--workers", workers, "--no-pin", "--window-ms", "1000"])
+            .args(["--seed", "5", "--out", out_s, "--checkpoint-dir", ck_s])
+            .args(["--checkpoint-ms", "20"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let mut child = run("2");
+    let t = Instant::now();
+    while newest_checkpoint(&ck) < 2 {
+        assert!(
+            t.elapsed() < Duration::from_secs(60),
+            "no checkpoint in 60 s"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    child.kill().unwrap();
+    let o = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("checkpoints with --follow"), "{err}");
+    file.write_all(&bytes[half..]).unwrap();
+    drop(file);
+
+    let (o, _) = common::wait(run("3"), "air run ysb --follow (resumed)", LIMIT);
+    assert!(o.status.success(), "{}", common::text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("resuming from checkpoint") && err.contains("its state goes to 3"),
+        "{err}"
+    );
+    assert!(err.contains(&format!("{p}: resuming at byte ")), "{err}");
+    assert_eq!(rows(&std::fs::read_to_string(&out).unwrap()), want);
+}
+
 #[test]
 fn dropped_connection_mid_line_is_reported_with_its_offset() {
     let dir = common::tmpdir("live", "drop");

@@ -296,7 +296,16 @@ impl RuntimeArgs {
 
 /// Says on stderr what checkpoints promise with a live input (standard
 /// input, TCP, `--listen`, `--follow`): a live input is not replayed.
-pub fn say_live_checkpoint_promise() {
+pub fn say_live_checkpoint_promise(feed: &air_operators::sources::live::LiveFeed) {
+    if feed.resumes_at_offset() {
+        air_runtime::say!(
+            "air: checkpoints with --follow: a resumed run reads the file on from where the last \
+             complete checkpoint cut it (no line read twice, none skipped), as long as the path \
+             names the same file (a file rotated, replaced or truncated since is read from its \
+             start, and the run says so)"
+        );
+        return;
+    }
     air_runtime::say!(
         "air: checkpoints with a live input: after a failure the job resumes with state and \
          committed rows that agree with each other, reading on from what the sender sends \

@@ -16,7 +16,7 @@ use super::driver::{OutputArgs, Query, RankPart, Report, RowsTo, WorkerFigures};
 use super::lagwatch::Watched;
 use air_operators::graph::{Count, KeyedWindowExt, Tumbling, Windowed};
 use air_operators::sources::files::PieceQueue;
-use air_operators::sources::live::{LiveFeed, LiveInput, LiveOptions, LivePosition};
+use air_operators::sources::live::{LiveFeed, LiveInput, LiveOptions};
 use air_operators::sources::shards::{resume, save_positions, Shards};
 use air_operators::sources::ysb::{
     split_ranges, uuid_to_string, Campaigns, EventTimeMode, EventType, OnBadRecord, Pacer,
@@ -254,7 +254,7 @@ impl Source for YsbSource {
     /// job with checkpoints refuses them).
     fn save(&self) -> Option<Vec<u8>> {
         match self {
-            YsbSource::Files { live: Some(_), .. } => Some(LivePosition { lines: 0 }.save()),
+            YsbSource::Files { live: Some(f), .. } => Some(f.save_position(0)),
             YsbSource::Gen(g) => Some(save_positions(std::slice::from_ref(g))),
             YsbSource::Shards(s) => Some(s.save()),
             YsbSource::Paced(p) => p.save(),
@@ -282,7 +282,7 @@ impl Source for YsbSource {
             YsbSource::Files {
                 pieces, live: None, ..
             } => pieces.restore(state),
-            YsbSource::Files { live: Some(_), .. } => LivePosition::read(state).map(|_| ()),
+            YsbSource::Files { live: Some(f), .. } => f.restore(state),
             YsbSource::Paced(p) => p.restore(state),
             _ => Err(
                 "only the unpaced generator, input files and live inputs resume from a \
@@ -309,8 +309,8 @@ impl Source for YsbSource {
                 *self = YsbSource::Shards(Shards::rescaled(g, states, to)?);
                 Ok(())
             }
-            // Nothing to deal out: each worker reads on from the sender.
-            YsbSource::Files { live: Some(_), .. } => LivePosition::read_all(states).map(|_| ()),
+            // Nothing to deal out: one position for every worker.
+            YsbSource::Files { live: Some(f), .. } => f.rescale(states),
             _ => Err(
                 "only the unpaced generator and live inputs resume at another worker count".into(),
             ),
@@ -854,16 +854,18 @@ fn run_rank(args: &YsbArgs, dist: &Dist, to: &RowsTo) -> Result<RankPart<YsbRow>
     // workers (each parses its own).
     let live = match args.live_input()? {
         Some(input) => {
-            if dist.is_root() && args.runtime.checkpoint_dir.is_some() {
-                super::common::say_live_checkpoint_promise();
-            }
             let input = input.for_rank(dist.rank());
             let opts = LiveOptions {
                 linger: Duration::from_millis(args.listen_linger_ms.unwrap_or(0)),
                 idle_end: args.follow_idle_end_ms.map(Duration::from_millis),
                 ..LiveOptions::default()
             };
-            Some(LiveFeed::start(&input, w, opts).map_err(|e| CliError::BadInput(e.to_string()))?)
+            let feed =
+                LiveFeed::start(&input, w, opts).map_err(|e| CliError::BadInput(e.to_string()))?;
+            if dist.is_root() && args.runtime.checkpoint_dir.is_some() {
+                super::common::say_live_checkpoint_promise(&feed);
+            }
+            Some(feed)
         }
         None => None,
     };

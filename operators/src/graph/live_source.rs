@@ -9,7 +9,7 @@
 //! every worker's queue is full: nothing is buffered without bound.
 
 use crate::sources::lines::{LineError, LineFailure};
-use crate::sources::live::{LiveFeed, LiveLines, LivePosition};
+use crate::sources::live::{LiveFeed, LiveLines};
 use air_runtime::dataflow::{Dataflow, Source, SourcePoll, Stats};
 use serde::de::DeserializeOwned;
 use std::marker::PhantomData;
@@ -290,24 +290,25 @@ impl<T: DeserializeOwned + Clone + Send + 'static> Source for LiveSource<T> {
     /// committed output are consistent, and the lines read after the last
     /// complete checkpoint are lost unless the sender sends them again.
     fn save(&self) -> Option<Vec<u8>> {
-        Some(LivePosition { lines: self.read }.save())
+        Some(self.feed.save_position(self.read))
     }
 
     fn restore(&mut self, state: &[u8]) -> Result<(), String> {
-        LivePosition::read(state).map(|_| ())
+        self.feed.restore(state)
     }
 
     fn rescales(&self) -> bool {
         true
     }
 
-    /// Nothing to deal out: each worker reads on from the sender.
+    /// Nothing to deal out: one position for every worker (a followed
+    /// file's cut), or none (the sender's stream goes on).
     fn rescale(
         &mut self,
         states: &[&[u8]],
         _to: air_runtime::dataflow::state::Rescale,
     ) -> Result<(), String> {
-        LivePosition::read_all(states).map(|_| ())
+        self.feed.rescale(states)
     }
 
     fn report(&mut self, stats: &mut Stats) {

@@ -48,6 +48,9 @@ use std::time::{Duration, Instant};
 
 use super::lines::{LineError, LineFailure, RawLine};
 
+mod resume;
+pub use resume::{FollowPosition, LivePosition};
+
 /// Where a rank's live input comes from.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum LiveInput {
@@ -162,6 +165,10 @@ struct Chunk {
     /// A line over the limit starts at `offset` (line `line`); it was
     /// dropped.
     too_long: bool,
+    /// A cut of a followed file for a checkpoint barrier (no bytes): the
+    /// barrier's id and the source's state there
+    /// ([`resume::FollowPosition`]).
+    cut: Option<(u64, Vec<u8>)>,
 }
 
 /// What a live input counted, for reports.
@@ -196,6 +203,8 @@ struct Shared {
     first_partial: Mutex<Option<String>>,
     /// Set when the job no longer reads (readers stop at their next read).
     closed: AtomicBool,
+    /// A followed file's cuts for checkpoints, and where its reader starts.
+    follow: resume::FollowCuts,
     /// Whether the counters were taken into a report already.
     reported: AtomicBool,
 }
@@ -245,6 +254,7 @@ impl LiveFeed {
             first_partial: Mutex::new(None),
             closed: AtomicBool::new(false),
             reported: AtomicBool::new(false),
+            follow: resume::FollowCuts::new(input),
         });
         let name = Arc::new(PathBuf::from(input.name()));
         let with_addr = |what: &str, a: &str, e: io::Error| {
@@ -307,6 +317,7 @@ impl LiveFeed {
             .get_mut(local)?
             .take()?;
         let _ = self.shared.wakers[local].set(Box::new(wake));
+        self.shared.follow.opened();
         Some(LiveLines {
             shared: self.shared.clone(),
             name: self.name.clone(),
@@ -317,6 +328,9 @@ impl LiveFeed {
             lines: 0,
             max_line_len: self.opts.max_line_len,
             finished: false,
+            cuts: self.shared.follow.enabled,
+            requested: 0,
+            held: None,
             _error: std::marker::PhantomData,
         })
     }
@@ -447,6 +461,11 @@ trait Input: Read {
     /// What the bytes after the last `\n` are when a read returned 0 or
     /// failed.
     fn tail(&self) -> Tail;
+    /// A followed file's device and inode and its number at the path
+    /// (what a cut records); `None` for other inputs.
+    fn identity(&self) -> Option<((u64, u64), u64)> {
+        None
+    }
 }
 
 /// The bytes after a stream's last `\n` at its end.
@@ -602,6 +621,44 @@ impl Follower {
         Ok(true)
     }
 
+    /// Goes to a checkpoint's cut `at` before the first read: the offset
+    /// and line number the stream starts from, or `None` if the file at
+    /// the path is not the one the checkpoint read (rotated, replaced) or
+    /// is shorter than the cut (truncated): it is then read from its start
+    /// as the next file at the path, and the run says so.
+    fn resume_at(&mut self, at: &resume::FollowPosition) -> io::Result<Option<(u64, u64)>> {
+        let m = self.file.metadata()?;
+        let same = (m.dev(), m.ino()) == at.id && m.len() >= at.offset;
+        self.files = at.files + u64::from(!same);
+        if self.files > 1 {
+            self.name = Arc::new(PathBuf::from(format!(
+                "{} (file {})",
+                self.path.display(),
+                self.files
+            )));
+        }
+        if !same {
+            air_runtime::say!(
+                "warning: {}: not the file the checkpoint read up to byte {} (it was \
+                 rotated, replaced or truncated since): reading the file at the path from \
+                 its start as \"{}\"; lines of the old file after that byte are not read",
+                self.path.display(),
+                at.offset,
+                self.name.display()
+            );
+            return Ok(None);
+        }
+        self.file.seek(SeekFrom::Start(at.offset))?;
+        self.pos = at.offset;
+        air_runtime::say!(
+            "air: {}: resuming at byte {} (line {}), where the checkpoint cut it",
+            self.name.display(),
+            at.offset,
+            at.line
+        );
+        Ok(Some((at.offset, at.line)))
+    }
+
     /// Whether the path now names another file than the one being read
     /// (not when it names none: a rotation's gap, waited out).
     fn path_moved(&self) -> bool {
@@ -622,6 +679,11 @@ impl Read for Follower {
             if self.shared.closed.load(Ordering::Acquire) {
                 self.end = FileEnd::Closed;
                 return Ok(0);
+            }
+            if self.shared.follow.due().is_some() {
+                // A worker asked for a checkpoint's cut: the reader makes
+                // it (at its loop's top), then reads on.
+                return Err(io::ErrorKind::Interrupted.into());
             }
             let size = self.file.metadata()?.len();
             if size > self.pos {
@@ -665,6 +727,9 @@ impl Input for Follower {
     fn ready(&mut self) -> bool {
         self.file.metadata().is_ok_and(|m| m.len() > self.pos)
     }
+    fn identity(&self) -> Option<((u64, u64), u64)> {
+        Some((self.id, self.files))
+    }
     fn tail(&self) -> Tail {
         match self.end {
             // The rest of that line was thrown away with the file's bytes.
@@ -686,6 +751,11 @@ struct Pump {
     opts: LiveOptions,
     /// Next worker to try.
     next: usize,
+    /// Offset and line number the next stream starts at (a followed file
+    /// resumed at a checkpoint's cut; else 0 and 1).
+    start: (u64, u64),
+    /// Offset and line number after the last line of the last stream.
+    end_at: (u64, u64),
 }
 
 impl Pump {
@@ -704,6 +774,8 @@ impl Pump {
             name,
             opts,
             next: first % n.max(1),
+            start: (0, 1),
+            end_at: (0, 1),
         }
     }
 
@@ -853,6 +925,26 @@ impl Pump {
         true
     }
 
+    /// Queues barrier `id`'s cut (`at`: the source's state there) to every
+    /// worker that takes chunks, behind what it was handed: each worker's
+    /// source places the barrier when it reaches it. Waits for room in a
+    /// full queue. `false`: no worker takes chunks any more.
+    fn send_cut(&mut self, id: u64, at: Vec<u8>) -> bool {
+        for k in 0..self.senders.len() {
+            if !self.open[k] {
+                continue;
+            }
+            let mut c = self.chunk(Vec::new(), 0, 0, false);
+            c.cut = Some((id, at.clone()));
+            self.wake(k);
+            match self.senders[k].send(c) {
+                Ok(()) => self.wake(k),
+                Err(_) => self.open[k] = false,
+            }
+        }
+        self.open.iter().any(|&o| o)
+    }
+
     /// Returns a buffer to the free list.
     fn recycle(&self, b: Vec<u8>) {
         self.shared
@@ -880,6 +972,7 @@ impl Pump {
             line,
             name: self.name.clone(),
             too_long,
+            cut: None,
         }
     }
 
@@ -892,6 +985,18 @@ impl Pump {
     /// Reads a followed file, and the files that follow it at its path,
     /// until the input ends.
     fn follow(mut self, mut f: Follower) {
+        // From a checkpoint's cut, or from the start: known once a worker
+        // restored its source or opened its share.
+        if let Some(at) = self.shared.follow.wait_start() {
+            match f.resume_at(&at) {
+                Ok(start) => self.start = start.unwrap_or((0, 1)),
+                Err(e) => {
+                    *self.shared.error.lock().unwrap_or_else(|e| e.into_inner()) =
+                        Some(((*f.name).clone(), Some(at.offset), e));
+                    return;
+                }
+            }
+        }
         loop {
             self.shared.streams.fetch_add(1, Ordering::Relaxed);
             self.name = f.name.clone();
@@ -900,7 +1005,18 @@ impl Pump {
             }
             match f.next_file() {
                 Ok(true) => {}
-                Ok(false) => return,
+                Ok(false) => {
+                    // Read to its end: a checkpoint of a worker whose share
+                    // ended holds this.
+                    self.shared.follow.ended(resume::FollowPosition {
+                        offset: self.end_at.0,
+                        line: self.end_at.1,
+                        id: f.id,
+                        files: f.files,
+                        ended: true,
+                    });
+                    return;
+                }
                 Err(e) => {
                     *self.shared.error.lock().unwrap_or_else(|e| e.into_inner()) =
                         Some(((*self.name).clone(), Some(f.pos), e));
@@ -920,12 +1036,45 @@ impl Pump {
         let mut buf = self.buffer(target);
         let mut filled = 0usize;
         // Stream offset of buf[0] and number of its first line.
-        let (mut offset, mut line) = (0u64, 1u64);
+        let (mut offset, mut line) = std::mem::replace(&mut self.start, (0, 1));
         // Dropping an over-long line up to its `\n`.
         let mut discarding = false;
         loop {
             if self.shared.closed.load(Ordering::Acquire) {
                 return false;
+            }
+            if let Some(id) = self.shared.follow.due().filter(|_| !discarding) {
+                let Some((file, files)) = r.identity() else {
+                    self.shared.follow.made(id);
+                    continue;
+                };
+                // The whole lines read so far go first, then the cut.
+                if let Some(k) = memchr::memrchr(b'\n', &buf[..filled]) {
+                    let tail = filled - (k + 1);
+                    let mut rest = self.buffer(target.max(tail + 4096));
+                    rest[..tail].copy_from_slice(&buf[k + 1..filled]);
+                    buf.truncate(k + 1);
+                    let lines = memchr::memchr_iter(b'\n', &buf).count() as u64;
+                    let n = buf.len() as u64;
+                    let full = std::mem::replace(&mut buf, rest);
+                    filled = tail;
+                    if !self.send(self.chunk(full, offset, line, false)) {
+                        return false;
+                    }
+                    offset += n;
+                    line += lines;
+                }
+                let at = resume::FollowPosition {
+                    offset,
+                    line,
+                    id: file,
+                    files,
+                    ended: false,
+                };
+                if !self.send_cut(id, at.save()) {
+                    return false;
+                }
+                self.shared.follow.made(id);
             }
             if buf.len() - filled < 4096 {
                 buf.resize(buf.len() + target, 0);
@@ -944,6 +1093,9 @@ impl Pump {
             if got == 0 {
                 buf.truncate(filled);
                 let tail = r.tail();
+                let lines = memchr::memchr_iter(b'\n', &buf).count() as u64;
+                let last = u64::from(!buf.is_empty() && buf.last() != Some(&b'\n'));
+                self.end_at = (offset + buf.len() as u64, line + lines + last);
                 return self.end(buf, offset, line, None, tail);
             }
             let from = filled;
@@ -1102,6 +1254,24 @@ fn grow_pipe(fd: RawFd) {
     let _ = fd;
 }
 
+thread_local! {
+    /// Set while one of several sources that share a worker's lines reads
+    /// them ([`placed_by_all`]): the oldest barrier they all placed.
+    static PLACED_BY_ALL: std::cell::Cell<Option<u64>> = const { std::cell::Cell::new(None) };
+}
+
+/// Runs `read` (a read of a worker's lines by one of several sources that
+/// share them, e.g. NEXMark q8's two) with `placed` as the barrier the
+/// sources placed: the oldest any of them placed. A cut is then passed only
+/// once every source sharing the lines placed its barrier (each source
+/// stops at it in turn, with what was read before it for that source).
+pub(crate) fn placed_by_all<R>(placed: u64, read: impl FnOnce() -> R) -> R {
+    PLACED_BY_ALL.with(|p| p.set(Some(placed)));
+    let r = read();
+    PLACED_BY_ALL.with(|p| p.set(None));
+    r
+}
+
 /// One worker's share of a live input: the lines of the chunks it was
 /// handed, in stream order. [`next_line`](Self::next_line) returns
 /// `Ok(None)` when nothing is queued now ([`is_finished`](Self::is_finished)
@@ -1118,6 +1288,14 @@ pub(crate) struct LiveLines<E> {
     lines: u64,
     max_line_len: usize,
     finished: bool,
+    /// A followed file: under checkpoints, its reader cuts the stream for
+    /// each barrier ([`resume`]).
+    cuts: bool,
+    /// The newest barrier this worker asked its reader to cut for.
+    requested: u64,
+    /// The cut this worker stopped at (barrier id, the source's state
+    /// there), until its source placed the barrier.
+    held: Option<(u64, Vec<u8>)>,
     _error: std::marker::PhantomData<fn() -> E>,
 }
 
@@ -1178,7 +1356,17 @@ impl<E: LineError> LiveLines<E> {
             if self.finished {
                 return Ok(None);
             }
+            if self.cuts && !self.cut_passed() {
+                return Ok(None);
+            }
             match self.rx.try_recv() {
+                Ok(c) if c.cut.is_some() => {
+                    // Every line before the cut was read: nothing more
+                    // until the source placed the cut's barrier.
+                    self.held = c.cut;
+                    air_runtime::dataflow::input_cuts_barriers(self.held.clone());
+                    return Ok(None);
+                }
                 Ok(c) => {
                     self.pos = 0;
                     self.line = c.line;
@@ -1214,6 +1402,34 @@ impl<E: LineError> LiveLines<E> {
 }
 
 impl<E> LiveLines<E> {
+    /// Under checkpoints, for a followed file: tells the source's segment
+    /// that its input cuts its barriers, asks the reader for the cut of
+    /// the barrier now due, and says whether this worker may read on
+    /// (`false` while it is stopped at a cut whose barrier its source has
+    /// not placed yet).
+    fn cut_passed(&mut self) -> bool {
+        use air_runtime::dataflow::{barrier_due, input_cuts_barriers, source_barrier};
+        let Some(due) = barrier_due() else {
+            return true;
+        };
+        let placed = PLACED_BY_ALL
+            .with(|p| p.get())
+            .unwrap_or_else(source_barrier);
+        if let Some((id, _)) = &self.held {
+            if placed < *id {
+                input_cuts_barriers(self.held.clone());
+                return false;
+            }
+            self.held = None;
+        }
+        input_cuts_barriers(None);
+        if due > self.requested.max(placed) {
+            self.requested = due;
+            self.shared.follow.request(due);
+        }
+        true
+    }
+
     /// The bytes of `line` (from the last [`next_line`](Self::next_line)),
     /// without one `\r` at their end.
     pub(crate) fn text(&self, line: &RawLine) -> &[u8] {
@@ -1421,76 +1637,5 @@ mod tests {
         let d = LiveInput::Follow(dir.path().to_path_buf());
         let e = LiveFeed::start(&d, 1, LiveOptions::default()).unwrap_err();
         assert!(e.to_string().contains("a directory, not a file"), "{e}");
-    }
-}
-
-/// What a checkpoint keeps of a worker's share of a live input: the lines
-/// it had read, and that it was live. A live input cannot be replayed: on
-/// resume the source reads on from what the sender sends then, so state
-/// and committed output stay consistent with each other (they come from
-/// the same checkpoint), and the lines the job had read after its last
-/// complete checkpoint are lost unless the sender sends them again (e.g.
-/// from its own record of what was committed). Saved as 16 bytes: the tag
-/// [`LivePosition::TAG`] and the line count (little-endian u64).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct LivePosition {
-    /// Lines (records and bad or empty lines) the worker had read.
-    pub lines: u64,
-}
-
-impl LivePosition {
-    /// The tag a live position's bytes start with.
-    pub const TAG: [u8; 8] = *b"air-live";
-
-    /// The saved form (16 bytes).
-    pub fn save(&self) -> Vec<u8> {
-        let mut v = Self::TAG.to_vec();
-        v.extend_from_slice(&self.lines.to_le_bytes());
-        v
-    }
-
-    /// What [`LivePosition::save`] made.
-    ///
-    /// # Errors
-    /// Other bytes: the checkpoint's source read files or a generator, not
-    /// a live input (the message says so).
-    pub fn read(state: &[u8]) -> Result<LivePosition, String> {
-        match state {
-            [tag @ .., a, b, c, d, e, f, g, h] if tag == Self::TAG => Ok(LivePosition {
-                lines: u64::from_le_bytes([*a, *b, *c, *d, *e, *f, *g, *h]),
-            }),
-            _ => Err("the checkpoint's source did not read a live input \
-                 (it read files or a generator): resume with the same input, or --fresh"
-                .into()),
-        }
-    }
-
-    /// The positions of a checkpoint taken at another worker count: each
-    /// must be a live one; a live input has nothing to deal out.
-    ///
-    /// # Errors
-    /// As [`LivePosition::read`].
-    pub fn read_all(states: &[&[u8]]) -> Result<u64, String> {
-        states
-            .iter()
-            .map(|s| LivePosition::read(s).map(|p| p.lines))
-            .sum()
-    }
-}
-
-#[cfg(test)]
-mod position_tests {
-    use super::LivePosition;
-
-    #[test]
-    fn a_live_position_reads_back_and_others_are_refused() {
-        let p = LivePosition { lines: 1 << 40 };
-        assert_eq!(LivePosition::read(&p.save()), Ok(p));
-        let e = LivePosition::read(&[0u8; 16]).unwrap_err();
-        assert!(e.contains("did not read a live input"), "{e}");
-        assert!(LivePosition::read(&p.save()[..15]).is_err());
-        let two = [p.save(), LivePosition { lines: 2 }.save()];
-        let states: Vec<&[u8]> = two.iter().map(|v| v.as_slice()).collect();
-        assert_eq!(LivePosition::read_all(&states), Ok((1 << 40) + 2));
     }
 }

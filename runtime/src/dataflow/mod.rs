@@ -46,6 +46,7 @@
 //! its inputs'. See [`cx`] for why backpressure cannot deadlock.
 
 mod align;
+mod cut;
 pub mod cx;
 pub mod late;
 mod names;
@@ -55,6 +56,7 @@ mod report;
 pub mod state;
 pub mod stream;
 
+pub use cut::{input_cuts_barriers, source_barrier};
 pub use cx::{Cx, EdgeConsumer, Outbox};
 pub use late::{LateLog, LateRecords, DISORDER_MAX};
 pub use pipe::{

@@ -1014,6 +1014,8 @@ impl<S: Source> Head for SourceHead<S> {
             barrier: super::barrier_base(),
             deferred: 0,
             deferred_last: 0,
+            input_cuts: false,
+            cut: None,
             slot,
         };
         df.b.borrow_mut().sources.push(Box::new(seg));
@@ -1084,6 +1086,12 @@ struct SourceSeg<S: Source, C> {
     /// flight ([`super::state::in_flight`]), and the newest of them.
     deferred: u64,
     deferred_last: u64,
+    /// Whether its input cuts its own barriers ([`super::input_cut`]): it
+    /// then places a barrier only where its input stopped for one.
+    input_cuts: bool,
+    /// The barrier its input stopped at, with the input's position there:
+    /// placed at the next tick the last checkpoint is not in flight.
+    cut: Option<(u64, Vec<u8>)>,
     /// Its state's slot: the source's position and the chain's state.
     slot: super::state::StateSlot,
 }
@@ -1106,7 +1114,14 @@ where
     C: Continuation<S::Item>,
 {
     fn step(&mut self, cx: &mut Cx<'_, '_>) -> Progress {
+        super::cut::before_poll(self.barrier);
         let poll = self.head.source.poll(&mut self.buf, super::batch_records());
+        if let Some(cut) = super::cut::after_poll() {
+            self.input_cuts = true;
+            if cut.is_some() {
+                self.cut = cut;
+            }
+        }
         let n = self.buf.len();
         self.records += n as u64;
         crate::timeline::add_events(self.head.source.events_read(n));
@@ -1155,6 +1170,26 @@ where
         self.next.tick(cx);
         let wm = self.wm();
         self.next.watermark(wm, cx);
+        if self.input_cuts {
+            // Its input stopped at barrier `id`'s cut: every worker's share
+            // of the input stops at the same place, so the barrier goes
+            // exactly there (never deferred to another id: the input waits).
+            if let Some((id, position)) = self.cut.take() {
+                if id <= self.barrier {
+                    return;
+                }
+                if super::state::in_flight(self.slot.index()) {
+                    self.cut = Some((id, position));
+                    return;
+                }
+                self.barrier = id;
+                if super::state::enabled() {
+                    self.slot.save(id, save_segment(&self.next, Some(position)));
+                }
+                self.next.barrier(id, cx);
+            }
+            return;
+        }
         if let Some(id) = super::barrier_due().filter(|&id| id > self.barrier) {
             if super::state::in_flight(self.slot.index()) {
                 // The last checkpoint is still being saved or written: this

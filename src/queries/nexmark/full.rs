@@ -28,7 +28,6 @@ use super::{bid_rows, Cx, Shard, Sources};
 use crate::queries::lagwatch::Watched;
 use air_operators::graph::Windowed;
 use air_operators::sources::files::PieceQueue;
-use air_operators::sources::live::LivePosition;
 use air_operators::sources::nexmark::{
     EventKind, FullBid, FullEvent, LiveEvents, NexmarkConfig, NexmarkFullFileReader,
     NexmarkFullGenerator, ReaderOptions,
@@ -66,6 +65,8 @@ pub(crate) enum FullSource {
     Live {
         /// Its reader of the worker's share.
         events: LiveEvents<FullEvent>,
+        /// The input (what a checkpoint saves of it).
+        feed: air_operators::sources::live::LiveFeed,
         /// The error that stopped reading.
         error: Option<String>,
     },
@@ -110,7 +111,7 @@ impl FullSource {
                 let poll = self.poll_files(buf);
                 (poll, keep(buf))
             }
-            FullSource::Live { events, error } => {
+            FullSource::Live { events, error, .. } => {
                 buf.resize(max, FullEvent::default());
                 let poll = super::live_poll(events, error, buf);
                 (poll, keep(buf))
@@ -205,15 +206,15 @@ impl Source for FullGraphSource {
     }
     /// The unpaced generator's position (its shards, each with the events
     /// generated: [`save_positions`]), or the input files'
-    /// ([`PieceQueue`]), or that it reads a live input ([`LivePosition`]:
-    /// not replayed); the paced generator cannot resume (a job with
-    /// checkpoints refuses it).
+    /// ([`PieceQueue`]), the paced generator's ([`Watched`]), or a live
+    /// input's (`LiveFeed::save_position`: a followed file's cut; standard
+    /// input and TCP are not replayed).
     fn save(&self) -> Option<Vec<u8>> {
         match &self.src {
             FullSource::Gen(g) => Some(save_positions(std::slice::from_ref(g))),
             FullSource::Shards(s) => Some(s.save()),
             FullSource::Paced(p) => p.save(),
-            FullSource::Live { .. } => Some(LivePosition { lines: self.events }.save()),
+            FullSource::Live { feed, .. } => Some(feed.save_position(self.events)),
             FullSource::Files {
                 pieces, current, ..
             } => Some(
@@ -232,7 +233,7 @@ impl Source for FullGraphSource {
                 Ok(())
             }
             FullSource::Files { pieces, .. } => pieces.restore(state),
-            FullSource::Live { .. } => LivePosition::read(state).map(|_| ()),
+            FullSource::Live { feed, .. } => feed.restore(state),
             FullSource::Paced(p) => p.restore(state),
             _ => {
                 Err("only generators, input files and live inputs resume from a checkpoint".into())
@@ -253,8 +254,8 @@ impl Source for FullGraphSource {
                 self.src = FullSource::Shards(Shards::rescaled(g, states, to)?);
                 Ok(())
             }
-            // Nothing to deal out: each worker reads on from the sender.
-            FullSource::Live { .. } => LivePosition::read_all(states).map(|_| ()),
+            // Nothing to deal out: one position for every worker.
+            FullSource::Live { feed, .. } => feed.rescale(states),
             _ => Err(
                 "only the unpaced generator and live inputs resume at another worker count".into(),
             ),
@@ -295,6 +296,7 @@ impl Shard<'_> {
         let src = match &self.sources.live {
             Some(l) => FullSource::Live {
                 events: self.live_full.get_or_init(|| self.share(l)).reader(),
+                feed: l.feed.clone(),
                 error: None,
             },
             None => self.sources.get_full(self.index, self.workers),

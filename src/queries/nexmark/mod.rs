@@ -99,7 +99,7 @@ use super::driver::{sink_window_rows, OutputArgs, Query, RankPart, RowsTo, Worke
 use super::lagwatch::Watched;
 use air_operators::graph::Windowed;
 use air_operators::sources::files::PieceQueue;
-use air_operators::sources::live::{LiveFeed, LiveInput, LiveOptions, LivePosition};
+use air_operators::sources::live::{LiveFeed, LiveInput, LiveOptions};
 use air_operators::sources::nexmark::{
     Auction, Bid, EventFileReader, JsonEvent, LiveEvents, LiveFill, LiveShare, NexEvent,
     NexmarkConfig, NexmarkFileReader, NexmarkGenerator, OnBadRecord, OpenLive, Person,
@@ -524,6 +524,8 @@ pub enum NexSource {
     Live {
         /// Its reader of the worker's share.
         events: LiveEvents<NexEvent>,
+        /// The input (what a checkpoint saves of it).
+        feed: LiveFeed,
         /// The error that stopped reading.
         error: Option<String>,
     },
@@ -546,7 +548,7 @@ impl Source for NexSource {
             }
             NexSource::Shards(s) => s.poll(buf, max),
             NexSource::Paced(p) => p.poll(buf, max),
-            NexSource::Live { events, error } => live_poll(events, error, buf),
+            NexSource::Live { events, error, .. } => live_poll(events, error, buf),
             NexSource::Files {
                 pieces,
                 current,
@@ -1340,18 +1342,19 @@ impl Source for GraphSource {
     fn events_read(&self, _yielded: usize) -> u64 {
         self.last_read
     }
-    /// The generator's or the files' position, or that it reads a live
-    /// input ([`LivePosition`]: not replayable; resumed from what the
-    /// sender sends then).
+    /// The generator's or the files' position, or a live input's
+    /// ([`LiveFeed::save_position`]: a followed file's cut; standard input
+    /// and TCP are not replayable and resume with what the sender sends
+    /// then).
     fn save(&self) -> Option<Vec<u8>> {
-        match self.src {
-            NexSource::Live { .. } => Some(LivePosition { lines: self.events }.save()),
+        match &self.src {
+            NexSource::Live { feed, .. } => Some(feed.save_position(self.events)),
             _ => self.src.save_position(),
         }
     }
     fn restore(&mut self, state: &[u8]) -> Result<(), String> {
-        match self.src {
-            NexSource::Live { .. } => LivePosition::read(state).map(|_| ()),
+        match &self.src {
+            NexSource::Live { feed, .. } => feed.restore(state),
             _ => self.src.restore_position(state),
         }
     }
@@ -1363,9 +1366,9 @@ impl Source for GraphSource {
         states: &[&[u8]],
         to: air_runtime::dataflow::state::Rescale,
     ) -> Result<(), String> {
-        match self.src {
-            // Nothing to deal out: each worker reads on from the sender.
-            NexSource::Live { .. } => LivePosition::read_all(states).map(|_| ()),
+        match &self.src {
+            // Nothing to deal out: one position for every worker.
+            NexSource::Live { feed, .. } => feed.rescale(states),
             _ => self.src.rescale_position(states, to),
         }
     }
@@ -1491,6 +1494,7 @@ impl Shard<'_> {
         let src = match &self.sources.live {
             Some(l) => NexSource::Live {
                 events: self.live.get_or_init(|| self.share(l)).reader(),
+                feed: l.feed.clone(),
                 error: None,
             },
             None => self.sources.get(self.index, self.workers),
@@ -1515,7 +1519,7 @@ impl Shard<'_> {
         let opts = self.sources.opts;
         let open: OpenLive<E> =
             Box::new(move || EventFileReader::live(&feed, local, move || wake(), opts));
-        LiveShare::new(open, l.stop.clone())
+        LiveShare::new(open, l.stop.clone(), l.feed.resumes_at_offset())
     }
 }
 
@@ -1540,12 +1544,12 @@ impl NexmarkArgs {
         // workers (each parses its own).
         let live = match self.live_input()? {
             Some(input) => {
-                if dist.is_root() && self.runtime.checkpoint_dir.is_some() {
-                    crate::queries::common::say_live_checkpoint_promise();
-                }
                 let input = input.for_rank(dist.rank());
                 let feed = LiveFeed::start(&input, cfg.workers, LiveOptions::default())
                     .map_err(|e| CliError::BadInput(e.to_string()))?;
+                if dist.is_root() && self.runtime.checkpoint_dir.is_some() {
+                    crate::queries::common::say_live_checkpoint_promise(&feed);
+                }
                 Some(LiveRank {
                     feed,
                     local: cfg.workers,

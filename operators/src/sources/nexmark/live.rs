@@ -77,6 +77,12 @@ struct State<E> {
     queues: Vec<VecDeque<E>>,
     /// The rank's stop flag.
     stop: Arc<AtomicBool>,
+    /// The input cuts its barriers (a followed file under checkpoints):
+    /// every reader's source is told so at each poll.
+    cuts: bool,
+    /// Per reader: the newest barrier its source placed (seen at its last
+    /// poll).
+    placed: Vec<u64>,
 }
 
 impl<E: JsonEvent + Send + 'static> LiveShare<E> {
@@ -85,14 +91,17 @@ impl<E: JsonEvent + Send + 'static> LiveShare<E> {
     pub const QUEUED_BATCHES: usize = 4;
 
     /// A share whose reader `open` opens at the first poll; `stop` is the
-    /// rank's stop flag (see the module docs).
-    pub fn new(open: OpenLive<E>, stop: Arc<AtomicBool>) -> LiveShare<E> {
+    /// rank's stop flag (see the module docs); `cuts`: the input cuts its
+    /// checkpoints' barriers ([`crate::sources::live::LiveFeed::resumes_at_offset`]).
+    pub fn new(open: OpenLive<E>, stop: Arc<AtomicBool>, cuts: bool) -> LiveShare<E> {
         LiveShare {
             state: Arc::new(Mutex::new(State {
                 open: Some(open),
                 reader: None,
                 queues: Vec::new(),
                 stop,
+                cuts,
+                placed: Vec::new(),
             })),
         }
     }
@@ -102,6 +111,7 @@ impl<E: JsonEvent + Send + 'static> LiveShare<E> {
     pub fn reader(&self) -> LiveEvents<E> {
         let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
         st.queues.push(VecDeque::new());
+        st.placed.push(0);
         LiveEvents {
             state: self.state.clone(),
             me: st.queues.len() - 1,
@@ -158,6 +168,12 @@ impl<E: JsonEvent + Send + 'static> LiveEvents<E> {
         };
         let me = self.me;
         let tee = st.queues.len() > 1;
+        if st.cuts && air_runtime::dataflow::barrier_due().is_some() {
+            // Every reader's source places barriers only at the input's
+            // cuts, also while it reads copies.
+            air_runtime::dataflow::input_cuts_barriers(None);
+            st.placed[me] = air_runtime::dataflow::source_barrier();
+        }
         if tee {
             let q = &mut st.queues[me];
             if !q.is_empty() {
@@ -180,7 +196,13 @@ impl<E: JsonEvent + Send + 'static> LiveEvents<E> {
                 return Ok(LiveFill::Idle);
             }
         }
-        let n = match r.fill(out) {
+        let oldest = st.placed.iter().copied().min().unwrap_or(0);
+        let filled = if tee && st.cuts {
+            crate::sources::live::placed_by_all(oldest, || r.fill(out))
+        } else {
+            r.fill(out)
+        };
+        let n = match filled {
             Ok(n) => n,
             Err(e) => {
                 st.stop.store(true, Ordering::Release);
@@ -258,7 +280,7 @@ mod tests {
         let f = f.clone();
         let open: OpenLive<NexEvent> =
             Box::new(move || EventFileReader::live(&f, 0, || {}, ReaderOptions::default()));
-        LiveShare::new(open, Arc::new(AtomicBool::new(false)))
+        LiveShare::new(open, Arc::new(AtomicBool::new(false)), false)
     }
 
     /// Polls `r` until it is done (at most a minute), into `got`.
