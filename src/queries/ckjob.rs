@@ -65,18 +65,28 @@ impl JobRecord {
         if held.is_some() {
             return Ok(());
         }
-        let _ = std::fs::create_dir_all(&self.dir);
+        let unusable = |what: String| {
+            CliError::BadInput(format!(
+                "--checkpoint-dir {}: {what}; give a directory this job can create and write \
+                 (on a cluster: on a file system every rank reaches)",
+                self.dir.display()
+            ))
+        };
+        if let Err(e) = std::fs::create_dir_all(&self.dir) {
+            return Err(unusable(if self.dir.exists() {
+                format!("not a directory ({e})")
+            } else {
+                format!("cannot create it: {e}")
+            }));
+        }
         let path = self.dir.join("LOCK");
-        let Ok(mut f) = std::fs::OpenOptions::new()
+        let mut f = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
             .create(true)
             .truncate(false)
             .open(&path)
-        else {
-            // Not writable: the runtime says so when it opens DIR.
-            return Ok(());
-        };
+            .map_err(|e| unusable(format!("cannot write {}: {e}", path.display())))?;
         // SAFETY: flock on a file descriptor `f` owns and keeps open.
         if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
             let mut who = String::new();
@@ -293,5 +303,32 @@ mod tests {
         );
         drop(running);
         b().check(false, true).unwrap();
+    }
+
+    /// A directory that cannot be made (under a file) or is a file is
+    /// refused as bad input (exit 2), naming it and why.
+    #[test]
+    fn an_unusable_directory_is_refused_naming_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("f");
+        std::fs::write(&file, "x").unwrap();
+        let e = JobRecord::new(&file, 1, "q".into())
+            .check(false, true)
+            .unwrap_err();
+        assert!(matches!(e, CliError::BadInput(_)), "{e:?}");
+        let e = e.to_string();
+        assert!(
+            e.contains(&format!("{}: not a directory", file.display())),
+            "{e}"
+        );
+        let under = file.join("ck");
+        let e = JobRecord::new(&under, 1, "q".into())
+            .check(false, true)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains(&format!("{}: cannot create it", under.display())),
+            "{e}"
+        );
     }
 }
