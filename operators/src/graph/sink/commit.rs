@@ -707,16 +707,24 @@ fn copy_rows<W: Write>(rows: &Rows<'_>, out: &mut W) -> Result<(), String> {
 /// It cannot be opened, or holds fewer than `len` bytes (changed or
 /// renamed since the checkpoint).
 fn cut_back(path: &Path, len: u64) -> Result<File, String> {
+    // A missing output is created only if nothing was committed to it: a
+    // refused resume (another --out) leaves no empty file behind.
     let f = std::fs::OpenOptions::new()
         .write(true)
-        .create(true)
+        .create(len == 0)
         .truncate(false)
-        .open(path)
-        .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
-    let have = f
-        .metadata()
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))?
-        .len();
+        .open(path);
+    let f = match f {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && len > 0 => None,
+        f => Some(f.map_err(|e| format!("cannot open {}: {e}", path.display()))?),
+    };
+    let have = match &f {
+        Some(f) => f
+            .metadata()
+            .map_err(|e| format!("cannot read {}: {e}", path.display()))?
+            .len(),
+        None => 0,
+    };
     if have < len {
         return Err(format!(
             "{} holds {have} bytes, the checkpoint says {len} were committed to it: the output \
@@ -725,6 +733,7 @@ fn cut_back(path: &Path, len: u64) -> Result<File, String> {
             path.display()
         ));
     }
+    let f = f.expect("opened: it holds at least len > 0 bytes, or len is 0");
     f.set_len(len).map_err(|e| {
         format!(
             "cannot cut {} back: {e} (an exactly-once output with checkpoints is a regular \

@@ -243,3 +243,20 @@ fn a_state_of_the_old_format_is_refused() {
     let e = Commits::parse(&old).unwrap_err();
     assert!(e.contains("--fresh"), "{e}");
 }
+
+/// A resume that finds its output missing (renamed, another `--out`) is
+/// refused without creating an empty file at the new name; nothing
+/// committed yet: created.
+#[test]
+fn a_missing_output_is_not_created_by_a_refused_resume() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("rows.csv");
+    let e = super::cut_back(&path, 10).unwrap_err();
+    assert!(e.contains("holds 0 bytes") && e.contains("renamed"), "{e}");
+    assert!(!path.exists(), "an empty file was left");
+    super::cut_back(&path, 0).unwrap();
+    assert!(path.exists());
+    std::fs::write(&path, "0123456789abc").unwrap();
+    super::cut_back(&path, 10).unwrap();
+    assert_eq!(std::fs::read(&path).unwrap(), b"0123456789");
+}
