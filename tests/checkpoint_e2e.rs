@@ -705,6 +705,12 @@ fn a_damaged_newest_checkpoint_falls_back_to_the_one_before() {
         err.contains("damaged") && err.contains("part-00001") && err.contains("falling back"),
         "no fallback warning naming the part: {err}"
     );
+    // The damaged one (and any incomplete newer one) is deleted, and said.
+    assert!(
+        err.contains("newer than the one resumed from") && err.contains("(incomplete or damaged"),
+        "the deletion is not said: {err}"
+    );
+    assert!(!newest.exists(), "the damaged checkpoint is still there");
     assert_same_rows(&dir.join("out.csv"), &reference, "after a fallback");
 }
 

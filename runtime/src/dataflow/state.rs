@@ -41,11 +41,13 @@ pub struct CheckpointConfig {
     pub job: u64,
 }
 
-/// Deletes every `chk-*` directory of `dir` whose id is above `after`.
-fn remove_newer(dir: &std::path::Path, store: &Store, after: u64) {
+/// Deletes every `chk-*` directory of `dir` whose id is above `after`;
+/// returns how many it deleted.
+fn remove_newer(dir: &std::path::Path, store: &Store, after: u64) -> usize {
     let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
+        return 0;
     };
+    let mut removed = 0;
     for e in entries.flatten() {
         let name = e.file_name();
         let Some(id) = name
@@ -55,10 +57,11 @@ fn remove_newer(dir: &std::path::Path, store: &Store, after: u64) {
         else {
             continue;
         };
-        if id > after {
-            let _ = std::fs::remove_dir_all(store.checkpoint_dir(id));
+        if id > after && std::fs::remove_dir_all(store.checkpoint_dir(id)).is_ok() {
+            removed += 1;
         }
     }
+    removed
 }
 
 /// A part handed to the writer: (checkpoint, worker, slots, files made
@@ -189,7 +192,15 @@ impl Checkpoints {
             // would complete into a mixed, inconsistent checkpoint. Every
             // rank deletes them before any worker of the job starts (the
             // ranks agree on the checkpoint collectively, after this).
-            remove_newer(&cfg.dir, &store, resumed.unwrap_or(0));
+            let removed = remove_newer(&cfg.dir, &store, resumed.unwrap_or(0));
+            if removed > 0 {
+                crate::say!(
+                    "air: deleted {removed} checkpoint{} newer than the one resumed from in {} \
+                     (incomplete or damaged: the stopped run's)",
+                    if removed == 1 { "" } else { "s" },
+                    cfg.dir.display()
+                );
+            }
             (resumed, resumed_workers, w)
         };
         for w in &warnings {
