@@ -152,6 +152,17 @@ fn zipf_keys_are_skewed_and_exact() {
     );
 }
 
+/// `--zipf 0` is the Zipf law with exponent 0: uniform keys, the same
+/// stream as without `--zipf` (what `air bench skew`'s exponent 0 runs).
+#[test]
+fn zipf_0_is_uniform_keys() {
+    let gen = ["--events", "50000", "--keys", "100", "--seed", "3"];
+    let uniform = check(&gen, 1000, &[&["--workers", "2"]]);
+    let mut zero = gen.to_vec();
+    zero.extend(["--zipf", "0"]);
+    assert_eq!(check(&zero, 1000, &[&["--workers", "2"]]), uniform);
+}
+
 #[test]
 fn the_same_seed_gives_the_same_stream_and_another_seed_another() {
     let dir = common::tmpdir("wa", "seed");

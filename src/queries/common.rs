@@ -650,9 +650,15 @@ pub mod parse {
         int(s, 1, u64::MAX, "a positive integer")
     }
 
-    /// `--zipf`.
+    /// `--zipf` (0: uniform keys, as Zipf with exponent 0 is).
     pub fn zipf(s: &str) -> Result<f64, String> {
-        num(s, 0.0, 1e6, true, "a positive number (the Zipf exponent)")
+        num(
+            s,
+            0.0,
+            1e6,
+            false,
+            "a number ≥ 0 (the Zipf exponent; 0: uniform)",
+        )
     }
 
     #[cfg(test)]
@@ -684,6 +690,7 @@ pub mod parse {
             assert_eq!(super::duration("1.5"), Ok(1.5));
             assert!(super::timeline_s("0.001").is_err());
             assert!(super::zipf("-1").is_err());
+            assert_eq!(super::zipf("0"), Ok(0.0));
             assert!(super::rate("10000000000001").is_err());
         }
     }

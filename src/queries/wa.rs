@@ -36,7 +36,8 @@ pub struct WaGenArgs {
     /// Distinct keys.
     #[arg(long, default_value_t = 1000, value_parser = super::common::parse::keys)]
     pub keys: u64,
-    /// Zipf-distributed keys with this exponent (e.g. 1.1); uniform without.
+    /// Zipf-distributed keys with this exponent (e.g. 1.1); uniform without
+    /// or with 0 (the Zipf law with exponent 0).
     #[arg(long, value_parser = super::common::parse::zipf)]
     pub zipf: Option<f64>,
     /// Event-time rate: events per second of event time (fractional
@@ -55,7 +56,10 @@ impl WaGenArgs {
             seed: self.seed,
             events: self.events.unwrap_or(DEFAULT_EVENTS),
             keys: self.keys,
-            dist: self.zipf.map_or(KeyDist::Uniform, KeyDist::Zipf),
+            dist: self
+                .zipf
+                .filter(|&s| s > 0.0)
+                .map_or(KeyDist::Uniform, KeyDist::Zipf),
             events_per_s: self.events_per_s,
             ..WaConfig::default()
         }
