@@ -110,6 +110,22 @@ pub const RING_BYTES_ENV: &str = "AIR_RING_BYTES";
 /// too.
 pub const MAX_PARALLELISM_ENV: &str = "AIR_MAX_PARALLELISM";
 
+/// Environment variable: checkpoint directory of a job made by
+/// [`Job::from_env`] ([`Job::checkpoints`]): unset, no checkpoints; set,
+/// the job checkpoints there every [`CHECKPOINT_MS_ENV`] ms and a rerun of
+/// the same program resumes from its newest complete checkpoint. What a
+/// batch script requeued by SLURM exports, so a program resumes with no
+/// change to its code (`air run`'s `--checkpoint-dir` is the option).
+pub const CHECKPOINT_DIR_ENV: &str = "AIR_CHECKPOINT_DIR";
+
+/// Environment variable: ms between checkpoints with
+/// [`CHECKPOINT_DIR_ENV`], 1 to 86 400 000 (default 1000).
+pub const CHECKPOINT_MS_ENV: &str = "AIR_CHECKPOINT_MS";
+
+/// Environment variable: `1` deletes the checkpoints in
+/// [`CHECKPOINT_DIR_ENV`] and starts over ([`Job::fresh`]).
+pub const FRESH_ENV: &str = "AIR_FRESH";
+
 /// Most worker threads per process (`AIR_WORKERS`, `--workers`).
 pub const MAX_WORKERS: usize = 1024;
 /// Smallest ring, bytes: it must hold a batch frame and a control frame
@@ -167,15 +183,37 @@ impl Job {
     /// per-node budget, [`RING_BYTES_ENV`]), key groups from
     /// `AIR_MAX_PARALLELISM` ([`MAX_PARALLELISM_ENV`]);
     /// `AIR_FORCE_NETWORK=1` uses the network tier (RMA) between ranks of
-    /// one node too. Installs SIGINT/SIGTERM handlers that stop the sources
-    /// (only windows every input read past fire).
+    /// one node too; checkpoints from `AIR_CHECKPOINT_DIR`,
+    /// `AIR_CHECKPOINT_MS` and `AIR_FRESH` ([`CHECKPOINT_DIR_ENV`]).
+    /// Installs SIGINT/SIGTERM handlers that stop the sources (only windows
+    /// every input read past fire).
     ///
     /// # Errors
-    /// `AIR_WORKERS`, `AIR_RING_BYTES` or `AIR_MAX_PARALLELISM` out of
-    /// range; started as one of several
-    /// ranks by a build without the `mpi` feature; MPI failed to start.
+    /// `AIR_WORKERS`, `AIR_RING_BYTES`, `AIR_MAX_PARALLELISM` or
+    /// `AIR_CHECKPOINT_MS` out of range, `AIR_FRESH` not `0` or `1`; started
+    /// as one of several ranks by a build without the `mpi` feature; MPI
+    /// failed to start.
     pub fn from_env() -> Result<Job, Error> {
         let mut cfg = JobConfig::default();
+        if let Some(dir) = std::env::var_os(CHECKPOINT_DIR_ENV).filter(|d| !d.is_empty()) {
+            let ms = env_number(CHECKPOINT_MS_ENV, 1..=86_400_000)?.unwrap_or(1000);
+            let fresh = match std::env::var(FRESH_ENV).as_deref() {
+                Err(_) | Ok("0") => false,
+                Ok("1") => true,
+                Ok(v) => {
+                    return Err(Error::Setup(format!(
+                        "{FRESH_ENV}={v:?}: expected 1 (start over) or 0"
+                    )))
+                }
+            };
+            cfg.barrier_every = Some(std::time::Duration::from_millis(ms as u64));
+            cfg.checkpoint = Some(air_runtime::dataflow::CheckpointConfig {
+                dir: dir.into(),
+                retained: 2,
+                fresh,
+                job: 0,
+            });
+        }
         if let Some(n) = env_number(WORKERS_ENV, 1..=MAX_WORKERS)? {
             cfg.workers = n;
         }

@@ -34,11 +34,14 @@ const LIMIT: Duration = Duration::from_secs(60);
 
 /// The environment variables of `air::Job::from_env` a run sets itself, and
 /// the examples' watermark delay.
-const JOB_ENV: [&str; 4] = [
+const JOB_ENV: [&str; 7] = [
     "AIR_WORKERS",
     "AIR_RING_BYTES",
     "AIR_FORCE_NETWORK",
     "MAX_DELAY_MS",
+    "AIR_CHECKPOINT_DIR",
+    "AIR_CHECKPOINT_MS",
+    "AIR_FRESH",
 ];
 
 // ---------------------------------------------------------------------------
@@ -1550,12 +1553,18 @@ fn late_clicks_puts_every_click_in_a_count_or_the_late_file() {
 /// some for impressions that do not exist.
 #[allow(clippy::type_complexity)]
 fn ads(seed: u64) -> (Vec<(u64, String, u64)>, Vec<(u64, u64)>) {
+    ads_n(seed, 6_000)
+}
+
+/// [`ads`] with `n` impressions.
+#[allow(clippy::type_complexity)]
+fn ads_n(seed: u64, n: u64) -> (Vec<(u64, String, u64)>, Vec<(u64, u64)>) {
     let mut rng = Rng(seed);
     let campaigns = ["spring-sale", "winter", "x\"quoted\"", "é-unicode"];
     let mut imps = Vec::new();
     let mut clicks = Vec::new();
     let mut t = 0u64;
-    for i in 0..6_000u64 {
+    for i in 0..n {
         t += rng.below(100);
         let shown = t.saturating_sub(rng.below(3_000));
         let c = campaigns[rng.below(campaigns.len() as u64) as usize].to_string();
@@ -1577,6 +1586,59 @@ fn ads(seed: u64) -> (Vec<(u64, String, u64)>, Vec<(u64, u64)>) {
     (imps, clicks)
 }
 
+/// An impression as a JSON line (fields in the example's order).
+fn json_imp(i: &(u64, String, u64)) -> String {
+    format!(
+        "{{\"impression\": {}, \"campaign\": {}, \"time_ms\": {}}}\n",
+        i.0,
+        serde_json::to_string(&i.1).unwrap(),
+        i.2
+    )
+}
+
+/// A click as a JSON line (fields in another order, one ignored).
+fn json_click(c: &(u64, u64)) -> String {
+    format!(
+        "{{\"time_ms\":{},\"impression\":{},\"ua\":\"x\"}}\n",
+        c.1, c.0
+    )
+}
+
+/// The batch join of `imps` and `clicks`: per (minute, campaign), the
+/// impressions clicked in their minute and those clicks.
+fn ad_clicks_reference(
+    imps: &[(u64, String, u64)],
+    clicks: &[(u64, u64)],
+) -> Vec<(u64, String, u64, u64)> {
+    let window = |t: u64| t / 60_000 * 60_000;
+    let by_id: BTreeMap<u64, &(u64, String, u64)> = imps.iter().map(|i| (i.0, i)).collect();
+    let mut want: BTreeMap<(u64, String), (BTreeSet<u64>, u64)> = BTreeMap::new();
+    for c in clicks {
+        if let Some(i) = by_id.get(&c.0) {
+            if window(i.2) == window(c.1) {
+                let e = want.entry((window(i.2), i.1.clone())).or_default();
+                e.0.insert(i.0);
+                e.1 += 1;
+            }
+        }
+    }
+    want.into_iter()
+        .map(|((w, c), (ids, n))| (w, c, ids.len() as u64, n))
+        .collect()
+}
+
+/// The example's rows, sorted.
+fn ad_clicks_rows(out: &Path, o: &Output) -> Vec<(u64, String, u64, u64)> {
+    let (header, rows) = read_output(out, o);
+    assert_eq!(header, "window_start,campaign,impressions_clicked,clicks");
+    let mut got: Vec<(u64, String, u64, u64)> = rows
+        .iter()
+        .map(|r| (num(r, 0), r[1].to_string(), num(r, 2), num(r, 3)))
+        .collect();
+    got.sort();
+    got
+}
+
 #[test]
 fn ad_clicks_json_joins_two_json_inputs_like_a_batch_join() {
     let dir = common::tmpdir("examples", "ads-json");
@@ -1587,24 +1649,10 @@ fn ad_clicks_json_joins_two_json_inputs_like_a_batch_join() {
     let click_dir = dir.join("clicks");
     std::fs::create_dir_all(&imp_dir).unwrap();
     std::fs::create_dir_all(&click_dir).unwrap();
-    let json_imp = |i: &(u64, String, u64)| {
-        format!(
-            "{{\"impression\": {}, \"campaign\": {}, \"time_ms\": {}}}\n",
-            i.0,
-            serde_json::to_string(&i.1).unwrap(),
-            i.2
-        )
-    };
     for (k, part) in imps.chunks(imps.len() / 3 + 1).enumerate() {
         let text: String = part.iter().map(json_imp).collect();
         std::fs::write(imp_dir.join(format!("part-{k}.jsonl")), text).unwrap();
     }
-    let json_click = |c: &(u64, u64)| {
-        format!(
-            "{{\"time_ms\":{},\"impression\":{},\"ua\":\"x\"}}\n",
-            c.1, c.0
-        )
-    };
     let half = clicks.len() / 2;
     let first: String = clicks[..half].iter().map(json_click).collect();
     let second: String = clicks[half..].iter().map(json_click).collect();
@@ -1618,22 +1666,7 @@ fn ad_clicks_json_joins_two_json_inputs_like_a_batch_join() {
 
     // Reference: pairs (impression, click) in one minute, per (window,
     // campaign): distinct impressions and clicks.
-    let window = |t: u64| t / 60_000 * 60_000;
-    let by_id: BTreeMap<u64, &(u64, String, u64)> = imps.iter().map(|i| (i.0, i)).collect();
-    let mut want: BTreeMap<(u64, String), (BTreeSet<u64>, u64)> = BTreeMap::new();
-    for c in &clicks {
-        if let Some(i) = by_id.get(&c.0) {
-            if window(i.2) == window(c.1) {
-                let e = want.entry((window(i.2), i.1.clone())).or_default();
-                e.0.insert(i.0);
-                e.1 += 1;
-            }
-        }
-    }
-    let want: Vec<(u64, String, u64, u64)> = want
-        .into_iter()
-        .map(|((w, c), (ids, n))| (w, c, ids.len() as u64, n))
-        .collect();
+    let want = ad_clicks_reference(&imps, &clicks);
     assert!(want.len() >= 15, "{} reference rows", want.len());
 
     let imp_glob = imp_dir.join("*.jsonl");
@@ -1652,16 +1685,7 @@ fn ad_clicks_json_joins_two_json_inputs_like_a_batch_join() {
             "{what}: {}",
             text(&o)
         );
-        let (header, rows) = read_output(&out, &o);
-        assert_eq!(
-            header, "window_start,campaign,impressions_clicked,clicks",
-            "{what}"
-        );
-        let mut got: Vec<(u64, String, u64, u64)> = rows
-            .iter()
-            .map(|r| (num(r, 0), r[1].to_string(), num(r, 2), num(r, 3)))
-            .collect();
-        got.sort();
+        let got = ad_clicks_rows(&out, &o);
         assert_eq!(got, want, "{what}: rows differ from the batch join");
     }
 
@@ -1703,4 +1727,80 @@ fn ad_clicks_json_joins_two_json_inputs_like_a_batch_join() {
         );
         assert!(err.contains("air: 1 bad record(s) skipped"), "{}", text(&o));
     }
+}
+
+/// An example program resumes too (issue 31): `ad_clicks_json` (a
+/// windowed join of two JSON-lines inputs) with `AIR_CHECKPOINT_DIR`
+/// (what `Job::from_env` reads) is killed with SIGKILL twice after a
+/// checkpoint completed and rerun unchanged; its rows equal the batch
+/// join's, and the reruns say they resumed.
+#[test]
+fn ad_clicks_json_killed_and_resumed_from_its_checkpoints_equals_the_batch_join() {
+    let dir = common::tmpdir("examples", "ads-ck");
+    let (imps, clicks) = ads_n(0xc4ec_4901, 400_000);
+    let imp = dir.join("impressions.jsonl");
+    let click = dir.join("clicks.jsonl");
+    std::fs::write(&imp, imps.iter().map(json_imp).collect::<String>()).unwrap();
+    std::fs::write(&click, clicks.iter().map(json_click).collect::<String>()).unwrap();
+    let want = ad_clicks_reference(&imps, &clicks);
+    let (out, ck) = (dir.join("ctr.csv"), dir.join("ck"));
+    let ck_s = ck.to_str().unwrap();
+    let env = [
+        ("AIR_WORKERS", "2"),
+        ("AIR_CHECKPOINT_DIR", ck_s),
+        ("AIR_CHECKPOINT_MS", "20"),
+    ];
+    let mut resumed = 0;
+    for k in 0..3 {
+        let mut cmd = Command::new(example("ad_clicks_json"));
+        cmd.args([&imp, &click, &out]);
+        for v in JOB_ENV {
+            cmd.env_remove(v);
+        }
+        let mut child = cmd
+            .envs(env)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start ad_clicks_json");
+        if k < 2 {
+            // Killed once a checkpoint newer than the last one completed.
+            let before = complete_checkpoints(&ck);
+            let t = Instant::now();
+            while complete_checkpoints(&ck) == before && t.elapsed() < LIMIT {
+                if child.try_wait().unwrap().is_some() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            let _ = child.kill();
+        }
+        let o = wait(child, "ad_clicks_json with checkpoints");
+        let err = String::from_utf8_lossy(&o.stderr).to_string();
+        resumed += usize::from(err.contains("resuming from checkpoint"));
+        if k == 2 {
+            assert!(o.status.success(), "{}", text(&o));
+            assert_eq!(
+                ad_clicks_rows(&out, &o),
+                want,
+                "killed and resumed: rows differ from the batch join"
+            );
+        }
+    }
+    assert!(resumed >= 1, "no run resumed");
+}
+
+/// The ids of the complete checkpoints in `ck`, joined (to see a new one).
+fn complete_checkpoints(ck: &Path) -> String {
+    let mut ids: Vec<String> = std::fs::read_dir(ck)
+        .map(|d| {
+            d.filter_map(Result::ok)
+                .filter(|e| e.path().join("MANIFEST.json").exists())
+                .map(|e| e.file_name().to_string_lossy().to_string())
+                .collect()
+        })
+        .unwrap_or_default();
+    ids.sort();
+    ids.join(",")
 }
