@@ -686,6 +686,11 @@ where
         stats.add("partitions_committed", self.commits);
         stats.add("partitioned_late_rows", self.late);
         stats.add("partitions_uncommitted", self.uncommitted);
+        if let Some(ck) = self.ck.as_ref().filter(|c| c.barriers > 0) {
+            // As the other sinks count them.
+            stats.add("sink_barriers", ck.barriers);
+            stats.max("sink_barrier_last", ck.last_barrier);
+        }
     }
 }
 

@@ -213,7 +213,9 @@ pub(super) struct Ck {
     /// [`PartitionTail::save`] returns).
     slot: Option<StateSlot>,
     /// The newest barrier seen.
-    last_barrier: u64,
+    pub(super) last_barrier: u64,
+    /// Barriers seen.
+    pub(super) barriers: u64,
     /// Closed partitions whose marker is not yet written, oldest first.
     unmarked: VecDeque<Closed>,
     /// (barrier, the worker's watermark then), of checkpoints not yet
@@ -430,6 +432,7 @@ impl<F, W> PartitionTail<F, W> {
             ck,
             slot,
             last_barrier: 0,
+            barriers: 0,
             unmarked: VecDeque::new(),
             wms: VecDeque::new(),
             visible_wm: 0,
@@ -557,6 +560,7 @@ impl<F, W> PartitionTail<F, W> {
             return Ok(None);
         }
         ck.last_barrier = id;
+        ck.barriers += 1;
         if self.drop_all {
             let state = Saved {
                 ended: true,
