@@ -478,10 +478,12 @@ impl<F, W> PartitionTail<F, W> {
             // This worker's files are final: keep them, drop every row.
             self.drop_all = true;
             self.wm = u64::MAX;
-            self.wm_written = Some(u64::MAX);
             let ck = self.ck.as_mut().expect("joined");
             ck.visible_wm = u64::MAX;
-            if !ended_since {
+            if ended_since {
+                self.wm_written = Some(u64::MAX);
+            } else {
+                // Written at the worker's end; missing or changed since.
                 self.write_watermark()?;
             }
             return Ok(());
