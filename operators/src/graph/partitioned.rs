@@ -40,6 +40,32 @@
 //! watermark passed it: a late row that no earlier stage dropped) are
 //! dropped and counted (`partitioned_late_rows`), never appended to a
 //! committed file.
+//!
+//! **With checkpoints** (a job with a checkpoint directory; the details
+//! are in [`ck`]) the layout is the same and rows still reach the part
+//! files at every flush interval, but what a reader may trust waits for
+//! checkpoints:
+//!
+//! - a part file without its marker may still be cut back: a resume after a
+//!   failure truncates it to the length its checkpoint saved and writes
+//!   the rows after that again (the same rows, when the input is the same);
+//!   a part file made after that checkpoint is deleted (and made again);
+//! - `_SUCCESS.NAME` appears once the partition is closed (watermark past
+//!   its end plus the delay; the part file synced) *and* a checkpoint taken
+//!   after it closed is complete: up to one checkpoint interval (plus its
+//!   write) later than without checkpoints. A marked part file is final:
+//!   no resume changes it;
+//! - `_WATERMARK.NAME` holds the watermark saved at the worker's newest
+//!   complete checkpoint (not its current one), so the reader's rule above
+//!   holds as is: every partition ending at or before `W` at this worker
+//!   has its marker, and no resume takes `W` back;
+//! - markers and watermark files are fsynced before they are renamed into
+//!   place; a worker that reached the end of its stream marks every
+//!   partition and writes `W = u64::MAX` at once (its files are final, and
+//!   a later resume keeps them);
+//! - the part files are named by worker: a resume at another worker count
+//!   is refused before the job starts (the sink's state slot cannot
+//!   rescale).
 
 mod ck;
 

@@ -460,7 +460,8 @@ pub struct NexmarkArgs {
     /// q10's output directory: every bid as CSV under
     /// `DIR/dt=yyyy-MM-dd/hm=HH:mm/`, one part file per worker and minute,
     /// each with its commit marker (see q10 in `--help`); must be empty
-    /// or absent. q10 only, and required by it (q10 refuses --out).
+    /// or absent, unless a rerun with `--checkpoint-dir` resumes the run
+    /// that wrote it. q10 only, and required by it (q10 refuses --out).
     #[arg(long, value_name = "DIR")]
     pub out_dir: Option<PathBuf>,
     /// Outputs.
