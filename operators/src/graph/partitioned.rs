@@ -42,7 +42,7 @@
 //! committed file.
 //!
 //! **With checkpoints** (a job with a checkpoint directory; the details
-//! are in [`ck`]) the layout is the same and rows still reach the part
+//! are in the `ck` submodule, `partitioned/ck.rs`) the layout is the same and rows still reach the part
 //! files at every flush interval, but what a reader may trust waits for
 //! checkpoints:
 //!
