@@ -8,7 +8,9 @@
 //! workers: the same rows), `--fresh` starts over. Joins (q8) and
 //! keyed process state (q6) are killed and resumed too, also at other
 //! worker counts (q8, q6, q20 with the full-event generator). A paced
-//! generator resumes (restamped) and counts every event once.
+//! generator resumes (restamped) and counts every event once. q10's
+//! partitioned part files, markers and watermark files are killed and
+//! resumed and compared file by file.
 
 mod common;
 
@@ -510,6 +512,185 @@ fn nexmark_q18_q19_killed_and_resumed_give_the_rows_of_an_uninterrupted_run() {
     };
     killed_and_resumed_with("q18", &q("q18"), 2, 0x0b18, &[], true, &["2"]);
     killed_and_resumed_with("q19", &q("q19"), 2, 0x0b19, &[], true, &["2", "3"]);
+}
+
+/// Every file under `root` by its path relative to it, sorted.
+fn files_under(root: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut dirs = vec![root.to_path_buf()];
+    while let Some(d) = dirs.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            if e.file_type().unwrap().is_dir() {
+                dirs.push(e.path());
+            } else {
+                let rel = e.path().strip_prefix(root).unwrap().display().to_string();
+                out.push(rel);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// NEXMark q10 (every bid as CSV into one part file per worker and minute,
+/// `_SUCCESS` markers and `_WATERMARK` files; `--out-dir`), 2 workers,
+/// checkpoints every 50 ms then 80 ms: killed with SIGKILL at least twice
+/// (the first kill after a checkpoint completed), rerun until it ends. The
+/// tree of files equals an uninterrupted run's: the same files, each part
+/// file's rows equal after sorting, each marker equal to the reference's
+/// and saying its part file's rows and bytes, both watermark files at
+/// `u64::MAX`, no temporary file left. Then a resume at 3 workers is
+/// refused before it runs (exit 2), naming q10's files.
+#[test]
+fn nexmark_q10_partitioned_files_killed_and_resumed_equal_an_uninterrupted_run() {
+    let dir = common::tmpdir("checkpoint", "q10");
+    let (reference, out, ck) = (dir.join("reference"), dir.join("out"), dir.join("ck"));
+    let (r, o, c) = (
+        reference.to_string_lossy().to_string(),
+        out.to_string_lossy().to_string(),
+        ck.to_string_lossy().to_string(),
+    );
+    let q = [
+        "run",
+        "nexmark",
+        "--query",
+        "q10",
+        "--events",
+        "10000000",
+        "--workers",
+        "2",
+        "--no-pin",
+    ];
+    let mut args: Vec<&str> = q.to_vec();
+    args.extend(["--out-dir", &r]);
+    let t = Instant::now();
+    let run = air(&args);
+    assert!(run.status.success(), "q10: reference: {}", text(&run));
+    let full_ms = t.elapsed().as_millis() as u64;
+    let mut delays = Delays(0x0910);
+    let (mut resumed, mut kills) = (0, 0);
+    let mut log = String::new();
+    let mut ended = false;
+    for k in 0..=4 {
+        let every = if k % 2 == 0 { "50" } else { "80" };
+        let mut args: Vec<&str> = q.to_vec();
+        args.extend([
+            "--out-dir",
+            &o,
+            "--checkpoint-dir",
+            &c,
+            "--checkpoint-ms",
+            every,
+        ]);
+        let mut child = Command::new(AIR)
+            .args(&args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn air");
+        // Run 0 is killed a random time after its first complete
+        // checkpoint, runs 1 and 2 a random time after they start; run 3
+        // (or one that ends first) runs to the end.
+        let started = Instant::now();
+        let delay = Duration::from_millis(if k == 0 {
+            delays.next_ms(0, (full_ms / 4).max(50))
+        } else {
+            delays.next_ms(full_ms / 10, (full_ms / 3).max(100))
+        });
+        let mut deadline = (k == 1 || k == 2).then_some(started + delay);
+        let status = loop {
+            if let Some(s) = child.try_wait().expect("wait") {
+                break Some(s);
+            }
+            if k == 0 && deadline.is_none() && any_complete(&ck) {
+                deadline = Some(Instant::now() + delay);
+            }
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                let _ = child.kill(); // SIGKILL
+                let _ = child.wait();
+                break None;
+            }
+            if started.elapsed() > Duration::from_secs(600) {
+                let _ = child.kill();
+                panic!("q10: run {k} hung for 10 minutes: {log}");
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        };
+        let run = child.wait_with_output().expect("output");
+        let err = String::from_utf8_lossy(&run.stderr).to_string();
+        let resumes = err.contains("resuming from checkpoint");
+        resumed += usize::from(resumes);
+        kills += usize::from(status.is_none());
+        log += &format!(
+            "run {k}: {} after {:?}, resumed: {resumes}; ",
+            if status.is_some() { "ended" } else { "killed" },
+            started.elapsed(),
+        );
+        if let Some(s) = status {
+            assert!(s.success(), "q10: run {k}: {}", text(&run));
+            ended = true;
+            break;
+        }
+    }
+    assert!(ended, "q10: never ended: {log}");
+    assert!(kills >= 2, "q10: killed {kills} times: {log}");
+    assert!(resumed >= 2, "q10: {resumed} runs resumed: {log}");
+    let (want, got) = (files_under(&reference), files_under(&out));
+    assert_eq!(got, want, "q10: the files differ ({log})");
+    let max = format!("watermark_ms={} workers=2\n", u64::MAX);
+    for f in &want {
+        let (g, w) = (out.join(f), reference.join(f));
+        let name = Path::new(f)
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .to_string();
+        if name.starts_with("part-") {
+            assert_same_rows(&g, &w, &format!("q10: {f} ({log})"));
+        } else {
+            let (gt, wt) = (
+                std::fs::read_to_string(&g).unwrap(),
+                std::fs::read_to_string(&w).unwrap(),
+            );
+            assert_eq!(gt, wt, "q10: {f} ({log})");
+            if let Some(worker) = name.strip_prefix("_SUCCESS.") {
+                // The marker says its part file's rows and length.
+                let part = g.with_file_name(format!("part-{worker}.csv"));
+                let rows = std::fs::read_to_string(&part).unwrap();
+                let says = format!("rows={} bytes={}\n", rows.lines().count(), rows.len());
+                assert_eq!(gt, says, "q10: {f} ({log})");
+            } else {
+                assert!(
+                    name.starts_with("_WATERMARK."),
+                    "q10: an unexpected file {f}"
+                );
+                assert_eq!(gt, max, "q10: {f} ({log})");
+            }
+        }
+    }
+    assert!(
+        want.iter().filter(|f| f.contains("_SUCCESS.")).count() >= 10,
+        "q10: too few partitions to tell: {want:?}"
+    );
+    // Another worker count is refused before it runs, naming the files.
+    let mut args: Vec<&str> = q.to_vec();
+    let w = args.iter().position(|a| *a == "2").unwrap();
+    args[w] = "3";
+    args.extend(["--out-dir", &o, "--checkpoint-dir", &c]);
+    let run = air(&args);
+    assert_eq!(
+        run.status.code(),
+        Some(2),
+        "q10 at 3 workers: {}",
+        text(&run)
+    );
+    let err = String::from_utf8_lossy(&run.stderr);
+    assert!(
+        err.contains("q10 writes partitioned files") && err.contains("rerun with 2 workers"),
+        "{err}"
+    );
+    assert_eq!(files_under(&out), want, "the refused run changed files");
+    eprintln!("q10: {} files equal; {log}", want.len());
 }
 
 /// Input files (`--input`): each worker resumes at the byte offset of the

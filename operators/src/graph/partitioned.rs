@@ -40,9 +40,38 @@
 //! watermark passed it: a late row that no earlier stage dropped) are
 //! dropped and counted (`partitioned_late_rows`), never appended to a
 //! committed file.
+//!
+//! **With checkpoints** (a job with a checkpoint directory; the details
+//! are in the `ck` submodule, `partitioned/ck.rs`) the layout is the same and rows still reach the part
+//! files at every flush interval, but what a reader may trust waits for
+//! checkpoints:
+//!
+//! - a part file without its marker may still be cut back: a resume after a
+//!   failure truncates it to the length its checkpoint saved and writes
+//!   the rows after that again (the same rows, when the input is the same);
+//!   a part file made after that checkpoint is deleted (and made again);
+//! - `_SUCCESS.NAME` appears once the partition is closed (watermark past
+//!   its end plus the delay; the part file synced) *and* a checkpoint taken
+//!   after it closed is complete: up to one checkpoint interval (plus its
+//!   write) later than without checkpoints. A marked part file is final:
+//!   no resume changes it;
+//! - `_WATERMARK.NAME` holds the watermark saved at the worker's newest
+//!   complete checkpoint (not its current one), so the reader's rule above
+//!   holds as is: every partition ending at or before `W` at this worker
+//!   has its marker, and no resume takes `W` back;
+//! - markers and watermark files are fsynced before they are renamed into
+//!   place; a worker that reached the end of its stream marks every
+//!   partition and writes `W = u64::MAX` at once (its files are final, and
+//!   a later resume keeps them);
+//! - the part files are named by worker: a resume at another worker count
+//!   is refused before the job starts (the sink's state slot cannot
+//!   rescale).
+
+mod ck;
 
 use air_runtime::dataflow::{Cx, Dataflow, Head, Pipe, Stats, Stream, Tail};
 use air_runtime::RuntimeError;
+use ck::Ck;
 use std::collections::HashMap;
 use std::fs::File;
 use std::io::Write;
@@ -274,30 +303,26 @@ where
     W: FnMut(&P::Out, &mut Vec<u8>) -> Result<(), String> + 'static,
 {
     let df = stream.dataflow().clone();
-    let (me, workers) = (df.index(), df.workers());
-    let per_rank = files.workers_per_rank.unwrap_or(workers.max(1));
-    let name = format!("r{}-w{}", me / per_rank, me % per_rank);
-    let tail = PartitionTail {
-        cfg: files,
-        name,
-        me,
-        workers,
-        write,
-        path: String::new(),
-        open: HashMap::new(),
-        last: None,
-        min_end: u64::MAX,
-        wm: 0,
-        wm_written: None,
-        wm_at: None,
-        fresh_commits: false,
-        dir_made: false,
-        rows: 0,
-        bytes: 0,
-        commits: 0,
-        late: 0,
-        uncommitted: 0,
-    };
+    // Each worker's files are its own (named by it): they cannot be dealt
+    // out to another worker count.
+    let slot = df.state_slot(
+        format!(
+            "partitioned files under {} (each worker's part files, _SUCCESS and \
+             _WATERMARK files are named by it)",
+            files.dir.display()
+        ),
+        true,
+        false,
+    );
+    let mut tail = PartitionTail::new(files, df.index(), df.workers(), write);
+    if let Some(checkpoints) = air_runtime::dataflow::state::checkpoints() {
+        if let Err(e) = tail.join_checkpoints(checkpoints, slot) {
+            df.fail(format!(
+                "resuming the partitioned files under {}: {e}",
+                tail.cfg.dir.display()
+            ));
+        }
+    }
     stream.end_in(tail)
 }
 
@@ -323,8 +348,13 @@ struct Part {
     due: u64,
     file: Option<File>,
     buf: Vec<u8>,
+    /// Rows written to it (file and buffer).
     rows: u64,
+    /// Bytes in the file (the buffer not counted).
     bytes: u64,
+    /// With checkpoints: the output directory, up to which the new
+    /// directories of a part file are synced when it is created.
+    sync_up_to: Option<PathBuf>,
 }
 
 impl Part {
@@ -342,6 +372,12 @@ impl Part {
         if self.file.is_none() {
             std::fs::create_dir_all(&self.dir)
                 .map_err(|e| format!("cannot create {}: {e}", self.dir.display()))?;
+            if let Some(root) = &self.sync_up_to {
+                // Checkpoints: the new directories' entries are durable
+                // before a checkpoint names the file (the checkpoint
+                // writer syncs the file and its own directory).
+                ck::sync_dirs(&self.dir, root)?;
+            }
             let p = self.path(name);
             let mut f =
                 File::create(&p).map_err(|e| format!("cannot create {}: {e}", p.display()))?;
@@ -388,6 +424,13 @@ struct PartitionTail<F, W> {
     commits: u64,
     late: u64,
     uncommitted: u64,
+    /// With checkpoints: what is saved at barriers and waits for their
+    /// completion (module [`ck`]).
+    ck: Option<Ck>,
+    /// Resumed after this worker had ended (its files are final): every
+    /// row is dropped (the watermark is `u64::MAX`, so each one takes the
+    /// late rows' branch).
+    drop_all: bool,
 }
 
 /// Writes `bytes` to `path` through a temporary file renamed over it (a
@@ -417,6 +460,36 @@ fn check_path(p: &str) -> Result<(), String> {
 }
 
 impl<F, W> PartitionTail<F, W> {
+    /// The sink of worker `me` of `workers` (global indices), writing rows
+    /// with `write`; no checkpoints yet.
+    fn new(cfg: PartitionedCsv<F>, me: usize, workers: usize, write: W) -> Self {
+        let per_rank = cfg.workers_per_rank.unwrap_or(workers.max(1));
+        let name = format!("r{}-w{}", me / per_rank, me % per_rank);
+        PartitionTail {
+            cfg,
+            name,
+            me,
+            workers,
+            write,
+            path: String::new(),
+            open: HashMap::new(),
+            last: None,
+            min_end: u64::MAX,
+            wm: 0,
+            wm_written: None,
+            wm_at: None,
+            fresh_commits: false,
+            dir_made: false,
+            rows: 0,
+            bytes: 0,
+            commits: 0,
+            late: 0,
+            uncommitted: 0,
+            ck: None,
+            drop_all: false,
+        }
+    }
+
     fn fail(&self, message: String, cx: &mut Cx<'_, '_>) {
         cx.fail_with(RuntimeError::Operator {
             worker: self.me,
@@ -424,19 +497,25 @@ impl<F, W> PartitionTail<F, W> {
         });
     }
 
-    /// Flushes, syncs and closes a part, then writes its marker.
+    /// Flushes, syncs and closes a part, then writes its marker (with
+    /// checkpoints: once the first checkpoint covering all its rows is
+    /// complete).
     fn commit(&mut self, mut part: Part) -> Result<(), String> {
         part.write_out(&self.name, self.cfg.header.as_deref())?;
         if let Some(f) = part.file.take() {
             f.sync_data()
                 .map_err(|e| format!("syncing {}: {e}", part.path(&self.name).display()))?;
         }
+        self.bytes += part.bytes;
+        if let Some(ck) = self.ck.as_mut() {
+            ck.closed(&self.cfg.dir, &part);
+            return Ok(());
+        }
         let marker = part.dir.join(format!("_SUCCESS.{}", self.name));
         write_atomic(
             &marker,
             format!("rows={} bytes={}\n", part.rows, part.bytes).as_bytes(),
         )?;
-        self.bytes += part.bytes;
         self.commits += 1;
         self.fresh_commits = true;
         Ok(())
@@ -465,7 +544,9 @@ impl<F, W> PartitionTail<F, W> {
 
     /// Rewrites the watermark file if the watermark advanced.
     fn write_watermark(&mut self) -> Result<(), String> {
-        if self.wm_written == Some(self.wm) {
+        // With checkpoints: the watermark of the newest complete one.
+        let wm = self.ck.as_ref().map_or(self.wm, |c| c.visible_wm);
+        if self.wm_written == Some(wm) {
             return Ok(());
         }
         if !self.dir_made {
@@ -474,14 +555,53 @@ impl<F, W> PartitionTail<F, W> {
             self.dir_made = true;
         }
         let p = self.cfg.dir.join(format!("_WATERMARK.{}", self.name));
-        write_atomic(
-            &p,
-            format!("watermark_ms={} workers={}\n", self.wm, self.workers).as_bytes(),
-        )?;
-        self.wm_written = Some(self.wm);
+        let text = format!("watermark_ms={wm} workers={}\n", self.workers);
+        if self.ck.is_some() {
+            ck::write_durable(&p, text.as_bytes())?;
+        } else {
+            write_atomic(&p, text.as_bytes())?;
+        }
+        self.wm_written = Some(wm);
         self.wm_at = Some(Instant::now());
         self.fresh_commits = false;
         Ok(())
+    }
+
+    /// The flush interval passed: every open part file written out, the
+    /// markers a complete checkpoint covers (with checkpoints), the
+    /// watermark file after a commit or at most once a second.
+    fn flush_tick(&mut self) -> Result<(), String> {
+        let (name, header) = (&self.name, self.cfg.header.as_deref());
+        self.open
+            .values_mut()
+            .try_for_each(|p| p.write_out(name, header))?;
+        if self.ck.is_some() {
+            // Markers of partitions whose checkpoint is complete now.
+            self.publish(false)?;
+        }
+        // The watermark file: after a commit, else at most once a second.
+        let due = self.wm_at.is_none_or(|t| t.elapsed() >= WATERMARK_EVERY);
+        if self.fresh_commits || due {
+            self.write_watermark()?;
+        }
+        Ok(())
+    }
+
+    /// End of stream at `final_wm` (`u64::MAX` unless the job was stopped).
+    fn finish(&mut self, final_wm: u64) -> Result<(), String> {
+        if self.ck.is_some() {
+            return self.end_checkpointed(final_wm);
+        }
+        let mut r = self.advance(final_wm);
+        // Stopped: what stays open is flushed, not committed.
+        let keys: Vec<String> = self.open.keys().cloned().collect();
+        for k in keys {
+            let mut part = self.open.remove(&k).expect("listed");
+            r = r.and(part.write_out(&self.name, self.cfg.header.as_deref()));
+            self.bytes += part.bytes;
+            self.uncommitted += 1;
+        }
+        r.and_then(|_| self.write_watermark())
     }
 
     fn push_row<T>(&mut self, row: T) -> Result<(), String>
@@ -493,6 +613,10 @@ impl<F, W> PartitionTail<F, W> {
         let end = (self.cfg.partition)(&row, &mut self.path);
         let due = end.saturating_add(self.cfg.commit_delay_ms);
         if due <= self.wm {
+            if self.drop_all {
+                // Resumed after this worker's end: its files are final.
+                return Ok(());
+            }
             // Its partition was committed here (or would be at once).
             self.late += 1;
             return Ok(());
@@ -517,6 +641,7 @@ impl<F, W> PartitionTail<F, W> {
                         buf: Vec::new(),
                         rows: 0,
                         bytes: 0,
+                        sync_up_to: self.ck.as_ref().map(|_| self.cfg.dir.clone()),
                     },
                 );
                 self.min_end = self.min_end.min(due);
@@ -555,40 +680,30 @@ where
     }
 
     fn tick(&mut self, cx: &mut Cx<'_, '_>) {
-        let (name, header) = (&self.name, self.cfg.header.as_deref());
-        let mut r = self
-            .open
-            .values_mut()
-            .try_for_each(|p| p.write_out(name, header));
-        // The watermark file: after a commit, else at most once a second.
-        let due = self.wm_at.is_none_or(|t| t.elapsed() >= WATERMARK_EVERY);
-        if r.is_ok() && (self.fresh_commits || due) {
-            r = self.write_watermark();
-        }
-        if let Err(e) = r {
+        if let Err(e) = self.flush_tick() {
             self.fail(e, cx);
         }
     }
 
     fn end(&mut self, final_wm: u64, cx: &mut Cx<'_, '_>) {
-        let mut r = self.advance(final_wm);
-        // Stopped: what stays open is flushed, not committed.
-        let keys: Vec<String> = self.open.keys().cloned().collect();
-        for k in keys {
-            let mut part = self.open.remove(&k).expect("listed");
-            r = r.and(part.write_out(&self.name, self.cfg.header.as_deref()));
-            self.bytes += part.bytes;
-            self.uncommitted += 1;
-        }
-        let r = r.and_then(|_| self.write_watermark());
-        if let Err(e) = r {
+        if let Err(e) = self.finish(final_wm) {
             self.fail(e, cx);
         }
     }
 
-    fn barrier(&mut self, _id: u64, _cx: &mut Cx<'_, '_>) {
-        // A sink: nothing to pass on (committing at checkpoints comes with
-        // exactly-once output).
+    fn barrier(&mut self, id: u64, cx: &mut Cx<'_, '_>) {
+        // A sink: nothing to pass on; with checkpoints it saves its files'
+        // lengths (module [`ck`]).
+        if self.ck.is_some() {
+            if let Err(e) = self.save(id) {
+                self.fail(e, cx);
+            }
+        }
+    }
+
+    fn barrier_safe(&self) -> bool {
+        // Its own slot saves what it keeps (taken in `sink`).
+        true
     }
 
     fn report(&mut self, stats: &mut Stats) {
@@ -597,6 +712,11 @@ where
         stats.add("partitions_committed", self.commits);
         stats.add("partitioned_late_rows", self.late);
         stats.add("partitions_uncommitted", self.uncommitted);
+        if let Some(ck) = self.ck.as_ref().filter(|c| c.barriers > 0) {
+            // As the other sinks count them.
+            stats.add("sink_barriers", ck.barriers);
+            stats.max("sink_barrier_last", ck.last_barrier);
+        }
     }
 }
 

@@ -420,7 +420,7 @@ where
             return Err(RuntimeError::Setup(format!(
                 "checkpoints: this graph keeps state that cannot be saved yet: {} (docs/guide.md, \
                  \"Checkpoints\", says what can: e.g. not keyed process \
-                 without process_checkpointed, partitioned file sinks)",
+                 without process_checkpointed)",
                 cannot.join("; ")
             )));
         }

@@ -460,7 +460,8 @@ pub struct NexmarkArgs {
     /// q10's output directory: every bid as CSV under
     /// `DIR/dt=yyyy-MM-dd/hm=HH:mm/`, one part file per worker and minute,
     /// each with its commit marker (see q10 in `--help`); must be empty
-    /// or absent. q10 only, and required by it (q10 refuses --out).
+    /// or absent, unless a rerun with `--checkpoint-dir` resumes the run
+    /// that wrote it. q10 only, and required by it (q10 refuses --out).
     #[arg(long, value_name = "DIR")]
     pub out_dir: Option<PathBuf>,
     /// Outputs.
@@ -779,10 +780,35 @@ impl NexmarkArgs {
         self.query.spec()
     }
 
+    /// Whether this run may resume an earlier one: `--checkpoint-dir`
+    /// without `--fresh`, holding a job's record or checkpoints. Its
+    /// `--out-dir` then holds the earlier runs' files, which the resumed
+    /// sink cuts back to its checkpoint (or, with no complete checkpoint,
+    /// deletes: each worker its own).
+    fn may_resume(&self) -> bool {
+        let Some(ck) = self
+            .runtime
+            .checkpoint_dir
+            .as_ref()
+            .filter(|_| !self.runtime.fresh)
+        else {
+            return false;
+        };
+        std::fs::read_dir(ck).is_ok_and(|d| {
+            d.flatten().any(|e| {
+                e.file_name()
+                    .to_str()
+                    .is_some_and(|n| n == "JOB.json" || n.starts_with("chk-"))
+            })
+        })
+    }
+
     /// `--out-dir`: required by the queries that honour it (they write
     /// files there, not rows to `--out`), an empty directory or an absent
-    /// one whose parent exists (the run creates it).
-    fn check_out_dir(&self) -> Result<(), CliError> {
+    /// one whose parent exists (the run creates it); a run that may resume
+    /// from `--checkpoint-dir` goes on with the files already there, at the
+    /// worker count (`ranks` × `--workers`) its checkpoint was taken at.
+    fn check_out_dir(&self, ranks: usize) -> Result<(), CliError> {
         use super::common::QueryOption::OutDir;
         let bad = |m: String| Err(CliError::BadInput(m));
         if !self.spec().honoured.contains(&OutDir) {
@@ -802,11 +828,16 @@ impl NexmarkArgs {
         };
         match std::fs::read_dir(dir) {
             Ok(mut entries) => {
-                if entries.next().is_some() {
+                if entries.next().is_some() && !self.may_resume() {
                     return bad(format!(
                         "--out-dir {}: not empty (an earlier run's files would mix with this \
-                         run's); give a new or empty directory",
-                        dir.display()
+                         run's); give a new or empty directory{}",
+                        dir.display(),
+                        if self.runtime.fresh {
+                            " (--fresh starts over: delete the files of the run it replaces)"
+                        } else {
+                            ""
+                        }
                     ));
                 }
             }
@@ -837,7 +868,47 @@ impl NexmarkArgs {
                 input.display()
             ));
         }
+        let workers = ranks.max(1) * self.runtime.job_config().workers;
+        if let Some((ck, taken_at)) = self.resume_workers().filter(|(_, w)| *w != workers) {
+            return bad(format!(
+                "{q} writes partitioned files under --out-dir {}, named by worker \
+                 (part-r<rank>-w<worker>.csv, _SUCCESS.r<rank>-w<worker>, \
+                 _WATERMARK.r<rank>-w<worker>): they cannot move to another worker count, and \
+                 {} was taken at {taken_at} workers, this run has {workers}; rerun with \
+                 {taken_at} workers in all (--workers, times the ranks), or start over with \
+                 --fresh and a new or empty --out-dir",
+                dir.display(),
+                ck.display()
+            ));
+        }
         Ok(())
+    }
+
+    /// The newest complete checkpoint in `--checkpoint-dir` (unless
+    /// `--fresh`) and the job's worker count (all ranks) when it was
+    /// taken, from its `MANIFEST.json`; `None` if there is none.
+    fn resume_workers(&self) -> Option<(PathBuf, usize)> {
+        let ck = self
+            .runtime
+            .checkpoint_dir
+            .as_ref()
+            .filter(|_| !self.runtime.fresh)?;
+        let mut ids: Vec<(u64, PathBuf)> = std::fs::read_dir(ck)
+            .ok()?
+            .flatten()
+            .filter_map(|e| {
+                let name = e.file_name().into_string().ok()?;
+                let id = name.strip_prefix("chk-")?.parse::<u64>().ok()?;
+                Some((id, e.path().join("MANIFEST.json")))
+            })
+            .collect();
+        ids.sort_unstable_by_key(|(id, _)| std::cmp::Reverse(*id));
+        ids.into_iter().find_map(|(_, manifest)| {
+            let v: serde_json::Value =
+                serde_json::from_slice(&std::fs::read(&manifest).ok()?).ok()?;
+            let workers = usize::try_from(v.get("workers")?.as_u64()?).ok()?;
+            Some((manifest, workers))
+        })
     }
 
     /// The query, as the option rule knows it.
@@ -1001,7 +1072,7 @@ impl Query for NexmarkArgs {
                 ],
             )?;
         }
-        self.check_out_dir()?;
+        self.check_out_dir(ranks)?;
         let (size, slide) = (self.window(), self.slide());
         if size == 0 {
             return bad("--window-ms must be positive".into());

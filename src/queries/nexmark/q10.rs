@@ -24,7 +24,10 @@
 //! the minute's end, and keeps `DIR/_WATERMARK.r<rank>-w<worker>` with its
 //! watermark and the job's worker count. A reader takes a minute as
 //! complete once every worker's `_WATERMARK` is at or past the minute's end
-//! and every part file has its marker. A minute is committed as the
+//! and every part file has its marker (with `--checkpoint-dir`, markers
+//! and watermark files wait for the checkpoint after the commit, and a
+//! resumed run cuts part files back to its checkpoint: see the sink's
+//! docs and docs/guide.md, "Checkpoints"). A minute is committed as the
 //! watermark passes it, from the generator and from `--input` files alike
 //! (event time with `--max-delay-ms` of disorder: a file's bids older than
 //! that behind the newest one its worker read are late, dropped and
