@@ -215,11 +215,7 @@ impl Source for FullGraphSource {
             FullSource::Live { .. } => Some(LivePosition { lines: self.events }.save()),
             FullSource::Files {
                 pieces, current, ..
-            } => Some(
-                pieces
-                    .position(current.as_ref().and_then(|r| r.position()))
-                    .save(),
-            ),
+            } => Some(pieces.save(current.as_ref().and_then(|r| r.position()))),
             _ => None,
         }
     }
@@ -231,7 +227,12 @@ impl Source for FullGraphSource {
                 }
                 Ok(())
             }
-            FullSource::Files { pieces, .. } => pieces.restore(state),
+            FullSource::Files { pieces, .. } => match pieces.restore(state)? {
+                None => Ok(()),
+                Some(_) => Err("the full-event queries' input files do not resume from a \
+                                checkpoint of a run that rescaled them"
+                    .into()),
+            },
             FullSource::Live { .. } => LivePosition::read(state).map(|_| ()),
             _ => Err(
                 "only the unpaced generator, input files and live inputs resume from a checkpoint"
