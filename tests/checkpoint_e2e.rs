@@ -9,8 +9,8 @@
 //! that cannot be saved yet is refused before it runs. Joins (q8) and
 //! keyed process state (q6) are killed and resumed too, also at other
 //! worker counts (q8, q6, q20 with the full-event generator), and so are
-//! input files (YSB over three files, 2 workers to 3; NEXMark q5 and q1,
-//! 3 workers to 2).
+//! input files (YSB over three files, 2 workers to 3; NEXMark q5, q1 and
+//! q14, 3 workers to 2).
 
 mod common;
 
@@ -668,7 +668,8 @@ fn ysb_input_files_resumed_at_other_worker_counts_give_the_rows_of_an_uninterrup
 }
 
 /// Rescale on resume of a NEXMark input file: a windowed query (q5,
-/// sliding windows and a top per window) and a stateless one (q1), killed
+/// sliding windows and a top per window), a stateless one (q1) and one of
+/// full events with their strings (q14), killed
 /// at 3 workers, resumed at 2 (then 3): rows equal an uninterrupted run's.
 #[test]
 fn nexmark_input_files_resumed_at_other_worker_counts_give_the_rows_of_an_uninterrupted_run() {
@@ -677,7 +678,7 @@ fn nexmark_input_files_resumed_at_other_worker_counts_give_the_rows_of_an_uninte
     let nx = nx.to_string_lossy().to_string();
     let o = air(&["gen", "nexmark", "--events", "1500000", "--out", &nx]);
     assert!(o.status.success(), "{}", text(&o));
-    for (query, seed) in [("q5", 0x5f11), ("q1", 0x1f11)] {
+    for (query, seed) in [("q5", 0x5f11), ("q1", 0x1f11), ("q14", 0x14f1)] {
         let q = [
             "nexmark",
             "--query",

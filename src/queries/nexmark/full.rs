@@ -27,7 +27,8 @@
 use super::{bid_rows, Cx, Shard, Sources};
 use crate::queries::lagwatch::Watched;
 use air_operators::graph::Windowed;
-use air_operators::sources::files::PieceQueue;
+use air_operators::sources::file_merge::{MergedPieces, PieceSource, Streams};
+use air_operators::sources::files::{FilePiece, PieceQueue, PieceStream};
 use air_operators::sources::live::LivePosition;
 use air_operators::sources::nexmark::{
     EventKind, FullBid, FullEvent, LiveEvents, NexmarkConfig, NexmarkFullFileReader,
@@ -50,18 +51,11 @@ pub(crate) enum FullSource {
     /// The generator paced by the wall clock (`--rate`).
     Paced(Watched<NexmarkFullGenerator>),
     /// Input files.
-    Files {
-        /// (file, byte range) still to read, in order.
-        pieces: PieceQueue,
-        /// The reader of the current piece.
-        current: Option<NexmarkFullFileReader>,
-        /// Reader options.
-        opts: ReaderOptions,
-        /// The error that stopped reading.
-        error: Option<String>,
-        /// Bad records skipped by finished readers.
-        skipped: u64,
-    },
+    Files(FullFiles),
+    /// Several streams of input file pieces merged by event time: a
+    /// worker resumed at another worker count than its checkpoint's with
+    /// the remainders of several old workers.
+    MergedFiles(Box<MergedPieces<FullFiles>>),
     /// A worker's share of a live input.
     Live {
         /// Its reader of the worker's share.
@@ -105,9 +99,12 @@ impl FullSource {
                 let poll = p.poll(buf, max);
                 (poll, keep(buf))
             }
-            FullSource::Files { .. } => {
-                buf.resize(max, FullEvent::default());
-                let poll = self.poll_files(buf);
+            FullSource::Files(f) => {
+                let poll = f.poll(buf, max);
+                (poll, keep(buf))
+            }
+            FullSource::MergedFiles(m) => {
+                let poll = m.poll(buf, max);
                 (poll, keep(buf))
             }
             FullSource::Live { events, error } => {
@@ -118,62 +115,103 @@ impl FullSource {
         }
     }
 
-    /// [`FullSource::poll`] of files: every kind, into `buf` (of the
-    /// batch's length).
-    fn poll_files(&mut self, buf: &mut Vec<FullEvent>) -> SourcePoll {
-        match self {
-            FullSource::Gen(_)
-            | FullSource::Shards(_)
-            | FullSource::Paced(_)
-            | FullSource::Live { .. } => unreachable!("files only"),
-            FullSource::Files {
-                pieces,
-                current,
-                opts,
-                error,
-                skipped,
-            } => loop {
-                if error.is_some() {
-                    buf.clear();
-                    return SourcePoll::Done;
-                }
-                if current.is_none() {
-                    let Some((path, range)) = pieces.next() else {
-                        buf.clear();
-                        return SourcePoll::Done;
-                    };
-                    match NexmarkFullFileReader::open(&path, range, *opts) {
-                        Ok(r) => *current = Some(r),
-                        Err(e) => {
-                            *error = Some(e.to_string());
-                            continue;
-                        }
-                    }
-                }
-                let r = current.as_mut().expect("opened above");
-                match r.fill(buf) {
-                    Ok(0) => {
-                        *skipped += r.skipped();
-                        *current = None;
-                    }
-                    Ok(n) => {
-                        buf.truncate(n);
-                        return SourcePoll::Ready;
-                    }
-                    Err(e) => *error = Some(e.to_string()),
-                }
-            },
-        }
-    }
-
     fn skipped(&self) -> u64 {
         match self {
-            FullSource::Files {
-                skipped, current, ..
-            } => skipped + current.as_ref().map_or(0, |r| r.skipped()),
+            FullSource::Files(f) => f.skipped(),
+            FullSource::MergedFiles(m) => m.sources().map(FullFiles::skipped).sum(),
             FullSource::Live { events, .. } => events.skipped(),
             FullSource::Gen(_) | FullSource::Shards(_) | FullSource::Paced(_) => 0,
         }
+    }
+}
+
+/// A worker's byte ranges of the input files, full events.
+pub(crate) struct FullFiles {
+    /// (file, byte range) still to read, in order.
+    pieces: PieceQueue,
+    /// The reader of the current piece.
+    current: Option<NexmarkFullFileReader>,
+    /// Reader options.
+    opts: ReaderOptions,
+    /// The error that stopped reading.
+    error: Option<String>,
+    /// Bad records skipped by finished readers.
+    skipped: u64,
+}
+
+impl FullFiles {
+    fn skipped(&self) -> u64 {
+        self.skipped + self.current.as_ref().map_or(0, |r| r.skipped())
+    }
+
+    /// Its position (see [`PieceQueue::save`]).
+    fn save(&self) -> Vec<u8> {
+        self.pieces
+            .save(self.current.as_ref().and_then(|r| r.position()))
+    }
+
+    /// The same files going on with `streams`: one stream read directly,
+    /// several merged by event time.
+    fn merged(&self, streams: Vec<PieceStream>) -> FullSource {
+        let make = |s: PieceStream| FullFiles {
+            pieces: self.pieces.with_stream(s),
+            current: None,
+            opts: self.opts,
+            error: None,
+            skipped: 0,
+        };
+        let time = Arc::new(|e: &FullEvent| e.date_time());
+        let (files, inputs) = (self.pieces.files(), self.pieces.inputs());
+        match MergedPieces::of(streams, make, time, files, inputs) {
+            Streams::One(f) => FullSource::Files(f),
+            Streams::Merged(m) => FullSource::MergedFiles(m),
+        }
+    }
+}
+
+impl Source for FullFiles {
+    type Item = FullEvent;
+    /// Every kind, into `buf`.
+    fn poll(&mut self, buf: &mut Vec<FullEvent>, max: usize) -> SourcePoll {
+        buf.resize(max, FullEvent::default());
+        loop {
+            if self.error.is_some() {
+                buf.clear();
+                return SourcePoll::Done;
+            }
+            if self.current.is_none() {
+                let Some((path, range)) = self.pieces.next() else {
+                    buf.clear();
+                    return SourcePoll::Done;
+                };
+                match NexmarkFullFileReader::open(&path, range, self.opts) {
+                    Ok(r) => self.current = Some(r),
+                    Err(e) => {
+                        self.error = Some(e.to_string());
+                        continue;
+                    }
+                }
+            }
+            let r = self.current.as_mut().expect("opened above");
+            match r.fill(buf) {
+                Ok(0) => {
+                    self.skipped += r.skipped();
+                    self.current = None;
+                }
+                Ok(n) => {
+                    buf.truncate(n);
+                    return SourcePoll::Ready;
+                }
+                Err(e) => self.error = Some(e.to_string()),
+            }
+        }
+    }
+}
+
+impl PieceSource for FullFiles {
+    fn remaining(&self) -> Vec<FilePiece> {
+        self.pieces
+            .remaining(self.current.as_ref().and_then(|r| r.position()))
     }
 }
 
@@ -213,9 +251,8 @@ impl Source for FullGraphSource {
             FullSource::Gen(g) => Some(save_positions(std::slice::from_ref(g))),
             FullSource::Shards(s) => Some(s.save()),
             FullSource::Live { .. } => Some(LivePosition { lines: self.events }.save()),
-            FullSource::Files {
-                pieces, current, ..
-            } => Some(pieces.save(current.as_ref().and_then(|r| r.position()))),
+            FullSource::Files(f) => Some(f.save()),
+            FullSource::MergedFiles(m) => Some(m.save()),
             _ => None,
         }
     }
@@ -227,12 +264,12 @@ impl Source for FullGraphSource {
                 }
                 Ok(())
             }
-            FullSource::Files { pieces, .. } => match pieces.restore(state)? {
-                None => Ok(()),
-                Some(_) => Err("the full-event queries' input files do not resume from a \
-                                checkpoint of a run that rescaled them"
-                    .into()),
-            },
+            FullSource::Files(f) => {
+                if let Some(streams) = f.pieces.restore(state)? {
+                    self.src = f.merged(streams);
+                }
+                Ok(())
+            }
             FullSource::Live { .. } => LivePosition::read(state).map(|_| ()),
             _ => Err(
                 "only the unpaced generator, input files and live inputs resume from a checkpoint"
@@ -240,9 +277,13 @@ impl Source for FullGraphSource {
             ),
         }
     }
-    /// The unpaced generator: its share of the old workers' shards.
+    /// The unpaced generator (its share of the old workers' shards) and
+    /// input files (of what the old workers had left to read).
     fn rescales(&self) -> bool {
-        matches!(self.src, FullSource::Gen(_) | FullSource::Live { .. })
+        matches!(
+            self.src,
+            FullSource::Gen(_) | FullSource::Live { .. } | FullSource::Files(_)
+        )
     }
     fn rescale(
         &mut self,
@@ -256,8 +297,18 @@ impl Source for FullGraphSource {
             }
             // Nothing to deal out: each worker reads on from the sender.
             FullSource::Live { .. } => LivePosition::read_all(states).map(|_| ()),
+            FullSource::Files(f) => {
+                let split = |p: &std::path::Path, n: usize| {
+                    air_operators::sources::nexmark::split_ranges(p, n)
+                };
+                let streams = f.pieces.rescaled(states, &to, split)?;
+                self.src = f.merged(streams);
+                Ok(())
+            }
             _ => Err(
-                "only the unpaced generator and live inputs resume at another worker count".into(),
+                "only the unpaced generator, input files and live inputs resume at another \
+                 worker count"
+                    .into(),
             ),
         }
     }
@@ -270,9 +321,13 @@ impl Source for FullGraphSource {
                 stats.max("input_lag_max_us", (lag * 1000.0).round() as u64);
             }
         }
-        if let FullSource::Files { error: Some(e), .. } | FullSource::Live { error: Some(e), .. } =
-            &self.src
-        {
+        let error = match &self.src {
+            FullSource::Files(f) => f.error.as_ref(),
+            FullSource::MergedFiles(m) => m.sources().find_map(|f| f.error.as_ref()),
+            FullSource::Live { error, .. } => error.as_ref(),
+            _ => None,
+        };
+        if let Some(e) = error {
             let mut g = self.error.lock().unwrap_or_else(|e| e.into_inner());
             if g.is_none() {
                 *g = Some(e.clone());
@@ -314,13 +369,13 @@ impl Sources<'_> {
     /// [`Sources::get`] as full events.
     fn get_full(&self, index: usize, workers: usize) -> FullSource {
         if self.files {
-            FullSource::Files {
+            FullSource::Files(FullFiles {
                 pieces: PieceQueue::new(self.pieces[index].clone()),
                 current: None,
                 opts: self.opts,
                 error: None,
                 skipped: 0,
-            }
+            })
         } else if let Some((pace, at)) = &self.paced {
             // The schedule of `Sources::get`: the same events at the same
             // times.
