@@ -271,8 +271,9 @@ pub struct PieceQueue {
     total: u64,
     /// [`pieces_fingerprint`] of all of them.
     fingerprint: u64,
-    /// The job's input files, in order (each file once, as the pieces
-    /// first name them): every worker has a piece of every file.
+    /// The job's input files, in order: the YSB and NEXMark readers give
+    /// every worker one piece of each input file (an empty one if need
+    /// be), so these are the pieces' files.
     files: Arc<[PathBuf]>,
     /// Its pieces are a rescaled share (not the worker's own split): it
     /// saves them as one [`PieceStream`], checked by this
@@ -281,16 +282,12 @@ pub struct PieceQueue {
 }
 
 impl PieceQueue {
-    /// The pieces to read, in order (their files looked at once now for
-    /// the fingerprint).
+    /// The pieces to read, in order: one of each input file, in the order
+    /// of the input files (their files looked at once now for the
+    /// fingerprint).
     pub fn new(pieces: Vec<(PathBuf, Range<u64>)>) -> PieceQueue {
         let fingerprint = pieces_fingerprint(pieces.iter().map(|(p, r)| (p.as_path(), r)));
-        let mut files: Vec<PathBuf> = Vec::new();
-        for (p, _) in &pieces {
-            if !files.contains(p) {
-                files.push(p.clone());
-            }
-        }
+        let files: Vec<PathBuf> = pieces.iter().map(|(p, _)| p.clone()).collect();
         PieceQueue {
             total: pieces.len() as u64,
             pieces: pieces.into(),
