@@ -7,10 +7,11 @@
 //! another worker count resumes rescaled (killed and resumed at 2, 3 and 1
 //! workers: the same rows), `--fresh` starts over. Joins (q8) and
 //! keyed process state (q6) are killed and resumed too, also at other
-//! worker counts (q8, q6, q20 with the full-event generator). A paced
-//! generator resumes (restamped) and counts every event once. q10's
-//! partitioned part files, markers and watermark files are killed and
-//! resumed and compared file by file.
+//! worker counts (q8, q6, q20 with the full-event generator), and so are
+//! input files (YSB over three files, 2 workers to 3; NEXMark q5, q1 and
+//! q14, 3 workers to 2). A paced generator resumes (restamped) and counts
+//! every event once. q10's partitioned part files, markers and watermark
+//! files are killed and resumed and compared file by file.
 
 mod common;
 
@@ -98,7 +99,22 @@ fn killed_and_resumed_with(
     must_resume: bool,
     workers: &[&str],
 ) -> usize {
+    killed_and_resumed_said(what, query, kills, seed, env, must_resume, workers).0
+}
+
+/// [`killed_and_resumed_with`], also returning the runs' `air: resuming
+/// from checkpoint …` lines (one a line).
+fn killed_and_resumed_said(
+    what: &str,
+    query: &[&str],
+    kills: usize,
+    seed: u64,
+    env: &[(&str, &str)],
+    must_resume: bool,
+    workers: &[&str],
+) -> (usize, String) {
     let mut log = String::new();
+    let mut said = String::new();
     let dir = common::tmpdir("checkpoint", what);
     let reference = dir.join("reference.csv");
     let r = reference.to_string_lossy().to_string();
@@ -170,6 +186,13 @@ fn killed_and_resumed_with(
         if err.contains("resuming from checkpoint") {
             resumed += 1;
         }
+        for line in err
+            .lines()
+            .filter(|l| l.contains("resuming from checkpoint"))
+        {
+            said += line;
+            said.push('\n');
+        }
         log += &format!(
             "run {k}: {} after {:?}, resumed: {}; ",
             if status.is_some() { "ended" } else { "killed" },
@@ -198,7 +221,7 @@ fn killed_and_resumed_with(
         &reference,
         &format!("{what} (killed, {resumed} runs resumed)"),
     );
-    resumed
+    (resumed, said)
 }
 
 /// The exactly-once sinks' pending files in `dir` (next to the outputs).
@@ -746,6 +769,112 @@ fn input_files_killed_and_resumed_give_the_rows_of_an_uninterrupted_run() {
         "50",
     ];
     killed_and_resumed("q5-file", &q, 2, 0xf115);
+}
+
+/// `src` with every YSB `"event_time":"MS"` moved `by_ms` later (the
+/// same number of digits: the file keeps its length).
+fn shifted_ysb(src: &Path, dst: &Path, by_ms: u64) {
+    const KEY: &str = "\"event_time\":\"";
+    let text = std::fs::read_to_string(src).unwrap();
+    let mut out = String::with_capacity(text.len());
+    for line in text.lines() {
+        let at = line.find(KEY).expect("an event_time") + KEY.len();
+        let end = at + line[at..].find('"').unwrap();
+        let t: u64 = line[at..end].parse().unwrap();
+        out += &line[..at];
+        out += &(t + by_ms).to_string();
+        out += &line[end..];
+        out.push('\n');
+    }
+    std::fs::write(dst, out).unwrap();
+}
+
+/// Rescale on resume of input files: YSB over three files (one after the
+/// other in event time, so each worker's stream is in time order and no
+/// record is late with a watermark delay of 0) killed at 2 workers and
+/// resumed at 3 (then 1, then 2): each new worker reads its share of what
+/// the old ones had left, several old workers' remainders merged by event
+/// time. Rows equal an uninterrupted run's.
+#[test]
+fn ysb_input_files_resumed_at_other_worker_counts_give_the_rows_of_an_uninterrupted_run() {
+    let dir = common::tmpdir("checkpoint", "files-rescale");
+    let (ev, camp) = (dir.join("ev.json"), dir.join("camp.txt"));
+    let o = air(&[
+        "gen",
+        "ysb",
+        "--events",
+        "400000",
+        "--out",
+        &ev.to_string_lossy(),
+        "--campaigns-out",
+        &camp.to_string_lossy(),
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    // 400,000 events at 100,000 a second of event time: 4 s a file.
+    let files: Vec<String> = (0..3u64)
+        .map(|k| {
+            let f = dir.join(format!("ev{k}.json"));
+            shifted_ysb(&ev, &f, 4_000 * k);
+            f.to_string_lossy().to_string()
+        })
+        .collect();
+    let camp = camp.to_string_lossy().to_string();
+    let q = [
+        "ysb",
+        "--input",
+        &files[0],
+        &files[1],
+        &files[2],
+        "--campaigns",
+        &camp,
+        "--window-ms",
+        "500",
+        "--checkpoint-ms",
+        "50",
+    ];
+    let (_, said) = killed_and_resumed_said(
+        "ysb-files-rescale",
+        &q,
+        3,
+        0xf1e5,
+        &[],
+        true,
+        &["2", "3", "1"],
+    );
+    assert!(
+        said.contains("taken at 2 workers: its state goes to 3"),
+        "the run at 3 workers did not resume the one at 2: {said}"
+    );
+}
+
+/// Rescale on resume of a NEXMark input file: a windowed query (q5,
+/// sliding windows and a top per window), a stateless one (q1) and one of
+/// full events with their strings (q14), killed
+/// at 3 workers, resumed at 2 (then 3): rows equal an uninterrupted run's.
+#[test]
+fn nexmark_input_files_resumed_at_other_worker_counts_give_the_rows_of_an_uninterrupted_run() {
+    let dir = common::tmpdir("checkpoint", "nx-files-rescale");
+    let nx = dir.join("nx.json");
+    let nx = nx.to_string_lossy().to_string();
+    let o = air(&["gen", "nexmark", "--events", "1500000", "--out", &nx]);
+    assert!(o.status.success(), "{}", text(&o));
+    for (query, seed) in [("q5", 0x5f11), ("q1", 0x1f11), ("q14", 0x14f1)] {
+        let q = [
+            "nexmark",
+            "--query",
+            query,
+            "--input",
+            &nx,
+            "--checkpoint-ms",
+            "50",
+        ];
+        let what = format!("{query}-file-rescale");
+        let (_, said) = killed_and_resumed_said(&what, &q, 2, seed, &[], true, &["3", "2"]);
+        assert!(
+            said.contains("taken at 3 workers: its state goes to 2"),
+            "{query}: the run at 2 workers did not resume the one at 3: {said}"
+        );
+    }
 }
 
 /// A job that ended writes `FINISHED.json`: rerunning it says its output

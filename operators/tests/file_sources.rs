@@ -877,3 +877,159 @@ proptest! {
         prop_assert_eq!(all, (0..next).collect::<Vec<_>>());
     }
 }
+
+/// A record with an event time, for the rescale tests.
+#[derive(Clone, Debug, serde::Deserialize)]
+struct Timed {
+    id: u64,
+    t: u64,
+}
+
+/// Worker `w` of `workers`' JSON source of `files`, merging by `t`.
+fn timed_source(files: &[PathBuf], w: usize, workers: usize) -> JsonLinesSource<Timed> {
+    JsonLinesSource::<Timed>::shard_files(files, w, workers).event_time_of(|r: &Timed| r.t)
+}
+
+/// Polls `s` `polls` times (all of it: `usize::MAX`), 7 records a poll.
+fn poll_some(s: &mut JsonLinesSource<Timed>, polls: usize) -> Vec<Timed> {
+    let mut out = Vec::new();
+    let mut buf = Vec::new();
+    for _ in 0..polls {
+        let poll = s.poll(&mut buf, 7);
+        out.append(&mut buf);
+        if poll == SourcePoll::Done {
+            assert_eq!(s.take_error(), None);
+            break;
+        }
+    }
+    out
+}
+
+/// How far a stream's records fall behind the newest before them.
+fn disorder(records: &[Timed]) -> u64 {
+    let mut newest = 0;
+    let mut worst = 0;
+    for r in records {
+        newest = newest.max(r.t);
+        worst = worst.max(newest - r.t);
+    }
+    worst
+}
+
+/// `Rescale` of worker `worker` of `workers` from `from`.
+fn rescale_to(worker: usize, workers: usize, from: usize) -> air_runtime::dataflow::state::Rescale {
+    air_runtime::dataflow::state::Rescale {
+        worker,
+        workers,
+        from,
+        groups: air_runtime::keygroups::KeyGroups::new(64, workers).unwrap(),
+    }
+}
+
+/// Input files (three, one gzip; c.jsonl first in time, then a.jsonl, then
+/// b.jsonl.gz: at 2 workers each worker's stream is in time order, but
+/// the second's is older than the first's) read a while by 2 workers, saved; resumed at 3 workers, read a
+/// while, saved; resumed at 2 and read to the end: every record once, and
+/// each resumed worker's records no further out of time order than the
+/// first run's workers' were (the merge by `event_time_of`).
+#[test]
+fn a_file_source_resumes_at_other_worker_counts_merged_by_event_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut files = Vec::new();
+    let mut id = 0u64;
+    for (k, name) in ["a.jsonl", "b.jsonl.gz", "c.jsonl"].iter().enumerate() {
+        let text: String = (0..400u64)
+            .map(|i| {
+                id += 1;
+                // Lines of one length: a.jsonl and c.jsonl split at their
+                // boundary at 2 workers.
+                format!(
+                    "{{\"id\": {id:5}, \"t\": {:6}}}\n",
+                    [10_000, 20_000, 0][k] + i * 10
+                )
+            })
+            .collect();
+        let path = dir.path().join(name);
+        if name.ends_with(".gz") {
+            let mut e = flate2::write::GzEncoder::new(
+                std::fs::File::create(&path).unwrap(),
+                flate2::Compression::fast(),
+            );
+            e.write_all(text.as_bytes()).unwrap();
+            e.finish().unwrap();
+        } else {
+            std::fs::write(&path, text).unwrap();
+        }
+        files.push(path);
+    }
+    // The uninterrupted run's disorder, per worker, at 2 workers: none.
+    let bound = (0..2)
+        .map(|w| disorder(&poll_some(&mut timed_source(&files, w, 2), usize::MAX)))
+        .max()
+        .unwrap();
+    assert_eq!(bound, 0);
+    for (cut1, cut2) in [(0, 0), (3, 5), (20, 2), (60, 40), (5, 1000), (0, 1000)] {
+        let mut got = Vec::new();
+        // First run: 2 workers.
+        let states: Vec<Vec<u8>> = (0..2)
+            .map(|w| {
+                let mut s = timed_source(&files, w, 2);
+                got.extend(poll_some(&mut s, cut1 + 7 * w));
+                s.save().unwrap()
+            })
+            .collect();
+        let refs: Vec<&[u8]> = states.iter().map(|s| s.as_slice()).collect();
+        // Second run: 3 workers, from the first's states.
+        let states: Vec<Vec<u8>> = (0..3)
+            .map(|w| {
+                let mut s = timed_source(&files, w, 3);
+                s.rescale(&refs, rescale_to(w, 3, 2)).unwrap();
+                let read = poll_some(&mut s, cut2 + w);
+                assert!(disorder(&read) <= bound, "{} > {bound}", disorder(&read));
+                got.extend(read);
+                s.save().unwrap()
+            })
+            .collect();
+        let refs: Vec<&[u8]> = states.iter().map(|s| s.as_slice()).collect();
+        // Third run: 2 workers, to the end.
+        for w in 0..2 {
+            let mut s = timed_source(&files, w, 2);
+            s.rescale(&refs, rescale_to(w, 2, 3)).unwrap();
+            let read = poll_some(&mut s, usize::MAX);
+            assert!(disorder(&read) <= bound, "{} > {bound}", disorder(&read));
+            got.extend(read);
+        }
+        let mut ids: Vec<u64> = got.iter().map(|r| r.id).collect();
+        ids.sort_unstable();
+        assert_eq!(ids, (1..=id).collect::<Vec<_>>(), "cuts {cut1}, {cut2}");
+    }
+    // A rescaled worker's checkpoint also resumes at its own worker count
+    // (restore), and another set of files is refused naming them.
+    let states: Vec<Vec<u8>> = (0..2)
+        .map(|w| {
+            let mut s = timed_source(&files, w, 2);
+            poll_some(&mut s, 4);
+            s.save().unwrap()
+        })
+        .collect();
+    let refs: Vec<&[u8]> = states.iter().map(|s| s.as_slice()).collect();
+    let mut s = timed_source(&files, 0, 1);
+    s.rescale(&refs, rescale_to(0, 1, 2)).unwrap();
+    poll_some(&mut s, 3);
+    let saved = s.save().unwrap();
+    let mut again = timed_source(&files, 0, 1);
+    again.restore(&saved).unwrap();
+    assert_eq!(again.save().unwrap(), saved);
+    let e = timed_source(&files[..2], 0, 1).restore(&saved).unwrap_err();
+    assert!(
+        e.contains("a.jsonl") && e.contains("not those the checkpoint"),
+        "{e}"
+    );
+    let e = timed_source(&files[..2], 0, 3)
+        .rescale(&refs, rescale_to(0, 3, 2))
+        .unwrap_err();
+    assert!(
+        e.contains("a.jsonl") && e.contains("not those the checkpoint"),
+        "{e}"
+    );
+}

@@ -15,7 +15,8 @@ use super::dist::Dist;
 use super::driver::{OutputArgs, Query, RankPart, Report, RowsTo, WorkerFigures};
 use super::lagwatch::Watched;
 use air_operators::graph::{Count, KeyedWindowExt, Tumbling, Windowed};
-use air_operators::sources::files::PieceQueue;
+use air_operators::sources::file_merge::{MergedPieces, PieceSource, Streams};
+use air_operators::sources::files::{PieceQueue, PieceStream};
 use air_operators::sources::live::{LiveFeed, LiveInput, LiveOptions};
 use air_operators::sources::shards::{resume, save_positions, Shards};
 use air_operators::sources::ysb::{
@@ -172,6 +173,10 @@ pub enum YsbSource {
     /// The generator paced by `--rate` and/or `--duration` (it records its
     /// input lag: how late it was on its schedule after each batch).
     Paced(Watched<YsbGenerator>),
+    /// Several streams of input file pieces merged by event time: a
+    /// worker resumed at another worker count than its checkpoint's with
+    /// the remainders of several old workers (each stream a `Files`).
+    MergedFiles(Box<MergedPieces<YsbSource>>),
     /// Byte ranges of input files, or a live input.
     Files {
         /// Pieces still to read.
@@ -247,11 +252,12 @@ impl Source for YsbSource {
         }
     }
 
-    /// The generator's position (events generated), the input files'
-    /// (pieces read, the offset of the next line: [`PieceQueue`]), or that
-    /// it reads a live input ([`LivePosition`]: not replayable, resumed
-    /// from what the sender sends then); paced generators cannot resume (a
-    /// job with checkpoints refuses them).
+    /// The generator's position (events generated; a paced one's with its
+    /// schedule), the input files' (pieces read, the offset of the next
+    /// line: [`PieceQueue`]), or a live input's
+    /// ([`LiveFeed::save_position`]: a followed file's cut; standard input
+    /// and TCP are not replayable and resume from what the sender sends
+    /// then).
     fn save(&self) -> Option<Vec<u8>> {
         match self {
             YsbSource::Files { live: Some(f), .. } => Some(f.save_position(0)),
@@ -263,11 +269,8 @@ impl Source for YsbSource {
                 current,
                 live: None,
                 ..
-            } => Some(
-                pieces
-                    .position(current.as_ref().and_then(|r| r.position()))
-                    .save(),
-            ),
+            } => Some(pieces.save(current.as_ref().and_then(|r| r.position()))),
+            YsbSource::MergedFiles(m) => Some(m.save()),
         }
     }
 
@@ -281,7 +284,12 @@ impl Source for YsbSource {
             }
             YsbSource::Files {
                 pieces, live: None, ..
-            } => pieces.restore(state),
+            } => {
+                if let Some(streams) = pieces.restore(state)? {
+                    *self = self.merged(streams);
+                }
+                Ok(())
+            }
             YsbSource::Files { live: Some(f), .. } => f.restore(state),
             YsbSource::Paced(p) => p.restore(state),
             _ => Err(
@@ -293,10 +301,7 @@ impl Source for YsbSource {
     }
 
     fn rescales(&self) -> bool {
-        matches!(
-            self,
-            YsbSource::Gen(_) | YsbSource::Files { live: Some(_), .. }
-        )
+        matches!(self, YsbSource::Gen(_) | YsbSource::Files { .. })
     }
 
     fn rescale(
@@ -311,8 +316,19 @@ impl Source for YsbSource {
             }
             // Nothing to deal out: one position for every worker.
             YsbSource::Files { live: Some(f), .. } => f.rescale(states),
+            // Its share of the old workers' remainders (streams of pieces).
+            YsbSource::Files {
+                pieces, live: None, ..
+            } => {
+                let split = |p: &Path, n: usize| split_ranges(p, n);
+                let streams = pieces.rescaled(states, &to, split)?;
+                *self = self.merged(streams);
+                Ok(())
+            }
             _ => Err(
-                "only the unpaced generator and live inputs resume at another worker count".into(),
+                "only the unpaced generator, input files and live inputs resume at another \
+                 worker count"
+                    .into(),
             ),
         }
     }
@@ -364,7 +380,19 @@ impl Source for YsbSource {
                     f.get_or_insert(e);
                 }
             }
+            YsbSource::MergedFiles(m) => m.sources_mut().for_each(|s| s.report(stats)),
             YsbSource::Gen(_) | YsbSource::Shards(_) => {}
+        }
+    }
+}
+
+impl PieceSource for YsbSource {
+    fn remaining(&self) -> Vec<air_operators::sources::files::FilePiece> {
+        match self {
+            YsbSource::Files {
+                pieces, current, ..
+            } => pieces.remaining(current.as_ref().and_then(|r| r.position())),
+            _ => Vec::new(),
         }
     }
 }
@@ -374,6 +402,42 @@ impl Source for YsbSource {
 type Failure = (Option<(PathBuf, u64)>, String);
 
 impl YsbSource {
+    /// Input files (`self`, a `Files` source) going on with `streams`:
+    /// one stream read as before, several merged by event time, none: no
+    /// input left.
+    fn merged(&self, streams: Vec<PieceStream>) -> YsbSource {
+        let YsbSource::Files {
+            pieces,
+            opts,
+            stop,
+            failed,
+            first_skip,
+            ..
+        } = self
+        else {
+            unreachable!("input files only")
+        };
+        let files = |queue: PieceQueue| YsbSource::Files {
+            pieces: queue,
+            live: None,
+            open_live: None,
+            current: None,
+            opts: *opts,
+            error: None,
+            skipped: 0,
+            first_skipped: None,
+            stop: stop.clone(),
+            failed: failed.clone(),
+            first_skip: first_skip.clone(),
+        };
+        let time = std::sync::Arc::new(|e: &YsbEvent| e.event_time_ms);
+        let make = |s: PieceStream| files(pieces.with_stream(s));
+        match MergedPieces::of(streams, make, time, pieces.files(), pieces.inputs()) {
+            Streams::One(s) => s,
+            Streams::Merged(m) => YsbSource::MergedFiles(m),
+        }
+    }
+
     fn poll_inner(&mut self, buf: &mut Vec<YsbEvent>, max: usize) -> SourcePoll {
         match self {
             YsbSource::Gen(gen) => {
@@ -389,6 +453,7 @@ impl YsbSource {
                 }
             }
             YsbSource::Shards(shards) => shards.poll(buf, max),
+            YsbSource::MergedFiles(m) => m.poll(buf, max),
             YsbSource::Paced(p) => p.poll(buf, max),
             YsbSource::Files {
                 pieces,

@@ -9,8 +9,16 @@
 //! byte twice, except the few bytes to the end of its last line). A gzip
 //! file (`.gz`) cannot be entered mid-way: gzip files are dealt whole, the
 //! `k`-th to worker `k % workers` (see [`crate::sources::files`]).
+//!
+//! With checkpoints a source saves where it stands in its pieces, and
+//! resumes there; resumed at another worker count, each new worker takes a
+//! share of what the old workers had still to read (dealt by bytes), and a
+//! worker with several old workers' remainders merges them by the event
+//! time [`FileSource::event_time_of`] gives (see
+//! [`crate::sources::files`], "Checkpoints").
 
-use crate::sources::files::{self, FilePiece};
+use crate::sources::file_merge::{MergedPieces, PieceSource, Streams, TimeOf};
+use crate::sources::files::{self, FilePiece, PieceStream, StreamsPosition};
 use crate::sources::lines::{LineError, LineFailure, LineRange, RecordError, RecordLines};
 use crate::sources::ysb::OnBadRecord;
 use crate::sources::{fast_json, json_scan};
@@ -49,6 +57,17 @@ pub trait FileFormat: Send + 'static {
     fn header(&mut self, line: &[u8]) -> Result<(), RecordFault> {
         let _ = line;
         Ok(())
+    }
+    /// A new format of the same kind, as it was before any line: on a
+    /// resume at another worker count a worker may read the remainders of
+    /// several old workers at once, each with a format of its own. `None`
+    /// (the default): such a resume is refused where a worker gets more
+    /// than one (with one, it reads it with this format).
+    fn fresh(&self) -> Option<Self>
+    where
+        Self: Sized,
+    {
+        None
     }
     /// The record of one non-blank line (`\n` and `\r` removed).
     ///
@@ -198,6 +217,19 @@ pub struct FileSource<F: FileFormat> {
     /// In the first piece after a resume into a gzip file: the
     /// decompressed offset to skip to.
     skip_to: Option<u64>,
+    /// The piece being read.
+    open: Option<FilePiece>,
+    /// After a resume at another worker count: the one stream of pieces
+    /// to read instead of this worker's own (taken at the first poll),
+    /// and the [`files::inputs_fingerprint`] its later checkpoints are
+    /// checked by (they save a [`StreamsPosition`]).
+    given: Option<(Option<Vec<FilePiece>>, u64)>,
+    /// After a resume at another worker count with several streams: their
+    /// merge, which this source's polls read.
+    merged: Option<Box<MergedPieces<FileSource<F>>>>,
+    /// A record's event time, for that merge (`None`: the streams are read
+    /// one after the other).
+    time_of: Option<TimeOf<F::Item>>,
 }
 
 impl<F: FileFormat> FileSource<F> {
@@ -239,7 +271,23 @@ impl<F: FileFormat> FileSource<F> {
             fingerprint: 0,
             resume: None,
             skip_to: None,
+            open: None,
+            given: None,
+            merged: None,
+            time_of: None,
         }
+    }
+
+    /// A record's event time, ms, as the job's `event_time` stage reads
+    /// it: on a resume at another worker count, a worker that reads what
+    /// several old workers had left merges their records by it, so that
+    /// none is later behind the watermark than in the run that took the
+    /// checkpoint (see [`crate::sources::files`]). Without it such a
+    /// worker reads them one after the other: fine for a job without
+    /// event time, but a windowed job may then count records as late.
+    pub fn event_time_of(mut self, time: impl Fn(&F::Item) -> u64 + Send + Sync + 'static) -> Self {
+        self.time_of = Some(std::sync::Arc::new(time));
+        self
     }
 
     /// What to do with a line that is not a valid record (or is longer than
@@ -320,6 +368,14 @@ impl<F: FileFormat> FileSource<F> {
     fn open_next(&mut self) -> Result<bool, String> {
         let pieces = match &mut self.pieces {
             Some(p) => p,
+            None if matches!(self.given, Some((Some(_), _))) => {
+                let mine = self
+                    .given
+                    .as_mut()
+                    .and_then(|g| g.0.take())
+                    .unwrap_or_default();
+                self.pieces.insert(mine.into_iter())
+            }
             None => {
                 self.files = files::expand(&self.specs).map_err(|e| e.to_string())?;
                 let mut mine = files::shard_files(&self.files, self.index, self.workers)
@@ -339,7 +395,11 @@ impl<F: FileFormat> FileSource<F> {
             return Ok(false);
         };
         self.taken += 1;
-        let skip_to = self.skip_to.take();
+        // A gzip piece of a rescaled share starts at a decompressed offset.
+        let skip_to = self
+            .skip_to
+            .take()
+            .or((piece.gzip && piece.range.start > 0).then_some(piece.range.start));
         let file = self
             .files
             .iter()
@@ -358,8 +418,104 @@ impl<F: FileFormat> FileSource<F> {
             records.skip_to(offset).map_err(|e| e.to_string())?;
         }
         self.current = Some((file, records));
+        self.open = Some(piece);
         self.reported = 0;
         Ok(true)
+    }
+
+    /// Goes on with `streams` (found before the first poll, with
+    /// `self.files`): one read by this source, several merged.
+    fn go_on_with(&mut self, streams: Vec<PieceStream>) -> Result<(), String> {
+        let inputs = files::inputs_fingerprint(&self.files);
+        let (specs, index, workers) = (self.specs.clone(), self.index, self.workers);
+        let (on_bad, max_line, report) = (
+            self.on_bad_record,
+            self.max_line_len,
+            self.report_to.clone(),
+        );
+        let several = streams.len() > 1 || streams.first().is_some_and(|s| s.skip > 0);
+        let formats: Vec<F> = if several {
+            streams
+                .iter()
+                .map(|_| self.format.fresh())
+                .collect::<Option<_>>()
+                .ok_or_else(|| {
+                    format!(
+                        "resuming {}: this worker gets what {} old workers had left to read, \
+                         and its format cannot make a fresh copy of itself for each \
+                         (FileFormat::fresh): rerun with the old worker count",
+                        self.describe(),
+                        streams.len()
+                    )
+                })?
+        } else {
+            Vec::new()
+        };
+        let mut formats = formats.into_iter();
+        let all = self.files.clone();
+        let make = |s: PieceStream| {
+            let format = formats.next();
+            let mut src = FileSource {
+                on_bad_record: on_bad,
+                max_line_len: max_line,
+                report_to: report.clone(),
+                ..FileSource::with_format(
+                    format.expect("a format per stream"),
+                    specs.clone(),
+                    index,
+                    workers,
+                )
+            };
+            src.files = all.clone();
+            src.given = Some((Some(s.pieces), inputs));
+            src
+        };
+        if !several {
+            let pieces = streams
+                .into_iter()
+                .next()
+                .map(|s| s.pieces)
+                .unwrap_or_default();
+            self.given = Some((Some(pieces), inputs));
+            return Ok(());
+        }
+        let time = self
+            .time_of
+            .clone()
+            .unwrap_or_else(|| std::sync::Arc::new(|_: &F::Item| 0));
+        let files: std::sync::Arc<[PathBuf]> = self.files.clone().into();
+        match MergedPieces::of(streams, make, time, files, inputs) {
+            Streams::Merged(m) => self.merged = Some(m),
+            Streams::One(_) => unreachable!("several streams"),
+        }
+        Ok(())
+    }
+
+    /// Its pieces still to read (between polls): the open one from its
+    /// next line, then the others.
+    fn remaining(&self) -> Vec<FilePiece> {
+        let mut out = Vec::new();
+        if let (Some((_, records)), Some(open)) = (&self.current, &self.open) {
+            if let Some(at) = records.position() {
+                let start = if open.gzip {
+                    at
+                } else {
+                    at.max(open.range.start)
+                };
+                if open.gzip || start < open.range.end {
+                    out.push(FilePiece {
+                        range: start..open.range.end,
+                        ..open.clone()
+                    });
+                }
+            }
+        }
+        if let Some((Some(given), _)) = &self.given {
+            out.extend(given.iter().cloned());
+        } else if let Some(rest) = &self.pieces {
+            out.extend(rest.as_slice().iter().cloned());
+        }
+        out
     }
 
     /// Reports the skipped records of the current piece not reported yet
@@ -508,6 +664,9 @@ impl<F: FileFormat> Source for FileSource<F> {
     type Item = F::Item;
 
     fn poll(&mut self, buf: &mut Vec<F::Item>, max: usize) -> SourcePoll {
+        if let Some(m) = &mut self.merged {
+            return m.poll(buf, max);
+        }
         buf.clear();
         if self.done {
             return SourcePoll::Done;
@@ -553,12 +712,34 @@ impl<F: FileFormat> Source for FileSource<F> {
     }
 
     fn take_error(&mut self) -> Option<String> {
-        self.error.take()
+        match &mut self.merged {
+            Some(m) => m.take_error(),
+            None => self.error.take(),
+        }
     }
 
     /// Its place in its pieces ([`files::PiecesPosition`]): pieces read
-    /// to their end, and where the next line of the open one starts.
+    /// to their end, and where the next line of the open one starts. After
+    /// a resume at another worker count: its streams' remaining pieces
+    /// ([`StreamsPosition`]).
     fn save(&self) -> Option<Vec<u8>> {
+        if let Some(m) = &self.merged {
+            return Some(m.save());
+        }
+        if let Some((given, inputs)) = &self.given {
+            let pieces = match given {
+                Some(pieces) => pieces.clone(),
+                None => self.remaining(),
+            };
+            let streams = vec![PieceStream { pieces, skip: 0 }];
+            return Some(
+                StreamsPosition {
+                    inputs: *inputs,
+                    streams,
+                }
+                .save(&self.files),
+            );
+        }
         let pos = match (&self.resume, &self.current) {
             // Restored and not polled since: the position it was given.
             (Some(pos), _) => *pos,
@@ -577,17 +758,56 @@ impl<F: FileFormat> Source for FileSource<F> {
     }
 
     /// Starts (at the first poll) from the position `save` gave: the same
-    /// files at the same worker count, unchanged since (else the first
-    /// poll fails, naming them).
+    /// files, unchanged since (else the first poll fails, naming them).
     fn restore(&mut self, state: &[u8]) -> Result<(), String> {
-        self.resume = Some(files::PiecesPosition::read(state)?);
-        Ok(())
+        if air_runtime::dataflow::state::unframe(state)?.0.first() != Some(&2) {
+            self.resume = Some(files::PiecesPosition::read(state)?);
+            return Ok(());
+        }
+        // A rescaled run's position: its streams, over the files as they
+        // are now.
+        self.files = files::expand(&self.specs).map_err(|e| e.to_string())?;
+        let streams = StreamsPosition::read(state, &self.files)
+            .map_err(|e| format!("resuming {}: {e}", self.describe()))?
+            .unwrap_or_default();
+        self.go_on_with(streams)
+    }
+
+    /// Resumes at another worker count (see [`crate::sources::files`]):
+    /// this worker's share of what the old workers had still to read,
+    /// merged by [`event_time_of`](Self::event_time_of) if it has several
+    /// old workers' remainders.
+    fn rescales(&self) -> bool {
+        true
+    }
+
+    fn rescale(
+        &mut self,
+        states: &[&[u8]],
+        to: air_runtime::dataflow::state::Rescale,
+    ) -> Result<(), String> {
+        self.files = files::expand(&self.specs).map_err(|e| e.to_string())?;
+        let all = &self.files;
+        let pieces_of = |old| files::shard_files(all, old, to.from).map_err(|e| e.to_string());
+        let streams = files::rescale_streams(states, all, to.worker, to.workers, pieces_of)
+            .map_err(|e| format!("resuming {}: {e}", self.describe()))?;
+        self.go_on_with(streams)
     }
 
     fn report(&mut self, stats: &mut Stats) {
+        if let Some(m) = &mut self.merged {
+            m.sources_mut().for_each(|s| s.report(stats));
+            return;
+        }
         let current = self.current.as_ref().map_or(0, |(_, r)| r.skipped());
         stats.add(&format!("{}_records", F::NAME), self.read);
         stats.add("skipped_records", self.skipped + current);
+    }
+}
+
+impl<F: FileFormat> PieceSource for FileSource<F> {
+    fn remaining(&self) -> Vec<FilePiece> {
+        FileSource::remaining(self)
     }
 }
 
@@ -703,6 +923,10 @@ impl<T: DeserializeOwned + Clone + Send + 'static> FileFormat for JsonFormat<T> 
     const NAME: &'static str = "json";
     const HEADER: bool = false;
 
+    fn fresh(&self) -> Option<Self> {
+        Some(JsonFormat::default())
+    }
+
     #[inline]
     fn parse(&mut self, line: &[u8]) -> Result<T, RecordFault> {
         // Plain lines take the fast path; serde_json reads the others and
@@ -800,6 +1024,10 @@ impl<T: DeserializeOwned + Clone + Send + 'static> FileFormat for CsvFormat<T> {
     type Item = T;
     const NAME: &'static str = "csv";
     const HEADER: bool = true;
+
+    fn fresh(&self) -> Option<Self> {
+        Some(CsvFormat::default())
+    }
 
     fn header(&mut self, line: &[u8]) -> Result<(), RecordFault> {
         self.split(line)?;

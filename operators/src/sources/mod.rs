@@ -6,6 +6,7 @@
 //! stream exactly once.
 
 pub(crate) mod fast_json;
+pub mod file_merge;
 pub mod files;
 pub(crate) mod json_scan;
 pub(crate) mod lines;

@@ -27,7 +27,8 @@
 use super::{bid_rows, Cx, Shard, Sources};
 use crate::queries::lagwatch::Watched;
 use air_operators::graph::Windowed;
-use air_operators::sources::files::PieceQueue;
+use air_operators::sources::file_merge::{MergedPieces, PieceSource, Streams};
+use air_operators::sources::files::{FilePiece, PieceQueue, PieceStream};
 use air_operators::sources::nexmark::{
     EventKind, FullBid, FullEvent, LiveEvents, NexmarkConfig, NexmarkFullFileReader,
     NexmarkFullGenerator, ReaderOptions,
@@ -49,18 +50,11 @@ pub(crate) enum FullSource {
     /// The generator paced by the wall clock (`--rate`).
     Paced(Watched<NexmarkFullGenerator>),
     /// Input files.
-    Files {
-        /// (file, byte range) still to read, in order.
-        pieces: PieceQueue,
-        /// The reader of the current piece.
-        current: Option<NexmarkFullFileReader>,
-        /// Reader options.
-        opts: ReaderOptions,
-        /// The error that stopped reading.
-        error: Option<String>,
-        /// Bad records skipped by finished readers.
-        skipped: u64,
-    },
+    Files(FullFiles),
+    /// Several streams of input file pieces merged by event time: a
+    /// worker resumed at another worker count than its checkpoint's with
+    /// the remainders of several old workers.
+    MergedFiles(Box<MergedPieces<FullFiles>>),
     /// A worker's share of a live input.
     Live {
         /// Its reader of the worker's share.
@@ -106,9 +100,12 @@ impl FullSource {
                 let poll = p.poll(buf, max);
                 (poll, keep(buf))
             }
-            FullSource::Files { .. } => {
-                buf.resize(max, FullEvent::default());
-                let poll = self.poll_files(buf);
+            FullSource::Files(f) => {
+                let poll = f.poll(buf, max);
+                (poll, keep(buf))
+            }
+            FullSource::MergedFiles(m) => {
+                let poll = m.poll(buf, max);
                 (poll, keep(buf))
             }
             FullSource::Live { events, error, .. } => {
@@ -119,62 +116,103 @@ impl FullSource {
         }
     }
 
-    /// [`FullSource::poll`] of files: every kind, into `buf` (of the
-    /// batch's length).
-    fn poll_files(&mut self, buf: &mut Vec<FullEvent>) -> SourcePoll {
-        match self {
-            FullSource::Gen(_)
-            | FullSource::Shards(_)
-            | FullSource::Paced(_)
-            | FullSource::Live { .. } => unreachable!("files only"),
-            FullSource::Files {
-                pieces,
-                current,
-                opts,
-                error,
-                skipped,
-            } => loop {
-                if error.is_some() {
-                    buf.clear();
-                    return SourcePoll::Done;
-                }
-                if current.is_none() {
-                    let Some((path, range)) = pieces.next() else {
-                        buf.clear();
-                        return SourcePoll::Done;
-                    };
-                    match NexmarkFullFileReader::open(&path, range, *opts) {
-                        Ok(r) => *current = Some(r),
-                        Err(e) => {
-                            *error = Some(e.to_string());
-                            continue;
-                        }
-                    }
-                }
-                let r = current.as_mut().expect("opened above");
-                match r.fill(buf) {
-                    Ok(0) => {
-                        *skipped += r.skipped();
-                        *current = None;
-                    }
-                    Ok(n) => {
-                        buf.truncate(n);
-                        return SourcePoll::Ready;
-                    }
-                    Err(e) => *error = Some(e.to_string()),
-                }
-            },
-        }
-    }
-
     fn skipped(&self) -> u64 {
         match self {
-            FullSource::Files {
-                skipped, current, ..
-            } => skipped + current.as_ref().map_or(0, |r| r.skipped()),
+            FullSource::Files(f) => f.skipped(),
+            FullSource::MergedFiles(m) => m.sources().map(FullFiles::skipped).sum(),
             FullSource::Live { events, .. } => events.skipped(),
             FullSource::Gen(_) | FullSource::Shards(_) | FullSource::Paced(_) => 0,
         }
+    }
+}
+
+/// A worker's byte ranges of the input files, full events.
+pub(crate) struct FullFiles {
+    /// (file, byte range) still to read, in order.
+    pieces: PieceQueue,
+    /// The reader of the current piece.
+    current: Option<NexmarkFullFileReader>,
+    /// Reader options.
+    opts: ReaderOptions,
+    /// The error that stopped reading.
+    error: Option<String>,
+    /// Bad records skipped by finished readers.
+    skipped: u64,
+}
+
+impl FullFiles {
+    fn skipped(&self) -> u64 {
+        self.skipped + self.current.as_ref().map_or(0, |r| r.skipped())
+    }
+
+    /// Its position (see [`PieceQueue::save`]).
+    fn save(&self) -> Vec<u8> {
+        self.pieces
+            .save(self.current.as_ref().and_then(|r| r.position()))
+    }
+
+    /// The same files going on with `streams`: one stream read directly,
+    /// several merged by event time.
+    fn merged(&self, streams: Vec<PieceStream>) -> FullSource {
+        let make = |s: PieceStream| FullFiles {
+            pieces: self.pieces.with_stream(s),
+            current: None,
+            opts: self.opts,
+            error: None,
+            skipped: 0,
+        };
+        let time = Arc::new(|e: &FullEvent| e.date_time());
+        let (files, inputs) = (self.pieces.files(), self.pieces.inputs());
+        match MergedPieces::of(streams, make, time, files, inputs) {
+            Streams::One(f) => FullSource::Files(f),
+            Streams::Merged(m) => FullSource::MergedFiles(m),
+        }
+    }
+}
+
+impl Source for FullFiles {
+    type Item = FullEvent;
+    /// Every kind, into `buf`.
+    fn poll(&mut self, buf: &mut Vec<FullEvent>, max: usize) -> SourcePoll {
+        buf.resize(max, FullEvent::default());
+        loop {
+            if self.error.is_some() {
+                buf.clear();
+                return SourcePoll::Done;
+            }
+            if self.current.is_none() {
+                let Some((path, range)) = self.pieces.next() else {
+                    buf.clear();
+                    return SourcePoll::Done;
+                };
+                match NexmarkFullFileReader::open(&path, range, self.opts) {
+                    Ok(r) => self.current = Some(r),
+                    Err(e) => {
+                        self.error = Some(e.to_string());
+                        continue;
+                    }
+                }
+            }
+            let r = self.current.as_mut().expect("opened above");
+            match r.fill(buf) {
+                Ok(0) => {
+                    self.skipped += r.skipped();
+                    self.current = None;
+                }
+                Ok(n) => {
+                    buf.truncate(n);
+                    return SourcePoll::Ready;
+                }
+                Err(e) => self.error = Some(e.to_string()),
+            }
+        }
+    }
+}
+
+impl PieceSource for FullFiles {
+    fn remaining(&self) -> Vec<FilePiece> {
+        self.pieces
+            .remaining(self.current.as_ref().and_then(|r| r.position()))
     }
 }
 
@@ -215,13 +253,8 @@ impl Source for FullGraphSource {
             FullSource::Shards(s) => Some(s.save()),
             FullSource::Paced(p) => p.save(),
             FullSource::Live { feed, .. } => Some(feed.save_position(self.events)),
-            FullSource::Files {
-                pieces, current, ..
-            } => Some(
-                pieces
-                    .position(current.as_ref().and_then(|r| r.position()))
-                    .save(),
-            ),
+            FullSource::Files(f) => Some(f.save()),
+            FullSource::MergedFiles(m) => Some(m.save()),
         }
     }
     fn restore(&mut self, state: &[u8]) -> Result<(), String> {
@@ -232,7 +265,12 @@ impl Source for FullGraphSource {
                 }
                 Ok(())
             }
-            FullSource::Files { pieces, .. } => pieces.restore(state),
+            FullSource::Files(f) => {
+                if let Some(streams) = f.pieces.restore(state)? {
+                    self.src = f.merged(streams);
+                }
+                Ok(())
+            }
             FullSource::Live { feed, .. } => feed.restore(state),
             FullSource::Paced(p) => p.restore(state),
             _ => {
@@ -240,9 +278,13 @@ impl Source for FullGraphSource {
             }
         }
     }
-    /// The unpaced generator: its share of the old workers' shards.
+    /// The unpaced generator (its share of the old workers' shards) and
+    /// input files (of what the old workers had left to read).
     fn rescales(&self) -> bool {
-        matches!(self.src, FullSource::Gen(_) | FullSource::Live { .. })
+        matches!(
+            self.src,
+            FullSource::Gen(_) | FullSource::Live { .. } | FullSource::Files(_)
+        )
     }
     fn rescale(
         &mut self,
@@ -256,8 +298,18 @@ impl Source for FullGraphSource {
             }
             // Nothing to deal out: one position for every worker.
             FullSource::Live { feed, .. } => feed.rescale(states),
+            FullSource::Files(f) => {
+                let split = |p: &std::path::Path, n: usize| {
+                    air_operators::sources::nexmark::split_ranges(p, n)
+                };
+                let streams = f.pieces.rescaled(states, &to, split)?;
+                self.src = f.merged(streams);
+                Ok(())
+            }
             _ => Err(
-                "only the unpaced generator and live inputs resume at another worker count".into(),
+                "only the unpaced generator, input files and live inputs resume at another \
+                 worker count"
+                    .into(),
             ),
         }
     }
@@ -270,9 +322,13 @@ impl Source for FullGraphSource {
                 stats.max("input_lag_max_us", (lag * 1000.0).round() as u64);
             }
         }
-        if let FullSource::Files { error: Some(e), .. } | FullSource::Live { error: Some(e), .. } =
-            &self.src
-        {
+        let error = match &self.src {
+            FullSource::Files(f) => f.error.as_ref(),
+            FullSource::MergedFiles(m) => m.sources().find_map(|f| f.error.as_ref()),
+            FullSource::Live { error, .. } => error.as_ref(),
+            _ => None,
+        };
+        if let Some(e) = error {
             let mut g = self.error.lock().unwrap_or_else(|e| e.into_inner());
             if g.is_none() {
                 *g = Some(e.clone());
@@ -315,13 +371,13 @@ impl Sources<'_> {
     /// [`Sources::get`] as full events.
     fn get_full(&self, index: usize, workers: usize) -> FullSource {
         if self.files {
-            FullSource::Files {
+            FullSource::Files(FullFiles {
                 pieces: PieceQueue::new(self.pieces[index].clone()),
                 current: None,
                 opts: self.opts,
                 error: None,
                 skipped: 0,
-            }
+            })
         } else if let Some((pace, at)) = &self.paced {
             // The schedule of `Sources::get`: the same events at the same
             // times.

@@ -98,7 +98,8 @@ use super::dist::Dist;
 use super::driver::{sink_window_rows, OutputArgs, Query, RankPart, RowsTo, WorkerFigures};
 use super::lagwatch::Watched;
 use air_operators::graph::Windowed;
-use air_operators::sources::files::PieceQueue;
+use air_operators::sources::file_merge::{MergedPieces, PieceSource, Streams};
+use air_operators::sources::files::{FilePiece, PieceQueue, PieceStream};
 use air_operators::sources::live::{LiveFeed, LiveInput, LiveOptions};
 use air_operators::sources::nexmark::{
     Auction, Bid, EventFileReader, JsonEvent, LiveEvents, LiveFill, LiveShare, NexEvent,
@@ -507,6 +508,10 @@ pub enum NexSource {
     /// The generator paced by the wall clock (`--rate`), events stamped
     /// with their due times.
     Paced(Watched<NexmarkGenerator>),
+    /// Several streams of input file pieces merged by event time: a
+    /// worker resumed at another worker count than its checkpoint's with
+    /// the remainders of several old workers (each stream a `Files`).
+    MergedFiles(Box<MergedPieces<NexSource>>),
     /// Input files.
     Files {
         /// (file, byte range) still to read, in order.
@@ -548,6 +553,7 @@ impl Source for NexSource {
                 }
             }
             NexSource::Shards(s) => s.poll(buf, max),
+            NexSource::MergedFiles(m) => m.poll(buf, max),
             NexSource::Paced(p) => p.poll(buf, max),
             NexSource::Live { events, error, .. } => live_poll(events, error, buf),
             NexSource::Files {
@@ -626,6 +632,17 @@ pub(crate) fn live_poll<E: JsonEvent + Send + 'static>(
     }
 }
 
+impl PieceSource for NexSource {
+    fn remaining(&self) -> Vec<FilePiece> {
+        match self {
+            NexSource::Files {
+                pieces, current, ..
+            } => pieces.remaining(current.as_ref().and_then(|r| r.position())),
+            _ => Vec::new(),
+        }
+    }
+}
+
 impl NexSource {
     /// The generator's position (events of its shard generated); the paced
     /// generator, files and live inputs cannot resume yet (a job with
@@ -637,11 +654,8 @@ impl NexSource {
             NexSource::Paced(p) => p.save(),
             NexSource::Files {
                 pieces, current, ..
-            } => Some(
-                pieces
-                    .position(current.as_ref().and_then(|r| r.position()))
-                    .save(),
-            ),
+            } => Some(pieces.save(current.as_ref().and_then(|r| r.position()))),
+            NexSource::MergedFiles(m) => Some(m.save()),
             _ => None,
         }
     }
@@ -654,14 +668,20 @@ impl NexSource {
                 }
                 Ok(())
             }
-            NexSource::Files { pieces, .. } => pieces.restore(state),
+            NexSource::Files { pieces, .. } => {
+                if let Some(streams) = pieces.restore(state)? {
+                    *self = self.merged(streams);
+                }
+                Ok(())
+            }
             NexSource::Paced(p) => p.restore(state),
             _ => Err("only generators and input files resume from a checkpoint".into()),
         }
     }
 
     /// On a resume at another worker count: this worker's share of the
-    /// old workers' generator shards.
+    /// old workers' generator shards, or of what they had still to read
+    /// of the input files (streams of pieces, merged by event time).
     fn rescale_position(
         &mut self,
         states: &[&[u8]],
@@ -672,13 +692,44 @@ impl NexSource {
                 *self = NexSource::Shards(Shards::rescaled(g, states, to)?);
                 Ok(())
             }
-            _ => Err("only the unpaced generator resumes at another worker count".into()),
+            NexSource::Files { pieces, .. } => {
+                let split = |p: &std::path::Path, n: usize| {
+                    air_operators::sources::nexmark::split_ranges(p, n)
+                };
+                let streams = pieces.rescaled(states, &to, split)?;
+                *self = self.merged(streams);
+                Ok(())
+            }
+            _ => Err(
+                "only the unpaced generator and input files resume at another worker count".into(),
+            ),
+        }
+    }
+
+    /// Input files (`self`, a `Files` source) going on with `streams`:
+    /// one stream read as before, several merged by event time.
+    fn merged(&self, streams: Vec<PieceStream>) -> NexSource {
+        let NexSource::Files { pieces, opts, .. } = self else {
+            unreachable!("input files only")
+        };
+        let make = |s: PieceStream| NexSource::Files {
+            pieces: pieces.with_stream(s),
+            current: None,
+            opts: *opts,
+            error: None,
+            skipped: 0,
+        };
+        let time = Arc::new(|e: &NexEvent| e.date_time());
+        match MergedPieces::of(streams, make, time, pieces.files(), pieces.inputs()) {
+            Streams::One(s) => s,
+            Streams::Merged(m) => NexSource::MergedFiles(m),
         }
     }
 
     fn error(&self) -> Option<&str> {
         match self {
             NexSource::Files { error, .. } | NexSource::Live { error, .. } => error.as_deref(),
+            NexSource::MergedFiles(m) => m.sources().find_map(|s| s.error()),
             NexSource::Gen(_) | NexSource::Shards(_) | NexSource::Paced(_) => None,
         }
     }
@@ -687,6 +738,7 @@ impl NexSource {
             NexSource::Files {
                 skipped, current, ..
             } => skipped + current.as_ref().map_or(0, |r| r.skipped()),
+            NexSource::MergedFiles(m) => m.sources().map(|s| s.skipped()).sum(),
             NexSource::Live { events, .. } => events.skipped(),
             NexSource::Gen(_) | NexSource::Shards(_) | NexSource::Paced(_) => 0,
         }
@@ -1430,7 +1482,10 @@ impl Source for GraphSource {
         }
     }
     fn rescales(&self) -> bool {
-        matches!(self.src, NexSource::Gen(_) | NexSource::Live { .. })
+        matches!(
+            self.src,
+            NexSource::Gen(_) | NexSource::Live { .. } | NexSource::Files { .. }
+        )
     }
     fn rescale(
         &mut self,
