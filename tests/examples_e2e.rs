@@ -1732,8 +1732,10 @@ fn ad_clicks_json_joins_two_json_inputs_like_a_batch_join() {
 /// An example program resumes too (issue 31): `ad_clicks_json` (a
 /// windowed join of two JSON-lines inputs) with `AIR_CHECKPOINT_DIR`
 /// (what `Job::from_env` reads) is killed with SIGKILL twice after a
-/// checkpoint completed and rerun unchanged; its rows equal the batch
-/// join's, and the reruns say they resumed.
+/// checkpoint completed and rerun unchanged, the last time at 3 workers
+/// instead of 2 (`AIR_WORKERS`: its join state and its two inputs' rest
+/// are dealt out again); its rows equal the batch join's, and the reruns
+/// say they resumed.
 #[test]
 fn ad_clicks_json_killed_and_resumed_from_its_checkpoints_equals_the_batch_join() {
     let dir = common::tmpdir("examples", "ads-ck");
@@ -1745,13 +1747,13 @@ fn ad_clicks_json_killed_and_resumed_from_its_checkpoints_equals_the_batch_join(
     let want = ad_clicks_reference(&imps, &clicks);
     let (out, ck) = (dir.join("ctr.csv"), dir.join("ck"));
     let ck_s = ck.to_str().unwrap();
-    let env = [
-        ("AIR_WORKERS", "2"),
-        ("AIR_CHECKPOINT_DIR", ck_s),
-        ("AIR_CHECKPOINT_MS", "20"),
-    ];
     let mut resumed = 0;
     for k in 0..3 {
+        let env = [
+            ("AIR_WORKERS", if k < 2 { "2" } else { "3" }),
+            ("AIR_CHECKPOINT_DIR", ck_s),
+            ("AIR_CHECKPOINT_MS", "20"),
+        ];
         let mut cmd = Command::new(example("ad_clicks_json"));
         cmd.args([&imp, &click, &out]);
         for v in JOB_ENV {
@@ -1781,6 +1783,7 @@ fn ad_clicks_json_killed_and_resumed_from_its_checkpoints_equals_the_batch_join(
         resumed += usize::from(err.contains("resuming from checkpoint"));
         if k == 2 {
             assert!(o.status.success(), "{}", text(&o));
+            assert!(err.contains("its state goes to 3"), "not rescaled: {err}");
             assert_eq!(
                 ad_clicks_rows(&out, &o),
                 want,
