@@ -2,6 +2,7 @@
 //! the queues to the workers.
 
 use super::*;
+use crate::sources::lines::{LineError, LineFailure};
 use std::fs::File;
 
 /// `--input` arguments: `-` and `tcp://` are live, paths are not;
