@@ -352,6 +352,116 @@ fn follow_with_checkpoints_killed_and_resumed_at_its_offset_equals_file() {
     assert_eq!(rows(&std::fs::read_to_string(&out).unwrap()), want);
 }
 
+/// A job with checkpoints that fails on a bad record commits nothing past
+/// its last complete checkpoint as final: a followed file gets a bad line
+/// (the job exits 2), the line is cut away and the rest appended, and the
+/// same command resumes from the checkpoint and ends with the whole file's
+/// rows (a failed job that committed its partial windows as final would
+/// leave them, and its rerun would add nothing).
+#[test]
+fn a_job_failed_on_a_bad_record_resumes_once_the_input_is_mended() {
+    let dir = common::tmpdir("live", "follow-bad");
+    let bytes = gen(&dir, 60_000);
+    let want = file_rows(&dir);
+    let half = lines_len(&bytes, 30_000);
+    let path = dir.join("follow.json");
+    let mut file = write_file(&path, &bytes[..half]);
+    let (ck, out) = (dir.join("ck"), dir.join("out.csv"));
+    let (p, ck_s, out_s) = (
+        path.to_str().unwrap(),
+        ck.to_str().unwrap(),
+        out.to_str().unwrap(),
+    );
+    let run = || {
+        Command::new(AIR)
+            .args(["run", "ysb", "--follow", p, "--follow-idle-end-ms", "1500"])
+            .args(["--workers", "2", "--no-pin", "--window-ms", "1000"])
+            .args(["--seed", "5", "--out", out_s, "--checkpoint-dir", ck_s])
+            .args(["--checkpoint-ms", "20"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let child = run();
+    let t = Instant::now();
+    while newest_checkpoint(&ck) < 3 {
+        assert!(
+            t.elapsed() < Duration::from_secs(60),
+            "no checkpoint in 60 s"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    file.write_all(b"{\"not\": \"an event\"}\n").unwrap();
+    let (o, _) = common::wait(child, "air run ysb --follow (bad line)", LIMIT);
+    assert_eq!(o.status.code(), Some(2), "{}", common::text(&o));
+    file.set_len(half as u64).unwrap();
+    std::io::Seek::seek(&mut file, std::io::SeekFrom::Start(half as u64)).unwrap();
+    file.write_all(&bytes[half..]).unwrap();
+    drop(file);
+
+    let (o, _) = common::wait(run(), "air run ysb --follow (mended)", LIMIT);
+    assert!(o.status.success(), "{}", common::text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("resuming from checkpoint"), "{err}");
+    assert_eq!(rows(&std::fs::read_to_string(&out).unwrap()), want);
+}
+
+/// A followed file rewritten in place after a kill (the same inode, longer
+/// than the cut, other bytes before it) is not taken for the one the
+/// checkpoint read: the resumed run says so and reads it from its start
+/// (resuming in the middle of other bytes would read a torn line, or skip
+/// lines silently).
+#[test]
+fn follow_resume_sees_a_file_rewritten_under_the_same_inode() {
+    let dir = common::tmpdir("live", "follow-same-inode");
+    let bytes = gen(&dir, 20_000);
+    let half = lines_len(&bytes, 10_000);
+    let path = dir.join("follow.json");
+    drop(write_file(&path, &bytes[..half]));
+    let (ck, out) = (dir.join("ck"), dir.join("out.csv"));
+    let (p, ck_s, out_s) = (
+        path.to_str().unwrap(),
+        ck.to_str().unwrap(),
+        out.to_str().unwrap(),
+    );
+    let run = || {
+        Command::new(AIR)
+            .args(["run", "ysb", "--follow", p, "--follow-idle-end-ms", "1000"])
+            .args(["--workers", "2", "--no-pin", "--window-ms", "1000"])
+            .args(["--seed", "5", "--out", out_s, "--checkpoint-dir", ck_s])
+            .args(["--checkpoint-ms", "20"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let mut child = run();
+    let t = Instant::now();
+    while newest_checkpoint(&ck) < 3 {
+        assert!(
+            t.elapsed() < Duration::from_secs(60),
+            "no checkpoint in 60 s"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    child.kill().unwrap();
+    let _ = child.wait();
+    let inode = |p: &Path| std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(p).unwrap());
+    let before = inode(&path);
+    // Rewritten in place: the lines shifted by one, and longer.
+    let shifted = lines_len(&bytes, 1);
+    std::fs::write(&path, &bytes[shifted..]).unwrap();
+    assert_eq!(inode(&path), before, "rewritten in place");
+    let (o, _) = common::wait(run(), "air run ysb --follow (rewritten)", LIMIT);
+    assert!(o.status.success(), "{}", common::text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("not the file the checkpoint read") && !err.contains("resuming at byte"),
+        "{err}"
+    );
+}
+
 #[test]
 fn dropped_connection_mid_line_is_reported_with_its_offset() {
     let dir = common::tmpdir("live", "drop");

@@ -1035,13 +1035,23 @@ fn merge<Q: Query>(
     let rows = q.finish(rows);
     let w = per_worker.len().max(1);
     let events: u64 = per_worker.iter().map(|p| p.events).sum();
-    if let Some(e) = &input_error {
-        input_error = Some(format!(
-            "{e} (reading stopped; the {events} events read before every worker stopped \
-             were processed and their results written)"
-        ));
-    }
     let rt = q.runtime();
+    if let Some(e) = &input_error {
+        input_error = Some(if rt.checkpoint_dir.is_some() {
+            // Nothing past the last complete checkpoint was committed as
+            // final: a rerun once the input is mended resumes from it.
+            format!(
+                "{e} (reading stopped; the output holds the rows of the last complete \
+                 checkpoint: mend the input after that point and rerun the same command to \
+                 resume, or --fresh to start over)"
+            )
+        } else {
+            format!(
+                "{e} (reading stopped; the {events} events read before every worker stopped \
+                 were processed and their results written)"
+            )
+        });
+    }
     let mut report = Report {
         query: q.name(),
         workers: w,

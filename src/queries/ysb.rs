@@ -497,6 +497,7 @@ impl YsbSource {
                                 match YsbFileReader::open_range(&path, range, *opts) {
                                     Ok(r) => *current = Some(r),
                                     Err(e) => {
+                                        air_runtime::dataflow::state::mark_failing();
                                         *error = Some(e);
                                         stop.store(true, std::sync::atomic::Ordering::Relaxed);
                                         return SourcePoll::Done;
@@ -517,6 +518,7 @@ impl YsbSource {
                         }
                         Ok(_) => return SourcePoll::Ready,
                         Err(e) => {
+                            air_runtime::dataflow::state::mark_failing();
                             *error = Some(e);
                             stop.store(true, std::sync::atomic::Ordering::Relaxed);
                             return if buf.is_empty() {

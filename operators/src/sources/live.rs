@@ -453,9 +453,11 @@ trait Input: Read {
     /// What the bytes after the last `\n` are when a read returned 0 or
     /// failed.
     fn tail(&self) -> Tail;
-    /// A followed file's device and inode and its number at the path
-    /// (what a cut records); `None` for other inputs.
-    fn identity(&self) -> Option<((u64, u64), u64)> {
+    /// A followed file's device and inode, its number at the path and a
+    /// hash of its bytes before `offset` (what a cut records:
+    /// [`resume::FollowPosition`]); `None` for other inputs.
+    fn identity(&self, offset: u64) -> Option<((u64, u64), u64, u64)> {
+        let _ = offset;
         None
     }
 }
@@ -778,6 +780,7 @@ impl Pump {
                         line: self.end_at.1,
                         id: f.id,
                         files: f.files,
+                        tail: f.identity(self.end_at.0).map_or(0, |i| i.2),
                         ended: true,
                     });
                     return;
@@ -809,31 +812,32 @@ impl Pump {
                 return false;
             }
             if let Some(id) = self.shared.follow.due().filter(|_| !discarding) {
-                let Some((file, files)) = r.identity() else {
-                    self.shared.follow.made(id);
-                    continue;
-                };
                 // The whole lines read so far go first, then the cut.
                 if let Some(k) = memchr::memrchr(b'\n', &buf[..filled]) {
-                    let tail = filled - (k + 1);
-                    let mut rest = self.buffer(target.max(tail + 4096));
-                    rest[..tail].copy_from_slice(&buf[k + 1..filled]);
+                    let rest_len = filled - (k + 1);
+                    let mut rest = self.buffer(target.max(rest_len + 4096));
+                    rest[..rest_len].copy_from_slice(&buf[k + 1..filled]);
                     buf.truncate(k + 1);
                     let lines = memchr::memchr_iter(b'\n', &buf).count() as u64;
                     let n = buf.len() as u64;
                     let full = std::mem::replace(&mut buf, rest);
-                    filled = tail;
+                    filled = rest_len;
                     if !self.send(self.chunk(full, offset, line, false)) {
                         return false;
                     }
                     offset += n;
                     line += lines;
                 }
+                let Some((file, files, tail)) = r.identity(offset) else {
+                    self.shared.follow.made(id);
+                    continue;
+                };
                 let at = resume::FollowPosition {
                     offset,
                     line,
                     id: file,
                     files,
+                    tail,
                     ended: false,
                 };
                 if !self.send_cut(id, at.save()) {

@@ -813,7 +813,19 @@ impl Store {
                     ),
                 ));
             }
-            let part = self.read_part_of(id, w, workers)?;
+            let part = self.read_part_of(id, w, workers).map_err(|e| match e {
+                // The manifest is of this build's format: a part that says
+                // otherwise is damaged (a flipped byte), not another
+                // version's.
+                CheckpointError::Version { path, found } => corrupt(
+                    &path,
+                    format!(
+                        "format version {found} in a checkpoint whose manifest says \
+                         {FORMAT_VERSION}"
+                    ),
+                ),
+                e => e,
+            })?;
             let crc = le_u32(&part.data, part.bytes() - TRAILER);
             if crc != p.crc32 {
                 return Err(corrupt(

@@ -232,6 +232,7 @@ pub fn mark_pending() {
 /// Keeps the first error that ended a source of this worker early, for
 /// the end of the worker's run ([`SOURCE_ERROR`]).
 pub(crate) fn defer_source_error(e: RuntimeError) {
+    state::mark_failing();
     SOURCE_ERROR.with(|s| {
         s.borrow_mut().get_or_insert(e);
     });

@@ -145,6 +145,9 @@ pub struct Checkpoints {
     /// ([`Checkpoints::say_resuming`]: not before a refusal).
     resuming: Option<String>,
     first_error: Arc<Mutex<Option<String>>>,
+    /// Set when a worker's source ended on an error: the job fails, so
+    /// nothing that ends now ends for good ([`ends_for_good`]).
+    failing: std::sync::atomic::AtomicBool,
 }
 
 impl std::fmt::Debug for Checkpoints {
@@ -305,6 +308,7 @@ impl Checkpoints {
             warnings,
             resuming,
             first_error,
+            failing: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -627,6 +631,38 @@ pub fn in_flight(slot: u32) -> bool {
                     .values()
                     .any(|part| part.get(slot as usize).is_some_and(Option::is_some))
         })
+    })
+}
+
+/// Whether a component of this worker that ends now ends for good, its
+/// final state saved for every later checkpoint and its output committed
+/// in full: checkpoints are on and the job was neither stopped (a signal:
+/// it resumes) nor is failing (a source ended on an error, e.g. a bad
+/// record: the job fails, and a rerun once the input is mended resumes
+/// from the last complete checkpoint, so what came after it must not
+/// count as final).
+pub fn ends_for_good() -> bool {
+    !crate::stop::requested()
+        && WORKER.with(|w| {
+            w.borrow()
+                .as_ref()
+                .is_some_and(|s| !s.ck.failing.load(std::sync::atomic::Ordering::Acquire))
+        })
+}
+
+/// A source of this worker met an error that fails the job (a bad record
+/// under `--on-bad-record fail`, a read error): nothing that ends from now
+/// on ends for good ([`ends_for_good`]). Sources whose errors reach the
+/// job through [`crate::dataflow::Source::take_error`] are marked by the
+/// runtime; one that reports its error another way (the `air` command's
+/// built-in sources) calls this where it meets the error. Nothing without
+/// checkpoints.
+pub fn mark_failing() {
+    WORKER.with(|w| {
+        if let Some(s) = w.borrow().as_ref() {
+            s.ck.failing
+                .store(true, std::sync::atomic::Ordering::Release);
+        }
     })
 }
 

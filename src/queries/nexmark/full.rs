@@ -188,6 +188,7 @@ impl Source for FullFiles {
                 match NexmarkFullFileReader::open(&path, range, self.opts) {
                     Ok(r) => self.current = Some(r),
                     Err(e) => {
+                        air_runtime::dataflow::state::mark_failing();
                         self.error = Some(e.to_string());
                         continue;
                     }
@@ -203,7 +204,10 @@ impl Source for FullFiles {
                     buf.truncate(n);
                     return SourcePoll::Ready;
                 }
-                Err(e) => self.error = Some(e.to_string()),
+                Err(e) => {
+                    air_runtime::dataflow::state::mark_failing();
+                    self.error = Some(e.to_string());
+                }
             }
         }
     }

@@ -575,6 +575,7 @@ impl Source for NexSource {
                     match NexmarkFileReader::open(&path, range, *opts) {
                         Ok(r) => *current = Some(r),
                         Err(e) => {
+                            air_runtime::dataflow::state::mark_failing();
                             *error = Some(e.to_string());
                             continue;
                         }
@@ -591,6 +592,7 @@ impl Source for NexSource {
                         return SourcePoll::Ready;
                     }
                     Err(e) => {
+                        air_runtime::dataflow::state::mark_failing();
                         *error = Some(e.to_string());
                     }
                 }
@@ -625,6 +627,7 @@ pub(crate) fn live_poll<E: JsonEvent + Send + 'static>(
             SourcePoll::Done
         }
         Err(e) => {
+            air_runtime::dataflow::state::mark_failing();
             *error = Some(e.to_string());
             buf.clear();
             SourcePoll::Done

@@ -654,7 +654,8 @@ impl<F, W> PartitionTail<F, W> {
 
     /// End of stream with checkpoints (module docs).
     pub(super) fn end_checkpointed(&mut self, final_wm: u64) -> Result<(), String> {
-        let stopped = air_runtime::stop::requested();
+        // Stopped, or failing (a source ended on an error): not final.
+        let stopped = !air_runtime::dataflow::state::ends_for_good();
         if !self.drop_all {
             self.advance(final_wm)?;
             self.publish(!stopped)?;

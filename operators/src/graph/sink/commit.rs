@@ -624,14 +624,15 @@ impl Lines {
         Ok(true)
     }
 
-    /// End of stream with checkpoints. A job that ended (not stopped):
-    /// every row is final, so every epoch is committed now, the record
-    /// says so, and no pending file is needed any more. A stopped job:
-    /// only what complete checkpoints cover; the rest is recomputed when
-    /// it resumes.
+    /// End of stream with checkpoints. A job that ended (not stopped, not
+    /// failing): every row is final, so every epoch is committed now, the
+    /// record says so, and no pending file is needed any more. A stopped
+    /// job, or one whose source ended on an error (a bad record): only
+    /// what complete checkpoints cover; the rest is recomputed when it
+    /// resumes (once the input is mended).
     pub(super) fn close_checkpointed(&mut self) -> Result<(), String> {
         self.hold()?;
-        if air_runtime::stop::requested() {
+        if !air_runtime::dataflow::state::ends_for_good() {
             self.commit_ready(false)?;
             let tx = self.tx.as_mut().expect("checkpoints");
             if let Some(o) = tx.open.take() {

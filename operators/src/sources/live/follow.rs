@@ -134,7 +134,11 @@ impl Follower {
         at: &resume::FollowPosition,
     ) -> io::Result<Option<(u64, u64)>> {
         let m = self.file.metadata()?;
-        let same = (m.dev(), m.ino()) == at.id && m.len() >= at.offset;
+        // The same inode, long enough, and the same bytes before the cut
+        // (a new file may get the old one's inode).
+        let same = (m.dev(), m.ino()) == at.id
+            && m.len() >= at.offset
+            && tail_hash(&self.file, at.offset).is_ok_and(|h| h == at.tail);
         self.files = at.files + u64::from(!same);
         if self.files > 1 {
             self.name = Arc::new(PathBuf::from(format!(
@@ -233,8 +237,8 @@ impl Input for Follower {
     fn ready(&mut self) -> bool {
         self.file.metadata().is_ok_and(|m| m.len() > self.pos)
     }
-    fn identity(&self) -> Option<((u64, u64), u64)> {
-        Some((self.id, self.files))
+    fn identity(&self, offset: u64) -> Option<((u64, u64), u64, u64)> {
+        Some((self.id, self.files, tail_hash(&self.file, offset).ok()?))
     }
     fn tail(&self) -> Tail {
         match self.end {
@@ -243,4 +247,22 @@ impl Input for Follower {
             _ => Tail::Line,
         }
     }
+}
+
+/// Bytes before a cut whose hash a checkpoint keeps
+/// ([`resume::FollowPosition::tail`]).
+const TAIL_BYTES: u64 = 64;
+
+/// FNV-1a of `file`'s [`TAIL_BYTES`] bytes before `offset` (fewer near
+/// the start): what tells a resumed run that the file at the path is the
+/// one its checkpoint read, even when a new file got the old one's inode.
+pub(super) fn tail_hash(file: &File, offset: u64) -> io::Result<u64> {
+    use std::os::unix::fs::FileExt;
+    let from = offset.saturating_sub(TAIL_BYTES);
+    let mut buf = [0u8; TAIL_BYTES as usize];
+    let want = &mut buf[..(offset - from) as usize];
+    file.read_exact_at(want, from)?;
+    Ok(want.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    }))
 }

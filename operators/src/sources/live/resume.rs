@@ -80,9 +80,11 @@ impl LivePosition {
 /// Where a followed file's stream was cut for a checkpoint: the file
 /// (device and inode, and which file at the path it was: 1 for the first,
 /// one more after each rotation or truncation), the byte offset in it
-/// where the lines after the cut start, and that line's number. Saved as
-/// [`FollowPosition::TAG`] and six little-endian u64s (the last 1 if the
-/// file had been read to its end: the input ended).
+/// where the lines after the cut start, that line's number, and a hash of
+/// the 64 bytes before the cut (a file that replaced the old one under
+/// the same inode differs there). Saved as [`FollowPosition::TAG`] and
+/// seven little-endian u64s (the last 1 if the file had been read to its
+/// end: the input ended).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FollowPosition {
     /// Byte offset in the file of the first byte after the cut.
@@ -93,6 +95,8 @@ pub struct FollowPosition {
     pub id: (u64, u64),
     /// Which file at the path (1-based).
     pub files: u64,
+    /// FNV-1a of the (up to) 64 bytes before `offset`.
+    pub tail: u64,
     /// The input had ended (idle end) when it was saved.
     pub ended: bool,
 }
@@ -101,7 +105,7 @@ impl FollowPosition {
     /// The tag a followed file's position starts with.
     pub const TAG: [u8; 8] = *b"air-foll";
 
-    /// The saved form (56 bytes).
+    /// The saved form (64 bytes).
     pub fn save(&self) -> Vec<u8> {
         let mut v = Self::TAG.to_vec();
         let fields = [
@@ -110,6 +114,7 @@ impl FollowPosition {
             self.id.0,
             self.id.1,
             self.files,
+            self.tail,
             u64::from(self.ended),
         ];
         for x in fields {
@@ -123,7 +128,7 @@ impl FollowPosition {
     /// # Errors
     /// Other bytes (the message says what the checkpoint's source was).
     pub fn read(state: &[u8]) -> Result<FollowPosition, String> {
-        if state.len() != 56 || state[..8] != Self::TAG {
+        if state.len() != 64 || state[..8] != Self::TAG {
             return Err(if state.starts_with(&LivePosition::TAG) {
                 "the checkpoint's source read a live input that is not a followed file \
                  (standard input, TCP; or a followed file of a build that did not resume \
@@ -141,7 +146,8 @@ impl FollowPosition {
             line: x(1),
             id: (x(2), x(3)),
             files: x(4),
-            ended: x(5) != 0,
+            tail: x(5),
+            ended: x(6) != 0,
         })
     }
 }
@@ -260,6 +266,7 @@ impl LiveFeed {
             line: 1,
             id: (0, 0),
             files: 1,
+            tail: 0,
             ended: false,
         })
         .save()
@@ -336,12 +343,13 @@ mod tests {
             line: 77,
             id: (5, 1 << 50),
             files: 2,
+            tail: 99,
             ended: true,
         };
         assert_eq!(FollowPosition::read(&p.save()), Ok(p));
         let e = FollowPosition::read(&LivePosition { lines: 3 }.save()).unwrap_err();
         assert!(e.contains("not a followed file"), "{e}");
-        let e = FollowPosition::read(&[0u8; 56]).unwrap_err();
+        let e = FollowPosition::read(&[0u8; 64]).unwrap_err();
         assert!(e.contains("did not follow a file"), "{e}");
         let e = LivePosition::read(&p.save()).unwrap_err();
         assert!(e.contains("followed a file"), "{e}");
