@@ -636,17 +636,17 @@ pub fn in_flight(slot: u32) -> bool {
 
 /// Whether a component of this worker that ends now ends for good, its
 /// final state saved for every later checkpoint and its output committed
-/// in full: checkpoints are on and the job was neither stopped (a signal:
-/// it resumes) nor is failing (a source ended on an error, e.g. a bad
+/// in full: the job was neither stopped (a signal: it resumes) nor is
+/// failing (a source ended on an error, e.g. a bad
 /// record: the job fails, and a rerun once the input is mended resumes
 /// from the last complete checkpoint, so what came after it must not
 /// count as final).
 pub fn ends_for_good() -> bool {
     !crate::stop::requested()
-        && WORKER.with(|w| {
+        && !WORKER.with(|w| {
             w.borrow()
                 .as_ref()
-                .is_some_and(|s| !s.ck.failing.load(std::sync::atomic::Ordering::Acquire))
+                .is_some_and(|s| s.ck.failing.load(std::sync::atomic::Ordering::Acquire))
         })
 }
 

@@ -1215,7 +1215,7 @@ where
 
     fn finish(&mut self, stopped: bool, cx: &mut Cx<'_, '_>) {
         let wm = if stopped { self.wm() } else { u64::MAX };
-        if !stopped && super::state::ends_for_good() {
+        if !stopped && super::state::enabled() && super::state::ends_for_good() {
             // Read to its end: later checkpoints of this worker hold it so.
             self.slot
                 .ended(save_segment(&self.next, self.head.source.save()));
@@ -1318,7 +1318,7 @@ where
     fn on_end(&mut self, final_wm: u64, cx: &mut Cx<'_, '_>) {
         let OpSeg { op, next, .. } = self;
         op.on_end(final_wm, &mut |o| next.push(o, cx));
-        if super::state::ends_for_good() {
+        if super::state::enabled() && super::state::ends_for_good() {
             self.slot.ended(save_segment(&self.next, self.op.save()));
         }
         let OpSeg { next, .. } = self;
@@ -1520,7 +1520,7 @@ impl<O: Operator2, C: Continuation<O::Out>> Op2Seg<O, C> {
             let fin = a.min(b);
             let Op2Seg { op, next, .. } = self;
             op.on_end(fin, &mut |o| next.push(o, cx));
-            if super::state::ends_for_good() {
+            if super::state::enabled() && super::state::ends_for_good() {
                 self.slot.ended(self.save());
             }
             let Op2Seg { next, .. } = self;
@@ -2738,7 +2738,7 @@ impl<T, S: Sink<T>> Tail<T> for SinkTail<S> {
     fn end(&mut self, _final_wm: u64, cx: &mut Cx<'_, '_>) {
         let r = self.sink.close();
         self.check(r, cx);
-        if super::state::ends_for_good() {
+        if super::state::enabled() && super::state::ends_for_good() {
             // Closed: every row is out; nothing is left to commit.
             self.slot.ended(Vec::new());
         }
