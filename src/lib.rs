@@ -119,7 +119,8 @@ pub const MAX_PARALLELISM_ENV: &str = "AIR_MAX_PARALLELISM";
 pub const CHECKPOINT_DIR_ENV: &str = "AIR_CHECKPOINT_DIR";
 
 /// Environment variable: ms between checkpoints with
-/// [`CHECKPOINT_DIR_ENV`], 1 to 86 400 000 (default 1000).
+/// [`CHECKPOINT_DIR_ENV`], 1 to 3 600 000 (an hour; default 1000), as
+/// `air run --checkpoint-ms`.
 pub const CHECKPOINT_MS_ENV: &str = "AIR_CHECKPOINT_MS";
 
 /// Environment variable: `1` deletes the checkpoints in
@@ -190,13 +191,21 @@ impl Job {
     ///
     /// # Errors
     /// `AIR_WORKERS`, `AIR_RING_BYTES`, `AIR_MAX_PARALLELISM` or
-    /// `AIR_CHECKPOINT_MS` out of range, `AIR_FRESH` not `0` or `1`; started
+    /// `AIR_CHECKPOINT_MS` out of range, `AIR_FRESH` not `0` or `1`, an
+    /// empty `AIR_CHECKPOINT_DIR`; started
     /// as one of several ranks by a build without the `mpi` feature; MPI
     /// failed to start.
     pub fn from_env() -> Result<Job, Error> {
         let mut cfg = JobConfig::default();
-        if let Some(dir) = std::env::var_os(CHECKPOINT_DIR_ENV).filter(|d| !d.is_empty()) {
-            let ms = env_number(CHECKPOINT_MS_ENV, 1..=86_400_000)?.unwrap_or(1000);
+        let dir = std::env::var_os(CHECKPOINT_DIR_ENV);
+        if dir.as_ref().is_some_and(|d| d.is_empty()) {
+            return Err(Error::Setup(format!(
+                "{CHECKPOINT_DIR_ENV} is empty: give the checkpoint directory, or unset it for \
+                 no checkpoints"
+            )));
+        }
+        if let Some(dir) = dir {
+            let ms = env_number(CHECKPOINT_MS_ENV, 1..=3_600_000)?.unwrap_or(1000);
             let fresh = match std::env::var(FRESH_ENV).as_deref() {
                 Err(_) | Ok("0") => false,
                 Ok("1") => true,

@@ -1807,3 +1807,37 @@ fn complete_checkpoints(ck: &Path) -> String {
     ids.sort();
     ids.join(",")
 }
+
+/// Checkpoint settings from the environment that make no sense are
+/// refused before the job runs, naming the variable and what it takes.
+#[test]
+fn bad_checkpoint_environment_is_refused_naming_the_variable() {
+    let dir = common::tmpdir("examples", "ck-env");
+    let (imp, click) = (dir.join("i.jsonl"), dir.join("c.jsonl"));
+    std::fs::write(&imp, json_imp(&(1, "a".into(), 5))).unwrap();
+    std::fs::write(&click, json_click(&(1, 6))).unwrap();
+    let ck = dir.join("ck");
+    let ck = ck.to_str().unwrap();
+    for (env, want) in [
+        (
+            vec![("AIR_CHECKPOINT_DIR", "")],
+            "AIR_CHECKPOINT_DIR is empty",
+        ),
+        (
+            vec![("AIR_CHECKPOINT_DIR", ck), ("AIR_CHECKPOINT_MS", "0")],
+            "AIR_CHECKPOINT_MS=\"0\": expected a number from 1 to 3600000",
+        ),
+        (
+            vec![("AIR_CHECKPOINT_DIR", ck), ("AIR_FRESH", "yes")],
+            "AIR_FRESH=\"yes\"",
+        ),
+    ] {
+        let o = run_example("ad_clicks_json", &[&imp, &click], &env);
+        assert!(!o.status.success(), "{env:?}: {}", text(&o));
+        assert!(
+            String::from_utf8_lossy(&o.stderr).contains(want),
+            "{env:?}: {}",
+            text(&o)
+        );
+    }
+}
