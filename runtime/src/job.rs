@@ -80,6 +80,10 @@ pub struct JobConfig {
     /// the event time a source reads in one flush interval. `None`
     /// (default): sources run free.
     pub max_watermark_drift: Option<u64>,
+    /// Hot keys (`--rebalance`, [`crate::hotkeys`]): senders of an
+    /// aggregate keep the records of hot key groups and send their owners
+    /// partials instead. Default: on, judged every 100 ms.
+    pub rebalance: crate::hotkeys::Rebalance,
     /// Run across the ranks of an MPI job (`None`: this process alone).
     pub cluster: Option<ClusterConfig>,
 }
@@ -108,6 +112,7 @@ impl Default for JobConfig {
             barrier_every: None,
             checkpoint: None,
             max_watermark_drift: None,
+            rebalance: crate::hotkeys::Rebalance::default(),
             cluster: None,
         }
     }
@@ -127,6 +132,10 @@ pub struct WorkerInfo {
     /// Its doorbell: producers of its thread- and node-tier input rings ring
     /// it when they publish while it is parked (`None`: it naps instead).
     pub doorbell: Option<Bell>,
+    /// The job's key groups (`JobConfig::key_groups`).
+    pub key_groups: u32,
+    /// The job's hot-key handling (`JobConfig::rebalance`).
+    pub rebalance: crate::hotkeys::Rebalance,
 }
 
 /// What one step of a source (or a worker's graph) did.
@@ -527,7 +536,7 @@ where
                     .spawn_scoped(s, move || {
                         let slot = plan.and_then(|p| p.slots.get(me)).copied();
                         let shared = plan.is_some_and(|p| p.oversubscribed) || unpinned_shared;
-                        worker((slot, shared), me, wiring, edges, barrier, body)
+                        worker((slot, shared), me, wiring, (edges, cfg), barrier, body)
                     })
                     .expect("spawn worker thread")
             })
@@ -584,7 +593,7 @@ fn worker<R, B, G>(
     (slot, shared): (Option<Slot>, bool),
     local: usize,
     wiring: &G,
-    edges: usize,
+    (edges, cfg): (usize, &JobConfig),
     (barrier, setup): (&Barrier, &SetupVerdict),
     body: &B,
 ) -> Result<R, RuntimeError>
@@ -644,6 +653,8 @@ where
             oversubscribed: shared,
         },
         doorbell: wiring.doorbell(local),
+        key_groups: cfg.key_groups,
+        rebalance: cfg.rebalance,
     };
     body(&info, channels)
 }

@@ -17,6 +17,7 @@ pub mod cluster;
 pub mod data;
 pub mod dataflow;
 pub mod exchange;
+pub mod hotkeys;
 #[cfg(feature = "hwloc")]
 pub mod hwloc;
 pub mod job;

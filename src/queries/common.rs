@@ -82,6 +82,29 @@ pub struct RuntimeArgs {
     /// longer; other queries, off. At most 86400000 (a day).
     #[arg(long, value_name = "MS", value_parser = parse::drift_ms)]
     pub max_watermark_drift_ms: Option<u64>,
+    /// Hot keys (docs/design.md, "Hot keys"): the senders of a windowed
+    /// aggregate that sends every record to its key's owner (`--shuffle`)
+    /// keep the records of key groups hotter than 1/(64 x workers) of what
+    /// they send, aggregate them per window and send the owner one partial
+    /// per window instead; rows are the same. `off`: every record goes to
+    /// its key's owner. The report's `load` gives the balance either way.
+    #[arg(
+        long,
+        value_name = "on|off",
+        default_value = "on",
+        action = clap::ArgAction::Set,
+        value_parser = parse::on_off
+    )]
+    pub rebalance: bool,
+    /// How often each sender judges again which key groups are hot, ms.
+    /// 1..=3600000.
+    #[arg(
+        long,
+        value_name = "MS",
+        default_value_t = 100,
+        value_parser = parse::barrier_ms
+    )]
+    pub rebalance_ms: u64,
     /// Do not pin workers to CPUs.
     #[arg(long)]
     pub no_pin: bool,
@@ -289,6 +312,11 @@ impl RuntimeArgs {
                 job: JOB_IDENTITY.load(std::sync::atomic::Ordering::Relaxed),
             }),
             max_watermark_drift: self.max_watermark_drift_ms.filter(|&ms| ms > 0),
+            rebalance: air_runtime::hotkeys::Rebalance {
+                on: self.rebalance,
+                period: Duration::from_millis(self.rebalance_ms),
+                ..Default::default()
+            },
             ..JobConfig::default()
         }
     }
@@ -469,6 +497,15 @@ pub mod parse {
             3_600_000,
             "a positive integer (ms), at most 3600000 (an hour)",
         )
+    }
+
+    /// `on` or `off` (`--rebalance`).
+    pub fn on_off(s: &str) -> Result<bool, String> {
+        match s {
+            "on" => Ok(true),
+            "off" => Ok(false),
+            _ => Err("on or off".into()),
+        }
     }
 
     /// `--max-watermark-drift-ms` (0: off).

@@ -18,6 +18,7 @@ pub mod source;
 pub mod top;
 pub mod window;
 pub mod window_owner;
+mod window_partial;
 pub mod windows;
 
 /// What a file source does with a bad record (the built-in readers' policy).

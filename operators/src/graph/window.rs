@@ -37,7 +37,7 @@
 use super::aggregate::AggregateFunction;
 use super::late::{gate_for, Gate, LatePolicy, OnTime};
 use air_runtime::dataflow::{
-    Cx, Dataflow, Head, KeyedStream, LateRecords, OpHead, Outbox, Pipe, Stats, Stream, Tail,
+    Cx, Dataflow, Head, KeyedStream, Op2Head, OpHead, Outbox, Pipe, Stats, Stream, Tail,
 };
 use air_runtime::{key_hash, ExchangeData, Record};
 use rkyv::{Archive, Deserialize, Serialize};
@@ -46,7 +46,9 @@ use std::hash::Hash;
 
 use super::window_owner::Core;
 pub use super::window_owner::{WindowEveryEvent, WindowFinal};
+use super::window_partial::{Judged, PartialTail, SplitTail};
 pub use super::windows::{Sliding, Tumbling, WindowSpec, Windows};
+use air_runtime::hotkeys::HotGroups;
 
 /// A window's result for one key.
 #[derive(
@@ -521,31 +523,15 @@ where
         let df = stream.dataflow().clone();
         let edge = df.new_edge("window partials");
         let out = df.outbox::<Partial<K, A::Acc>>(edge);
-        // Sliding windows are kept per pane; records behind the watermark
-        // that are too late for some of their windows go to `exact`, per
-        // window.
-        let pane = windows.pane();
-        stream.end_in(PartialTail {
+        stream.end_in(PartialTail::<_, _, _, _, _, M, _>::new(
             out,
             key,
             time,
-            agg: agg.clone(),
+            agg.clone(),
             windows,
-            table: Table::<K, A::Acc, M>::new(),
-            exact: Table::<K, A::Acc, M>::new(),
-            hot: (u64::MAX, 0, 0),
-            wm: 0,
-            late: None,
-            records: 0,
-            step: match windows {
-                Windows::Tumbling { size } => size,
-                _ => pane.unwrap_or(0),
-            },
-            pane,
             gate,
-            pending: false,
             label,
-        });
+        ));
         let mut core = Core::new(windows, agg, latency_per_window);
         core.lateness = lateness;
         df.consume(edge, WindowFinal { core })
@@ -604,7 +590,7 @@ where
     pub fn aggregate_every_event<A>(
         self,
         agg: A,
-    ) -> Stream<OpHead<WindowEveryEvent<K, A, P::Out, KF, TF, M>>, air_runtime::dataflow::Identity>
+    ) -> Stream<Op2Head<WindowEveryEvent<K, A, P::Out, KF, TF, M>>, air_runtime::dataflow::Identity>
     where
         A: AggregateFunction<P::Out>,
         P::Out: Record,
@@ -624,20 +610,30 @@ where
         let lateness = gate.lateness();
         let df = stream.dataflow().clone();
         let edge = df.new_edge("window records");
-        let out = df.outbox::<P::Out>(edge);
-        stream.end_in(WindowTail {
-            out,
-            key: key.clone(),
-            time: time.clone(),
+        let hot_edge = df.new_small_edge("window hot-key partials");
+        let records = window_tail(
+            df.outbox::<P::Out>(edge),
+            key.clone(),
+            time.clone(),
             windows,
-            wm: 0,
             gate,
-            label: label.clone(),
-        });
+            &label,
+        );
+        let partials = PartialTail::<_, _, _, _, _, M, _>::new(
+            df.outbox::<Partial<K, A::Acc>>(hot_edge),
+            key.clone(),
+            time.clone(),
+            agg.clone(),
+            windows,
+            Judged::new(lateness),
+            label.clone(),
+        );
+        let hot = HotGroups::new(df.key_groups(), df.rebalance());
+        stream.end_in(SplitTail::new(records, partials, hot));
         let mut core = Core::new(windows, agg, latency_per_window);
         core.lateness = lateness;
         core.label = label;
-        df.consume(edge, WindowEveryEvent { core, key, time })
+        df.consume2(edge, hot_edge, WindowEveryEvent { core, key, time })
     }
 }
 
@@ -689,6 +685,36 @@ pub(crate) struct WindowTail<T, KF, TF, G, W = Windows> {
     pub(crate) label: String,
 }
 
+impl<T, K, KF, TF, G, W> WindowTail<T, KF, TF, G, W>
+where
+    T: ExchangeData,
+    K: Hash + 'static,
+    KF: Fn(&T) -> K + 'static,
+    TF: Fn(&T) -> u64 + 'static,
+    G: Gate<K, T>,
+    W: WindowSpec,
+{
+    /// The record, unless it is too late for all its windows at the
+    /// watermark at it (then rejected by the gate: counted, side output).
+    #[inline(always)]
+    pub(crate) fn admit(&mut self, item: T, cx: &mut Cx<'_, '_>) -> Option<T> {
+        if G::ON {
+            let t = (self.time)(&item);
+            let behind = self.gate.behind();
+            if t < behind || t < self.wm {
+                let wm = behind.max(self.wm);
+                let end = self.windows.last_end(t);
+                if end.saturating_add(self.gate.lateness()) <= wm {
+                    let k = (self.key)(&item);
+                    self.gate.reject(k, t, wm, item, cx);
+                    return None;
+                }
+            }
+        }
+        Some(item)
+    }
+}
+
 impl<T, K, KF, TF, G, W> Tail<T> for WindowTail<T, KF, TF, G, W>
 where
     T: ExchangeData,
@@ -700,20 +726,10 @@ where
 {
     #[inline(always)]
     fn push(&mut self, item: T, cx: &mut Cx<'_, '_>) {
-        if G::ON {
-            let t = (self.time)(&item);
-            let behind = self.gate.behind();
-            if t < behind || t < self.wm {
-                let wm = behind.max(self.wm);
-                let end = self.windows.last_end(t);
-                if end.saturating_add(self.gate.lateness()) <= wm {
-                    let k = (self.key)(&item);
-                    return self.gate.reject(k, t, wm, item, cx);
-                }
-            }
+        if let Some(item) = self.admit(item, cx) {
+            let h = key_hash(&(self.key)(&item));
+            self.out.push_hashed(h, item, cx);
         }
-        let h = key_hash(&(self.key)(&item));
-        self.out.push_hashed(h, item, cx);
     }
     fn watermark(&mut self, wm: u64, cx: &mut Cx<'_, '_>) {
         self.wm = self.wm.max(wm);
@@ -767,344 +783,5 @@ pub(crate) fn window_tail<T, KF, TF, G, W>(
         wm: 0,
         gate,
         label: label.to_string(),
-    }
-}
-
-/// The pre-aggregating end of a windowed segment: one accumulator per
-/// (window or pane, key); a window's partials go to their keys' owners when
-/// the watermark passes its end.
-struct PartialTail<T, K, A: AggregateFunction<T>, KF, TF, M: MapKind<K>, G> {
-    out: Outbox<Partial<K, A::Acc>>,
-    key: KF,
-    time: TF,
-    agg: A,
-    windows: Windows,
-    table: Table<K, A::Acc, M>,
-    /// Sliding windows kept per pane: the records behind the watermark
-    /// whose pane closed, per window (only their windows still open).
-    exact: Table<K, A::Acc, M>,
-    /// (start, end, index) of the window (or pane) events last went to.
-    hot: (u64, u64, usize),
-    wm: u64,
-    /// Records for closed windows without a gate (a stream fed by an
-    /// edge, [`super::BehindWatermark`]).
-    late: Option<LateRecords>,
-    /// Records that reached the window (late ones included).
-    records: u64,
-    /// The tumbling window's size or the sliding windows' pane, ms (0:
-    /// sliding windows assigned one by one).
-    step: u64,
-    /// The pane of sliding windows kept per pane.
-    pane: Option<u64>,
-    /// The lateness check ([`super::BehindWatermark`]: none).
-    gate: G,
-    /// A window whose partial went out got records again (lateness): send
-    /// it at the next watermark even if the watermark did not move.
-    pending: bool,
-    /// The late records' label ([`air_runtime::dataflow::LateLog`]).
-    label: String,
-}
-
-impl<T, K, A, KF, TF, M, G> PartialTail<T, K, A, KF, TF, M, G>
-where
-    K: Record + Hash + Eq,
-    A: AggregateFunction<T>,
-    KF: Fn(&T) -> K + 'static,
-    Partial<K, A::Acc>: Record,
-    M: MapKind<K>,
-    G: Gate<K, T>,
-{
-    /// Sends every window (pane) closed under `wm`.
-    fn emit_closed(&mut self, wm: u64, cx: &mut Cx<'_, '_>) {
-        self.hot = (u64::MAX, 0, 0);
-        let out = &mut self.out;
-        let size = self.windows.size();
-        let mut send = |start: u64, m: M::Map<Slot<A::Acc>>, cx: &mut Cx<'_, '_>| {
-            for (key, s) in m.into_entries() {
-                let h = key_hash(&key);
-                out.push_hashed(
-                    h,
-                    Partial {
-                        start,
-                        newest: s.newest,
-                        key,
-                        acc: s.acc,
-                    },
-                    cx,
-                );
-            }
-        };
-        match self.pane {
-            None => {
-                self.table
-                    .drain_closed(size, wm, |start, m| send(start, m, cx));
-            }
-            Some(slide) => {
-                // Records behind the watermark, per window.
-                self.exact
-                    .drain_closed(size, wm, |start, m| send(start, m, cx));
-                // A closed pane [p, p + slide) is part of the windows
-                // starting p − size + slide … p.
-                let back = size - slide;
-                self.table.drain_closed(slide, wm, |p, m| {
-                    for (key, s) in m.into_entries() {
-                        let h = key_hash(&key);
-                        let mut start = p.saturating_sub(back);
-                        start -= start % slide;
-                        while start <= p {
-                            out.push_hashed(
-                                h,
-                                Partial {
-                                    start,
-                                    newest: s.newest,
-                                    key: key.clone(),
-                                    acc: s.acc.clone(),
-                                },
-                                cx,
-                            );
-                            // No overflow near u64::MAX: stop after p.
-                            match start.checked_add(slide) {
-                                Some(next) => start = next,
-                                None => break,
-                            }
-                        }
-                    }
-                });
-            }
-        }
-    }
-
-    /// [`Tail::push`] judging lateness: `t` is judged against the
-    /// watermark at the record (the event-time stage's, or this tail's for
-    /// a stream fed by an edge).
-    #[inline(always)]
-    fn push_gated(&mut self, item: T, t: u64, cx: &mut Cx<'_, '_>) {
-        let behind = self.gate.behind();
-        let step = self.step;
-        if step != 0 {
-            // Tumbling windows, or the panes of sliding ones.
-            if t < behind || !(self.hot.0 <= t && t < self.hot.1) {
-                let wm = behind.max(self.wm);
-                let start = t - t % step;
-                let end = start.saturating_add(step);
-                if end <= wm && self.pane.is_some() {
-                    // Its pane closed: some of its windows may still be open.
-                    return self.push_windows(item, t, wm, true, cx);
-                }
-                if end.saturating_add(self.gate.lateness()) <= wm {
-                    let k = (self.key)(&item);
-                    self.gate.reject(k, t, wm, item, cx);
-                    return;
-                }
-                if end <= self.wm {
-                    self.pending = true;
-                }
-                let i = self.table.index(start);
-                self.hot = (start, end, i);
-            }
-            let k = (self.key)(&item);
-            let agg = &self.agg;
-            let s = self.table.windows[self.hot.2]
-                .1
-                .get_or_insert_with(k, || Slot {
-                    acc: agg.create(),
-                    newest: 0,
-                });
-            agg.add(&mut s.acc, &item);
-            s.newest = s.newest.max(t);
-        } else {
-            // Sliding windows, one by one.
-            self.hot = (u64::MAX, 0, 0);
-            self.push_windows(item, t, behind.max(self.wm), false, cx);
-        }
-    }
-
-    /// A record judged at watermark `wm` into those of its windows still
-    /// open (within lateness), kept per window in `table` (or in `exact`:
-    /// a record whose pane closed); late if none is.
-    #[inline(never)]
-    fn push_windows(&mut self, item: T, t: u64, wm: u64, exact: bool, cx: &mut Cx<'_, '_>) {
-        let (windows, lateness, own) = (self.windows, self.gate.lateness(), self.wm);
-        let (key, agg, pending) = (&self.key, &self.agg, &mut self.pending);
-        let table = if exact {
-            &mut self.exact
-        } else {
-            &mut self.table
-        };
-        if !add_open(
-            table, windows, lateness, own, wm, key, agg, pending, &item, t,
-        ) {
-            let k = (self.key)(&item);
-            self.gate.reject(k, t, wm, item, cx);
-        }
-    }
-}
-
-/// Adds `item` (event time `t`) to those of its `windows` in `table` whose
-/// end + `lateness` is after watermark `wm`; sets `pending` if one of them
-/// already went out (end <= `own`, the tail's watermark). Returns whether
-/// any took it.
-#[allow(clippy::too_many_arguments)]
-#[inline]
-fn add_open<T, K, A, KF, M>(
-    table: &mut Table<K, A::Acc, M>,
-    windows: Windows,
-    lateness: u64,
-    own: u64,
-    wm: u64,
-    key: &KF,
-    agg: &A,
-    pending: &mut bool,
-    item: &T,
-    t: u64,
-) -> bool
-where
-    K: Clone,
-    A: AggregateFunction<T>,
-    KF: Fn(&T) -> K,
-    M: MapKind<K>,
-{
-    let size = windows.size();
-    let k = key(item);
-    let mut taken = false;
-    windows.assign(t, |start| {
-        let end = start.saturating_add(size);
-        if end.saturating_add(lateness) <= wm {
-            return;
-        }
-        taken = true;
-        if end <= own {
-            *pending = true;
-        }
-        let i = table.index(start);
-        let s = table.windows[i].1.get_or_insert_with(k.clone(), || Slot {
-            acc: agg.create(),
-            newest: 0,
-        });
-        agg.add(&mut s.acc, item);
-        s.newest = s.newest.max(t);
-    });
-    taken
-}
-
-impl<T, K, A, KF, TF, M, G> Tail<T> for PartialTail<T, K, A, KF, TF, M, G>
-where
-    T: 'static,
-    K: Record + Hash + Eq,
-    A: AggregateFunction<T>,
-    KF: Fn(&T) -> K + 'static,
-    TF: Fn(&T) -> u64 + 'static,
-    Partial<K, A::Acc>: Record,
-    M: MapKind<K>,
-    G: Gate<K, T>,
-{
-    #[inline(always)]
-    fn push(&mut self, item: T, cx: &mut Cx<'_, '_>) {
-        self.records += 1;
-        let t = (self.time)(&item);
-        if G::ON {
-            return self.push_gated(item, t, cx);
-        }
-        let _ = cx;
-        // Tumbling windows, or the panes of sliding ones (0: neither).
-        let step = self.step;
-        if step != 0 {
-            if !(self.hot.0 <= t && t < self.hot.1) {
-                let start = t - t % step;
-                if start.saturating_add(step) <= self.wm {
-                    LateRecords::count(&mut self.late, t, self.wm);
-                    return;
-                }
-                let i = self.table.index(start);
-                self.hot = (start, start.saturating_add(step), i);
-            }
-            let k = (self.key)(&item);
-            let agg = &self.agg;
-            let s = self.table.windows[self.hot.2]
-                .1
-                .get_or_insert_with(k, || Slot {
-                    acc: agg.create(),
-                    newest: 0,
-                });
-            agg.add(&mut s.acc, &item);
-            s.newest = s.newest.max(t);
-        } else {
-            let k = (self.key)(&item);
-            let size = self.windows.size();
-            let (table, agg, wm, late) = (&mut self.table, &self.agg, self.wm, &mut self.late);
-            self.windows.assign(t, |start| {
-                if start.saturating_add(size) <= wm {
-                    LateRecords::count(late, t, wm);
-                    return;
-                }
-                let i = table.index(start);
-                let s = table.windows[i].1.get_or_insert_with(k.clone(), || Slot {
-                    acc: agg.create(),
-                    newest: 0,
-                });
-                agg.add(&mut s.acc, &item);
-                s.newest = s.newest.max(t);
-            });
-            self.hot = (u64::MAX, 0, 0);
-        }
-    }
-
-    fn watermark(&mut self, wm: u64, cx: &mut Cx<'_, '_>) {
-        if wm > self.wm {
-            self.wm = wm;
-            self.pending = false;
-            self.emit_closed(wm, cx);
-        } else if G::ON && self.pending {
-            // Late records updated windows whose partials went out.
-            self.pending = false;
-            self.emit_closed(self.wm, cx);
-        }
-        if G::ON {
-            self.gate.watermark(wm, cx);
-        }
-        self.out.watermark(wm, cx);
-    }
-
-    fn tick(&mut self, cx: &mut Cx<'_, '_>) {
-        if G::ON {
-            self.gate.tick(cx);
-        }
-        self.out.flush(cx)
-    }
-
-    fn end(&mut self, final_wm: u64, cx: &mut Cx<'_, '_>) {
-        // Every partial goes: the owners fire only what every input read
-        // past (`final_wm`), and count the rest.
-        self.emit_closed(u64::MAX, cx);
-        if G::ON {
-            self.gate.end(final_wm, cx);
-        }
-        self.out.end(final_wm, cx);
-    }
-
-    fn barrier(&mut self, id: u64, cx: &mut Cx<'_, '_>) {
-        // With checkpoints the partials of open windows leave before the
-        // barrier (the owners merge them with the rest), so this tail keeps
-        // no state across it; without, they stay (barriers alone cost
-        // nothing more).
-        if air_runtime::dataflow::state::enabled() {
-            self.emit_closed(u64::MAX, cx);
-        }
-        if G::ON {
-            self.gate.barrier(id, cx);
-        }
-        self.out.barrier(id, cx);
-    }
-
-    fn barrier_safe(&self) -> bool {
-        true
-    }
-
-    fn report(&mut self, stats: &mut Stats) {
-        // Records added to a window: those judged late here are not.
-        let late = self.late.map_or(0, |l| l.records) + self.gate.late().map_or(0, |l| l.records);
-        stats.add_late(&self.label, self.late);
-        self.gate.report(stats, &self.label);
-        stats.add("window_records", self.records.saturating_sub(late));
     }
 }

@@ -8,7 +8,7 @@
 use super::aggregate::AggregateFunction;
 use super::window::{Hashed, KeyMap, MapKind, Partial, Slot, Table, Windowed};
 use super::windows::Windows;
-use air_runtime::dataflow::{LateRecords, Operator, Stats};
+use air_runtime::dataflow::{LateRecords, Operator, Operator2, Stats};
 use air_runtime::{ExchangeData, Record};
 use std::hash::Hash;
 
@@ -110,6 +110,101 @@ impl<K: Hash + Eq, A: AggregateFunction<T>, T, M: MapKind<K>> Core<K, A, T, M> {
             key,
             value: agg.result(&s.acc),
         });
+    }
+
+    /// Merges a batch of partial accumulators (a window that fired: again
+    /// within lateness, else counted late).
+    #[inline]
+    pub(crate) fn merge_partials<E: FnMut(Windowed<K, A::Out>)>(
+        &mut self,
+        items: &[<Partial<K, A::Acc> as ExchangeData>::Item],
+        emit: &mut E,
+    ) where
+        K: Record,
+        Partial<K, A::Acc>: Record,
+    {
+        for a in items {
+            let p = Partial::<K, A::Acc>::from_archived(a);
+            let agg = self.agg.clone();
+            if p.start.saturating_add(self.windows.size()) <= self.fired {
+                // The window fired: within lateness, again with this
+                // partial merged (else counted).
+                let (newest, acc) = (p.newest, p.acc);
+                self.refine(
+                    p.start,
+                    p.key,
+                    newest,
+                    |s| {
+                        agg.merge(&mut s.acc, acc);
+                        s.newest = s.newest.max(newest);
+                    },
+                    emit,
+                );
+                continue;
+            }
+            if let Some(s) = self.slot(p.start, p.key, p.newest) {
+                agg.merge(&mut s.acc, p.acc);
+                s.newest = s.newest.max(p.newest);
+            }
+        }
+    }
+
+    /// Adds a batch of records, keyed by `key`, at event times `time`.
+    #[inline]
+    pub(crate) fn add_records<E: FnMut(Windowed<K, A::Out>)>(
+        &mut self,
+        items: &[T::Item],
+        key: &impl Fn(&T) -> K,
+        time: &impl Fn(&T) -> u64,
+        emit: &mut E,
+    ) where
+        K: Record,
+        T: Record,
+    {
+        let windows = self.windows;
+        let agg = self.agg.clone();
+        if let Windows::Tumbling { size } = windows {
+            // The window (and its index in the table) records last went
+            // to: most records skip the window search. Valid for this batch
+            // (the table changes only here and when windows fire).
+            let mut hot = (u64::MAX, 0u64, 0usize);
+            for a in items {
+                let x = T::from_archived(a);
+                let t = time(&x);
+                if !(hot.0 <= t && t < hot.1) {
+                    let start = t - t % size;
+                    if start.saturating_add(size) <= self.fired {
+                        // Fired: again within lateness, else late.
+                        let k = key(&x);
+                        self.refine(start, k, t, |s| add(&agg, s, &x, t), emit);
+                        hot = (u64::MAX, 0, 0);
+                        continue;
+                    }
+                    hot = (start, start.saturating_add(size), self.table.index(start));
+                }
+                let k = key(&x);
+                let s = self.table.windows[hot.2].1.get_or_insert_with(k, || Slot {
+                    acc: agg.create(),
+                    newest: 0,
+                });
+                add(&agg, s, &x, t);
+            }
+            return;
+        }
+        let size = windows.size();
+        for a in items {
+            let x = T::from_archived(a);
+            let t = time(&x);
+            let k = key(&x);
+            windows.assign(t, |start| {
+                if start.saturating_add(size) <= self.fired {
+                    let k = k.clone();
+                    self.refine(start, k, t, |s| add(&agg, s, &x, t), emit);
+                } else if let Some(s) = self.slot(start, k.clone(), t) {
+                    add(&agg, s, &x, t);
+                }
+            });
+        }
     }
 
     fn fire<E: FnMut(Windowed<K, A::Out>)>(&mut self, wm: u64, emit: &mut E)
@@ -358,30 +453,7 @@ where
         items: &[<Self::In as ExchangeData>::Item],
         emit: &mut E,
     ) {
-        for a in items {
-            let p = Partial::<K, A::Acc>::from_archived(a);
-            let agg = self.core.agg.clone();
-            if p.start.saturating_add(self.core.windows.size()) <= self.core.fired {
-                // The window fired: within lateness, again with this
-                // partial merged (else counted).
-                let (newest, acc) = (p.newest, p.acc);
-                self.core.refine(
-                    p.start,
-                    p.key,
-                    newest,
-                    |s| {
-                        agg.merge(&mut s.acc, acc);
-                        s.newest = s.newest.max(newest);
-                    },
-                    emit,
-                );
-                continue;
-            }
-            if let Some(s) = self.core.slot(p.start, p.key, p.newest) {
-                agg.merge(&mut s.acc, p.acc);
-                s.newest = s.newest.max(p.newest);
-            }
-        }
+        self.core.merge_partials(items, emit);
     }
 
     fn on_watermark<E: FnMut(Self::Out)>(&mut self, wm: u64, emit: &mut E) {
@@ -426,14 +498,19 @@ fn add<T, A: AggregateFunction<T>>(agg: &A, s: &mut Slot<A::Acc>, x: &T, t: u64)
     s.newest = s.newest.max(t);
 }
 
-/// The window operator at a key's owner, fed by every record.
+/// The window operator at a key's owner for
+/// [`super::WindowedStream::aggregate_every_event`]: fed by every record of
+/// its keys (first input), and by the partial accumulators of the hot keys
+/// their senders aggregated themselves (second input; see
+/// [`air_runtime::hotkeys`]). Both go into the same windows; a window fires
+/// when the watermark of both inputs passed its end.
 pub struct WindowEveryEvent<K, A: AggregateFunction<T>, T, KF, TF, M: MapKind<K> = Hashed> {
     pub(crate) core: Core<K, A, T, M>,
     pub(crate) key: KF,
     pub(crate) time: TF,
 }
 
-impl<K, A, T, KF, TF, M> Operator for WindowEveryEvent<K, A, T, KF, TF, M>
+impl<K, A, T, KF, TF, M> Operator2 for WindowEveryEvent<K, A, T, KF, TF, M>
 where
     K: Record + Hash + Eq,
     A: AggregateFunction<T>,
@@ -443,61 +520,22 @@ where
     M: MapKind<K>,
     Partial<K, A::Acc>: Record,
 {
-    type In = T;
+    type In1 = T;
+    type In2 = Partial<K, A::Acc>;
     type Out = Windowed<K, A::Out>;
 
     #[inline]
-    fn on_batch<E: FnMut(Self::Out)>(&mut self, items: &[T::Item], emit: &mut E) {
-        let windows = self.core.windows;
-        let agg = self.core.agg.clone();
-        if let Windows::Tumbling { size } = windows {
-            // The window (and its index in the table) records last went
-            // to: most records skip the window search. Valid for this batch
-            // (the table changes only here and when windows fire).
-            let mut hot = (u64::MAX, 0u64, 0usize);
-            for a in items {
-                let x = T::from_archived(a);
-                let t = (self.time)(&x);
-                if !(hot.0 <= t && t < hot.1) {
-                    let start = t - t % size;
-                    if start.saturating_add(size) <= self.core.fired {
-                        // Fired: again within lateness, else late.
-                        let k = (self.key)(&x);
-                        self.core.refine(start, k, t, |s| add(&agg, s, &x, t), emit);
-                        hot = (u64::MAX, 0, 0);
-                        continue;
-                    }
-                    hot = (
-                        start,
-                        start.saturating_add(size),
-                        self.core.table.index(start),
-                    );
-                }
-                let k = (self.key)(&x);
-                let s = self.core.table.windows[hot.2]
-                    .1
-                    .get_or_insert_with(k, || Slot {
-                        acc: agg.create(),
-                        newest: 0,
-                    });
-                add(&agg, s, &x, t);
-            }
-            return;
-        }
-        let size = windows.size();
-        for a in items {
-            let x = T::from_archived(a);
-            let t = (self.time)(&x);
-            let k = (self.key)(&x);
-            windows.assign(t, |start| {
-                if start.saturating_add(size) <= self.core.fired {
-                    let k = k.clone();
-                    self.core.refine(start, k, t, |s| add(&agg, s, &x, t), emit);
-                } else if let Some(s) = self.core.slot(start, k.clone(), t) {
-                    add(&agg, s, &x, t);
-                }
-            });
-        }
+    fn on_batch1<E: FnMut(Self::Out)>(&mut self, items: &[T::Item], emit: &mut E) {
+        self.core.add_records(items, &self.key, &self.time, emit);
+    }
+
+    #[inline]
+    fn on_batch2<E: FnMut(Self::Out)>(
+        &mut self,
+        items: &[<Partial<K, A::Acc> as ExchangeData>::Item],
+        emit: &mut E,
+    ) {
+        self.core.merge_partials(items, emit);
     }
 
     fn on_watermark<E: FnMut(Self::Out)>(&mut self, wm: u64, emit: &mut E) {
@@ -509,7 +547,8 @@ where
     }
 
     fn report(&mut self, stats: &mut Stats) {
-        // Records for a window that already fired at their owner: late.
+        // Records (or partials) for a window that already fired at their
+        // owner: late.
         self.core.report(stats, "late_records");
     }
 

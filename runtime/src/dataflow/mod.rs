@@ -336,6 +336,8 @@ where
         core: None,
         placement: WorkerPlacement::default(),
         doorbell: None,
+        key_groups: crate::keygroups::DEFAULT_KEY_GROUPS.max(workers as u32),
+        rebalance: crate::hotkeys::Rebalance::default(),
     };
     let df = Dataflow::new(info);
     build(&df);

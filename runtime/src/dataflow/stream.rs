@@ -671,6 +671,19 @@ impl Dataflow {
         self.b.borrow().info.workers
     }
 
+    /// The job's key groups over its workers: how every exchange edge
+    /// routes keys ([`crate::keygroups`]).
+    pub fn key_groups(&self) -> crate::keygroups::KeyGroups {
+        let b = self.b.borrow();
+        crate::keygroups::KeyGroups::new(b.info.key_groups, b.info.workers)
+            .expect("the job's key groups were checked before its workers started")
+    }
+
+    /// The job's hot-key handling (`JobConfig::rebalance`).
+    pub fn rebalance(&self) -> crate::hotkeys::Rebalance {
+        self.b.borrow().info.rebalance
+    }
+
     /// Calls `f` once this worker's part of the job ended, to add counters
     /// of the user's own (e.g. kept in a `Rc<Cell<u64>>` a closure of the
     /// graph updates) to the worker's [`Stats`]. With live metrics

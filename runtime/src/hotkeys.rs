@@ -1,0 +1,343 @@
+//! Hot keys at run time, without a master (issue 32; docs/design.md, "Hot
+//! keys").
+//!
+//! Keys go to workers by their key group ([`crate::keygroups`]), a fixed
+//! hash. With skewed keys (Zipf click streams, NEXMark's hot auctions) the
+//! worker owning the hottest groups receives several times its share, and
+//! the whole job runs at its speed. For an aggregate that can merge partial
+//! results (every `AggregateFunction` has `merge`), a sender need not send
+//! a hot key's records at all: it aggregates them itself, per window, and
+//! sends the owner one partial per window (two-phase or "local-global"
+//! aggregation, as Flink SQL does for skew, applied to the hot keys only;
+//! AutoFlow's key splitting spreads a hot key the same way). The records of
+//! a hot key are then processed where they were read, spread over every
+//! worker, and the owner merges a handful of partials.
+//!
+//! [`HotGroups`] is the sender's judge of which groups are hot. Every
+//! sender decides for itself from what it sends: no agreement is needed,
+//! because the owner's result is the same whichever records came as
+//! partials (the merge is exact), so there is no master, no vote and no
+//! pause. It samples one record in [`SAMPLE_EVERY`] on average (random
+//! gaps, not a hash test, so every key is sampled at its rate), counts samples per key
+//! group, and at the end of every period (`--rebalance-ms`, at a flush tick,
+//! once [`MIN_SAMPLES_PER_WORKER`] per worker were taken; the first period
+//! ends as soon as they were, at the sample) marks hot the groups with more than
+//! `1 / (`[`HOT_SHARE`]` · W)` of the samples (W workers) and keeps hot
+//! those above half that (hysteresis: a group near the bound does not flap
+//! every period). A group is a key's hash range, so a hot group may hold a
+//! few cold keys too: they are aggregated at the sender as well, which is
+//! exact and costs nothing extra.
+//!
+//! Why `1 / (64 · W)`: what is left after the hot groups is a long tail of
+//! keys each below that share, and hashing a tail of small keys over W
+//! workers is even to a few percent (Zipf 1.0 over 100,000 keys at 8
+//! workers: the 42 hottest keys are hot, 36% of the records; the rest hash
+//! to within about 7% of the mean). Uniform keys never reach it (every
+//! group holds `1 / K` of the records, `K / (64 · W)` ≥ 18 times less than
+//! the bound at the largest shapes), so they cost one sample count every
+//! [`SAMPLE_EVERY`] records and a bit test per record.
+
+use crate::keygroups::KeyGroups;
+use std::time::{Duration, Instant};
+
+/// One record in this many is sampled into the per-group counts.
+pub const SAMPLE_EVERY: u32 = 8;
+
+/// A group is hot above `1 / (HOT_SHARE · W)` of the sampled records (W
+/// workers in the job); it stays hot above half that.
+pub const HOT_SHARE: u64 = 64;
+
+/// Samples a period needs before it decides, per worker of the job
+/// (fewer: the period goes on): `8 · HOT_SHARE` a worker, so a group at the
+/// bound has 8 samples on average.
+pub const MIN_SAMPLES_PER_WORKER: u64 = 8 * HOT_SHARE;
+
+/// The period when not set (`--rebalance-ms`): 100 ms.
+pub const DEFAULT_PERIOD: Duration = Duration::from_millis(100);
+
+/// How a job handles hot keys (`JobConfig::rebalance`; `air run
+/// --rebalance on|off --rebalance-ms MS`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rebalance {
+    /// Judge hot key groups and aggregate them at the senders (default
+    /// on). Off: every record goes to its key's owner.
+    pub on: bool,
+    /// How often each sender judges which groups are hot again.
+    pub period: Duration,
+    /// Samples a sender takes per worker of the job before it judges
+    /// (one record in [`SAMPLE_EVERY`] is sampled; default
+    /// [`MIN_SAMPLES_PER_WORKER`]). Its first judgment comes as soon as it
+    /// has them; later ones at the first flush tick a period after the
+    /// last, once it has them again. Tests set 1 to split hot keys from
+    /// the first records.
+    pub min_samples: u64,
+}
+
+impl Default for Rebalance {
+    fn default() -> Self {
+        Rebalance {
+            on: true,
+            period: DEFAULT_PERIOD,
+            min_samples: MIN_SAMPLES_PER_WORKER,
+        }
+    }
+}
+
+/// What a [`HotGroups`] did over a run (counters for the report).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct HotFigures {
+    /// Periods judged.
+    pub periods: u64,
+    /// The most groups hot at once.
+    pub hot_max: u64,
+    /// Groups that turned hot or cold, summed over periods.
+    pub changes: u64,
+    /// Records of hot groups (kept at the sender).
+    pub hot_records: u64,
+}
+
+/// One sender's judge of hot key groups on one edge (see the module's
+/// documentation). Memory: 4 bytes of counts and 1 bit per key group
+/// (136 KiB at the default 32,768 groups), only when on.
+#[derive(Debug)]
+pub struct HotGroups {
+    groups: KeyGroups,
+    /// Sampled records per group this period (empty when off).
+    counts: Vec<u32>,
+    /// Bit `g` set: group `g` is hot.
+    hot: Vec<u64>,
+    /// Some group is hot (the per-record bit test is skipped otherwise).
+    any: bool,
+    /// Records until the next sample.
+    skip: u32,
+    /// The sampling gaps' random state (xorshift64).
+    rng: u64,
+    /// Samples this period.
+    samples: u64,
+    /// Samples a period needs before it is judged.
+    need: u64,
+    period: Duration,
+    /// When this period started (the first tick).
+    since: Option<Instant>,
+    /// Groups hot now.
+    hot_now: u64,
+    /// What it did.
+    pub figures: HotFigures,
+}
+
+impl HotGroups {
+    /// The judge of a sender whose keys go to `groups` (the edge's key
+    /// groups over the job's workers); off (every group cold, no counts)
+    /// unless `rebalance.on` and the job has more than one worker.
+    pub fn new(groups: KeyGroups, rebalance: Rebalance) -> HotGroups {
+        let on = rebalance.on && groups.workers() > 1;
+        let k = if on { groups.groups() as usize } else { 0 };
+        HotGroups {
+            groups,
+            counts: vec![0; k],
+            hot: vec![0; k.div_ceil(64)],
+            any: false,
+            skip: if on { SAMPLE_EVERY } else { u32::MAX },
+            rng: 0x9e37_79b9_7f4a_7c15,
+            samples: 0,
+            need: rebalance.min_samples.max(1) * groups.workers() as u64,
+            period: rebalance.period.max(Duration::from_millis(1)),
+            since: None,
+            hot_now: 0,
+            figures: HotFigures::default(),
+        }
+    }
+
+    /// Whether it judges at all.
+    pub fn is_on(&self) -> bool {
+        !self.counts.is_empty()
+    }
+
+    /// The owner of the key whose hash is `hash`, or `None` if its group
+    /// is hot (the sender aggregates it). Samples one call in
+    /// [`SAMPLE_EVERY`].
+    #[inline(always)]
+    pub fn owner_unless_hot(&mut self, hash: u64) -> Option<usize> {
+        let g = self.groups.group(hash);
+        self.skip -= 1;
+        if self.skip == 0 {
+            self.sample(g);
+        }
+        if self.any && (self.hot[(g >> 6) as usize] >> (g & 63)) & 1 != 0 {
+            self.figures.hot_records += 1;
+            return None;
+        }
+        Some(self.groups.owner_of_group(g))
+    }
+
+    #[cold]
+    fn sample(&mut self, g: u32) {
+        if let Some(c) = self.counts.get_mut(g as usize) {
+            *c = c.saturating_add(1);
+            self.samples += 1;
+            // A random gap of 1 ..= 2·SAMPLE_EVERY − 1 records (mean
+            // SAMPLE_EVERY), so a stream with a period does not alias with
+            // the sampling.
+            self.rng ^= self.rng << 13;
+            self.rng ^= self.rng >> 7;
+            self.rng ^= self.rng << 17;
+            self.skip = 1 + (self.rng % (2 * SAMPLE_EVERY as u64 - 1)) as u32;
+            if self.figures.periods == 0 && self.samples >= self.need {
+                // The first judgment as soon as there are enough samples.
+                self.judge();
+            }
+        } else {
+            self.skip = u32::MAX;
+        }
+    }
+
+    /// At a flush tick: judges the groups again once the period passed
+    /// and enough samples were taken (the first time: as soon as they
+    /// were).
+    pub fn tick(&mut self, now: Instant) {
+        if !self.is_on() {
+            return;
+        }
+        let since = *self.since.get_or_insert(now);
+        if self.figures.periods > 0
+            && now.duration_since(since) >= self.period
+            && self.samples >= self.need
+        {
+            self.judge();
+            self.since = Some(now);
+        }
+    }
+
+    /// Marks hot the groups above the bound, keeps hot those above half
+    /// of it, and starts a new period.
+    fn judge(&mut self) {
+        let w = self.groups.workers() as u64;
+        let (on, off) = (HOT_SHARE * w, 2 * HOT_SHARE * w);
+        let samples = self.samples;
+        let (mut now, mut changes) = (0u64, 0u64);
+        for (i, word) in self.hot.iter_mut().enumerate() {
+            let mut next = 0u64;
+            for (b, &c) in self.counts[i * 64..].iter().take(64).enumerate() {
+                let was = (*word >> b) & 1 != 0;
+                let bound = if was { off } else { on };
+                if c as u64 * bound > samples {
+                    next |= 1 << b;
+                }
+            }
+            changes += (next ^ *word).count_ones() as u64;
+            now += next.count_ones() as u64;
+            *word = next;
+        }
+        self.counts.fill(0);
+        self.samples = 0;
+        self.any = now > 0;
+        self.hot_now = now;
+        self.figures.periods += 1;
+        self.figures.changes += changes;
+        self.figures.hot_max = self.figures.hot_max.max(now);
+    }
+
+    /// Groups hot now.
+    pub fn hot_now(&self) -> u64 {
+        self.hot_now
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn judge_after(h: &mut HotGroups, hashes: impl Iterator<Item = u64>) -> Vec<Option<usize>> {
+        let out = hashes.map(|x| h.owner_unless_hot(x)).collect();
+        h.judge();
+        out
+    }
+
+    /// A group with a quarter of the records turns hot after one period
+    /// (its records then stay at the sender), uniform groups stay cold,
+    /// and the hot group turns cold again once its share falls below
+    /// half the bound.
+    #[test]
+    fn a_hot_group_is_found_and_let_go() {
+        let groups = KeyGroups::new(1024, 4).unwrap();
+        let mut h = HotGroups::new(groups, Rebalance::default());
+        let hot_hash = 12345u64 << 40;
+        let hot_group = groups.group(hot_hash);
+        let mixed = |n: u64| {
+            (0..n).map(move |i| {
+                if i % 4 == 0 {
+                    hot_hash
+                } else {
+                    crate::mix64(i)
+                }
+            })
+        };
+        let first = judge_after(&mut h, mixed(1 << 16));
+        // Judged by itself once it had 512 samples a worker (about 16,000
+        // records here): nothing is hot before, the hot key's records are
+        // kept after.
+        assert!(first[..8192].iter().all(|o| o.is_some()));
+        assert!(first[32768..].iter().step_by(4).all(|o| o.is_none()));
+        assert_eq!(h.figures.periods, 2);
+        assert_eq!(h.hot_now(), 1);
+        assert_eq!(h.owner_unless_hot(hot_hash), None);
+        let cold = crate::mix64(7);
+        assert_eq!(h.owner_unless_hot(cold), Some(groups.owner(cold)));
+        // Uniform keys for a period: the group falls below the bound.
+        judge_after(&mut h, (0..1u64 << 16).map(crate::mix64));
+        assert_eq!(h.hot_now(), 0);
+        assert_eq!(
+            h.owner_unless_hot(hot_hash),
+            Some(groups.owner_of_group(hot_group))
+        );
+        assert_eq!(h.figures.changes, 2);
+        assert_eq!(h.figures.hot_max, 1);
+    }
+
+    /// Hysteresis: a hot group at 3/4 of the bound stays hot; a cold one
+    /// at 3/4 stays cold.
+    #[test]
+    fn groups_near_the_bound_do_not_flap() {
+        let groups = KeyGroups::new(1024, 2).unwrap();
+        let mut h = HotGroups::new(groups, Rebalance::default());
+        let (a, b) = (1u64 << 50, 3u64 << 60);
+        let n = 1u64 << 18;
+        // `a` well above the bound (1 / 128 at 2 workers): hot.
+        judge_after(
+            &mut h,
+            (0..n).map(|i| if i % 32 == 0 { a } else { crate::mix64(i) }),
+        );
+        assert_eq!(h.owner_unless_hot(a), None);
+        // Both at 3/4 of the bound (1 / 171): `a` stays hot, `b` cold.
+        let mix = |i: u64| match i % 171 {
+            0 => a,
+            1 => b,
+            _ => crate::mix64(i),
+        };
+        judge_after(&mut h, (0..n).map(mix));
+        assert_eq!(h.owner_unless_hot(a), None);
+        assert!(h.owner_unless_hot(b).is_some());
+    }
+
+    /// Off, or a job of one worker: every record goes to its owner and
+    /// nothing is counted.
+    #[test]
+    fn off_judges_nothing() {
+        for (workers, on) in [(4, false), (1, true)] {
+            let groups = KeyGroups::new(64, workers).unwrap();
+            let mut h = HotGroups::new(
+                groups,
+                Rebalance {
+                    on,
+                    ..Rebalance::default()
+                },
+            );
+            assert!(!h.is_on());
+            for i in 0..100_000u64 {
+                assert_eq!(h.owner_unless_hot(7), Some(groups.owner(7)), "{i}");
+            }
+            h.tick(Instant::now());
+            assert_eq!(h.figures, HotFigures::default());
+        }
+    }
+}
