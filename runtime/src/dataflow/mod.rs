@@ -1100,7 +1100,10 @@ mod tests {
         assert_eq!(out.stages.len(), 2);
         assert!(out.stages[1].to_one_worker);
         let per_worker = |s: &Stage| -> Vec<u64> {
-            out.workers.iter().map(|w| s.records_at(&w.records_in)).collect()
+            out.workers
+                .iter()
+                .map(|w| s.records_at(&w.records_in))
+                .collect()
         };
         assert_eq!(per_worker(&out.stages[0]).iter().sum::<u64>(), 200);
         // Every record to worker 0.
