@@ -1293,6 +1293,9 @@ pub fn summary_channels(r: &Report, out: &mut dyn Write) -> std::io::Result<()> 
 /// The summary line of the load at the stages: the largest max/mean over
 /// workers and where (none without an exchange edge that received a
 /// record).
+///
+/// # Errors
+/// Writing fails.
 pub fn summary_load(r: &Report, out: &mut dyn Write) -> std::io::Result<()> {
     match LoadReport::busiest(&r.load.stages) {
         Some(s) => writeln!(
