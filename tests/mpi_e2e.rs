@@ -688,6 +688,60 @@ fn same_rows_embedded_and_distributed(tag: &str, query: &[&str]) {
     }
 }
 
+/// The report's `load` under `mpirun -np 2` (2 workers each) covers every
+/// rank's workers, in global order: with `--shuffle` each of the 4 gets a
+/// share of the `window records` edge, and the shares add up to the events.
+#[test]
+fn report_load_covers_every_ranks_workers() {
+    let dir = tmpdir("load");
+    let rep = dir.join("r.json");
+    let o = mpirun(
+        2,
+        &[
+            "run",
+            "wa",
+            "--events",
+            "200000",
+            "--keys",
+            "1000",
+            "--shuffle",
+            "--workers",
+            "2",
+            "--no-pin",
+            "--report",
+            rep.to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let r = report(&rep);
+    let workers: Vec<u64> = r["per_worker"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w["worker"].as_u64().unwrap())
+        .collect();
+    assert_eq!(workers, [0, 1, 2, 3]);
+    let load = &r["load"];
+    let stage = load["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "window records")
+        .unwrap_or_else(|| panic!("no window records stage: {load}"));
+    let per: Vec<u64> = stage["records_per_worker"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap())
+        .collect();
+    assert_eq!(per.len(), 4, "{load}");
+    assert!(per.iter().all(|&n| n > 0), "{load}");
+    assert_eq!(per.iter().sum::<u64>(), 200_000, "{load}");
+    let ratio = load["max_over_mean"].as_f64().unwrap();
+    assert!((1.0..1.5).contains(&ratio), "{load}");
+}
+
 #[test]
 fn windowed_aggregation_nexmark_and_word_count_run_distributed() {
     same_rows_embedded_and_distributed(

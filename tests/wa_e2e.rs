@@ -152,6 +152,73 @@ fn zipf_keys_are_skewed_and_exact() {
     );
 }
 
+/// The report's `load`: records per worker at each keyed stage over their
+/// mean. Zipf 1.2 keys put key 0's fifth of the events on one worker of 8;
+/// uniform keys spread them evenly. With `--shuffle` every event crosses
+/// the `window records` edge: its per-worker records add up to the events.
+#[test]
+fn report_load_is_uneven_with_zipf_keys_and_even_with_uniform_keys() {
+    let dir = common::tmpdir("wa", "load");
+    let run = |zipf: Option<&str>| {
+        let rep = dir.join("r.json");
+        let mut args = vec![
+            "run",
+            "wa",
+            "--keys",
+            "100000",
+            "--shuffle",
+            "--workers",
+            "8",
+            "--events",
+            "2000000",
+            "--no-pin",
+            "--report",
+        ];
+        args.push(rep.to_str().unwrap());
+        if let Some(z) = zipf {
+            args.extend(["--zipf", z]);
+        }
+        let o = air(&args);
+        assert!(o.status.success(), "{}", common::text(&o));
+        let summary = String::from_utf8_lossy(&o.stdout).into_owned();
+        let r = common::report(&rep);
+        let load = r["load"].clone();
+        let stage = load["stages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["name"] == "window records")
+            .unwrap_or_else(|| panic!("no window records stage: {load}"))
+            .clone();
+        let per: Vec<u64> = stage["records_per_worker"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_u64().unwrap())
+            .collect();
+        assert_eq!(per.len(), 8, "{load}");
+        assert_eq!(per.iter().sum::<u64>(), 2_000_000, "{load}");
+        let ratio = load["max_over_mean"].as_f64().unwrap();
+        assert_eq!(stage["max_over_mean"].as_f64().unwrap(), ratio, "{load}");
+        // The collect edge to worker 0 is not a keyed stage.
+        assert!(load["stages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|s| s["to_one_worker"] == true || s["name"] == "window records"));
+        let line = format!(
+            "load: max/mean {ratio:.2} of records per worker at \"window records\" (8 workers)"
+        );
+        assert!(summary.contains(&line), "{line:?} not in {summary}");
+        ratio
+    };
+    let skewed = run(Some("1.2"));
+    assert!(skewed > 1.5, "zipf 1.2: max/mean {skewed}");
+    let uniform = run(None);
+    assert!(uniform < 1.2, "uniform: max/mean {uniform}");
+    eprintln!("load max/mean at 8 workers: zipf 1.2 {skewed:.3}, uniform {uniform:.3}");
+}
+
 /// `--zipf 0` is the Zipf law with exponent 0: uniform keys, the same
 /// stream as without `--zipf` (what `air bench skew`'s exponent 0 runs).
 #[test]

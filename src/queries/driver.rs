@@ -73,6 +73,10 @@ pub struct WorkerFigures {
     pub input_lag_max_ms: Option<f64>,
     /// Channel counters.
     pub channels: air_runtime::ChannelMetrics,
+    /// Records it received on each exchange edge, by edge index (the
+    /// report's `load.stages[].edges`): its load at each stage.
+    #[serde(default)]
+    pub records_in_by_edge: Vec<u64>,
     /// Query-specific figures of the worker (e.g. YSB's `filtered`),
     /// fields of the worker's object in the report.
     #[serde(flatten, default)]
@@ -131,6 +135,10 @@ pub struct RankPart<R> {
     /// The rank's channel figures ([`channel_figures`]).
     #[serde(default)]
     pub channels: serde_json::Value,
+    /// The graph's stages (the same at every rank): the operators its
+    /// exchange edges feed, for the report's `load`.
+    #[serde(default)]
+    pub stages: Vec<air_runtime::dataflow::Stage>,
 }
 
 /// A rank's channel figures for its [`RankPart`]: `{"plan": the
@@ -158,6 +166,77 @@ pub struct ChannelsReport {
     /// the per-node budget (no `--ring-bytes` given, and the job's shape
     /// needed it): the plan's `edges` give the sizes used.
     pub scaled_to_budget: bool,
+}
+
+/// The load of each worker at each stage of the graph (the report's
+/// `load`): records received over the run.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct LoadReport {
+    /// One per consuming operator, in edge order.
+    pub stages: Vec<StageLoad>,
+    /// The largest `max_over_mean` of the stages that are not
+    /// `to_one_worker` (`null`: no such stage received a record).
+    pub max_over_mean: Option<f64>,
+}
+
+/// One stage's load ([`LoadReport`]).
+#[derive(Debug, Clone, Serialize)]
+pub struct StageLoad {
+    /// Its edges' names (two, `" + "`-joined, for a two-input operator).
+    pub name: String,
+    /// Its edges, indices into each worker's `records_in_by_edge`.
+    pub edges: Vec<usize>,
+    /// Results on their way to one writer (`collect`): one worker
+    /// receives them all by design; left out of the top-level ratio.
+    pub to_one_worker: bool,
+    /// Records each worker received on its edges, in global worker order
+    /// (every rank's workers).
+    pub records_per_worker: Vec<u64>,
+    /// The busiest worker's records over the mean over workers: 1.0 when
+    /// even, the worker count when one worker got them all (`null`: no
+    /// record).
+    pub max_over_mean: Option<f64>,
+}
+
+impl LoadReport {
+    /// The load of `stages` at `per_worker` (global worker order).
+    pub fn of(stages: &[air_runtime::dataflow::Stage], per_worker: &[WorkerFigures]) -> Self {
+        let stages: Vec<StageLoad> = stages
+            .iter()
+            .map(|s| {
+                let records_per_worker: Vec<u64> = per_worker
+                    .iter()
+                    .map(|w| s.records_at(&w.records_in_by_edge))
+                    .collect();
+                StageLoad {
+                    name: s.name.clone(),
+                    edges: s.edges.clone(),
+                    to_one_worker: s.to_one_worker,
+                    max_over_mean: air_runtime::dataflow::max_over_mean(&records_per_worker),
+                    records_per_worker,
+                }
+            })
+            .collect();
+        let max_over_mean = LoadReport::busiest(&stages).and_then(|s| s.max_over_mean);
+        LoadReport {
+            stages,
+            max_over_mean,
+        }
+    }
+
+    /// The stage with the largest `max_over_mean`, of those not
+    /// `to_one_worker` that received a record (the first of equals).
+    fn busiest(stages: &[StageLoad]) -> Option<&StageLoad> {
+        stages
+            .iter()
+            .filter(|s| !s.to_one_worker)
+            .filter_map(|s| s.max_over_mean.map(|m| (s, m)))
+            .fold(None, |best: Option<(&StageLoad, f64)>, (s, m)| match best {
+                Some((_, b)) if b >= m => best,
+                _ => Some((s, m)),
+            })
+            .map(|(s, _)| s)
+    }
 }
 
 /// A rank's checkpoint barrier figures ([`RankPart::checkpoints`]).
@@ -368,6 +447,9 @@ pub struct Report {
     pub mpi: Option<MpiReport>,
     /// The job's channels: planned figures and what was created.
     pub channels: ChannelsReport,
+    /// Records per worker at each stage, and how uneven key hashing made
+    /// them.
+    pub load: LoadReport,
     /// Per-worker figures, every rank's workers in global order.
     pub per_worker: Vec<WorkerFigures>,
     /// Query-specific fields of the report ([`Query::report_extra`]), at
@@ -977,6 +1059,7 @@ fn merge<Q: Query>(
     let (mut stopped, mut unfired) = (air_runtime::stop::requested(), 0);
     let mut peak_rss = 0;
     let mut extras = Vec::new();
+    let mut stages = Vec::new();
     let mut late = air_runtime::dataflow::LateLog::default();
     let mut disorder: Option<u64> = None;
     let rt = q.runtime();
@@ -989,6 +1072,9 @@ fn merge<Q: Query>(
     };
     for p in parts {
         extras.push(p.extra);
+        if stages.is_empty() {
+            stages = p.stages;
+        }
         if channels.plan.is_null() {
             channels.plan = p.channels["plan"].clone();
             // The largest edge's ring is the requested size unless the
@@ -1100,6 +1186,7 @@ fn merge<Q: Query>(
         },
         mpi,
         channels,
+        load: LoadReport::of(&stages, &per_worker),
         per_worker,
         extra: serde_json::Map::new(),
     };
@@ -1146,7 +1233,7 @@ fn mega(per_s: f64) -> String {
 }
 
 /// The summary line of the job's channels (rank 0's plan: rings by tier
-/// and memory on its node).
+/// and memory on its node), then the load line ([`summary_load`]).
 ///
 /// # Errors
 /// Writing fails.
@@ -1155,7 +1242,7 @@ pub fn summary_channels(r: &Report, out: &mut dyn Write) -> std::io::Result<()> 
     let n = |v: &serde_json::Value| thousands(v.as_u64().unwrap_or(0));
     let mib = |v: &serde_json::Value| v.as_u64().unwrap_or(0) as f64 / (1u64 << 20) as f64;
     if p.is_null() {
-        return Ok(());
+        return summary_load(r, out);
     }
     let (rings, mem) = (&p["rings_per_node"], &p["memory_per_node"]);
     // Each edge's ring, bytes (the per-node budget may have scaled them).
@@ -1199,7 +1286,27 @@ pub fn summary_channels(r: &Report, out: &mut dyn Write) -> std::io::Result<()> 
         mib(&mem["shm_bytes"]),
         mib(&mem["window_bytes"]),
         n(&p["rings"]["total"])
-    )
+    )?;
+    summary_load(r, out)
+}
+
+/// The summary line of the load at the stages: the largest max/mean over
+/// workers and where (none without an exchange edge that received a
+/// record).
+///
+/// # Errors
+/// Writing fails.
+pub fn summary_load(r: &Report, out: &mut dyn Write) -> std::io::Result<()> {
+    match LoadReport::busiest(&r.load.stages) {
+        Some(s) => writeln!(
+            out,
+            "  load: max/mean {:.2} of records per worker at {:?} ({} workers)",
+            s.max_over_mean.unwrap_or(1.0),
+            s.name,
+            s.records_per_worker.len()
+        ),
+        None => Ok(()),
+    }
 }
 
 /// The summary lines of checkpoint barriers (`--barrier-ms`) and state

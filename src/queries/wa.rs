@@ -334,6 +334,7 @@ impl Query for WaArgs {
                     .get_max("input_lag_max_us")
                     .map(|us| us as f64 / 1000.0),
                 channels: wr.channels.clone(),
+                records_in_by_edge: wr.records_in.clone(),
                 extra: Default::default(),
             })
             .collect();
@@ -363,6 +364,7 @@ impl Query for WaArgs {
             peak_rss_bytes: 0,
             extra: Default::default(),
             channels: super::driver::channel_figures(&out),
+            stages: out.stages.clone(),
         })
     }
     fn finish(&self, mut rows: Vec<WaRow>) -> Vec<WaRow> {

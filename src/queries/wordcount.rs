@@ -212,6 +212,7 @@ impl Query for WordCountArgs {
                 late_records: wr.stats.get("late_records"),
                 input_lag_max_ms: None,
                 channels: wr.channels.clone(),
+                records_in_by_edge: wr.records_in.clone(),
                 extra: Default::default(),
             })
             .collect();
@@ -246,6 +247,7 @@ impl Query for WordCountArgs {
             peak_rss_bytes: 0,
             extra: Default::default(),
             channels: super::driver::channel_figures(&out),
+            stages: out.stages.clone(),
         })
     }
 

@@ -1082,6 +1082,7 @@ fn run_rank(args: &YsbArgs, dist: &Dist, to: &RowsTo) -> Result<RankPart<YsbRow>
                 late_records: late,
                 input_lag_max_ms: st.get_max("input_lag_max_us").map(|us| us as f64 / 1000.0),
                 channels: wr.channels.clone(),
+                records_in_by_edge: wr.records_in.clone(),
                 extra: match extra {
                     Value::Object(m) => m,
                     _ => unreachable!("a JSON object"),
@@ -1123,6 +1124,7 @@ fn run_rank(args: &YsbArgs, dist: &Dist, to: &RowsTo) -> Result<RankPart<YsbRow>
             "first_skipped_record": first_skip.lock().unwrap_or_else(|e| e.into_inner()).take(),
         }),
         channels: super::driver::channel_figures(&out),
+        stages: out.stages.clone(),
     })
 }
 

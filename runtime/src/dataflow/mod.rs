@@ -63,7 +63,7 @@ pub use pipe::{
     EventTime, Filter, FlatMap, Identity, IngestionTime, Inspect, Map, Pipe, Then,
     INGESTION_CLOCK_EVERY,
 };
-pub use report::{GraphOutput, Stats, WorkerReport};
+pub use report::{max_over_mean, GraphOutput, Stage, Stats, WorkerReport};
 pub use state::{CheckpointConfig, Checkpoints, StateSlot};
 pub use stream::{
     Chain, Continuation, Dataflow, ExchangeTail, Head, KeyedStream, Op2Head, OpHead, Operator,
@@ -308,7 +308,7 @@ pub fn plan<B>(workers: usize, build: &B) -> Result<Vec<(String, bool)>, Runtime
 where
     B: Fn(&Dataflow),
 {
-    plan_typed(workers, build).map(|(v, _)| v.into_iter().map(|(n, s, _)| (n, s)).collect())
+    plan_typed(workers, build).map(|(v, _, _)| v.into_iter().map(|(n, s, _)| (n, s)).collect())
 }
 
 /// A planned graph's edges (name, small rings, record type).
@@ -322,11 +322,39 @@ fn edge_list(b: &stream::Builder) -> Vec<(String, bool, &'static str)> {
         .collect()
 }
 
-/// [`plan`], with each edge's record type.
+/// The stages of a built graph: one per consuming operator, its edges
+/// (two for a two-input operator), in the order of their first edge.
+fn stage_list(b: &stream::Builder) -> Vec<Stage> {
+    let mut stages: Vec<Stage> = Vec::new();
+    // The stage of each edge seen so far.
+    let mut of = vec![usize::MAX; b.edges.len()];
+    for (k, e) in b.edges.iter().enumerate() {
+        match e.partner.filter(|&p| p < k) {
+            Some(p) => {
+                let s = &mut stages[of[p]];
+                s.edges.push(k);
+                s.name = format!("{} + {}", s.name, e.name);
+                s.to_one_worker &= e.small;
+                of[k] = of[p];
+            }
+            None => {
+                of[k] = stages.len();
+                stages.push(Stage {
+                    name: e.name.clone(),
+                    edges: vec![k],
+                    to_one_worker: e.small,
+                });
+            }
+        }
+    }
+    stages
+}
+
+/// [`plan`], with each edge's record type, the state slots and the stages.
 fn plan_typed<B>(
     workers: usize,
     build: &B,
-) -> Result<(PlannedEdges, Vec<stream::SlotPlan>), RuntimeError>
+) -> Result<(PlannedEdges, Vec<stream::SlotPlan>, Vec<Stage>), RuntimeError>
 where
     B: Fn(&Dataflow),
 {
@@ -343,7 +371,8 @@ where
     build(&df);
     let b = df.into_builder()?;
     check(&b)?;
-    Ok((edge_list(&b), b.slots))
+    let stages = stage_list(&b);
+    Ok((edge_list(&b), b.slots, stages))
 }
 
 fn check(b: &stream::Builder) -> Result<(), RuntimeError> {
@@ -404,7 +433,7 @@ where
     let total = ranks * local;
     crate::keygroups::KeyGroups::new(cfg.key_groups, total)
         .map_err(|e| RuntimeError::Setup(e.to_string()))?;
-    let (planned, slots) = plan_typed(total, &build)?;
+    let (planned, slots, stages) = plan_typed(total, &build)?;
     if cfg.checkpoint.is_some() {
         if cfg.barrier_every.is_none() {
             return Err(RuntimeError::Setup(
@@ -570,6 +599,7 @@ where
             .sum(),
         edge_ring_bytes,
         edges,
+        stages,
         plan,
         created,
         elapsed: workers.iter().map(|w| w.elapsed).max().unwrap_or_default(),
@@ -922,9 +952,11 @@ where
         f(&mut stats);
     }
     let mut channels = ChannelMetrics::default();
+    let mut records_in = Vec::with_capacity(rx.len());
     for r in rx.iter_mut() {
         r.consumer.report(&mut stats);
         channels.add(&r.inputs.metrics);
+        records_in.push(r.inputs.metrics.records_in);
         let _ = stats.alignment.add(r.inputs.alignment());
         let given_up = r.inputs.alignments_given_up();
         if given_up > 0 {
@@ -954,6 +986,7 @@ where
         index: me,
         placement: info.placement.clone(),
         channels,
+        records_in,
         stats,
         elapsed: start.elapsed(),
         stopped,
@@ -999,6 +1032,85 @@ fn publish_live(
 #[cfg(test)]
 mod tests {
     use super::Grid;
+    use super::{run_graph, stage_list, Dataflow, Operator2, Stage, VecSource};
+    use crate::job::{JobConfig, WorkerInfo};
+    use crate::topology::WorkerPlacement;
+    use crate::ExchangeData;
+
+    /// A two-input operator that emits nothing.
+    struct Drop2;
+
+    impl Operator2 for Drop2 {
+        type In1 = u64;
+        type In2 = u64;
+        type Out = u64;
+        fn on_batch1<E: FnMut(u64)>(&mut self, _: &[<u64 as ExchangeData>::Item], _: &mut E) {}
+        fn on_batch2<E: FnMut(u64)>(&mut self, _: &[<u64 as ExchangeData>::Item], _: &mut E) {}
+        fn on_watermark<E: FnMut(u64)>(&mut self, _: u64, _: &mut E) {}
+    }
+
+    /// A two-input operator's edges make one stage; every other edge is a
+    /// stage of its own; small edges go to one worker.
+    #[test]
+    fn stages_pair_the_edges_of_two_input_operators() {
+        let df = Dataflow::new(WorkerInfo {
+            index: 0,
+            workers: 2,
+            core: None,
+            placement: WorkerPlacement::default(),
+            doorbell: None,
+        });
+        let a = df.new_edge("a");
+        let left = df.new_edge("left");
+        let right = df.new_edge("right");
+        let c = df.new_small_edge("collect");
+        drop(df.consume2(left, right, Drop2));
+        let b = df.into_builder().unwrap();
+        let stage = |name: &str, edges: Vec<usize>, to_one_worker| Stage {
+            name: name.into(),
+            edges,
+            to_one_worker,
+        };
+        assert_eq!(
+            stage_list(&b),
+            [
+                stage("a", vec![a], false),
+                stage("left + right", vec![left, right], false),
+                stage("collect", vec![c], true),
+            ]
+        );
+    }
+
+    /// Each worker counts the records it received per edge: over the
+    /// workers, every record sent once.
+    #[test]
+    fn workers_count_records_in_per_edge() {
+        let cfg = JobConfig {
+            workers: 2,
+            pin: false,
+            ..JobConfig::default()
+        };
+        let out = run_graph(&cfg, |df| {
+            df.source(VecSource::new((0..100u64).collect()))
+                .key_by(|x| *x)
+                .exchange()
+                .collect()
+                .for_each(|_| {});
+        })
+        .unwrap();
+        assert_eq!(out.edges, ["exchange", "collect"]);
+        assert_eq!(out.stages.len(), 2);
+        assert!(out.stages[1].to_one_worker);
+        let per_worker = |s: &Stage| -> Vec<u64> {
+            out.workers
+                .iter()
+                .map(|w| s.records_at(&w.records_in))
+                .collect()
+        };
+        assert_eq!(per_worker(&out.stages[0]).iter().sum::<u64>(), 200);
+        // Every record to worker 0.
+        assert_eq!(per_worker(&out.stages[1]), [200, 0]);
+    }
 
     use std::time::Duration;
 

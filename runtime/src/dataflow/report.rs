@@ -5,6 +5,7 @@
 use super::late::{LateLog, LateRecords, DISORDER_MAX};
 use crate::metrics::{latency_histogram, ChannelMetrics, Histogram, LatencySummary};
 use crate::topology::WorkerPlacement;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -107,6 +108,10 @@ pub struct WorkerReport {
     pub placement: WorkerPlacement,
     /// Its channel counters over every edge.
     pub channels: ChannelMetrics,
+    /// Records it received on each edge (indexed as
+    /// [`GraphOutput::edges`]), records: its share of each edge's
+    /// consumer's input, what [`Stage::records_at`] sums.
+    pub records_in: Vec<u64>,
     /// Its operators' counters and latency.
     pub stats: Stats,
     /// Wall time from its start to its end.
@@ -120,6 +125,9 @@ pub struct WorkerReport {
 pub struct GraphOutput {
     /// The graph's exchange edges, by index: their names.
     pub edges: Vec<String>,
+    /// The operators the edges feed, one [`Stage`] each, in the order of
+    /// their first edge: every edge is in exactly one.
+    pub stages: Vec<Stage>,
     /// Each edge's ring capacity, bytes.
     pub edge_ring_bytes: Vec<usize>,
     /// Ring memory of this process, bytes: over the edges, job workers ×
@@ -144,4 +152,69 @@ pub struct GraphOutput {
     pub stopped: bool,
     /// The checkpoint this run resumed from (`JobConfig::checkpoint`).
     pub resumed_from: Option<u64>,
+}
+
+/// One consuming operator of a graph and the edges that feed it: one edge
+/// ([`super::Dataflow::consume`]), or two for a two-input operator
+/// ([`super::Dataflow::consume2`]). Its load at a worker is the records that
+/// worker received on these edges ([`Stage::records_at`]). Side edges (late
+/// records, a broadcast) are stages too; edges to one worker
+/// ([`Stage::to_one_worker`]) are by design all at one worker.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Stage {
+    /// Its edges' names, joined by `" + "` (e.g. `"window records"`,
+    /// `"join left + join right"`).
+    pub name: String,
+    /// Its edges, indices into [`GraphOutput::edges`], ascending.
+    pub edges: Vec<usize>,
+    /// Every edge of it is small ([`super::Dataflow::new_small_edge`]):
+    /// results on their way to one writer (`collect`), so one worker
+    /// receives them all whatever the keys. Its imbalance says nothing of
+    /// key hashing.
+    pub to_one_worker: bool,
+}
+
+impl Stage {
+    /// Records a worker received on this stage's edges, given what it
+    /// received per edge ([`WorkerReport::records_in`]; an edge past its
+    /// end counts 0).
+    pub fn records_at(&self, records_in: &[u64]) -> u64 {
+        self.edges
+            .iter()
+            .map(|&e| records_in.get(e).copied().unwrap_or(0))
+            .sum()
+    }
+}
+
+/// The largest of `per_worker` over their mean: 1.0 when every worker got
+/// the same, the worker count when one got everything. `None` without a
+/// worker or a record (no load to compare).
+pub fn max_over_mean(per_worker: &[u64]) -> Option<f64> {
+    let total: u64 = per_worker.iter().sum();
+    if total == 0 {
+        return None;
+    }
+    let max = *per_worker.iter().max()? as f64;
+    Some(max * per_worker.len() as f64 / total as f64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stage_load_sums_its_edges_and_compares_to_the_mean() {
+        let s = Stage {
+            name: "join left + join right".into(),
+            edges: vec![1, 2],
+            to_one_worker: false,
+        };
+        assert_eq!(s.records_at(&[100, 3, 4]), 7);
+        assert_eq!(s.records_at(&[100, 3]), 3);
+        assert_eq!(max_over_mean(&[5, 5, 5, 5]), Some(1.0));
+        assert_eq!(max_over_mean(&[8, 0, 0, 0]), Some(4.0));
+        assert_eq!(max_over_mean(&[3, 1]), Some(1.5));
+        assert_eq!(max_over_mean(&[0, 0]), None);
+        assert_eq!(max_over_mean(&[]), None);
+    }
 }

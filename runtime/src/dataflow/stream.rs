@@ -514,6 +514,10 @@ pub(crate) struct EdgePlan {
     pub(crate) small: bool,
     pub(crate) feeders: usize,
     pub(crate) consumer: Option<Box<dyn EdgeConsumer>>,
+    /// The other edge of the two-input operator it feeds
+    /// ([`Dataflow::consume2`]), if it feeds one: the two make one stage
+    /// ([`super::Stage`]).
+    pub(crate) partner: Option<usize>,
 }
 
 /// A user's counter reporter ([`Dataflow::report_with`]).
@@ -817,6 +821,7 @@ impl Dataflow {
             small,
             feeders: 0,
             consumer: None,
+            partner: None,
         });
         b.edges.len() - 1
     }
@@ -877,6 +882,11 @@ impl Dataflow {
         assert_ne!(edge1, edge2, "a two-input operator needs two edges");
         self.carries::<O::In1>(edge1);
         self.carries::<O::In2>(edge2);
+        {
+            let mut b = self.b.borrow_mut();
+            b.edges[edge1].partner = Some(edge2);
+            b.edges[edge2].partner = Some(edge1);
+        }
         Stream {
             pending: self.pending::<O::Out>(Some(edge2)),
             df: self.clone(),

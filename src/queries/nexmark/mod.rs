@@ -1738,6 +1738,7 @@ impl NexmarkArgs {
                     .get_max("input_lag_max_us")
                     .map(|us| us as f64 / 1000.0),
                 channels: wr.channels.clone(),
+                records_in_by_edge: wr.records_in.clone(),
                 extra: Default::default(),
             })
             .collect();
@@ -1778,6 +1779,7 @@ impl NexmarkArgs {
             peak_rss_bytes: 0,
             extra: Default::default(),
             channels: crate::queries::driver::channel_figures(&out),
+            stages: out.stages.clone(),
         })
     }
 }
