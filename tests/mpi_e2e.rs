@@ -690,56 +690,83 @@ fn same_rows_embedded_and_distributed(tag: &str, query: &[&str]) {
 
 /// The report's `load` under `mpirun -np 2` (2 workers each) covers every
 /// rank's workers, in global order: with `--shuffle` each of the 4 gets a
-/// share of the `window records` edge, and the shares add up to the events.
+/// share of the keyed stage. With Zipf 1.2 keys, `--rebalance on` evens
+/// it out against `off` with the same rows, on the node tier and the
+/// forced network tier; off, the shares add up to the events, on, every
+/// event is received or kept at its sender.
 #[test]
 fn report_load_covers_every_ranks_workers() {
     let dir = tmpdir("load");
-    let rep = dir.join("r.json");
-    let o = mpirun(
-        2,
-        &[
+    let (rep, out) = (dir.join("r.json"), dir.join("rows.csv"));
+    let run = |extra: &[&str]| {
+        let mut args = vec![
             "run",
             "wa",
             "--events",
-            "200000",
+            "400000",
             "--keys",
-            "1000",
+            "100000",
+            "--zipf",
+            "1.2",
             "--shuffle",
             "--workers",
             "2",
             "--no-pin",
             "--report",
             rep.to_str().unwrap(),
-        ],
-        &[],
-    );
-    assert!(o.status.success(), "{}", text(&o));
-    let r = report(&rep);
-    let workers: Vec<u64> = r["per_worker"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|w| w["worker"].as_u64().unwrap())
-        .collect();
-    assert_eq!(workers, [0, 1, 2, 3]);
-    let load = &r["load"];
-    let stage = load["stages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| s["name"] == "window records")
-        .unwrap_or_else(|| panic!("no window records stage: {load}"));
-    let per: Vec<u64> = stage["records_per_worker"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v.as_u64().unwrap())
-        .collect();
-    assert_eq!(per.len(), 4, "{load}");
-    assert!(per.iter().all(|&n| n > 0), "{load}");
-    assert_eq!(per.iter().sum::<u64>(), 200_000, "{load}");
-    let ratio = load["max_over_mean"].as_f64().unwrap();
-    assert!((1.0..1.5).contains(&ratio), "{load}");
+            "--out",
+            out.to_str().unwrap(),
+        ];
+        args.extend(extra);
+        let o = mpirun(2, &args, &[]);
+        assert!(o.status.success(), "{extra:?}: {}", text(&o));
+        let r = report(&rep);
+        let workers: Vec<u64> = r["per_worker"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|w| w["worker"].as_u64().unwrap())
+            .collect();
+        assert_eq!(workers, [0, 1, 2, 3]);
+        let load = r["load"].clone();
+        let stage = load["stages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["name"] == "window records + window hot-key partials")
+            .unwrap_or_else(|| panic!("no window records stage: {load}"))
+            .clone();
+        let per: Vec<u64> = stage["records_per_worker"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_u64().unwrap())
+            .collect();
+        assert_eq!(per.len(), 4, "{load}");
+        assert!(per.iter().all(|&n| n > 0), "{load}");
+        let hot = &load["rebalance"];
+        let (kept, partials) = (
+            hot["records"].as_u64().unwrap(),
+            hot["partials"].as_u64().unwrap(),
+        );
+        assert_eq!(per.iter().sum::<u64>() - partials + kept, 400_000, "{load}");
+        let mut rows: Vec<String> = std::fs::read_to_string(&out)
+            .unwrap()
+            .lines()
+            .map(str::to_string)
+            .collect();
+        rows.sort();
+        (load["max_over_mean"].as_f64().unwrap(), kept, rows)
+    };
+    let (off, kept, rows) = run(&["--rebalance", "off"]);
+    assert_eq!(kept, 0);
+    assert!(off > 1.4, "zipf 1.2 off: max/mean {off}");
+    for tier in [&[][..], &["--force-network"][..]] {
+        let (on, kept, on_rows) = run(tier);
+        assert!(kept > 0, "{tier:?}");
+        assert!(on < 1.25, "{tier:?}: max/mean {on} on, {off} off");
+        assert_eq!(on_rows, rows, "{tier:?}: rows differ from --rebalance off");
+    }
 }
 
 #[test]

@@ -152,71 +152,149 @@ fn zipf_keys_are_skewed_and_exact() {
     );
 }
 
+/// What a run of WA with `--shuffle` at 8 workers reports of its load:
+/// (max over mean at the keyed stage, records per worker there, hot-key
+/// figures, sorted rows, summary).
+struct Load {
+    ratio: f64,
+    per_worker: Vec<u64>,
+    hot: serde_json::Value,
+    rows: Vec<String>,
+    summary: String,
+}
+
+fn wa_load(dir: &std::path::Path, extra: &[&str]) -> Load {
+    let (rep, out) = (dir.join("r.json"), dir.join("rows.csv"));
+    let mut args = vec![
+        "run",
+        "wa",
+        "--keys",
+        "100000",
+        "--shuffle",
+        "--workers",
+        "8",
+        "--events",
+        "2000000",
+        "--no-pin",
+        "--report",
+        rep.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    args.extend(extra);
+    let o = air(&args);
+    assert!(o.status.success(), "{}", common::text(&o));
+    let r = common::report(&rep);
+    let load = r["load"].clone();
+    let stage = load["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "window records + window hot-key partials")
+        .unwrap_or_else(|| panic!("no window records stage: {load}"))
+        .clone();
+    let per_worker: Vec<u64> = stage["records_per_worker"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap())
+        .collect();
+    assert_eq!(per_worker.len(), 8, "{load}");
+    let ratio = load["max_over_mean"].as_f64().unwrap();
+    assert_eq!(stage["max_over_mean"].as_f64().unwrap(), ratio, "{load}");
+    // The collect edge to worker 0 is not a keyed stage.
+    assert!(load["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|s| s["to_one_worker"] == true || s == &stage));
+    let mut rows: Vec<String> = std::fs::read_to_string(&out)
+        .unwrap()
+        .lines()
+        .skip(1)
+        .map(str::to_string)
+        .collect();
+    rows.sort();
+    Load {
+        ratio,
+        per_worker,
+        hot: load["rebalance"].clone(),
+        rows,
+        summary: String::from_utf8_lossy(&o.stdout).into_owned(),
+    }
+}
+
 /// The report's `load`: records per worker at each keyed stage over their
-/// mean. Zipf 1.2 keys put key 0's fifth of the events on one worker of 8;
-/// uniform keys spread them evenly. With `--shuffle` every event crosses
-/// the `window records` edge: its per-worker records add up to the events.
+/// mean. Zipf 1.2 keys put key 0's fifth of the events on one worker of 8
+/// with `--rebalance off`; uniform keys spread them evenly. Off, every
+/// event crosses the keyed stage's edge: its per-worker records add up to
+/// the events.
 #[test]
 fn report_load_is_uneven_with_zipf_keys_and_even_with_uniform_keys() {
     let dir = common::tmpdir("wa", "load");
-    let run = |zipf: Option<&str>| {
-        let rep = dir.join("r.json");
-        let mut args = vec![
-            "run",
-            "wa",
-            "--keys",
-            "100000",
-            "--shuffle",
-            "--workers",
-            "8",
-            "--events",
-            "2000000",
-            "--no-pin",
-            "--report",
-        ];
-        args.push(rep.to_str().unwrap());
-        if let Some(z) = zipf {
-            args.extend(["--zipf", z]);
-        }
-        let o = air(&args);
-        assert!(o.status.success(), "{}", common::text(&o));
-        let summary = String::from_utf8_lossy(&o.stdout).into_owned();
-        let r = common::report(&rep);
-        let load = r["load"].clone();
-        let stage = load["stages"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|s| s["name"] == "window records")
-            .unwrap_or_else(|| panic!("no window records stage: {load}"))
-            .clone();
-        let per: Vec<u64> = stage["records_per_worker"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|v| v.as_u64().unwrap())
-            .collect();
-        assert_eq!(per.len(), 8, "{load}");
-        assert_eq!(per.iter().sum::<u64>(), 2_000_000, "{load}");
-        let ratio = load["max_over_mean"].as_f64().unwrap();
-        assert_eq!(stage["max_over_mean"].as_f64().unwrap(), ratio, "{load}");
-        // The collect edge to worker 0 is not a keyed stage.
-        assert!(load["stages"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .all(|s| s["to_one_worker"] == true || s["name"] == "window records"));
+    let run = |zipf: &[&str]| {
+        let mut args = vec!["--rebalance", "off"];
+        args.extend(zipf);
+        let l = wa_load(&dir, &args);
+        assert_eq!(l.per_worker.iter().sum::<u64>(), 2_000_000);
+        assert_eq!(l.hot["on"], false);
+        assert_eq!(l.hot["records"], 0);
         let line = format!(
-            "load: max/mean {ratio:.2} of records per worker at \"window records\" (8 workers)"
+            "load: max/mean {:.2} of records per worker at \"window records + window \
+             hot-key partials\" (8 workers)\n",
+            l.ratio
         );
-        assert!(summary.contains(&line), "{line:?} not in {summary}");
-        ratio
+        assert!(l.summary.contains(&line), "{line:?} not in {}", l.summary);
+        l.ratio
     };
-    let skewed = run(Some("1.2"));
+    let skewed = run(&["--zipf", "1.2"]);
     assert!(skewed > 1.5, "zipf 1.2: max/mean {skewed}");
-    let uniform = run(None);
+    let uniform = run(&[]);
     assert!(uniform < 1.2, "uniform: max/mean {uniform}");
     eprintln!("load max/mean at 8 workers: zipf 1.2 {skewed:.3}, uniform {uniform:.3}");
+}
+
+/// `--rebalance on` (the default): with Zipf keys the senders aggregate
+/// the hot key groups' records themselves and send partials, so the keyed
+/// stage's load evens out (Zipf 1.2: from above 2 to at most 1.3; 1.0:
+/// at most 1.1) and the rows are those of `--rebalance off`, byte for
+/// byte. Every event is either received at the stage or kept at its
+/// sender. Uniform keys: nothing is hot.
+#[test]
+fn rebalance_evens_the_load_of_zipf_keys_with_the_same_rows() {
+    let dir = common::tmpdir("wa", "rebalance");
+    for (zipf, bound) in [("1.2", 1.3), ("1.0", 1.1)] {
+        let off = wa_load(&dir, &["--zipf", zipf, "--rebalance", "off"]);
+        let on = wa_load(&dir, &["--zipf", zipf]);
+        assert_eq!(on.rows, off.rows, "zipf {zipf}: rows differ");
+        assert_eq!(on.hot["on"], true);
+        let (kept, partials) = (
+            on.hot["records"].as_u64().unwrap(),
+            on.hot["partials"].as_u64().unwrap(),
+        );
+        assert!(kept > 100_000, "zipf {zipf}: {}", on.hot);
+        assert!(partials > 0 && partials < kept / 10, "{}", on.hot);
+        assert_eq!(
+            on.per_worker.iter().sum::<u64>() - partials + kept,
+            2_000_000,
+            "{}",
+            on.hot
+        );
+        assert!(
+            on.ratio <= bound && on.ratio < off.ratio,
+            "zipf {zipf}: max/mean {} on, {} off",
+            on.ratio,
+            off.ratio
+        );
+        assert!(on.summary.contains("hot keys: "), "{}", on.summary);
+        eprintln!(
+            "zipf {zipf}: max/mean {:.3} off, {:.3} on",
+            off.ratio, on.ratio
+        );
+    }
+    let uniform = wa_load(&dir, &[]);
+    assert_eq!(uniform.hot["records"], 0, "{}", uniform.hot);
+    assert_eq!(uniform.per_worker.iter().sum::<u64>(), 2_000_000);
 }
 
 /// `--zipf 0` is the Zipf law with exponent 0: uniform keys, the same

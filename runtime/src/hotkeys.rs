@@ -21,7 +21,7 @@
 //! gaps, not a hash test, so every key is sampled at its rate), counts samples per key
 //! group, and at the end of every period (`--rebalance-ms`, at a flush tick,
 //! once [`MIN_SAMPLES_PER_WORKER`] per worker were taken; the first period
-//! ends as soon as they were, at the sample) marks hot the groups with more than
+//! samples every record and ends at half that many, at the sample) marks hot the groups with more than
 //! `1 / (`[`HOT_SHARE`]` · W)` of the samples (W workers) and keeps hot
 //! those above half that (hysteresis: a group near the bound does not flap
 //! every period). A group is a key's hash range, so a hot group may hold a
@@ -67,7 +67,7 @@ pub struct Rebalance {
     /// Samples a sender takes per worker of the job before it judges
     /// (one record in [`SAMPLE_EVERY`] is sampled; default
     /// [`MIN_SAMPLES_PER_WORKER`]). Its first judgment comes as soon as it
-    /// has them; later ones at the first flush tick a period after the
+    /// has half of them, every record sampled until then; later ones at the first flush tick a period after the
     /// last, once it has them again. Tests set 1 to split hot keys from
     /// the first records.
     pub min_samples: u64,
@@ -137,7 +137,7 @@ impl HotGroups {
             counts: vec![0; k],
             hot: vec![0; k.div_ceil(64)],
             any: false,
-            skip: if on { SAMPLE_EVERY } else { u32::MAX },
+            skip: if on { 1 } else { u32::MAX },
             rng: 0x9e37_79b9_7f4a_7c15,
             samples: 0,
             need: rebalance.min_samples.max(1) * groups.workers() as u64,
@@ -182,9 +182,14 @@ impl HotGroups {
             self.rng ^= self.rng >> 7;
             self.rng ^= self.rng << 17;
             self.skip = 1 + (self.rng % (2 * SAMPLE_EVERY as u64 - 1)) as u32;
-            if self.figures.periods == 0 && self.samples >= self.need {
-                // The first judgment as soon as there are enough samples.
-                self.judge();
+            if self.figures.periods == 0 {
+                // Until the first judgment every record is sampled, and it
+                // comes as soon as there are half the samples: the records
+                // of hot keys sent before it are the run's imbalance.
+                self.skip = 1;
+                if 2 * self.samples >= self.need {
+                    self.judge();
+                }
             }
         } else {
             self.skip = u32::MAX;
@@ -273,11 +278,11 @@ mod tests {
             })
         };
         let first = judge_after(&mut h, mixed(1 << 16));
-        // Judged by itself once it had 512 samples a worker (about 16,000
-        // records here): nothing is hot before, the hot key's records are
-        // kept after.
-        assert!(first[..8192].iter().all(|o| o.is_some()));
-        assert!(first[32768..].iter().step_by(4).all(|o| o.is_none()));
+        // Judged by itself once it had 256 samples a worker (every record
+        // sampled until then: 1,024 records here): nothing is hot before,
+        // the hot key's records are kept after.
+        assert!(first[..1000].iter().all(|o| o.is_some()));
+        assert!(first[2048..].iter().step_by(4).all(|o| o.is_none()));
         assert_eq!(h.figures.periods, 2);
         assert_eq!(h.hot_now(), 1);
         assert_eq!(h.owner_unless_hot(hot_hash), None);
@@ -290,8 +295,11 @@ mod tests {
             h.owner_unless_hot(hot_hash),
             Some(groups.owner_of_group(hot_group))
         );
-        assert_eq!(h.figures.changes, 2);
-        assert_eq!(h.figures.hot_max, 1);
+        // The hot group turned hot and cold (the first judgment, on half
+        // the samples, may also have caught a cold group or two by chance:
+        // they turn cold at the next).
+        assert!(h.figures.changes >= 2, "{:?}", h.figures);
+        assert!(h.figures.hot_max >= 1);
     }
 
     /// Hysteresis: a hot group at 3/4 of the bound stays hot; a cold one

@@ -135,10 +135,61 @@ pub struct RankPart<R> {
     /// The rank's channel figures ([`channel_figures`]).
     #[serde(default)]
     pub channels: serde_json::Value,
-    /// The graph's stages (the same at every rank): the operators its
-    /// exchange edges feed, for the report's `load`.
+    /// The graph's stages and what the rank's senders did with hot keys,
+    /// for the report's `load` ([`LoadPart::of`]).
     #[serde(default)]
+    pub load: LoadPart,
+}
+
+/// A rank's part of the report's `load`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct LoadPart {
+    /// The graph's stages (the same at every rank): the operators its
+    /// exchange edges feed.
     pub stages: Vec<air_runtime::dataflow::Stage>,
+    /// Hot keys split at the rank's senders ([`air_runtime::hotkeys`]).
+    pub hot: HotKeys,
+}
+
+impl LoadPart {
+    /// The stages and hot-key figures of a rank's graph job.
+    pub fn of(out: &air_runtime::dataflow::GraphOutput) -> LoadPart {
+        let st = &out.stats;
+        LoadPart {
+            stages: out.stages.clone(),
+            hot: HotKeys {
+                records: st.get("hot_records"),
+                partials: st.get("hot_partials"),
+                groups_max: st.get_max("hot_groups_max").unwrap_or(0),
+                group_changes: st.get("hot_group_changes"),
+            },
+        }
+    }
+}
+
+/// What the senders of every-event windowed aggregates did with hot keys
+/// (`--rebalance`; [`air_runtime::hotkeys`]): summed over workers, except
+/// `groups_max`.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
+pub struct HotKeys {
+    /// Records of hot key groups aggregated at their senders (not sent).
+    pub records: u64,
+    /// Partials of those records sent to their owners, one per window,
+    /// key and sender.
+    pub partials: u64,
+    /// The most key groups one sender judged hot at once.
+    pub groups_max: u64,
+    /// Key groups that turned hot or cold, summed over periods and senders.
+    pub group_changes: u64,
+}
+
+impl HotKeys {
+    fn add(&mut self, o: &HotKeys) {
+        self.records += o.records;
+        self.partials += o.partials;
+        self.groups_max = self.groups_max.max(o.groups_max);
+        self.group_changes += o.group_changes;
+    }
 }
 
 /// A rank's channel figures for its [`RankPart`]: `{"plan": the
@@ -177,6 +228,21 @@ pub struct LoadReport {
     /// The largest `max_over_mean` of the stages that are not
     /// `to_one_worker` (`null`: no such stage received a record).
     pub max_over_mean: Option<f64>,
+    /// Hot keys: `--rebalance` on or off, its period, and what the
+    /// senders did.
+    pub rebalance: RebalanceReport,
+}
+
+/// The report's `load.rebalance`.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct RebalanceReport {
+    /// `--rebalance on` (hot key groups aggregated at their senders).
+    pub on: bool,
+    /// `--rebalance-ms`: how often each sender judges again, ms.
+    pub period_ms: u64,
+    /// What the senders did, over every rank.
+    #[serde(flatten)]
+    pub hot: HotKeys,
 }
 
 /// One stage's load ([`LoadReport`]).
@@ -200,7 +266,11 @@ pub struct StageLoad {
 
 impl LoadReport {
     /// The load of `stages` at `per_worker` (global worker order).
-    pub fn of(stages: &[air_runtime::dataflow::Stage], per_worker: &[WorkerFigures]) -> Self {
+    pub fn of(
+        stages: &[air_runtime::dataflow::Stage],
+        per_worker: &[WorkerFigures],
+        rebalance: RebalanceReport,
+    ) -> Self {
         let stages: Vec<StageLoad> = stages
             .iter()
             .map(|s| {
@@ -221,6 +291,7 @@ impl LoadReport {
         LoadReport {
             stages,
             max_over_mean,
+            rebalance,
         }
     }
 
@@ -1060,6 +1131,7 @@ fn merge<Q: Query>(
     let mut peak_rss = 0;
     let mut extras = Vec::new();
     let mut stages = Vec::new();
+    let mut hot = HotKeys::default();
     let mut late = air_runtime::dataflow::LateLog::default();
     let mut disorder: Option<u64> = None;
     let rt = q.runtime();
@@ -1072,8 +1144,9 @@ fn merge<Q: Query>(
     };
     for p in parts {
         extras.push(p.extra);
+        hot.add(&p.load.hot);
         if stages.is_empty() {
-            stages = p.stages;
+            stages = p.load.stages;
         }
         if channels.plan.is_null() {
             channels.plan = p.channels["plan"].clone();
@@ -1186,7 +1259,15 @@ fn merge<Q: Query>(
         },
         mpi,
         channels,
-        load: LoadReport::of(&stages, &per_worker),
+        load: LoadReport::of(
+            &stages,
+            &per_worker,
+            RebalanceReport {
+                on: rt.rebalance,
+                period_ms: rt.rebalance_ms,
+                hot,
+            },
+        ),
         per_worker,
         extra: serde_json::Map::new(),
     };
@@ -1297,10 +1378,22 @@ pub fn summary_channels(r: &Report, out: &mut dyn Write) -> std::io::Result<()> 
 /// # Errors
 /// Writing fails.
 pub fn summary_load(r: &Report, out: &mut dyn Write) -> std::io::Result<()> {
+    let hot = &r.load.rebalance.hot;
+    let split = match hot.records {
+        0 => String::new(),
+        n => format!(
+            "; hot keys: {} records aggregated at their senders ({:.0}% of the events), {} \
+             partials sent, at most {} key groups hot",
+            thousands(n),
+            100.0 * n as f64 / r.events.max(1) as f64,
+            thousands(hot.partials),
+            hot.groups_max
+        ),
+    };
     match LoadReport::busiest(&r.load.stages) {
         Some(s) => writeln!(
             out,
-            "  load: max/mean {:.2} of records per worker at {:?} ({} workers)",
+            "  load: max/mean {:.2} of records per worker at {:?} ({} workers){split}",
             s.max_over_mean.unwrap_or(1.0),
             s.name,
             s.records_per_worker.len()

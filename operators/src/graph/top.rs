@@ -784,7 +784,7 @@ where
         SF: Fn(&P::Out) -> S + 'static,
     {
         let df = self.dataflow().clone();
-        let edge = df.new_small_edge("collect by window");
+        let edge = df.new_gather_edge("collect by window");
         let out = df.outbox::<P::Out>(edge);
         self.end_in(ToFirst { out });
         df.consume(

@@ -334,7 +334,7 @@ fn stage_list(b: &stream::Builder) -> Vec<Stage> {
                 let s = &mut stages[of[p]];
                 s.edges.push(k);
                 s.name = format!("{} + {}", s.name, e.name);
-                s.to_one_worker &= e.small;
+                s.to_one_worker &= e.gathers;
                 of[k] = of[p];
             }
             None => {
@@ -342,7 +342,7 @@ fn stage_list(b: &stream::Builder) -> Vec<Stage> {
                 stages.push(Stage {
                     name: e.name.clone(),
                     edges: vec![k],
-                    to_one_worker: e.small,
+                    to_one_worker: e.gathers,
                 });
             }
         }
@@ -1050,7 +1050,8 @@ mod tests {
     }
 
     /// A two-input operator's edges make one stage; every other edge is a
-    /// stage of its own; small edges go to one worker.
+    /// stage of its own; gathering edges go to one worker (small ones
+    /// need not).
     #[test]
     fn stages_pair_the_edges_of_two_input_operators() {
         let df = Dataflow::new(WorkerInfo {
@@ -1059,11 +1060,14 @@ mod tests {
             core: None,
             placement: WorkerPlacement::default(),
             doorbell: None,
+            key_groups: 64,
+            rebalance: crate::hotkeys::Rebalance::default(),
         });
         let a = df.new_edge("a");
         let left = df.new_edge("left");
         let right = df.new_edge("right");
-        let c = df.new_small_edge("collect");
+        let c = df.new_gather_edge("collect");
+        let small = df.new_small_edge("few");
         drop(df.consume2(left, right, Drop2));
         let b = df.into_builder().unwrap();
         let stage = |name: &str, edges: Vec<usize>, to_one_worker| Stage {
@@ -1077,6 +1081,7 @@ mod tests {
                 stage("a", vec![a], false),
                 stage("left + right", vec![left, right], false),
                 stage("collect", vec![c], true),
+                stage("few", vec![small], false),
             ]
         );
     }

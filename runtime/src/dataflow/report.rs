@@ -167,7 +167,7 @@ pub struct Stage {
     pub name: String,
     /// Its edges, indices into [`GraphOutput::edges`], ascending.
     pub edges: Vec<usize>,
-    /// Every edge of it is small ([`super::Dataflow::new_small_edge`]):
+    /// Every edge of it gathers ([`super::Dataflow::new_gather_edge`]):
     /// results on their way to one writer (`collect`), so one worker
     /// receives them all whatever the keys. Its imbalance says nothing of
     /// key hashing.

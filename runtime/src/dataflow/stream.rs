@@ -512,6 +512,9 @@ pub(crate) struct EdgePlan {
     pub(crate) ty: Option<&'static str>,
     /// Carries few records (results to one writer): smaller rings.
     pub(crate) small: bool,
+    /// Every record goes to one worker by design (a collect): its stage
+    /// is left out of the load ratio ([`super::Stage::to_one_worker`]).
+    pub(crate) gathers: bool,
     pub(crate) feeders: usize,
     pub(crate) consumer: Option<Box<dyn EdgeConsumer>>,
     /// The other edge of the two-input operator it feeds
@@ -803,22 +806,30 @@ impl Dataflow {
     /// its index. Edges are numbered in creation order: an operator fed by
     /// edge `k` may only send on edges created after `k`.
     pub fn new_edge(&self, name: impl Into<String>) -> usize {
-        self.push_edge(name.into(), false)
+        self.push_edge(name.into(), false, false)
     }
 
     /// [`Dataflow::new_edge`] for an edge that carries few records (e.g.
     /// result rows on their way to one writer): its rings get
     /// [`super::small_ring_bytes`] instead of the job's ring capacity.
     pub fn new_small_edge(&self, name: impl Into<String>) -> usize {
-        self.push_edge(name.into(), true)
+        self.push_edge(name.into(), true, false)
     }
 
-    fn push_edge(&self, name: String, small: bool) -> usize {
+    /// [`Dataflow::new_small_edge`] for an edge whose every record goes to
+    /// one worker by design (rows gathered to one writer): its stage is
+    /// left out of the job's load ratio, which measures how keys spread.
+    pub fn new_gather_edge(&self, name: impl Into<String>) -> usize {
+        self.push_edge(name.into(), true, true)
+    }
+
+    fn push_edge(&self, name: String, small: bool, gathers: bool) -> usize {
         let mut b = self.b.borrow_mut();
         b.edges.push(EdgePlan {
             name,
             ty: None,
             small,
+            gathers,
             feeders: 0,
             consumer: None,
             partner: None,
@@ -2135,7 +2146,7 @@ impl<H: Head, P: Pipe<H::Out>> Stream<H, P> {
         P::Out: Record,
     {
         let df = self.df.clone();
-        let edge = df.new_small_edge("collect");
+        let edge = df.new_gather_edge("collect");
         let out = df.outbox::<P::Out>(edge);
         self.end_in(UnkeyedTail::<P::Out> {
             out,
