@@ -467,6 +467,26 @@ impl<T, K, A: AggregateFunction<T>, KF, TF, M: MapKind<K>, G, W>
     }
 }
 
+impl<T, K, A, KF, TF, M, G, W> SplitTail<T, K, A, KF, TF, M, G, W>
+where
+    T: 'static,
+    K: Record + Hash + Eq,
+    A: AggregateFunction<T>,
+    KF: Fn(&T) -> K + 'static,
+    TF: Fn(&T) -> u64 + 'static,
+    Partial<K, A::Acc>: Record,
+    M: MapKind<K>,
+    G: Gate<K, T>,
+{
+    /// A hot group's record into its window's partial (out of line: the
+    /// cold records' path stays small).
+    #[inline(never)]
+    fn push_hot(&mut self, item: T, cx: &mut Cx<'_, '_>) {
+        self.partials.gate.behind = self.records.gate.behind();
+        self.partials.push(item, cx);
+    }
+}
+
 impl<T, K, A, KF, TF, M, G, W> Tail<T> for SplitTail<T, K, A, KF, TF, M, G, W>
 where
     T: ExchangeData,
@@ -487,10 +507,7 @@ where
         let h = key_hash(&(self.records.key)(&item));
         match self.hot.owner_unless_hot(h) {
             Some(dest) => self.records.out.push(dest, item, cx),
-            None => {
-                self.partials.gate.behind = self.records.gate.behind();
-                self.partials.push(item, cx);
-            }
+            None => self.push_hot(item, cx),
         }
     }
     fn watermark(&mut self, wm: u64, cx: &mut Cx<'_, '_>) {
