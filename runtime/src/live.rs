@@ -73,6 +73,11 @@ pub struct WorkerCounters {
     pub windows_fired: AtomicU64,
     /// Rows its sinks received.
     pub sink_rows: AtomicU64,
+    /// Records of hot key groups its senders aggregated themselves
+    /// instead of sending ([`crate::hotkeys`]).
+    pub hot_records: AtomicU64,
+    /// Partials of those records it sent to their owners.
+    pub hot_partials: AtomicU64,
     /// When it last published, ms since the Unix epoch (0: never).
     pub published_unix_ms: AtomicU64,
 }
@@ -249,7 +254,7 @@ impl LiveMetrics {
             }
         }
         type Get = fn(&WorkerCounters) -> &AtomicU64;
-        let per_worker: [(&str, &str, Get); 6] = [
+        let per_worker: [(&str, &str, Get); 8] = [
             (
                 "air_source_records_total",
                 "Records read by the worker's sources.",
@@ -279,6 +284,17 @@ impl LiveMetrics {
                 "air_sink_rows_total",
                 "Rows received by the worker's sinks.",
                 |c| &c.sink_rows,
+            ),
+            (
+                "air_hot_records_total",
+                "Records of hot key groups the worker aggregated itself instead of sending \
+                 (--rebalance).",
+                |c| &c.hot_records,
+            ),
+            (
+                "air_hot_partials_total",
+                "Partials of hot key groups the worker sent to their owners instead.",
+                |c| &c.hot_partials,
             ),
         ];
         for (name, help, get) in per_worker {
@@ -506,7 +522,7 @@ pub(crate) struct EdgeSample<'a> {
 /// publishes next.
 pub(crate) struct Publisher {
     live: Arc<WorkerLive>,
-    base_worker: [u64; 6],
+    base_worker: [u64; 8],
     base_edges: Vec<[u64; 10]>,
     next: Instant,
     /// Reused for the operators' counters at every publish.
@@ -524,6 +540,8 @@ impl Publisher {
             l(&c.window_rows),
             l(&c.windows_fired),
             l(&c.sink_rows),
+            l(&c.hot_records),
+            l(&c.hot_partials),
         ];
         let base_edges = live
             .edges
@@ -579,6 +597,8 @@ impl Publisher {
         st(&c.window_rows, b[3] + s.get("window_rows"));
         st(&c.windows_fired, b[4] + s.get("windows_fired"));
         st(&c.sink_rows, b[5] + s.get("sink_rows"));
+        st(&c.hot_records, b[6] + s.get("hot_records"));
+        st(&c.hot_partials, b[7] + s.get("hot_partials"));
         for ((e, b), x) in self.live.edges.iter().zip(&self.base_edges).zip(edges) {
             st(&e.records_out, b[0] + x.tx.records_out);
             st(&e.bytes_out, b[1] + x.tx.bytes_out);
@@ -729,6 +749,7 @@ mod tests {
         };
         p.clear();
         p.scratch.add("source_records", 40);
+        p.scratch.add("hot_records", 9);
         let wm = unix_ms() - 1500;
         let e = [EdgeSample {
             tx: &tx,
@@ -742,6 +763,10 @@ mod tests {
         let text = live.render();
         assert!(
             text.contains("air_source_records_total{rank=\"2\",worker=\"5\"} 40\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("air_hot_records_total{rank=\"2\",worker=\"5\"} 9\n"),
             "{text}"
         );
         assert!(text.contains("air_records_out_total{rank=\"2\",worker=\"5\",edge=\"0\"} 10\n"));
