@@ -35,7 +35,10 @@ fn skew_runs_every_exponent_off_and_on_and_rebalance_evens_the_load() {
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let table = String::from_utf8_lossy(&o.stdout);
-    assert!(table.contains("on / off") && table.contains("max/mean"), "{table}");
+    assert!(
+        table.contains("on / off") && table.contains("max/mean"),
+        "{table}"
+    );
     let text = std::fs::read_to_string(&csv).unwrap();
     let mut lines = text.lines();
     assert_eq!(lines.next().unwrap(), COLUMNS);
@@ -54,7 +57,10 @@ fn skew_runs_every_exponent_off_and_on_and_rebalance_evens_the_load() {
     for r in &rows {
         assert_eq!(r.len(), COLUMNS.split(',').count(), "{text}");
         assert_eq!(col(r, "events"), 200_000.0, "{text}");
-        assert!(col(r, "events_per_s") > 0.0 && col(r, "cpu_s") > 0.0, "{text}");
+        assert!(
+            col(r, "events_per_s") > 0.0 && col(r, "cpu_s") > 0.0,
+            "{text}"
+        );
         assert!(col(r, "max_over_mean") >= 1.0, "{text}");
         if r[3] == "off" {
             assert_eq!(col(r, "kept"), 0.0, "off keeps nothing: {text}");
