@@ -113,6 +113,12 @@ enum BenchCommand {
     /// per worker, CPU s, peak RSS, and events per CPU-second beside the
     /// Flink suite's published throughput per core. Table, CSV, PNG, JSON.
     Nexmark(Box<queries::nexbench::BenchNexmarkArgs>),
+    /// Hot keys: `air run wa --shuffle` at Zipf exponents `--zipf` (0, 0.8,
+    /// 1.2, 1.5), `--rebalance off` and `on`, each run a separate process,
+    /// interleaved, `--repeats` rounds: median events/s, events per
+    /// CPU-second, the keyed stage's load max/mean, % of the events kept at
+    /// their senders, and on / off per exponent. Table, CSV, PNG.
+    Skew(Box<queries::skew::BenchSkewArgs>),
 }
 
 /// glibc's malloc serves blocks of at least this many bytes (window and
@@ -180,6 +186,7 @@ fn main() {
         }
         Command::Bench(BenchCommand::Scale(args)) => queries::scale::main(&args),
         Command::Bench(BenchCommand::Nexmark(args)) => queries::nexbench::main(&args),
+        Command::Bench(BenchCommand::Skew(args)) => queries::skew::main(&args),
         Command::Bench(BenchCommand::Ring(args)) => {
             air_tools::ring_bench::run(args).map_err(CliError::Other)
         }

@@ -12,6 +12,7 @@ pub mod nexmark;
 pub mod plan;
 pub mod plots;
 pub mod scale;
+pub mod skew;
 pub mod sustainable;
 pub mod topo;
 pub mod wa;
