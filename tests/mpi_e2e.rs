@@ -729,33 +729,15 @@ fn report_load_covers_every_ranks_workers() {
             .collect();
         assert_eq!(workers, [0, 1, 2, 3]);
         let load = r["load"].clone();
-        let stage = load["stages"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|s| s["name"] == "window records + window hot-key partials")
-            .unwrap_or_else(|| panic!("no window records stage: {load}"))
-            .clone();
-        let per: Vec<u64> = stage["records_per_worker"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|v| v.as_u64().unwrap())
-            .collect();
+        let (per, hot, _) = common::window_stage_load(&r);
         assert_eq!(per.len(), 4, "{load}");
         assert!(per.iter().all(|&n| n > 0), "{load}");
-        let hot = &load["rebalance"];
         let (kept, partials) = (
             hot["records"].as_u64().unwrap(),
             hot["partials"].as_u64().unwrap(),
         );
         assert_eq!(per.iter().sum::<u64>() - partials + kept, 400_000, "{load}");
-        let mut rows: Vec<String> = std::fs::read_to_string(&out)
-            .unwrap()
-            .lines()
-            .map(str::to_string)
-            .collect();
-        rows.sort();
+        let rows = common::sorted_rows(&out);
         (load["max_over_mean"].as_f64().unwrap(), kept, rows)
     };
     let (off, kept, rows) = run(&["--rebalance", "off"]);

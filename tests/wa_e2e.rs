@@ -186,19 +186,7 @@ fn wa_load(dir: &std::path::Path, extra: &[&str]) -> Load {
     assert!(o.status.success(), "{}", common::text(&o));
     let r = common::report(&rep);
     let load = r["load"].clone();
-    let stage = load["stages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| s["name"] == "window records + window hot-key partials")
-        .unwrap_or_else(|| panic!("no window records stage: {load}"))
-        .clone();
-    let per_worker: Vec<u64> = stage["records_per_worker"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v.as_u64().unwrap())
-        .collect();
+    let (per_worker, hot, stage) = common::window_stage_load(&r);
     assert_eq!(per_worker.len(), 8, "{load}");
     let ratio = load["max_over_mean"].as_f64().unwrap();
     assert_eq!(stage["max_over_mean"].as_f64().unwrap(), ratio, "{load}");
@@ -208,17 +196,11 @@ fn wa_load(dir: &std::path::Path, extra: &[&str]) -> Load {
         .unwrap()
         .iter()
         .all(|s| s["to_one_worker"] == true || s == &stage));
-    let mut rows: Vec<String> = std::fs::read_to_string(&out)
-        .unwrap()
-        .lines()
-        .skip(1)
-        .map(str::to_string)
-        .collect();
-    rows.sort();
+    let rows = common::sorted_rows(&out);
     Load {
         ratio,
         per_worker,
-        hot: load["rebalance"].clone(),
+        hot,
         rows,
         summary: String::from_utf8_lossy(&o.stdout).into_owned(),
     }

@@ -102,6 +102,42 @@ pub fn report(p: &Path) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
 }
 
+/// The keyed stage of WA `--shuffle` in a report's `load` (the every-event
+/// window's two edges): its `records_per_worker` (global worker order), the
+/// hot-key figures `load.rebalance`, and the stage.
+#[allow(dead_code)] // not every test crate reads a load
+pub fn window_stage_load(
+    r: &serde_json::Value,
+) -> (Vec<u64>, serde_json::Value, serde_json::Value) {
+    let load = &r["load"];
+    let stage = load["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "window records + window hot-key partials")
+        .unwrap_or_else(|| panic!("no window records stage: {load}"));
+    let per: Vec<u64> = stage["records_per_worker"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap())
+        .collect();
+    (per, load["rebalance"].clone(), stage.clone())
+}
+
+/// A CSV file's rows without its header, sorted (to compare runs).
+#[allow(dead_code)] // not every test crate compares rows
+pub fn sorted_rows(p: &Path) -> Vec<String> {
+    let mut rows: Vec<String> = std::fs::read_to_string(p)
+        .unwrap()
+        .lines()
+        .skip(1)
+        .map(str::to_string)
+        .collect();
+    rows.sort();
+    rows
+}
+
 /// Exit status, stdout and stderr of a finished command, for assertion
 /// messages.
 #[allow(dead_code)] // not every test crate runs commands
