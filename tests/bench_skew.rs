@@ -80,6 +80,7 @@ fn skew_runs_every_exponent_off_and_on_and_rebalance_evens_the_load() {
 fn skew_refuses_what_it_sets_itself_and_bad_exponents() {
     for (args, msg) in [
         (&["--zipf", "-1"][..], "--zipf"),
+        (&["--zipf", "1.2,,1.5"][..], "an empty exponent"),
         (&["--repeats", "0"][..], "--repeats"),
         (&["--", "--rebalance", "on"][..], "may not set --rebalance"),
     ] {

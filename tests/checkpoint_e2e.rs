@@ -1017,7 +1017,7 @@ fn a_damaged_newest_checkpoint_falls_back_to_the_one_before() {
     );
     // The damaged one (and any incomplete newer one) is deleted, and said.
     assert!(
-        err.contains("newer than the one resumed from") && err.contains("(incomplete or damaged"),
+        err.contains("the one resumed from") && err.contains("(incomplete or damaged"),
         "the deletion is not said: {err}"
     );
     assert!(!newest.exists(), "the damaged checkpoint is still there");

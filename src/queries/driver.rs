@@ -1383,20 +1383,27 @@ pub fn summary_load(r: &Report, out: &mut dyn Write) -> std::io::Result<()> {
         0 => String::new(),
         n => format!(
             "; hot keys: {} records aggregated at their senders ({:.0}% of the events), {} \
-             partials sent, at most {} key groups hot",
+             partial{} sent, at most {} key group{} hot",
             thousands(n),
             100.0 * n as f64 / r.events.max(1) as f64,
             thousands(hot.partials),
-            hot.groups_max
+            if hot.partials == 1 { "" } else { "s" },
+            hot.groups_max,
+            if hot.groups_max == 1 { "" } else { "s" }
         ),
     };
     match LoadReport::busiest(&r.load.stages) {
         Some(s) => writeln!(
             out,
-            "  load: max/mean {:.2} of records per worker at {:?} ({} workers){split}",
+            "  load: max/mean {:.2} of records per worker at {:?} ({} worker{}){split}",
             s.max_over_mean.unwrap_or(1.0),
             s.name,
-            s.records_per_worker.len()
+            s.records_per_worker.len(),
+            if s.records_per_worker.len() == 1 {
+                ""
+            } else {
+                "s"
+            }
         ),
         None => Ok(()),
     }

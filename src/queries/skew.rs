@@ -136,8 +136,11 @@ pub struct SkewRow {
 /// A value that is not an exponent (≥ 0), or no value.
 pub fn parse_exponents(s: &str) -> Result<Vec<f64>, String> {
     let mut v = Vec::new();
-    for x in s.split(',').map(str::trim).filter(|x| !x.is_empty()) {
-        v.push(super::common::parse::zipf(x).map_err(|e| format!("--zipf {s:?}: {x:?}: {e}"))?);
+    for x in s.split(',').map(str::trim) {
+        if x.is_empty() {
+            return Err(format!("--zipf {s:?}: an empty exponent between commas"));
+        }
+        v.push(super::common::parse::zipf(x).map_err(|e| format!("--zipf {s:?}: {e}"))?);
     }
     if v.is_empty() {
         return Err(format!("--zipf {s:?}: no exponents"));

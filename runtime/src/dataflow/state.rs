@@ -197,9 +197,13 @@ impl Checkpoints {
             // ranks agree on the checkpoint collectively, after this).
             let removed = remove_newer(&cfg.dir, &store, resumed.unwrap_or(0));
             if removed > 0 {
+                let from = match resumed {
+                    Some(id) => format!("newer than checkpoint {id}, the one resumed from,"),
+                    None => "(none complete: a fresh start)".to_string(),
+                };
                 crate::say!(
-                    "air: deleted {removed} checkpoint{} newer than the one resumed from in {} \
-                     (incomplete or damaged: the stopped run's)",
+                    "air: deleted {removed} checkpoint{} {from} in {} (incomplete or damaged: \
+                     the stopped run's)",
                     if removed == 1 { "" } else { "s" },
                     cfg.dir.display()
                 );
