@@ -16,6 +16,7 @@
 
 use super::common::{thousands, CliError, RuntimeArgs};
 use super::dist::{Dist, MpiReport};
+use super::load::{summary_load, HotKeys, LoadPart, LoadReport, RebalanceReport};
 use air_operators::graph::{CollectByWindowExt, Csv, WindowRow};
 use air_runtime::dataflow::{Head, Pipe, Sink, Stream};
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
@@ -141,57 +142,6 @@ pub struct RankPart<R> {
     pub load: LoadPart,
 }
 
-/// A rank's part of the report's `load`.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct LoadPart {
-    /// The graph's stages (the same at every rank): the operators its
-    /// exchange edges feed.
-    pub stages: Vec<air_runtime::dataflow::Stage>,
-    /// Hot keys split at the rank's senders ([`air_runtime::hotkeys`]).
-    pub hot: HotKeys,
-}
-
-impl LoadPart {
-    /// The stages and hot-key figures of a rank's graph job.
-    pub fn of(out: &air_runtime::dataflow::GraphOutput) -> LoadPart {
-        let st = &out.stats;
-        LoadPart {
-            stages: out.stages.clone(),
-            hot: HotKeys {
-                records: st.get("hot_records"),
-                partials: st.get("hot_partials"),
-                groups_max: st.get_max("hot_groups_max").unwrap_or(0),
-                group_changes: st.get("hot_group_changes"),
-            },
-        }
-    }
-}
-
-/// What the senders of every-event windowed aggregates did with hot keys
-/// (`--rebalance`; [`air_runtime::hotkeys`]): summed over workers, except
-/// `groups_max`.
-#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
-pub struct HotKeys {
-    /// Records of hot key groups aggregated at their senders (not sent).
-    pub records: u64,
-    /// Partials of those records sent to their owners, one per window,
-    /// key and sender.
-    pub partials: u64,
-    /// The most key groups one sender judged hot at once.
-    pub groups_max: u64,
-    /// Key groups that turned hot or cold, summed over periods and senders.
-    pub group_changes: u64,
-}
-
-impl HotKeys {
-    fn add(&mut self, o: &HotKeys) {
-        self.records += o.records;
-        self.partials += o.partials;
-        self.groups_max = self.groups_max.max(o.groups_max);
-        self.group_changes += o.group_changes;
-    }
-}
-
 /// A rank's channel figures for its [`RankPart`]: `{"plan": the
 /// `ChannelPlan` of the rank and its node, "created": what its setup made}`.
 pub fn channel_figures(out: &air_runtime::dataflow::GraphOutput) -> serde_json::Value {
@@ -217,97 +167,6 @@ pub struct ChannelsReport {
     /// the per-node budget (no `--ring-bytes` given, and the job's shape
     /// needed it): the plan's `edges` give the sizes used.
     pub scaled_to_budget: bool,
-}
-
-/// The load of each worker at each stage of the graph (the report's
-/// `load`): records received over the run.
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct LoadReport {
-    /// One per consuming operator, in edge order.
-    pub stages: Vec<StageLoad>,
-    /// The largest `max_over_mean` of the stages that are not
-    /// `to_one_worker` (`null`: no such stage received a record).
-    pub max_over_mean: Option<f64>,
-    /// Hot keys: `--rebalance` on or off, its period, and what the
-    /// senders did.
-    pub rebalance: RebalanceReport,
-}
-
-/// The report's `load.rebalance`.
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct RebalanceReport {
-    /// `--rebalance on` (hot key groups aggregated at their senders).
-    pub on: bool,
-    /// `--rebalance-ms`: how often each sender judges again, ms.
-    pub period_ms: u64,
-    /// What the senders did, over every rank.
-    #[serde(flatten)]
-    pub hot: HotKeys,
-}
-
-/// One stage's load ([`LoadReport`]).
-#[derive(Debug, Clone, Serialize)]
-pub struct StageLoad {
-    /// Its edges' names (two, `" + "`-joined, for a two-input operator).
-    pub name: String,
-    /// Its edges, indices into each worker's `records_in_by_edge`.
-    pub edges: Vec<usize>,
-    /// Results on their way to one writer (`collect`): one worker
-    /// receives them all by design; left out of the top-level ratio.
-    pub to_one_worker: bool,
-    /// Records each worker received on its edges, in global worker order
-    /// (every rank's workers).
-    pub records_per_worker: Vec<u64>,
-    /// The busiest worker's records over the mean over workers: 1.0 when
-    /// even, the worker count when one worker got them all (`null`: no
-    /// record).
-    pub max_over_mean: Option<f64>,
-}
-
-impl LoadReport {
-    /// The load of `stages` at `per_worker` (global worker order).
-    pub fn of(
-        stages: &[air_runtime::dataflow::Stage],
-        per_worker: &[WorkerFigures],
-        rebalance: RebalanceReport,
-    ) -> Self {
-        let stages: Vec<StageLoad> = stages
-            .iter()
-            .map(|s| {
-                let records_per_worker: Vec<u64> = per_worker
-                    .iter()
-                    .map(|w| s.records_at(&w.records_in_by_edge))
-                    .collect();
-                StageLoad {
-                    name: s.name.clone(),
-                    edges: s.edges.clone(),
-                    to_one_worker: s.to_one_worker,
-                    max_over_mean: air_runtime::dataflow::max_over_mean(&records_per_worker),
-                    records_per_worker,
-                }
-            })
-            .collect();
-        let max_over_mean = LoadReport::busiest(&stages).and_then(|s| s.max_over_mean);
-        LoadReport {
-            stages,
-            max_over_mean,
-            rebalance,
-        }
-    }
-
-    /// The stage with the largest `max_over_mean`, of those not
-    /// `to_one_worker` that received a record (the first of equals).
-    fn busiest(stages: &[StageLoad]) -> Option<&StageLoad> {
-        stages
-            .iter()
-            .filter(|s| !s.to_one_worker)
-            .filter_map(|s| s.max_over_mean.map(|m| (s, m)))
-            .fold(None, |best: Option<(&StageLoad, f64)>, (s, m)| match best {
-                Some((_, b)) if b >= m => best,
-                _ => Some((s, m)),
-            })
-            .map(|(s, _)| s)
-    }
 }
 
 /// A rank's checkpoint barrier figures ([`RankPart::checkpoints`]).
@@ -1261,7 +1120,10 @@ fn merge<Q: Query>(
         channels,
         load: LoadReport::of(
             &stages,
-            &per_worker,
+            &per_worker
+                .iter()
+                .map(|w| w.records_in_by_edge.as_slice())
+                .collect::<Vec<_>>(),
             RebalanceReport {
                 on: rt.rebalance,
                 period_ms: rt.rebalance_ms,
@@ -1323,7 +1185,7 @@ pub fn summary_channels(r: &Report, out: &mut dyn Write) -> std::io::Result<()> 
     let n = |v: &serde_json::Value| thousands(v.as_u64().unwrap_or(0));
     let mib = |v: &serde_json::Value| v.as_u64().unwrap_or(0) as f64 / (1u64 << 20) as f64;
     if p.is_null() {
-        return summary_load(r, out);
+        return summary_load(&r.load, r.events, out);
     }
     let (rings, mem) = (&p["rings_per_node"], &p["memory_per_node"]);
     // Each edge's ring, bytes (the per-node budget may have scaled them).
@@ -1368,45 +1230,7 @@ pub fn summary_channels(r: &Report, out: &mut dyn Write) -> std::io::Result<()> 
         mib(&mem["window_bytes"]),
         n(&p["rings"]["total"])
     )?;
-    summary_load(r, out)
-}
-
-/// The summary line of the load at the stages: the largest max/mean over
-/// workers and where (none without an exchange edge that received a
-/// record).
-///
-/// # Errors
-/// Writing fails.
-pub fn summary_load(r: &Report, out: &mut dyn Write) -> std::io::Result<()> {
-    let hot = &r.load.rebalance.hot;
-    let split = match hot.records {
-        0 => String::new(),
-        n => format!(
-            "; hot keys: {} records aggregated at their senders ({:.0}% of the events), {} \
-             partial{} sent, at most {} key group{} hot",
-            thousands(n),
-            100.0 * n as f64 / r.events.max(1) as f64,
-            thousands(hot.partials),
-            if hot.partials == 1 { "" } else { "s" },
-            hot.groups_max,
-            if hot.groups_max == 1 { "" } else { "s" }
-        ),
-    };
-    match LoadReport::busiest(&r.load.stages) {
-        Some(s) => writeln!(
-            out,
-            "  load: max/mean {:.2} of records per worker at {:?} ({} worker{}){split}",
-            s.max_over_mean.unwrap_or(1.0),
-            s.name,
-            s.records_per_worker.len(),
-            if s.records_per_worker.len() == 1 {
-                ""
-            } else {
-                "s"
-            }
-        ),
-        None => Ok(()),
-    }
+    summary_load(&r.load, r.events, out)
 }
 
 /// The summary lines of checkpoint barriers (`--barrier-ms`) and state

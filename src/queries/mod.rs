@@ -7,6 +7,7 @@ pub mod common;
 pub mod dist;
 pub mod driver;
 pub mod lagwatch;
+pub mod load;
 pub mod nexbench;
 pub mod nexmark;
 pub mod plan;

@@ -364,7 +364,7 @@ impl Query for WaArgs {
             peak_rss_bytes: 0,
             extra: Default::default(),
             channels: super::driver::channel_figures(&out),
-            load: super::driver::LoadPart::of(&out),
+            load: super::load::LoadPart::of(&out),
         })
     }
     fn finish(&self, mut rows: Vec<WaRow>) -> Vec<WaRow> {

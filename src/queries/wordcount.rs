@@ -247,7 +247,7 @@ impl Query for WordCountArgs {
             peak_rss_bytes: 0,
             extra: Default::default(),
             channels: super::driver::channel_figures(&out),
-            load: super::driver::LoadPart::of(&out),
+            load: super::load::LoadPart::of(&out),
         })
     }
 

@@ -1124,7 +1124,7 @@ fn run_rank(args: &YsbArgs, dist: &Dist, to: &RowsTo) -> Result<RankPart<YsbRow>
             "first_skipped_record": first_skip.lock().unwrap_or_else(|e| e.into_inner()).take(),
         }),
         channels: super::driver::channel_figures(&out),
-        load: super::driver::LoadPart::of(&out),
+        load: super::load::LoadPart::of(&out),
     })
 }
 

@@ -218,3 +218,31 @@ mod tests {
         assert_eq!(max_over_mean(&[]), None);
     }
 }
+
+/// The stages of a built graph: one per consuming operator, its edges
+/// (two for a two-input operator), in the order of their first edge.
+pub(crate) fn stage_list(b: &super::stream::Builder) -> Vec<Stage> {
+    let mut stages: Vec<Stage> = Vec::new();
+    // The stage of each edge seen so far.
+    let mut of = vec![usize::MAX; b.edges.len()];
+    for (k, e) in b.edges.iter().enumerate() {
+        match e.partner.filter(|&p| p < k) {
+            Some(p) => {
+                let s = &mut stages[of[p]];
+                s.edges.push(k);
+                s.name = format!("{} + {}", s.name, e.name);
+                s.to_one_worker &= e.gathers;
+                of[k] = of[p];
+            }
+            None => {
+                of[k] = stages.len();
+                stages.push(Stage {
+                    name: e.name.clone(),
+                    edges: vec![k],
+                    to_one_worker: e.gathers,
+                });
+            }
+        }
+    }
+    stages
+}

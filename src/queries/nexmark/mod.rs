@@ -1779,7 +1779,7 @@ impl NexmarkArgs {
             peak_rss_bytes: 0,
             extra: Default::default(),
             channels: crate::queries::driver::channel_figures(&out),
-            load: crate::queries::driver::LoadPart::of(&out),
+            load: crate::queries::load::LoadPart::of(&out),
         })
     }
 }
