@@ -922,7 +922,9 @@ fn rescale_to(worker: usize, workers: usize, from: usize) -> air_runtime::datafl
         worker,
         workers,
         from,
-        groups: air_runtime::keygroups::KeyGroups::new(64, workers).unwrap(),
+        groups: air_runtime::keygroups::KeyGroups::new(64, workers)
+            .unwrap()
+            .into(),
     }
 }
 

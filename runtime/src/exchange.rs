@@ -49,6 +49,16 @@ pub enum InputEvent<'b> {
     /// before it): everything they sent before it was handed on, nothing
     /// after it yet (the inputs are aligned; docs/design.md "Checkpoints").
     Barrier(u64),
+    /// A piece of an operator's keyed state from worker `from`, on its way
+    /// to this worker after a barrier that moved key groups
+    /// (runtime/src/dataflow/moves.rs). Kept, like data, while its sender
+    /// is held: it always comes after the barrier it belongs to.
+    State {
+        /// The sending worker.
+        from: usize,
+        /// The frame's payload.
+        bytes: &'b [u8],
+    },
 }
 
 /// A frame of a held sender, kept until the sender is released (in
@@ -210,6 +220,9 @@ pub struct Inputs<'c> {
     /// Data and End frames read from polled channels, ever.
     polled_frames: u64,
     validate: bool,
+    /// Its operator's key groups may move: state frames may follow a
+    /// sender's End, so every ring is read to its last frame.
+    moves: bool,
     /// Counters of the receiving side.
     pub metrics: ChannelMetrics,
 }
@@ -255,6 +268,12 @@ fn take_frame(
                 bytes: payload,
             })?;
             metrics.records_in += n as u64;
+        }
+        FrameKind::State => {
+            on(InputEvent::State {
+                from: s,
+                bytes: payload,
+            })?;
         }
         FrameKind::Watermark => st.wm[s] = st.wm[s].max(value(0)),
         FrameKind::End => {
@@ -303,6 +322,13 @@ impl<'c> Inputs<'c> {
         self.polled_frames
     }
 
+    /// Its operator's key groups may move ([`crate::dataflow::moves`]):
+    /// state frames may follow a sender's End.
+    pub fn with_moves(mut self, on: bool) -> Self {
+        self.moves = on;
+        self
+    }
+
     /// Validates every batch with rkyv (`--validate`), also in release builds.
     pub fn with_validation(mut self, on: bool) -> Self {
         self.validate = on;
@@ -343,6 +369,7 @@ impl<'c> Inputs<'c> {
             },
             n_done: 0,
             validate: false,
+            moves: false,
             metrics: ChannelMetrics::default(),
         }
     }
@@ -424,7 +451,8 @@ impl<'c> Inputs<'c> {
                     self.n_done += 1;
                 }
             }
-            if self.open[ch] == 0 || self.ends_read[ch] == senders {
+            let ended = self.open[ch] == 0 || self.ends_read[ch] == senders;
+            if ended && !self.moves {
                 continue;
             }
             let mut got = 0;
@@ -468,7 +496,9 @@ impl<'c> Inputs<'c> {
                             }
                             return;
                         }
-                        if sender >= senders || st.ended[first + sender] {
+                        if sender >= senders
+                            || (st.ended[first + sender] && kind != FrameKind::State)
+                        {
                             failed = Some(RuntimeError::channel(
                                 first,
                                 me,
@@ -499,6 +529,10 @@ impl<'c> Inputs<'c> {
                 match r {
                     Recv::Frame => {
                         got += 1;
+                        if ended {
+                            // A state frame after the channel's End.
+                            continue;
+                        }
                         if self.open[ch] == 0 {
                             self.n_done += 1;
                             break;
@@ -508,6 +542,9 @@ impl<'c> Inputs<'c> {
                         }
                     }
                     Recv::Empty => break,
+                    // Every sender ended and dropped its end, every frame
+                    // read: a moving edge's rings are read to here.
+                    Recv::Closed if ended => break,
                     Recv::Closed => {
                         return Err(RuntimeError::channel(
                             first,
@@ -519,8 +556,11 @@ impl<'c> Inputs<'c> {
                     }
                 }
             }
+            // (Never while key groups move: the operator must see every
+            // barrier at which its groups move.)
             if self.senders.kept_bytes > kept_bytes_max()
                 && self.senders.aligned < self.senders.seen
+                && !crate::dataflow::moves::active()
             {
                 self.senders.give_up();
             }

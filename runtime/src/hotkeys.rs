@@ -175,6 +175,15 @@ impl HotGroups {
     /// [`SAMPLE_EVERY`].
     #[inline(always)]
     pub fn owner_unless_hot(&mut self, hash: u64) -> Option<usize> {
+        self.group_unless_hot(hash)
+            .map(|g| self.groups.owner_of_group(g))
+    }
+
+    /// The key group of the key whose hash is `hash`, or `None` if it is
+    /// hot ([`HotGroups::owner_unless_hot`]; the caller finds the group's
+    /// owner now, which may have moved: [`crate::dataflow::Cx::owner_of_group`]).
+    #[inline(always)]
+    pub fn group_unless_hot(&mut self, hash: u64) -> Option<u32> {
         let g = self.groups.group(hash);
         self.skip -= 1;
         if self.skip == 0 {
@@ -184,7 +193,7 @@ impl HotGroups {
             self.figures.hot_records += 1;
             return None;
         }
-        Some(self.groups.owner_of_group(g))
+        Some(g)
     }
 
     #[cold]

@@ -144,6 +144,118 @@ impl KeyGroups {
     }
 }
 
+/// Which worker owns each key group: the even ranges of [`KeyGroups`]
+/// until the job moves groups (docs/design.md, "Hot keys: moving key
+/// groups"), then a table of `K` owners. Cheap to clone (the table is
+/// shared); every worker holds the same assignment for an edge between
+/// the same two barriers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Assignment {
+    groups: KeyGroups,
+    /// Per key group: its owner (`None`: the even ranges).
+    table: Option<std::sync::Arc<[u16]>>,
+}
+
+impl From<KeyGroups> for Assignment {
+    fn from(groups: KeyGroups) -> Self {
+        Assignment::ranges(groups)
+    }
+}
+
+impl Assignment {
+    /// The even ranges of `groups` ([`KeyGroups::groups_of`]).
+    pub fn ranges(groups: KeyGroups) -> Self {
+        Assignment {
+            groups,
+            table: None,
+        }
+    }
+
+    /// `owners[g]` owns group `g`.
+    ///
+    /// # Panics
+    /// `owners` is not `K` long, or names a worker `>= W`.
+    pub fn table(groups: KeyGroups, owners: Vec<u16>) -> Self {
+        assert_eq!(
+            owners.len(),
+            groups.groups() as usize,
+            "one owner per key group"
+        );
+        assert!(
+            owners.iter().all(|&w| (w as usize) < groups.workers()),
+            "owners are workers of the job"
+        );
+        Assignment {
+            groups,
+            table: Some(owners.into()),
+        }
+    }
+
+    /// Every group `n` workers after its owner in the even ranges
+    /// (`(owner + n) mod W`): each worker's groups all move to the next
+    /// one at every step. What `AIR_MOVE_KEY_GROUPS=rotate` moves to at
+    /// barrier `n`, to test that state follows its group exactly.
+    pub fn rotated(groups: KeyGroups, n: u64) -> Self {
+        let w = groups.workers() as u64;
+        if n % w == 0 {
+            return Assignment::ranges(groups);
+        }
+        let owners = (0..groups.groups())
+            .map(|g| ((groups.owner_of_group(g) as u64 + n) % w) as u16)
+            .collect();
+        Assignment::table(groups, owners)
+    }
+
+    /// The key groups and workers this assignment is over.
+    pub fn key_groups(&self) -> KeyGroups {
+        self.groups
+    }
+
+    /// Number of key groups (`K`).
+    pub fn groups(&self) -> u32 {
+        self.groups.groups()
+    }
+
+    /// Number of workers (`W`).
+    pub fn workers(&self) -> usize {
+        self.groups.workers()
+    }
+
+    /// The key group of a key whose hash is `hash` ([`KeyGroups::group`]).
+    #[inline(always)]
+    pub fn group(&self, hash: u64) -> u32 {
+        self.groups.group(hash)
+    }
+
+    /// The worker that owns group `group` (`< K`).
+    #[inline(always)]
+    pub fn owner_of_group(&self, group: u32) -> usize {
+        match &self.table {
+            None => self.groups.owner_of_group(group),
+            Some(t) => t[group as usize] as usize,
+        }
+    }
+
+    /// The worker that owns the key whose hash is `hash`.
+    #[inline(always)]
+    pub fn owner(&self, hash: u64) -> usize {
+        self.owner_of_group(self.group(hash))
+    }
+
+    /// Whether some group worker `from` owns here is owned by `to` in
+    /// `next` (state moves from `from` to `to` between the two).
+    pub fn gives(&self, next: &Assignment, from: usize, to: usize) -> bool {
+        (0..self.groups()).any(|g| self.owner_of_group(g) == from && next.owner_of_group(g) == to)
+    }
+
+    /// Groups whose owner differs in `next`.
+    pub fn moved(&self, next: &Assignment) -> u32 {
+        (0..self.groups())
+            .filter(|&g| self.owner_of_group(g) != next.owner_of_group(g))
+            .count() as u32
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -199,6 +311,25 @@ mod tests {
             assert_eq!(kg.group(u64::MAX), groups - 1);
             assert_eq!(kg.owner(u64::MAX), workers - 1);
         }
+    }
+
+    /// A table and the even ranges agree where they should; rotation
+    /// moves every group to the next worker and comes back after `W`.
+    #[test]
+    fn rotated_tables_move_every_group_and_come_back() {
+        let kg = KeyGroups::new(128, 3).unwrap();
+        let a0 = Assignment::ranges(kg);
+        let a1 = Assignment::rotated(kg, 1);
+        for g in 0..128 {
+            assert_eq!(a1.owner_of_group(g), (kg.owner_of_group(g) + 1) % 3);
+        }
+        assert_eq!(a0.moved(&a1), 128);
+        assert!(a0.gives(&a1, 0, 1) && !a0.gives(&a1, 0, 2) && a0.gives(&a1, 2, 0));
+        assert_eq!(Assignment::rotated(kg, 3), a0);
+        let h = crate::key_hash(&7u64);
+        assert_eq!(a1.owner(h), (kg.owner(h) + 1) % 3);
+        let t = Assignment::table(kg, (0..128).map(|g| kg.owner_of_group(g) as u16).collect());
+        assert_eq!(t.moved(&a0), 0);
     }
 
     #[test]

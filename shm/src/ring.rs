@@ -87,6 +87,10 @@ pub enum FrameKind {
     /// A checkpoint barrier: everything the producer sent before it belongs
     /// to the checkpoint whose id (a little-endian `u64`) it carries.
     Barrier = 4,
+    /// A piece of an operator's keyed state on its way to the worker that
+    /// owns its key groups now (runtime/src/dataflow/moves.rs gives the
+    /// payload its meaning).
+    State = 5,
 }
 
 impl FrameKind {
@@ -98,6 +102,7 @@ impl FrameKind {
             2 => Some(FrameKind::Watermark),
             3 => Some(FrameKind::End),
             4 => Some(FrameKind::Barrier),
+            5 => Some(FrameKind::State),
             _ => None,
         }
     }

@@ -755,6 +755,8 @@ where
     /// and was freed is in no state, and one kept for lateness is kept
     /// here too).
     fn rescale(&mut self, states: &[&[u8]], to: state::Rescale) -> Result<(), String> {
+        // Replaces what it kept (a move of key groups during a job).
+        self.open.clear();
         let mut fired = None::<u64>;
         for saved in states {
             let f = self.restore_kept(saved, |k| to.owns(k))?;
@@ -939,6 +941,9 @@ where
     /// resumes at the smallest one saved, and the next one frees what can
     /// no longer match.
     fn rescale(&mut self, states: &[&[u8]], to: state::Rescale) -> Result<(), String> {
+        // Replaces what it kept (a move of key groups during a job).
+        self.left.clear();
+        self.right.clear();
         for saved in states {
             self.restore_kept(saved, |k| to.owns(k))?;
         }

@@ -789,6 +789,11 @@ where
     /// state, the keys this worker owns now, with their states and timers;
     /// the watermark is the smallest saved (they agree at a barrier).
     fn rescale_state(&mut self, states: &[&[u8]], to: state::Rescale) -> Result<(), String> {
+        // Replaces what it kept (a move of key groups during a job).
+        self.keys.clear();
+        self.slots.clear();
+        self.free.clear();
+        self.timers.clear();
         let mut wm = None::<u64>;
         for saved in states {
             let w = self.restore_keys(saved, |k| to.owns(k))?;
@@ -1178,7 +1183,7 @@ mod tests {
                     worker: w,
                     workers: 3,
                     from: 2,
-                    groups: KeyGroups::new(128, 3).unwrap(),
+                    groups: KeyGroups::new(128, 3).unwrap().into(),
                 },
             )
             .unwrap();

@@ -319,6 +319,13 @@ impl<K: Clone, A: AggregateFunction<T>, T> SessionCore<K, A, T> {
         )
     }
 
+    /// Drops every timer (the keys' sessions go with the caller's map):
+    /// before a [`SessionCore::restore`] that replaces what it held.
+    fn clear(&mut self) {
+        self.timers.clear();
+        self.open = 0;
+    }
+
     /// Takes back the sessions that [`SessionCore::save`] gave in `states`
     /// (one state; or, on a resume at another worker count, every old
     /// worker's, keeping the keys `to` owns now). It fired up to the
@@ -637,6 +644,9 @@ where
         states: &[&[u8]],
         to: air_runtime::dataflow::state::Rescale,
     ) -> Result<(), String> {
+        // Replaces what it kept (a move of key groups during a job).
+        self.keys.clear();
+        self.core.clear();
         self.core.restore(&mut self.keys, states, Some(&to))
     }
 }
@@ -773,7 +783,7 @@ mod tests {
                 worker: w,
                 workers: 3,
                 from: 2,
-                groups: KeyGroups::new(128, 3).unwrap(),
+                groups: KeyGroups::new(128, 3).unwrap().into(),
             };
             op.rescale(&states, to).unwrap();
             feed(

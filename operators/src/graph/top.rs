@@ -306,6 +306,8 @@ where
         states: &[&[u8]],
         to: air_runtime::dataflow::state::Rescale,
     ) -> Result<(), String> {
+        // Replaces what it kept (a move of key groups during a job).
+        self.open.clear();
         for state in states {
             for r in air_runtime::dataflow::state::records_from_bytes::<T>(state)? {
                 let mine = match &self.key_hash {

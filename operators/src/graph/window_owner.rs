@@ -393,6 +393,8 @@ impl<K: Hash + Eq, A: AggregateFunction<T>, T, M: MapKind<K>> Core<K, A, T, M> {
         Partial<K, A::Acc>: Record,
     {
         use air_runtime::dataflow::state::{records_from_bytes, unframe_one};
+        // Replaces what it kept (a move of key groups during a job).
+        self.table.windows.clear();
         let mut fired = None::<u64>;
         for state in states {
             let (f, body) = unframe_one(state, "window")?;

@@ -324,7 +324,9 @@ mod tests {
                 worker,
                 workers: 2,
                 from: 3,
-                groups: air_runtime::keygroups::KeyGroups::new(16, 2).unwrap(),
+                groups: air_runtime::keygroups::KeyGroups::new(16, 2)
+                    .unwrap()
+                    .into(),
             };
             let mut s = Shards::rescaled(&toy(0, 1), &refs, to).unwrap();
             let mut buf = vec![0u64; 100];
@@ -340,7 +342,9 @@ mod tests {
             worker: 0,
             workers: 1,
             from: 2,
-            groups: air_runtime::keygroups::KeyGroups::new(16, 1).unwrap(),
+            groups: air_runtime::keygroups::KeyGroups::new(16, 1)
+                .unwrap()
+                .into(),
         };
         let mut s = Shards::rescaled(&toy(0, 1), &refs, to).unwrap();
         let mut buf = vec![0u64; 333];

@@ -13,7 +13,7 @@
 use crate::channel::ChannelTx;
 use crate::data::ExchangeData;
 use crate::exchange::{InputEvent, Inputs};
-use crate::keygroups::KeyGroups;
+use crate::keygroups::{Assignment, KeyGroups};
 use crate::metrics::ChannelMetrics;
 use crate::RuntimeError;
 use air_shm::FrameKind;
@@ -27,6 +27,11 @@ pub struct EdgeTx<'c> {
     me: usize,
     tx: Vec<Box<dyn ChannelTx + 'c>>,
     key_groups: KeyGroups,
+    /// The owner of each key group now (changes at a barrier when groups
+    /// move: [`super::moves`]).
+    assign: Assignment,
+    /// Whether its operator's key groups may move ([`EdgeTx::set_moves`]).
+    moves: bool,
     max_frame: usize,
     /// Per feeder: its watermark (ms), and its final watermark once ended.
     feeders: Vec<(u64, Option<u64>)>,
@@ -73,6 +78,8 @@ impl<'c> EdgeTx<'c> {
             me,
             tx,
             key_groups,
+            assign: Assignment::ranges(key_groups),
+            moves: false,
             max_frame,
             feeders: vec![(0, None); feeders],
             feeder_is_source: vec![None; feeders],
@@ -86,6 +93,34 @@ impl<'c> EdgeTx<'c> {
             tiers,
             full_by_tier: [0; 3],
         }
+    }
+
+    /// Its operator's key groups may move ([`super::moves`]).
+    pub(crate) fn set_moves(&mut self) {
+        self.moves = true;
+    }
+
+    /// The largest payload of one frame on this edge, bytes.
+    pub(crate) fn max_frame(&self) -> usize {
+        self.max_frame
+    }
+
+    /// Tries to write one state frame to `dest`, never waiting (`Ok(false)`:
+    /// its ring is full). State frames may follow the edge's End (a
+    /// receiver reads a moving edge's rings to the last frame).
+    pub(crate) fn try_send_state(
+        &mut self,
+        dest: usize,
+        len: usize,
+        write: &mut dyn FnMut(&mut [u8]) -> Option<usize>,
+    ) -> Result<bool, RuntimeError> {
+        let sent = self.tx[dest]
+            .try_send(FrameKind::State, len, write)
+            .map_err(|e| self.err(dest, e))?;
+        if sent {
+            self.unflushed = true;
+        }
+        Ok(sent)
     }
 
     /// Bit `t` set for each tier index `t` among this edge's rings.
@@ -149,6 +184,22 @@ pub trait EdgeConsumer {
     /// Every input ended; `final_wm` is the minimum of their final
     /// watermarks (`u64::MAX` unless the job was stopped).
     fn on_end(&mut self, final_wm: u64, cx: &mut Cx<'_, '_>);
+    /// A piece of worker `from`'s state of this edge's operator, sent
+    /// after a barrier at which its key groups moved
+    /// ([`super::moves`]). Only an operator whose groups move gets one.
+    fn on_state(&mut self, from: usize, bytes: &[u8], cx: &mut Cx<'_, '_>) {
+        let _ = (from, bytes);
+        cx.fail_with(RuntimeError::Setup(
+            "keyed state arrived for an operator whose key groups do not move".into(),
+        ));
+    }
+
+    /// Whether it waits for state of a move of its key groups: its end
+    /// waits too (state may follow its senders' End frames).
+    fn awaits_state(&self) -> bool {
+        false
+    }
+
     /// The edge's inputs are aligned at checkpoint barrier `id` (every
     /// record sent before it was handed on, none after): snapshot, then
     /// pass the barrier on (after what was staged before it).
@@ -231,7 +282,13 @@ impl<'a, 'c> Cx<'a, 'c> {
     /// ([`KeyGroups::owner`]).
     #[inline(always)]
     pub fn owner(&self, edge: usize, hash: u64) -> usize {
-        self.tx[edge - self.base].key_groups.owner(hash)
+        self.tx[edge - self.base].assign.owner(hash)
+    }
+
+    /// The worker that owns key group `group` on `edge` now.
+    #[inline(always)]
+    pub fn owner_of_group(&self, edge: usize, group: u32) -> usize {
+        self.tx[edge - self.base].assign.owner_of_group(group)
     }
 
     /// Records per batch that fit one frame of `edge` (at most `want`).
@@ -319,13 +376,23 @@ impl<'a, 'c> Cx<'a, 'c> {
         let mut waited = false;
         let mut spins = 0u32;
         loop {
-            let mut used = None;
-            let sent = t.tx[dest]
-                .try_send(kind, len, &mut |buf| {
-                    used = write(buf);
-                    used
+            // State this worker owes `dest` on this edge goes first (the
+            // receiver keeps the records until it has it).
+            let owed_first = t.moves
+                && kind == FrameKind::Data
+                && super::moves::owes_to(edge, dest)
+                && !super::moves::pump_to(edge, dest, t.max_frame, &mut |len, w| {
+                    t.tx[dest].try_send(FrameKind::State, len, w)
                 })
-                .map_err(|e| t.err(dest, e))?;
+                .map_err(|e| RuntimeError::channel(t.me, dest, e))?;
+            let mut used = None;
+            let sent = !owed_first
+                && t.tx[dest]
+                    .try_send(kind, len, &mut |buf| {
+                        used = write(buf);
+                        used
+                    })
+                    .map_err(|e| t.err(dest, e))?;
             if sent {
                 return Ok(used);
             }
@@ -404,6 +471,14 @@ impl<'a, 'c> Cx<'a, 'c> {
         t.sent_barrier = min;
         if let Err(e) = self.broadcast(edge, FrameKind::Barrier, min) {
             self.fail(e);
+        }
+        // Records after the barrier go by the table in force after it.
+        let t = &mut self.tx[edge - self.base];
+        if t.moves {
+            let next = super::moves::table_at(t.key_groups, min);
+            if next != t.assign {
+                t.assign = next;
+            }
         }
     }
 
@@ -527,6 +602,17 @@ pub(crate) fn poll_edge<'c>(
                     None => Ok(0),
                 };
             }
+            InputEvent::State { from, bytes } => {
+                let mut cx = Cx::new(&mut *tx_later, &mut *later, edge + 1, &mut *error);
+                if let Some(wm) = advanced.take().filter(|&wm| wm < u64::MAX) {
+                    consumer.on_watermark(wm, &mut cx);
+                }
+                consumer.on_state(from, bytes, &mut cx);
+                return match cx.error.take() {
+                    Some(e) => Err(e),
+                    None => Ok(0),
+                };
+            }
         };
         let mut cx = Cx::new(&mut *tx_later, &mut *later, edge + 1, &mut *error);
         let n = consumer.on_data(from, bytes, validate, &mut cx)?;
@@ -542,7 +628,7 @@ pub(crate) fn poll_edge<'c>(
             return Err(e);
         }
     }
-    if r.inputs.all_ended() {
+    if r.inputs.all_ended() && !r.consumer.awaits_state() {
         r.done = true;
         let final_wm = r.inputs.watermark();
         let mut cx = Cx::new(tx_later, later, edge + 1, error);

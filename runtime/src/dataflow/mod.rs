@@ -49,6 +49,7 @@ mod align;
 mod cut;
 pub mod cx;
 pub mod late;
+pub mod moves;
 mod names;
 pub mod pipe;
 use names::{brief_type_names, short_type_names};
@@ -174,6 +175,20 @@ pub(crate) fn full_ring_pause(spins: u32) {
     } else {
         std::thread::yield_now();
     }
+}
+
+/// Sends what this worker owes other workers of moved key groups' state
+/// ([`moves::pump`]); returns whether some is still owed.
+fn send_owed(tx: &mut [cx::EdgeTx<'_>]) -> Result<bool, RuntimeError> {
+    let max: Vec<usize> = tx.iter().map(|t| t.max_frame()).collect();
+    moves::pump(
+        |edge, dest, len, write| tx[edge].try_send_state(dest, len, write),
+        |edge| max[edge],
+    )?;
+    for t in tx.iter_mut() {
+        t.publish()?;
+    }
+    Ok(moves::owes_any())
 }
 
 /// The watermark a source of this worker may read up to under watermark
@@ -614,6 +629,13 @@ where
                 .map(|every| (Instant::now(), every, resumed)),
         )
     });
+    // Key groups move only between barriers of a fresh start (a resumed
+    // job would need the tables of the barriers before; not yet).
+    moves::begin(if cfg.barrier_every.is_some() && resumed == 0 {
+        moves::MoveMode::from_env()
+    } else {
+        moves::MoveMode::Never
+    });
     let restoring = Instant::now();
     let mut restored_bytes = None;
     if let Some(ck) = &checkpoints {
@@ -700,9 +722,15 @@ where
         let tiers = (0..ch.tx.len()).map(tier_of).collect();
         let key_groups = crate::keygroups::KeyGroups::new(cfg.key_groups, ch.tx.len().max(1))
             .map_err(|e| RuntimeError::Setup(e.to_string()))?;
-        tx.push(EdgeTx::new(e, me, ch.tx, tiers, plan.feeders, key_groups));
+        let mut t = EdgeTx::new(e, me, ch.tx, tiers, plan.feeders, key_groups);
+        if plan.moves.is_some() {
+            t.set_moves();
+        }
+        tx.push(t);
         rx.push(EdgeRx {
-            inputs: crate::exchange::Inputs::new(me, ch.rx).with_validation(cfg.validate),
+            inputs: crate::exchange::Inputs::new(me, ch.rx)
+                .with_validation(cfg.validate)
+                .with_moves(plan.moves.is_some()),
             consumer: plan.consumer.expect("checked"),
             done: false,
         });
@@ -754,6 +782,7 @@ where
     let mut idler = crate::job::Idler::new(info.doorbell.clone());
     let mut error: Option<RuntimeError> = None;
     SOURCE_ERROR.with(|s| s.borrow_mut().take());
+    let moving = moves::active();
     // Loops in which watermark alignment held a source back.
     let mut held = 0u64;
     loop {
@@ -796,6 +825,11 @@ where
         let mut frames = 0;
         for k in 0..n_edges {
             frames += cx::poll_edge(&mut rx, k, 0, &mut tx, 0, 64, &mut error)?;
+        }
+        if moving {
+            // State owed to other workers goes as far as rings have room;
+            // a worker that owes some does not park.
+            busy |= send_owed(&mut tx)?;
         }
         let now = Instant::now();
         if polled && frames > 0 {
@@ -872,7 +906,7 @@ where
                 publish_live(p, now, &mut sources, &mut rx, &tx, &mut b.reporters);
             }
         }
-        if sources.iter().all(|s| s.1) && rx.iter().all(|r| r.done) {
+        if sources.iter().all(|s| s.1) && rx.iter().all(|r| r.done) && !moves::owes_any() {
             break;
         }
         // Parks last until the next tick: one flush interval after the last
@@ -938,6 +972,13 @@ where
     }
     if !stats.alignment.is_empty() {
         stats.add("checkpoint_alignments", stats.alignment.len());
+    }
+    let m = moves::figures();
+    if m.moves > 0 {
+        stats.add("key_group_moves", m.moves);
+        stats.add("key_groups_moved", m.groups_given);
+        stats.add("key_group_bytes_moved", m.bytes_sent);
+        stats.max("key_group_move_paused_us", m.paused_ns / 1000);
     }
     if let Some(bytes) = restored_bytes {
         stats.add("checkpoint_restored_bytes", bytes);

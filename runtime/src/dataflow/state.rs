@@ -381,7 +381,7 @@ impl Checkpoints {
                     worker,
                     workers: self.workers,
                     from: self.resumed_workers.unwrap_or(1),
-                    groups,
+                    groups: groups.into(),
                 },
             });
         }
@@ -471,7 +471,7 @@ pub(crate) enum Resumed {
 /// A resume at another worker count, seen from one new worker: its
 /// components take from every old worker's state what they own now
 /// (keyed state by key group; sources by shard).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Rescale {
     /// This worker (global index).
     pub worker: usize,
@@ -479,8 +479,9 @@ pub struct Rescale {
     pub workers: usize,
     /// The workers the checkpoint was taken by.
     pub from: usize,
-    /// The job's key groups over its workers now.
-    pub groups: crate::keygroups::KeyGroups,
+    /// The job's key groups and their owners now (the even ranges on a
+    /// resume; the new table when groups move during a job).
+    pub groups: crate::keygroups::Assignment,
 }
 
 impl Rescale {
@@ -699,7 +700,7 @@ pub(crate) fn new_slot(index: u32) -> StateSlot {
                 slot.rescaled = Some(Rescaled {
                     parts: parts.clone(),
                     slot: index,
-                    to: *to,
+                    to: to.clone(),
                 })
             }
         }

@@ -521,6 +521,10 @@ pub(crate) struct EdgePlan {
     /// ([`Dataflow::consume2`]), if it feeds one: the two make one stage
     /// ([`super::Stage`]).
     pub(crate) partner: Option<usize>,
+    /// Its operator's key groups may move, with its state
+    /// ([`super::moves`]); `Some(true)`: the operator sends its state on
+    /// this edge (the first of a two-input operator's).
+    pub(crate) moves: Option<bool>,
 }
 
 /// A user's counter reporter ([`Dataflow::report_with`]).
@@ -833,6 +837,7 @@ impl Dataflow {
             feeders: 0,
             consumer: None,
             partner: None,
+            moves: None,
         });
         b.edges.len() - 1
     }
@@ -919,6 +924,23 @@ impl Dataflow {
             e.name
         );
         e.consumer = Some(c);
+    }
+
+    /// Whether the operator fed by `edge` (and `edge2`, a two-input
+    /// operator's other edge) may have its key groups moved with its state
+    /// in this job ([`super::moves`]): groups move, it saves and rescales,
+    /// and its edges do not gather to one worker. Marks the edges so.
+    fn may_move(&self, edge: usize, edge2: Option<usize>, saves: bool, rescales: bool) -> bool {
+        let mut b = self.b.borrow_mut();
+        let gathers = b.edges[edge].gathers || edge2.is_some_and(|e| b.edges[e].gathers);
+        let moves = super::moves::active() && saves && rescales && !gathers;
+        if moves {
+            b.edges[edge].moves = Some(true);
+            if let Some(e) = edge2 {
+                b.edges[e].moves = Some(false);
+            }
+        }
+        moves
     }
 }
 
@@ -1098,7 +1120,7 @@ fn rescale_segment(
     for state in r.states()? {
         bodies.push(super::state::unframe(state)?.1);
     }
-    body(&bodies, r.to)
+    body(&bodies, r.to.clone())
 }
 
 /// A segment's state: its chain's values, then `body`.
@@ -1296,6 +1318,14 @@ impl<O: Operator> Head for OpHead<O> {
                 ));
             }
         }
+        let mover = df
+            .may_move(
+                self.edge,
+                None,
+                self.op.save().is_some(),
+                self.op.rescales(),
+            )
+            .then(|| super::moves::Mover::new(self.edge, me, df.key_groups()));
         df.set_consumer(
             self.edge,
             Box::new(OpSeg {
@@ -1303,6 +1333,7 @@ impl<O: Operator> Head for OpHead<O> {
                 next,
                 me,
                 slot,
+                mover,
             }),
         );
     }
@@ -1314,6 +1345,32 @@ struct OpSeg<O, C> {
     me: usize,
     /// Its state's slot: the operator's and the chain's state.
     slot: super::state::StateSlot,
+    /// Its key groups' moves, if they may move.
+    mover: Option<super::moves::Mover<super::moves::Kept>>,
+}
+
+impl<O: Operator, C: Continuation<O::Out>> OpSeg<O, C> {
+    /// Every worker's state of a move arrived: the operator takes the keys
+    /// it owns now, then what it kept goes on, in order.
+    fn moved(&mut self, arrived: super::moves::Arrived<super::moves::Kept>, cx: &mut Cx<'_, '_>) {
+        let states = arrived.states();
+        if let Err(e) = self.op.rescale(&states, arrived.to.clone()) {
+            cx.fail_with(RuntimeError::Setup(format!("moving key groups: {e}")));
+            return;
+        }
+        drop(states);
+        for k in arrived.kept {
+            match k {
+                super::moves::Kept::Data(from, bytes) => {
+                    if let Err(e) = self.on_data(from, &bytes, false, cx) {
+                        cx.fail_with(e);
+                    }
+                }
+                super::moves::Kept::Watermark(wm) => self.on_watermark(wm, cx),
+                super::moves::Kept::Barrier(id) => self.on_barrier(id, cx),
+            }
+        }
+    }
 }
 
 impl<O, C> EdgeConsumer for OpSeg<O, C>
@@ -1338,12 +1395,23 @@ where
             to: self.me,
             reason,
         })?;
+        if let Some(m) = self.mover.as_mut().filter(|m| m.moving()) {
+            // Checked above as it arrived; replayed unchecked.
+            let mut copy = rkyv::util::AlignedVec::<16>::with_capacity(bytes.len());
+            copy.extend_from_slice(bytes);
+            m.keep(super::moves::Kept::Data(from, copy));
+            return Ok(0);
+        }
         let OpSeg { op, next, .. } = self;
         op.on_batch(items, &mut |o| next.push(o, cx));
         Ok(items.len())
     }
 
     fn on_watermark(&mut self, wm: u64, cx: &mut Cx<'_, '_>) {
+        if let Some(m) = self.mover.as_mut().filter(|m| m.moving()) {
+            m.keep(super::moves::Kept::Watermark(wm));
+            return;
+        }
         let OpSeg { op, next, .. } = self;
         op.on_watermark(wm, &mut |o| next.push(o, cx));
         next.watermark(wm, cx);
@@ -1361,10 +1429,38 @@ where
     }
 
     fn on_barrier(&mut self, id: u64, cx: &mut Cx<'_, '_>) {
+        if let Some(m) = self.mover.as_mut().filter(|m| m.moving()) {
+            m.keep(super::moves::Kept::Barrier(id));
+            return;
+        }
         if super::state::enabled() {
             self.slot.save(id, save_segment(&self.next, self.op.save()));
         }
         self.next.barrier(id, cx);
+        if let Some(m) = self.mover.as_mut() {
+            let op = &self.op;
+            if let super::moves::AtBarrier::Moved(a) = m.at_barrier(id, || op.save()) {
+                self.moved(a, cx);
+            }
+        }
+    }
+
+    fn awaits_state(&self) -> bool {
+        self.mover.as_ref().is_some_and(|m| m.moving())
+    }
+
+    fn on_state(&mut self, from: usize, bytes: &[u8], cx: &mut Cx<'_, '_>) {
+        let Some(m) = self.mover.as_mut() else {
+            cx.fail_with(RuntimeError::Setup(
+                "keyed state arrived for an operator whose key groups do not move".into(),
+            ));
+            return;
+        };
+        match m.add(from, bytes) {
+            Ok(None) => {}
+            Ok(Some(arrived)) => self.moved(arrived, cx),
+            Err(e) => cx.fail_with(RuntimeError::Setup(format!("moving key groups: {e}"))),
+        }
     }
 
     fn tick(&mut self, cx: &mut Cx<'_, '_>) {
@@ -1429,6 +1525,14 @@ impl<O: Operator2> Head for Op2Head<O> {
                 ));
             }
         }
+        let mover = df
+            .may_move(
+                self.edge1,
+                Some(self.edge2),
+                self.op.save().is_some(),
+                self.op.rescales(),
+            )
+            .then(|| super::moves::Mover::new(self.edge1, df.index(), df.key_groups()));
         let shared = Rc::new(RefCell::new(Op2Seg {
             op: self.op,
             next,
@@ -1437,6 +1541,7 @@ impl<O: Operator2> Head for Op2Head<O> {
             align: TwoInputs::new(),
             me: df.index(),
             slot,
+            mover,
         }));
         df.set_consumer(
             self.edge1,
@@ -1483,7 +1588,14 @@ struct Op2Seg<O, C> {
     /// Its state's slot: both inputs' watermarks, the watermark fired
     /// to, the operator's and the chain's state.
     slot: super::state::StateSlot,
+    /// Its key groups' moves, if they may move (its state travels on the
+    /// first input; what either input delivers meanwhile is kept).
+    mover: Option<super::moves::Mover<Kept2>>,
 }
+
+/// A delivery of a two-input operator's input `.0`, kept while its key
+/// groups move.
+type Kept2 = (usize, Early<(usize, rkyv::util::AlignedVec<16>)>);
 
 impl<O: Operator2, C: Continuation<O::Out>> Op2Seg<O, C> {
     /// The segment's state: `[wm₀, wm₁, fired]` framed around the
@@ -1565,11 +1677,66 @@ impl<O: Operator2, C: Continuation<O::Out>> Op2Seg<O, C> {
         }
     }
 
+    /// Whether its key groups are moving: what it is given waits.
+    fn moving(&self) -> bool {
+        self.mover.as_ref().is_some_and(|m| m.moving())
+    }
+
+    /// A delivery of input `side`: kept while groups move or while the
+    /// input is ahead at a barrier, else applied.
+    fn deliver(
+        &mut self,
+        side: usize,
+        e: Early<(usize, rkyv::util::AlignedVec<16>)>,
+        cx: &mut Cx<'_, '_>,
+    ) {
+        if let Some(m) = self.mover.as_mut().filter(|m| m.moving()) {
+            m.keep((side, e));
+            return;
+        }
+        if self.align.ahead(side) {
+            self.align.keep(side, e);
+            return;
+        }
+        match e {
+            Early::Batch((from, bytes)) => {
+                if let Err(e) = self.batch(side, from, &bytes, false, cx) {
+                    cx.fail_with(e);
+                }
+            }
+            Early::Watermark(wm) => self.watermark(side, wm, cx),
+            Early::Barrier(id) => {
+                self.align.barrier(side, id);
+                self.pass(cx);
+            }
+            Early::End(fin) => self.end(side, fin, cx),
+        }
+    }
+
+    /// Every worker's state of a move arrived: the operator takes the keys
+    /// it owns now; then what the inputs delivered before (kept at a
+    /// barrier) and during the move goes on, in order.
+    fn moved(&mut self, arrived: super::moves::Arrived<Kept2>, cx: &mut Cx<'_, '_>) {
+        let states = arrived.states();
+        if let Err(e) = self.op.rescale(&states, arrived.to.clone()) {
+            cx.fail_with(RuntimeError::Setup(format!("moving key groups: {e}")));
+            return;
+        }
+        drop(states);
+        self.pass(cx);
+        for (side, e) in arrived.kept {
+            self.deliver(side, e, cx);
+        }
+    }
+
     /// Passes on the newest barrier both inputs delivered, and applies what
     /// the input that was ahead delivered meanwhile, until it is ahead
-    /// again.
+    /// again (or its key groups start moving).
     fn pass(&mut self, cx: &mut Cx<'_, '_>) {
         loop {
+            if self.moving() {
+                return;
+            }
             if let Some(b) = self.align.pass_barrier() {
                 // Everything before barrier `b` on both inputs is in, none
                 // after: the state of checkpoint `b`.
@@ -1577,6 +1744,17 @@ impl<O: Operator2, C: Continuation<O::Out>> Op2Seg<O, C> {
                     self.slot.save(b, self.save());
                 }
                 self.next.barrier(b, cx);
+                if let Some(m) = self.mover.as_mut() {
+                    let op = &self.op;
+                    match m.at_barrier(b, || op.save()) {
+                        super::moves::AtBarrier::Stays => {}
+                        super::moves::AtBarrier::Moving => return,
+                        super::moves::AtBarrier::Moved(a) => {
+                            // (`moved` passes on and applies what waits.)
+                            return self.moved(a, cx);
+                        }
+                    }
+                }
             }
             let Some((w, e)) = self.align.next_ready() else {
                 return;
@@ -1613,7 +1791,7 @@ where
         cx: &mut Cx<'_, '_>,
     ) -> Result<usize, RuntimeError> {
         let mut g = self.seg.borrow_mut();
-        if g.align.ahead(self.side) {
+        if g.align.ahead(self.side) || g.moving() {
             let mut copy = rkyv::util::AlignedVec::<16>::with_capacity(bytes.len());
             copy.extend_from_slice(bytes);
             if validate {
@@ -1629,37 +1807,46 @@ where
                     reason,
                 })?;
             }
-            g.align.keep(self.side, Early::Batch((from, copy)));
+            g.deliver(self.side, Early::Batch((from, copy)), cx);
             return Ok(0);
         }
         g.batch(self.side, from, bytes, validate, cx)
     }
 
     fn on_watermark(&mut self, wm: u64, cx: &mut Cx<'_, '_>) {
-        let mut g = self.seg.borrow_mut();
-        if g.align.ahead(self.side) {
-            g.align.keep(self.side, Early::Watermark(wm));
-        } else {
-            g.watermark(self.side, wm, cx);
-        }
+        self.seg
+            .borrow_mut()
+            .deliver(self.side, Early::Watermark(wm), cx);
     }
 
     fn on_end(&mut self, final_wm: u64, cx: &mut Cx<'_, '_>) {
-        let mut g = self.seg.borrow_mut();
-        if g.align.ahead(self.side) {
-            g.align.keep(self.side, Early::End(final_wm));
-        } else {
-            g.end(self.side, final_wm, cx);
-        }
+        // While groups move the second input's end is kept (the first's
+        // waits until every state arrived: `awaits_state`).
+        self.seg
+            .borrow_mut()
+            .deliver(self.side, Early::End(final_wm), cx);
     }
 
     fn on_barrier(&mut self, id: u64, cx: &mut Cx<'_, '_>) {
+        self.seg
+            .borrow_mut()
+            .deliver(self.side, Early::Barrier(id), cx);
+    }
+
+    fn awaits_state(&self) -> bool {
+        self.side == 0 && self.seg.borrow().moving()
+    }
+
+    fn on_state(&mut self, from: usize, bytes: &[u8], cx: &mut Cx<'_, '_>) {
         let mut g = self.seg.borrow_mut();
-        if g.align.ahead(self.side) {
-            g.align.keep(self.side, Early::Barrier(id));
-        } else {
-            g.align.barrier(self.side, id);
-            g.pass(cx);
+        let added = match g.mover.as_mut() {
+            Some(m) if self.side == 0 => m.add(from, bytes),
+            _ => Err("keyed state arrived for an operator whose key groups do not move".into()),
+        };
+        match added {
+            Ok(None) => {}
+            Ok(Some(arrived)) => g.moved(arrived, cx),
+            Err(e) => cx.fail_with(RuntimeError::Setup(format!("moving key groups: {e}"))),
         }
     }
 
@@ -2202,7 +2389,10 @@ impl<H: Head, P: Pipe<H::Out>> Stream<H, P> {
                 ));
             }
         } else if let Some(r) = slot.take_rescaled() {
-            if let Err(e) = r.states().and_then(|states| sink.rescale(&states, r.to)) {
+            if let Err(e) = r
+                .states()
+                .and_then(|states| sink.rescale(&states, r.to.clone()))
+            {
                 self.df.fail(format!(
                     "resuming the {} at another worker count: {e}",
                     super::short_type_names(&what)

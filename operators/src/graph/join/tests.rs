@@ -204,7 +204,7 @@ where
                     worker: w,
                     workers: to,
                     from,
-                    groups: KeyGroups::new(128, to).unwrap(),
+                    groups: KeyGroups::new(128, to).unwrap().into(),
                 };
                 op.rescale(&states, rescale).unwrap();
                 kept_after.extend(kept(&op.save().expect("a join saves")));
@@ -230,7 +230,7 @@ where
                 worker: 0,
                 workers: 1,
                 from: 1,
-                groups: KeyGroups::new(128, 1).unwrap(),
+                groups: KeyGroups::new(128, 1).unwrap().into(),
             }
         )
         .is_err());

@@ -460,7 +460,9 @@ mod tests {
                 worker,
                 workers: 3,
                 from: 2,
-                groups: air_runtime::keygroups::KeyGroups::new(16, 3).unwrap(),
+                groups: air_runtime::keygroups::KeyGroups::new(16, 3)
+                    .unwrap()
+                    .into(),
             };
             let proto = NexmarkFullGenerator::new(&cfg, worker, 3);
             let mut s = Shards::rescaled(&proto, &states, to).unwrap();
