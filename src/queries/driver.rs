@@ -183,7 +183,8 @@ pub struct CheckpointPart {
     #[serde(default)]
     pub alignments_given_up: u64,
     /// Barrier ids that came due at a source while its last checkpoint
-    /// was still in flight at its worker (not placed; summed over sources).
+    /// was still in flight at its worker (placed late, once it was not;
+    /// summed over sources).
     #[serde(default)]
     pub barriers_deferred: u64,
     /// What this rank wrote (`--checkpoint-dir`).
@@ -264,7 +265,8 @@ impl CheckpointPart {
 pub struct CheckpointReport {
     /// The barrier interval, ms.
     pub barrier_every_ms: u64,
-    /// The newest barrier id that reached a sink (ids count intervals).
+    /// The newest barrier id that reached a sink (ids count barriers
+    /// placed, every one in turn).
     pub barrier_last: u64,
     /// Alignments (one per edge and barrier at each worker).
     pub alignments: u64,
@@ -277,7 +279,7 @@ pub struct CheckpointReport {
     pub alignments_given_up: u64,
     /// Barrier ids that came due at a source while its last checkpoint was
     /// still being saved or written at its worker, summed over sources
-    /// (not placed: one checkpoint in flight at a time).
+    /// (placed late, once it was not: one checkpoint in flight at a time).
     pub barriers_deferred: u64,
     /// The state written (`null` without `--checkpoint-dir`).
     pub state: Option<StateFigures>,
@@ -1242,7 +1244,7 @@ pub fn summary_checkpoints(r: &Report, out: &mut dyn Write) -> std::io::Result<(
         let deferred = match c.barriers_deferred {
             0 => String::new(),
             n => format!(
-                "; {} barriers skipped at sources (the last checkpoint still in flight: \
+                "; {} barriers deferred at sources (the last checkpoint still in flight: \
                  state takes longer to save or write than the interval)",
                 thousands(n)
             ),

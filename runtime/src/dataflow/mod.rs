@@ -141,7 +141,12 @@ pub fn dry_run(f: impl FnOnce()) -> Option<Vec<(String, usize)>> {
 /// (`JobConfig::barrier_every`): barrier `n` is due once `n` intervals
 /// passed since the worker started (`None`: no barriers; `Some(0)`: none
 /// due yet). Every worker computes it alike, so no process coordinates
-/// barriers; sources place them at their flush ticks.
+/// barriers. Sources place every id in turn at their flush ticks, never
+/// skipping one: barrier `n` at the first tick it is due and checkpoint
+/// `n − 1` is no longer in flight at the worker, so a source behind the
+/// schedule places the ids it owes one a tick (with state: one a
+/// checkpoint, each once the one before is no longer in flight) until it
+/// caught up.
 pub fn barrier_due() -> Option<u64> {
     BARRIERS.with(|b| {
         b.get().map(|(start, every, base)| {

@@ -111,9 +111,48 @@ pub struct WriterFigures {
     pub queued: AtomicU64,
     /// Parts the writer is done with (written, failed or dropped).
     pub handled: AtomicU64,
+    /// The checkpoint ids of the parts handed to the writer and not done
+    /// with yet, with how many parts of each.
+    in_queue: Mutex<BTreeMap<u64, u32>>,
 }
 
 impl WriterFigures {
+    /// A part of checkpoint `id` is handed to the writer.
+    fn queue(&self, id: u64) {
+        *self
+            .in_queue
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(id)
+            .or_insert(0) += 1;
+        self.queued.fetch_add(1, Ordering::Release);
+    }
+
+    /// The writer is done with a part of checkpoint `id` (written, failed
+    /// or dropped).
+    fn handled(&self, id: u64) {
+        let mut q = self.in_queue.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(n) = q.get_mut(&id) {
+            *n -= 1;
+            if *n == 0 {
+                q.remove(&id);
+            }
+        }
+        drop(q);
+        self.handled.fetch_add(1, Ordering::Release);
+    }
+
+    /// Whether a part of checkpoint `id` or an older one, of any worker of
+    /// this process, is handed to the writer and not yet written.
+    pub fn queued_up_to(&self, id: u64) -> bool {
+        self.in_queue
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .range(..=id)
+            .next()
+            .is_some()
+    }
+
     /// Parts handed to the writer and not yet written.
     pub fn backlog(&self) -> u64 {
         let queued = self.queued.load(Ordering::Acquire);
@@ -148,6 +187,12 @@ pub struct Checkpoints {
     /// Set when a worker's source ended on an error: the job fails, so
     /// nothing that ends now ends for good ([`ends_for_good`]).
     failing: std::sync::atomic::AtomicBool,
+    /// Per worker of the job: the newest checkpoint its part went out for
+    /// (to the writer; the checkpoint resumed from before its first), or
+    /// `u64::MAX` for a worker not running in this process (another
+    /// rank's, or ended). [`in_flight`] holds a source back while a worker
+    /// here has not caught up.
+    parts_out: Vec<AtomicU64>,
 }
 
 impl std::fmt::Debug for Checkpoints {
@@ -247,13 +292,13 @@ impl Checkpoints {
                     let mut failed_ids = std::collections::BTreeSet::new();
                     for (id, worker, slots, durable) in rx {
                         // Counted done once this iteration ends, however.
-                        struct Handled<'a>(&'a AtomicU64);
+                        struct Handled<'a>(&'a WriterFigures, u64);
                         impl Drop for Handled<'_> {
                             fn drop(&mut self) {
-                                self.0.fetch_add(1, Ordering::Release);
+                                self.0.handled(self.1);
                             }
                         }
-                        let _handled = Handled(&figures.handled);
+                        let _handled = Handled(&figures, id);
                         if failed_ids.contains(&id) {
                             continue;
                         }
@@ -313,6 +358,7 @@ impl Checkpoints {
             resuming,
             first_error,
             failing: std::sync::atomic::AtomicBool::new(false),
+            parts_out: (0..workers).map(|_| AtomicU64::new(u64::MAX)).collect(),
         })
     }
 
@@ -414,9 +460,10 @@ impl Checkpoints {
 
     fn send(&self, job: PartJob) {
         if let Some(tx) = self.tx.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
-            self.figures.queued.fetch_add(1, Ordering::Release);
+            let id = job.0;
+            self.figures.queue(id);
             if tx.send(job).is_err() {
-                self.figures.handled.fetch_add(1, Ordering::Release);
+                self.figures.handled(id);
             }
         }
     }
@@ -426,6 +473,23 @@ impl Checkpoints {
         self.tx.lock().unwrap_or_else(|e| e.into_inner()).take();
         if let Some(w) = self.writer.lock().unwrap_or_else(|e| e.into_inner()).take() {
             let _ = w.join();
+        }
+    }
+
+    /// The newest checkpoint every worker running in this process sent its
+    /// part of to the writer (`u64::MAX` with none running).
+    fn slowest_part_out(&self) -> u64 {
+        self.parts_out
+            .iter()
+            .map(|p| p.load(Ordering::Acquire))
+            .min()
+            .unwrap_or(u64::MAX)
+    }
+
+    /// Worker `worker`'s newest part out ([`Checkpoints::slowest_part_out`]).
+    fn set_part_out(&self, worker: usize, id: u64) {
+        if let Some(p) = self.parts_out.get(worker) {
+            p.store(id, Ordering::Release);
         }
     }
 
@@ -574,7 +638,8 @@ struct WorkerState {
     ended: BTreeMap<u32, Vec<u8>>,
     /// What this worker resumes from.
     restored: Resumed,
-    /// Checkpoints abandoned here (a component skipped the id).
+    /// Checkpoints abandoned here (a component skipped the id: an
+    /// alignment gave up, or an input cut at another id).
     skipped: u64,
     /// Parts handed to the writer.
     parts: u64,
@@ -594,6 +659,7 @@ thread_local! {
 /// Sets up the calling thread as worker `worker` of a job with
 /// checkpoints; `restored` is its part of the checkpoint it resumes from.
 pub(crate) fn begin(worker: usize, ck: Arc<Checkpoints>, restored: Resumed) {
+    ck.set_part_out(worker, ck.resumed.unwrap_or(0));
     WORKER.with(|w| {
         *w.borrow_mut() = Some(WorkerState {
             worker,
@@ -615,26 +681,48 @@ pub(crate) fn begin(worker: usize, ck: Arc<Checkpoints>, restored: Resumed) {
 /// What this worker did, once it ended: (parts, bytes, skipped). Clears
 /// the thread's state.
 pub(crate) fn end() -> Option<(u64, u64, u64)> {
-    WORKER.with(|w| w.borrow_mut().take().map(|s| (s.parts, s.bytes, s.skipped)))
+    WORKER.with(|w| {
+        w.borrow_mut().take().map(|s| {
+            // An ended worker holds no other back.
+            s.ck.set_part_out(s.worker, u64::MAX);
+            (s.parts, s.bytes, s.skipped)
+        })
+    })
 }
 
 /// Whether a checkpoint that slot `slot` saved is still in flight at this
 /// worker: this worker's part of it is not finished (another component
-/// has not saved it yet), or this process's writer has parts not yet
-/// written. A source places no new barrier meanwhile (one checkpoint at a
-/// time, as Flink's default): a job whose state takes longer to save or
-/// write than the interval takes checkpoints as often as it can, not more
-/// often, and holds one checkpoint's state in memory, not a growing queue
-/// of them. (Only checkpoints the slot itself saved count: one that waits
-/// for this very source, e.g. begun by another source's branch, does not
-/// hold it back.)
+/// has not saved it yet); a part of it or of an older checkpoint, of any
+/// worker of this process, is not yet written by the process's writer; or
+/// a worker of this process has not sent its part of it to the writer yet.
+/// A source places no new barrier meanwhile (one checkpoint at a time, as
+/// Flink's default): its next id waits, and is placed, under the same id,
+/// once this is false. A job whose state takes longer to save or write
+/// than the interval takes checkpoints as often as it can, not more often,
+/// and holds one checkpoint's state in memory, not a growing queue of
+/// them. (Only checkpoints the slot itself saved count: one that waits for
+/// this very source, e.g. begun by another source's branch, does not hold
+/// it back.)
+///
+/// The last condition keeps the workers of a process at one checkpoint:
+/// where exchanges connect them it holds anyway (no part of `n` is
+/// complete before every worker placed `n`), but workers that nothing
+/// connects (a graph without an exchange) would each place ids at their
+/// own pace, and a checkpoint completes only once the slowest placed its
+/// id. (Waiting for the writer's queue alone let whichever worker ticked
+/// first after it emptied place the next id: such workers drifted many ids
+/// apart, and a resume went back to the slowest one's.) Only this
+/// process's workers are waited for: ranks that nothing connects may still
+/// drift apart, each at the pace of its own writer.
 pub fn in_flight(slot: u32) -> bool {
     WORKER.with(|w| {
         w.borrow().as_ref().is_some_and(|s| {
-            s.ck.figures.backlog() > 0
-                || s.building
-                    .values()
-                    .any(|part| part.get(slot as usize).is_some_and(Option::is_some))
+            let saved = s.saved.get(slot as usize).copied().unwrap_or(0);
+            s.building
+                .values()
+                .any(|part| part.get(slot as usize).is_some_and(Option::is_some))
+                || (saved > 0
+                    && (s.ck.figures.queued_up_to(saved) || s.ck.slowest_part_out() < saved))
         })
     })
 }
@@ -711,9 +799,11 @@ pub(crate) fn new_slot(index: u32) -> StateSlot {
 /// Saves slot `slot`'s state at barrier `id`. Once every slot of this
 /// worker saved `id` (or ended), the worker's part of checkpoint `id` goes
 /// to the writer. A slot that saves `id` while an older checkpoint still
-/// lacks it skipped that one (barrier ids skip when a source was busy):
-/// the older one is abandoned at this worker. Nothing happens without
-/// checkpoints.
+/// lacks it skipped that one: the older one is abandoned at this worker.
+/// (Sources place every id in turn; ids skip where an alignment gave up,
+/// `crate::exchange::KEPT_BYTES_MAX`, and at inputs that cut their own
+/// barriers, whose ids are the ones due when each cut was asked for.)
+/// Nothing happens without checkpoints.
 pub fn save(slot: u32, id: u64, state: Vec<u8>) {
     WORKER.with(|w| {
         let mut w = w.borrow_mut();
@@ -738,8 +828,8 @@ pub fn save(slot: u32, id: u64, state: Vec<u8>) {
             s.skipped += 1;
         }
         // Nor can this one if another slot (not ended) already saved a
-        // newer id without it: a source that skipped `id` while an
-        // operator here got it from other workers' barriers. Kept, it
+        // newer id without it: a component that skipped `id` (behind an
+        // alignment that gave up) while another one here got it. Kept, it
         // would block every later checkpoint of this worker.
         let skipped_by_another = !s.building.contains_key(&id)
             && (0..n).any(|j| {
@@ -792,6 +882,7 @@ fn try_complete(s: &mut WorkerState) {
         s.parts += 1;
         s.bytes += slots.iter().map(|(_, b)| b.len() as u64).sum::<u64>();
         s.last = id;
+        s.ck.set_part_out(s.worker, id);
         let cut = s.durable.partition_point(|(k, _)| *k <= id);
         let durable = s.durable.drain(..cut).map(|(_, d)| d).collect();
         s.ck.send((id, s.worker, slots, durable));

@@ -31,9 +31,9 @@ fn checkpoints_of_the_dead_run_are_deleted_on_resume() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// A source that skipped barrier 5 (busy) while an operator at the
-/// same worker got 5 from other workers: checkpoint 5 is given up at
-/// this worker, and 4 and 6 complete (a part waiting for 5 forever
+/// A component that skipped barrier 5 (behind an alignment that gave
+/// up) while another at the same worker got 5: checkpoint 5 is given up
+/// at this worker, and 4 and 6 complete (a part waiting for 5 forever
 /// would block every later checkpoint and keep their states).
 #[test]
 fn a_checkpoint_one_slot_skipped_does_not_block_later_ones() {
@@ -50,8 +50,8 @@ fn a_checkpoint_one_slot_skipped_does_not_block_later_ones() {
     let (a, b) = (new_slot(0), new_slot(1));
     a.save(4, vec![4]);
     b.save(4, vec![40]);
-    a.save(6, vec![6]); // the source skipped 5
-    b.save(5, vec![50]); // the operator got 5 from elsewhere
+    a.save(6, vec![6]); // it skipped 5
+    b.save(5, vec![50]); // the other got 5
     b.save(6, vec![60]);
     a.save(7, vec![7]);
     b.save(7, vec![70]);

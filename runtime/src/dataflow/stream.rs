@@ -1136,10 +1136,14 @@ struct SourceSeg<S: Source, C> {
     next: C,
     buf: Vec<S::Item>,
     records: u64,
-    /// The newest checkpoint barrier placed after its records.
+    /// The newest checkpoint barrier placed after its records. The next is
+    /// always this + 1 (on the shared schedule: placed at the first tick
+    /// it is due, [`super::barrier_due`], and the last checkpoint is not
+    /// in flight), so every worker's sources place the same ids.
     barrier: u64,
     /// Barrier ids that came due while the last checkpoint was still in
-    /// flight ([`super::state::in_flight`]), and the newest of them.
+    /// flight ([`super::state::in_flight`]; placed late, each once it
+    /// is not), and the newest of them counted.
     deferred: u64,
     deferred_last: u64,
     /// Whether its input cuts its own barriers ([`super::input_cut`]): it
@@ -1246,23 +1250,34 @@ where
             }
             return;
         }
-        if let Some(id) = super::barrier_due().filter(|&id| id > self.barrier) {
-            if super::state::in_flight(self.slot.index()) {
-                // The last checkpoint is still being saved or written: this
-                // one waits (placed at a later tick, under a later id).
-                if id > self.deferred_last {
-                    self.deferred_last = id;
-                    self.deferred += 1;
-                }
-                return;
-            }
-            self.barrier = id;
-            if super::state::enabled() {
-                self.slot
-                    .save(id, save_segment(&self.next, self.head.source.save()));
-            }
-            self.next.barrier(id, cx);
+        // Every id in turn, never skipping one: a checkpoint completes only
+        // if every source of every worker placed its id, and workers that
+        // skipped would skip different ids (each ticks, and sees its last
+        // checkpoint in flight, at its own times).
+        let Some(due) = super::barrier_due() else {
+            return;
+        };
+        let id = self.barrier + 1;
+        if due < id {
+            return;
         }
+        if super::state::in_flight(self.slot.index()) {
+            // The last checkpoint is still being saved or written: `id`
+            // waits (placed at a later tick, under the same id). Counted
+            // once each: the ids that came due meanwhile.
+            let counted = self.barrier.max(self.deferred_last);
+            if due > counted {
+                self.deferred += due - counted;
+                self.deferred_last = due;
+            }
+            return;
+        }
+        self.barrier = id;
+        if super::state::enabled() {
+            self.slot
+                .save(id, save_segment(&self.next, self.head.source.save()));
+        }
+        self.next.barrier(id, cx);
     }
 
     fn watermark(&self) -> u64 {
