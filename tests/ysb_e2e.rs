@@ -1081,3 +1081,70 @@ fn outputs_are_replaced_whole_or_left_alone() {
         );
     }
 }
+
+/// `--zipf 1.2` skews the campaigns (the window's key): with `--shuffle`
+/// at 4 workers and `--rebalance off` the busiest worker gets well over the
+/// mean at the keyed stage; `--rebalance on` evens it with the same rows,
+/// and the rows are those of 1 worker. The hottest campaign (the map's
+/// first) takes its Zipf share of the views, 1 / H(100, 1.2) = 0.2745.
+#[test]
+fn zipf_campaigns_skew_the_load_and_rebalance_keeps_the_rows() {
+    let dir = tmpdir("zipf");
+    let run = |name: &str, extra: &[&str]| {
+        let (out, rep) = (
+            dir.join(format!("{name}.csv")),
+            dir.join(format!("{name}.json")),
+        );
+        let mut args = vec![
+            "run",
+            "ysb",
+            "--events",
+            "600000",
+            "--seed",
+            "3",
+            "--window-ms",
+            "100",
+            "--event-time",
+            "synthetic",
+            "--zipf",
+            "1.2",
+            "--no-pin",
+            "--out",
+            out.to_str().unwrap(),
+            "--report",
+            rep.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        let o = air(&args);
+        assert!(o.status.success(), "{name}: {}", stderr(&o));
+        (read_csv(&out), report(&rep))
+    };
+    let shuffle4 = ["--shuffle", "--workers", "4"];
+    let (off_rows, off) = run("off", &[&shuffle4[..], &["--rebalance", "off"]].concat());
+    let (on_rows, on) = run("on", &[&shuffle4[..], &["--rebalance", "on"]].concat());
+    let (one_rows, _) = run("one", &["--workers", "1"]);
+    assert_eq!(on_rows, off_rows, "rebalance on against off");
+    assert_eq!(one_rows, off_rows, "4 workers against 1");
+    let ratio = |r: &Value| r["load"]["max_over_mean"].as_f64().unwrap();
+    assert!(ratio(&off) > 1.2, "not skewed: {}", off["load"]);
+    assert!(
+        ratio(&on) < ratio(&off),
+        "on {} off {}",
+        ratio(&on),
+        ratio(&off)
+    );
+    assert!(on["load"]["rebalance"]["records"].as_u64().unwrap() > 0);
+    let mut per_campaign: BTreeMap<&str, u64> = BTreeMap::new();
+    for ((_, c), n) in &off_rows {
+        *per_campaign.entry(c).or_insert(0) += n;
+    }
+    let views: u64 = per_campaign.values().sum();
+    let top = *per_campaign.values().max().unwrap() as f64 / views as f64;
+    assert!(
+        (top - 0.2745).abs() < 0.01,
+        "hottest campaign: {top} of {views} views"
+    );
+    let o = air(&["run", "ysb", "--events", "1000", "--zipf-shift-ms", "100"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("--zipf-shift-ms"), "{}", stderr(&o));
+}

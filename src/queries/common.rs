@@ -604,6 +604,16 @@ pub mod parse {
         )
     }
 
+    /// `--zipf-shift-ms`.
+    pub fn zipf_shift_ms(s: &str) -> Result<u64, String> {
+        int(
+            s,
+            1,
+            MAX_WINDOW_MS,
+            "a positive integer (ms of event time), at most 31536000000 (365 days)",
+        )
+    }
+
     /// `--idle-ms`, `--follow-idle-end-ms`.
     pub fn idle_ms(s: &str) -> Result<u64, String> {
         int(
@@ -750,6 +760,8 @@ pub enum QueryOption {
     Keys,
     /// `--zipf`.
     Zipf,
+    /// `--zipf-shift-ms`.
+    ZipfShiftMs,
     /// `--side-input` (NEXMark q13's table).
     SideInput,
     /// `--state-ttl-ms` (NEXMark's unwindowed keyed state: q6, q18, q19, q20).
@@ -769,6 +781,7 @@ impl QueryOption {
             QueryOption::Shuffle => "--shuffle",
             QueryOption::Keys => "--keys",
             QueryOption::Zipf => "--zipf",
+            QueryOption::ZipfShiftMs => "--zipf-shift-ms",
             QueryOption::SideInput => "--side-input",
             QueryOption::StateTtlMs => "--state-ttl-ms",
             QueryOption::OutDir => "--out-dir",
@@ -815,8 +828,8 @@ impl QueryKind {
     fn honoured(self) -> &'static [QueryOption] {
         use QueryOption::*;
         match self {
-            QueryKind::Ysb => &[WindowMs, MaxDelayMs, IdleMs, Shuffle],
-            QueryKind::Wa => &[WindowMs, Shuffle, Keys, Zipf],
+            QueryKind::Ysb => &[WindowMs, MaxDelayMs, IdleMs, Shuffle, Zipf, ZipfShiftMs],
+            QueryKind::Wa => &[WindowMs, Shuffle, Keys, Zipf, ZipfShiftMs],
             QueryKind::Nexmark(q) => q.spec().honoured,
             QueryKind::Wordcount => &[WindowMs],
         }

@@ -276,10 +276,6 @@ pub struct BenchYsbArgs {
     /// `--query wa`: distinct keys [default: 1000].
     #[arg(long, value_parser = super::common::parse::keys)]
     pub keys: Option<u64>,
-    /// `--query wa`: Zipf-distributed keys with this exponent (uniform
-    /// without).
-    #[arg(long, value_parser = super::common::parse::zipf)]
-    pub zipf: Option<f64>,
     /// `--query q5`: slide of the sliding window, ms [default: 2000].
     #[arg(long, value_name = "MS", value_parser = super::common::parse::window_ms)]
     pub slide_ms: Option<u64>,
@@ -407,7 +403,8 @@ fn probe_job(a: &BenchYsbArgs, rate: u64, secs: f64) -> ProbeJob {
             gen: WaGenArgs {
                 events: None,
                 keys: a.keys.unwrap_or(1000),
-                zipf: a.zipf,
+                zipf: a.ysb.zipf,
+                zipf_shift_ms: a.ysb.zipf_shift_ms,
                 events_per_s: 1_000_000.0,
                 seed: a.ysb.seed,
             },
@@ -531,7 +528,8 @@ fn check_query_options(a: &BenchYsbArgs, ranks: usize) -> Result<(), CliError> {
             (MaxDelayMs, a.ysb.max_delay_ms.is_some()),
             (Shuffle, a.ysb.shuffle),
             (Keys, a.keys.is_some()),
-            (Zipf, a.zipf.is_some()),
+            (Zipf, a.ysb.zipf.is_some()),
+            (ZipfShiftMs, a.ysb.zipf_shift_ms.is_some()),
         ],
     )?;
     if q == SustainableQuery::Ysb {

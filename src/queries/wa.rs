@@ -40,6 +40,12 @@ pub struct WaGenArgs {
     /// or with 0 (the Zipf law with exponent 0).
     #[arg(long, value_parser = super::common::parse::zipf)]
     pub zipf: Option<f64>,
+    /// With --zipf: the hot keys move every MS of event time (epochs at
+    /// multiples of MS): the Zipf ranks rotate over the keys, so that other
+    /// keys are hot; the stream stays a function of the seed [default: the
+    /// hot keys never move].
+    #[arg(long, value_name = "MS", value_parser = super::common::parse::zipf_shift_ms)]
+    pub zipf_shift_ms: Option<u64>,
     /// Event-time rate: events per second of event time (fractional
     /// spacing: event n at floor(n × 1000 / rate) ms exactly; 0.001..=1e15).
     #[arg(long, default_value_t = 1_000_000.0, value_parser = super::common::parse::events_per_s)]
@@ -61,6 +67,7 @@ impl WaGenArgs {
                 .filter(|&s| s > 0.0)
                 .map_or(KeyDist::Uniform, KeyDist::Zipf),
             events_per_s: self.events_per_s,
+            zipf_shift_ms: self.zipf_shift_ms,
             ..WaConfig::default()
         }
     }
@@ -249,7 +256,11 @@ impl Query for WaArgs {
             use super::common::QueryOption::*;
             super::common::check_honoured(
                 super::common::QueryKind::Wa,
-                &[(Shuffle, self.shuffle), (Zipf, self.gen.zipf.is_some())],
+                &[
+                    (Shuffle, self.shuffle),
+                    (Zipf, self.gen.zipf.is_some()),
+                    (ZipfShiftMs, self.gen.zipf_shift_ms.is_some()),
+                ],
             )?;
         }
         self.gen.config().validate().map_err(CliError::BadInput)?;
@@ -393,6 +404,7 @@ impl Query for WaArgs {
             "window_ms": self.window_ms,
             "keys": self.gen.keys,
             "zipf": self.gen.zipf,
+            "zipf_shift_ms": self.gen.zipf_shift_ms,
             "events_per_s_event_time": (!self.pace.paced()).then_some(self.gen.events_per_s),
             "rate": self.pace.rate,
             "duration_s": self.pace.duration,

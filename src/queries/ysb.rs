@@ -144,6 +144,17 @@ pub struct YsbArgs {
     /// Send every event through the exchange (no partial aggregate per worker).
     #[arg(long)]
     pub shuffle: bool,
+    /// Generated events: Zipf-distributed campaigns (the window's key) with
+    /// this exponent, campaign i of the map (in its order) ∝ 1 / (i + 1)^S,
+    /// the ad uniform among the campaign's; 0 or without: every ad equally
+    /// likely (YSB's generator).
+    #[arg(long, value_name = "S", value_parser = super::common::parse::zipf)]
+    pub zipf: Option<f64>,
+    /// With --zipf: the hot campaigns move every MS of event time (epochs
+    /// at multiples of MS): the Zipf ranks rotate over the campaigns
+    /// [default: the hot campaigns never move].
+    #[arg(long, value_name = "MS", value_parser = super::common::parse::zipf_shift_ms)]
+    pub zipf_shift_ms: Option<u64>,
     /// Fields parsed from --input.
     #[arg(long, value_enum, default_value_t = ParseArg::Full)]
     pub parse: ParseArg,
@@ -606,8 +617,15 @@ fn validate(args: &YsbArgs, ranks: usize) -> Result<(), CliError> {
                 (MaxDelayMs, args.max_delay_ms.is_some()),
                 (IdleMs, args.idle_ms.is_some()),
                 (Shuffle, args.shuffle),
+                (Zipf, args.zipf.is_some()),
+                (ZipfShiftMs, args.zipf_shift_ms.is_some()),
             ],
         )?;
+    }
+    if args.zipf_shift_ms.is_some() && args.zipf.unwrap_or(0.0) == 0.0 {
+        return bad(
+            "--zipf-shift-ms moves the hot campaigns of --zipf: give --zipf above 0".into(),
+        );
     }
     if args.window() == 0 {
         return bad("--window-ms must be positive".into());
@@ -649,6 +667,8 @@ fn validate(args: &YsbArgs, ranks: usize) -> Result<(), CliError> {
             ("--rate", args.rate.is_some()),
             ("--duration", args.duration.is_some()),
             ("--event-time", args.event_time != EventTimeArg::Wallclock),
+            ("--zipf", args.zipf.is_some()),
+            ("--zipf-shift-ms", args.zipf_shift_ms.is_some()),
         ];
         for (flag, set) in conflicting {
             if set {
@@ -819,6 +839,8 @@ impl Query for YsbArgs {
             "max_delay_ms": self.max_delay(),
             "idle_ms": self.idle_ms,
             "pre_aggregate": !self.shuffle,
+            "zipf": self.zipf,
+            "zipf_shift_ms": self.zipf_shift_ms,
             "rate": self.rate,
             "duration_s": self.duration,
             "seed": self.seed,
@@ -964,6 +986,12 @@ fn run_rank(args: &YsbArgs, dist: &Dist, to: &RowsTo) -> Result<RankPart<YsbRow>
     let gen_cfg = YsbGenConfig::new(args.seed, &campaigns)
         .with_events(events)
         .with_event_time(event_time);
+    let gen_cfg = match (files, args.zipf) {
+        (false, Some(s)) => gen_cfg
+            .with_zipf(&campaigns, s, args.zipf_shift_ms)
+            .map_err(|e| CliError::BadInput(format!("--zipf {s}: {e}")))?,
+        _ => gen_cfg,
+    };
     let duration = args.duration.map(Duration::from_secs_f64);
     let paced = args.rate.is_some() || duration.is_some();
     let opts = ReaderOptions {

@@ -19,11 +19,17 @@
 //! shared) by a second 64-bit hash of the event, `mix(h ^ P0)`, so the key
 //! is still a function of the event number alone. Values use the low 32
 //! bits of `h` as with uniform keys: a uniform stream is unchanged.
+//!
+//! Moving hot keys (`zipf_shift_ms`): the Zipf rank drawn is rotated over
+//! the keys by a function of the event's time ([`ZipfShift`]), so the hot
+//! keys change every `zipf_shift_ms` ms of event time and the stream is
+//! still a function of `(config, n)`.
 
 use std::sync::Arc;
 
 use super::rng::{below, splitmix64};
-pub use super::zipf::{ZipfTable, MAX_KEYS as MAX_ZIPF_KEYS};
+use super::zipf::ShiftCache;
+pub use super::zipf::{ZipfShift, ZipfTable, MAX_KEYS as MAX_ZIPF_KEYS};
 
 /// wyrand's increment and mixing constant.
 const P0: u64 = 0xa076_1d64_78bd_642f;
@@ -136,6 +142,10 @@ pub struct WaConfig {
     /// Largest value (values are uniform in `0..=max_value`; at most
     /// 2^32 − 2).
     pub max_value: u64,
+    /// Zipf keys only: rotate the ranks over the keys every this many ms
+    /// of event time ([`ZipfShift`]), so the hot keys change; `None`: key
+    /// `k` is rank `k` throughout.
+    pub zipf_shift_ms: Option<u64>,
 }
 
 impl Default for WaConfig {
@@ -148,6 +158,7 @@ impl Default for WaConfig {
             events_per_s: 1_000_000.0,
             base_time_ms: 0,
             max_value: 999,
+            zipf_shift_ms: None,
         }
     }
 }
@@ -178,6 +189,15 @@ impl WaConfig {
                 self.events_per_s, self.events
             ));
         }
+        match (self.zipf_shift_ms, self.dist) {
+            (Some(0), _) => return Err("--zipf-shift-ms must be at least 1".into()),
+            (Some(_), KeyDist::Uniform) => {
+                return Err(
+                    "--zipf-shift-ms moves the hot keys of --zipf keys: give --zipf above 0".into(),
+                )
+            }
+            _ => {}
+        }
         if let KeyDist::Zipf(s) = self.dist {
             if !(s.is_finite() && s > 0.0) {
                 return Err(format!("--zipf {s}: the exponent must be positive"));
@@ -202,6 +222,15 @@ impl WaConfig {
             .saturating_add(u64::try_from(ms).unwrap_or(u64::MAX))
     }
 
+    /// The rotation of Zipf ranks over the keys (`zipf_shift_ms` with Zipf
+    /// keys).
+    pub fn shift(&self) -> Option<ZipfShift> {
+        match (self.dist, self.zipf_shift_ms) {
+            (KeyDist::Zipf(_), Some(ms)) => ZipfShift::new(self.keys, ms).ok(),
+            _ => None,
+        }
+    }
+
     /// The wyrand state of event `n`.
     #[inline(always)]
     fn state_of(&self, n: u64) -> u64 {
@@ -212,15 +241,25 @@ impl WaConfig {
 /// Event `n` of the stream (the sequential definition); `zipf` is
 /// [`zipf_of`]`(cfg)`.
 pub fn event(cfg: &WaConfig, zipf: Option<&ZipfTable>, n: u64) -> WaEvent {
-    event_at(cfg, zipf, mix(cfg.state_of(n)), cfg.time_of(n))
+    let t = cfg.time_of(n);
+    let off = cfg.shift().map_or(0, |s| s.offset_at(t));
+    event_at(cfg, zipf, mix(cfg.state_of(n)), t, off)
 }
 
-/// The event with hash `h` at time `time_ms`.
+/// The event with hash `h` at time `time_ms`; `off`: the rotation of Zipf
+/// ranks over the keys at that time (`< keys`; 0 without a shift).
 #[inline(always)]
-fn event_at(cfg: &WaConfig, zipf: Option<&ZipfTable>, h: u64, time_ms: u64) -> WaEvent {
+fn event_at(cfg: &WaConfig, zipf: Option<&ZipfTable>, h: u64, time_ms: u64, off: u64) -> WaEvent {
     let key = match zipf {
         None => below(h, cfg.keys),
-        Some(z) => zipf_key(z.alias_table(), h),
+        Some(z) => {
+            let k = zipf_key(z.alias_table(), h) + off;
+            if k >= cfg.keys {
+                k - cfg.keys
+            } else {
+                k
+            }
+        }
     };
     // The low 32 bits (the key used the high ones): uniform in 0..=max_value
     // for max_value < 2^32, by multiply-shift.
@@ -275,6 +314,9 @@ pub struct WaGenerator {
     num: u64,
     /// Which shard it is: (worker, workers) it was made for.
     shard: (usize, usize),
+    /// The rotation of Zipf ranks ([`WaConfig::shift`]) and its cache.
+    shift: Option<ZipfShift>,
+    shift_cache: ShiftCache,
 }
 
 impl WaGenerator {
@@ -325,6 +367,8 @@ impl WaGenerator {
             d_rem,
             num: gap.num,
             shard: (worker, workers.max(1)),
+            shift: cfg.shift(),
+            shift_cache: ShiftCache::default(),
         }
     }
 
@@ -345,6 +389,8 @@ impl WaGenerator {
         let (mut t, mut rem) = (self.time_ms, self.time_rem);
         let (dq, dr, num) = (self.d_ms, self.d_rem, self.num);
         let zipf = self.zipf.as_deref();
+        let (shift, cache) = (self.shift.as_ref(), &mut self.shift_cache);
+        let mut off = |t: u64| shift.map_or(0, |s| cache.offset(s, t));
         let out = &mut out[..k];
         if dq == 0 && dr.saturating_mul(8) <= num {
             // At least 8 events per millisecond of this shard: runs of
@@ -355,8 +401,9 @@ impl WaGenerator {
             let mut i = 0;
             while i < k {
                 let m = ((num - 1 - rem) / dr + 1).min((k - i) as u64) as usize;
+                let o = off(t);
                 for slot in &mut out[i..i + m] {
-                    *slot = event_at(cfg, zipf, mix(state), t);
+                    *slot = event_at(cfg, zipf, mix(state), t, o);
                     state = state.wrapping_add(d_state);
                 }
                 i += m;
@@ -368,7 +415,7 @@ impl WaGenerator {
             }
         } else {
             for slot in out.iter_mut() {
-                *slot = event_at(cfg, zipf, mix(state), t);
+                *slot = event_at(cfg, zipf, mix(state), t, off(t));
                 state = state.wrapping_add(d_state);
                 rem += dr;
                 let carry = rem >= num;
@@ -487,13 +534,21 @@ mod tests {
 
     #[test]
     fn shards_walk_the_same_events_as_the_definition() {
-        for dist in [KeyDist::Uniform, KeyDist::Zipf(1.1)] {
+        // Slow events (one loop per event) and fast ones (runs of events
+        // sharing a millisecond), hot keys moving every few ms.
+        for (dist, events_per_s, zipf_shift_ms) in [
+            (KeyDist::Uniform, 333.3, None),
+            (KeyDist::Zipf(1.1), 333.3, None),
+            (KeyDist::Zipf(1.1), 333.3, Some(7)),
+            (KeyDist::Zipf(1.1), 100_000.0, Some(3)),
+        ] {
             let cfg = WaConfig {
                 events: 10_007,
                 keys: 97,
                 dist,
-                events_per_s: 333.3,
+                events_per_s,
                 base_time_ms: 5,
+                zipf_shift_ms,
                 ..WaConfig::default()
             };
             let z = zipf_of(&cfg);
@@ -837,5 +892,43 @@ mod tests {
         };
         assert_eq!(cfg.time_of(25_000), 250);
         assert_eq!(cfg.time_of(24_999), 249);
+    }
+
+    /// With a shift the hottest key moves by the stride every period of
+    /// event time; a shift without Zipf keys, or of 0 ms, is refused.
+    #[test]
+    fn shifted_hot_keys_move_every_period() {
+        let cfg = WaConfig {
+            events: 40_000,
+            keys: 1000,
+            dist: KeyDist::Zipf(1.2),
+            events_per_s: 10_000.0,
+            zipf_shift_ms: Some(1_000),
+            ..WaConfig::default()
+        };
+        let mut g = WaGenerator::new(&cfg, 0, 1);
+        let mut buf = vec![WaEvent::default(); 40_000];
+        assert_eq!(g.fill(&mut buf), 40_000);
+        let shift = cfg.shift().unwrap();
+        for sec in 0..4u64 {
+            let mut counts = vec![0u64; 1000];
+            for e in buf.iter().filter(|e| e.time_ms / 1000 == sec) {
+                counts[e.key as usize] += 1;
+            }
+            let hot = (0..1000).max_by_key(|&k| counts[k]).unwrap() as u64;
+            assert_eq!(hot, shift.offset_at(sec * 1000), "second {sec}");
+        }
+        for bad in [
+            WaConfig {
+                zipf_shift_ms: Some(0),
+                ..cfg
+            },
+            WaConfig {
+                dist: KeyDist::Uniform,
+                ..cfg
+            },
+        ] {
+            assert!(bad.validate().unwrap_err().contains("--zipf-shift-ms"));
+        }
     }
 }

@@ -63,7 +63,7 @@ pub use event::{
     ArchivedYsbEvent, EventType, UnknownVariant, YsbEvent, UUID_LEN,
 };
 pub use files::{gen_to_files, gen_to_writer, GenError, GenFilesOptions, GenSummary};
-pub use generator::{EventTimeMode, YsbGenConfig, YsbGenerator};
+pub use generator::{CampaignZipf, EventTimeMode, YsbGenConfig, YsbGenerator};
 pub use json::{
     parse_ipv4, parse_json_line, parse_json_line_with, parse_millis, write_json_line, Field,
     FieldError, FieldErrorKind, ParseMode, MAX_JSON_LINE_LEN,

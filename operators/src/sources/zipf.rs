@@ -296,6 +296,96 @@ impl ZipfTable {
     }
 }
 
+/// Hot keys that move with event time: every `every_ms` ms of event time
+/// (epochs aligned to multiples of `every_ms`, like tumbling windows) the
+/// Zipf ranks are rotated over the keys, so other keys are hot. Rank `r`
+/// at event time `t` is key `(r + offset(t)) mod keys`, `offset(t) = ⌊t /
+/// every_ms⌋ · stride mod keys`, `stride = ⌊keys · 0.618…⌋` (the golden
+/// ratio's fraction, at least 1 for 2 keys or more): each epoch's hottest
+/// keys land far from the last epoch's, and the rotation is a bijection,
+/// so each epoch is exactly the Zipf law over the keys relabelled. A
+/// function of the event time alone: a stream stays the same for any
+/// worker count.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ZipfShift {
+    every_ms: u64,
+    stride: u64,
+    keys: u64,
+}
+
+impl ZipfShift {
+    /// Ranks of `keys` keys rotated every `every_ms` ms of event time.
+    ///
+    /// # Errors
+    /// `every_ms` or `keys` is 0.
+    pub fn new(keys: u64, every_ms: u64) -> Result<ZipfShift, String> {
+        if every_ms == 0 {
+            return Err("the hot keys' period must be at least 1 ms".into());
+        }
+        if keys == 0 {
+            return Err("no keys to shift over".into());
+        }
+        let stride = if keys < 2 {
+            0
+        } else {
+            ((keys as f64 * 0.618_033_988_749_894_9) as u64).clamp(1, keys - 1)
+        };
+        Ok(ZipfShift {
+            every_ms,
+            stride,
+            keys,
+        })
+    }
+
+    /// The period, ms of event time.
+    pub fn every_ms(&self) -> u64 {
+        self.every_ms
+    }
+
+    /// The rotation at event time `time_ms`: `⌊time_ms / every_ms⌋ · stride
+    /// mod keys`.
+    pub fn offset_at(&self, time_ms: u64) -> u64 {
+        ((time_ms / self.every_ms) as u128 * self.stride as u128 % self.keys as u128) as u64
+    }
+
+    /// The key of Zipf rank `rank` (`< keys`) under rotation `offset` (`<
+    /// keys`, from [`ZipfShift::offset_at`]).
+    #[inline(always)]
+    pub fn key(&self, rank: u64, offset: u64) -> u64 {
+        let k = rank + offset;
+        if k >= self.keys {
+            k - self.keys
+        } else {
+            k
+        }
+    }
+}
+
+/// A generator's cached [`ZipfShift`] rotation: recomputed only when an
+/// event's time leaves the epoch it was computed for (one comparison per
+/// event otherwise).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ShiftCache {
+    /// The rotation of event times `from..until`.
+    offset: u64,
+    from: u64,
+    until: u64,
+}
+
+impl ShiftCache {
+    /// The rotation of `shift` at event time `time_ms`.
+    #[inline(always)]
+    pub fn offset(&mut self, shift: &ZipfShift, time_ms: u64) -> u64 {
+        if time_ms >= self.until || time_ms < self.from {
+            let epoch = time_ms / shift.every_ms;
+            self.from = epoch * shift.every_ms;
+            self.until = self.from.saturating_add(shift.every_ms);
+            self.offset = shift.offset_at(time_ms);
+        }
+        self.offset
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -376,5 +466,34 @@ mod tests {
         assert!(ZipfTable::new(10, f64::NAN).is_err());
         assert!(AliasTable::new(3, |_| 0.0).is_err());
         assert!(AliasTable::new(3, |k| if k == 1 { -1.0 } else { 1.0 }).is_err());
+    }
+
+    /// The rotation moves the hottest key by the stride each epoch, wraps,
+    /// and the cache agrees with the definition at every time.
+    #[test]
+    fn shifts_rotate_the_ranks_each_epoch() {
+        let s = ZipfShift::new(100, 10).unwrap();
+        assert_eq!(s.stride, 61);
+        assert_eq!(
+            (0..4).map(|e| s.offset_at(e * 10)).collect::<Vec<_>>(),
+            [0, 61, 22, 83]
+        );
+        assert_eq!(s.offset_at(19), 61);
+        assert_eq!(s.key(99, 61), 60);
+        let mut c = ShiftCache::default();
+        for t in (0..500).chain([3, 1_000_000, 7]) {
+            assert_eq!(c.offset(&s, t), s.offset_at(t), "t = {t}");
+        }
+        for keys in [1u64, 2, 3] {
+            let s = ZipfShift::new(keys, 1).unwrap();
+            let mut seen: Vec<u64> = (0..keys).map(|r| s.key(r, s.offset_at(5))).collect();
+            seen.sort();
+            assert_eq!(
+                seen,
+                (0..keys).collect::<Vec<_>>(),
+                "{keys} keys: a bijection"
+            );
+        }
+        assert!(ZipfShift::new(10, 0).is_err() && ZipfShift::new(0, 10).is_err());
     }
 }

@@ -7,6 +7,7 @@ use super::campaigns::Campaigns;
 use super::event::{AdType, EventType, YsbEvent};
 use super::rng::{below, splitmix64, uuid_v4, WyRand, WY_STEP};
 use crate::sources::pace::{share, PacedFill, Pacer};
+use crate::sources::zipf::{ShiftCache, ZipfShift, ZipfTable};
 
 /// How [`YsbGenerator`] stamps `event_time_ms`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -36,8 +37,12 @@ pub enum EventTimeMode {
 pub struct YsbGenConfig {
     /// Seed of the job; worker `w` derives its stream from `(seed, w)`.
     pub seed: u64,
-    /// The ads `ad_id` is drawn from, uniformly (the ads of [`Campaigns`]).
+    /// The ads `ad_id` is drawn from, uniformly (the ads of [`Campaigns`])
+    /// unless `zipf` is set.
     pub ads: Arc<[u128]>,
+    /// Zipf-distributed campaigns instead of uniform ads
+    /// ([`YsbGenConfig::with_zipf`]); `None`: every ad equally likely.
+    pub zipf: Option<Arc<CampaignZipf>>,
     /// Number of events of the whole job (`--events`), or `None` for an
     /// endless stream (ended by a [`Pacer`] duration or the caller).
     pub events: Option<u64>,
@@ -51,6 +56,7 @@ impl YsbGenConfig {
         YsbGenConfig {
             seed,
             ads: campaigns.ads_shared(),
+            zipf: None,
             events: None,
             event_time: EventTimeMode::WallClock,
         }
@@ -67,12 +73,123 @@ impl YsbGenConfig {
         self.event_time = mode;
         self
     }
+
+    /// Draws campaigns from a Zipf law of exponent `s` over `campaigns`
+    /// (the window's key is the campaign): campaign index `c` (in
+    /// [`Campaigns`] order) has probability `∝ (c + 1)^-s`, the ad is
+    /// uniform among the campaign's ads; with `shift_ms`, the ranks rotate
+    /// over the campaigns every `shift_ms` ms of event time
+    /// ([`ZipfShift`]). `s == 0` keeps uniform ads (as without), and then
+    /// `shift_ms` changes nothing. `campaigns` must be those of `ads`.
+    ///
+    /// # Errors
+    /// `s` negative or not finite, `shift_ms` of 0.
+    pub fn with_zipf(
+        mut self,
+        campaigns: &Campaigns,
+        s: f64,
+        shift_ms: Option<u64>,
+    ) -> Result<YsbGenConfig, String> {
+        if !(s.is_finite() && s >= 0.0) {
+            return Err(format!("Zipf exponent {s}: must be a number ≥ 0"));
+        }
+        let shift = shift_ms
+            .map(|ms| ZipfShift::new(campaigns.len() as u64, ms))
+            .transpose()?;
+        if s == 0.0 {
+            self.zipf = None;
+            return Ok(self);
+        }
+        self.zipf = Some(Arc::new(CampaignZipf::new(campaigns, s, shift)?));
+        Ok(self)
+    }
+}
+
+/// Zipf-distributed campaigns ([`YsbGenConfig::with_zipf`]): one draw's 64
+/// bits give the campaign's rank (an alias table, O(1)), its rotation by
+/// event time maps the rank to a campaign, and a mix of the same bits
+/// picks the ad among the campaign's.
+pub struct CampaignZipf {
+    table: ZipfTable,
+    shift: Option<ZipfShift>,
+    /// The ads grouped by campaign: campaign `c`'s are
+    /// `ads[start[c]..start[c + 1]]`.
+    ads: Vec<u128>,
+    start: Vec<u32>,
+}
+
+impl std::fmt::Debug for CampaignZipf {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CampaignZipf")
+            .field("campaigns", &self.table.keys())
+            .field("exponent", &self.table.exponent())
+            .field("shift", &self.shift)
+            .finish_non_exhaustive()
+    }
+}
+
+impl CampaignZipf {
+    /// The table of `campaigns` at exponent `s` (> 0).
+    ///
+    /// # Errors
+    /// `s` not positive, more campaigns than a Zipf table holds.
+    pub fn new(
+        campaigns: &Campaigns,
+        s: f64,
+        shift: Option<ZipfShift>,
+    ) -> Result<CampaignZipf, String> {
+        let n = campaigns.len();
+        let table = ZipfTable::new(n as u64, s)?;
+        let mut start = vec![0u32; n + 1];
+        for (_, c) in campaigns.pairs() {
+            start[c as usize + 1] += 1;
+        }
+        for c in 0..n {
+            start[c + 1] += start[c];
+        }
+        let mut next = start.clone();
+        let mut ads = vec![0u128; campaigns.num_ads()];
+        for (ad, c) in campaigns.pairs() {
+            ads[next[c as usize] as usize] = ad;
+            next[c as usize] += 1;
+        }
+        Ok(CampaignZipf {
+            table,
+            shift,
+            ads,
+            start,
+        })
+    }
+
+    /// The Zipf exponent.
+    pub fn exponent(&self) -> f64 {
+        self.table.exponent()
+    }
+
+    /// The campaign index of 64 random bits `h` at event time `time_ms`.
+    #[inline(always)]
+    pub fn campaign(&self, h: u64, time_ms: u64, cache: &mut ShiftCache) -> usize {
+        let rank = self.table.key(h);
+        match &self.shift {
+            None => rank as usize,
+            Some(s) => s.key(rank, cache.offset(s, time_ms)) as usize,
+        }
+    }
+
+    /// The ad of 64 random bits `h` at event time `time_ms`.
+    #[inline(always)]
+    fn ad(&self, h: u64, time_ms: u64, cache: &mut ShiftCache) -> u128 {
+        let c = self.campaign(h, time_ms, cache);
+        let (a, b) = (self.start[c], self.start[c + 1]);
+        self.ads[(a as u64 + below(splitmix64(h), (b - a) as u64)) as usize]
+    }
 }
 
 /// One worker's shard of the YSB event stream.
 ///
 /// Every field is drawn per event: `user_id` and `page_id` are random
-/// version-4 UUIDs, `ad_id` is uniform over the configured ads, `ad_type`
+/// version-4 UUIDs, `ad_id` is uniform over the configured ads (or its
+/// campaign Zipf-distributed, [`YsbGenConfig::with_zipf`]), `ad_type`
 /// uniform over the 5 [`AdType`]s, `event_type` uniform over the 3
 /// [`EventType`]s, `ip` a random `u32`. The random source is one wyrand
 /// stream per seed, [`DRAWS_PER_EVENT`] draws per event: the event of global
@@ -108,6 +225,9 @@ pub struct YsbGenerator {
     /// other workers' events: `DRAWS_PER_EVENT · (W − 1) · WY_STEP`.
     skip: u64,
     ads: Arc<[u128]>,
+    /// Zipf campaigns ([`YsbGenConfig::zipf`]) and the rotation last used.
+    zipf: Option<Arc<CampaignZipf>>,
+    shift: ShiftCache,
     /// Events this worker may still generate (`None`: endless).
     remaining: Option<u64>,
     quota: Option<u64>,
@@ -176,6 +296,8 @@ impl YsbGenerator {
             rng,
             skip: draws(workers as u64 - 1),
             ads: Arc::clone(&config.ads),
+            zipf: config.zipf.clone(),
+            shift: ShiftCache::default(),
             remaining: quota,
             quota,
             generated: 0,
@@ -210,7 +332,7 @@ impl YsbGenerator {
             } => {
                 let (start_ms, rate, dq, dr) = (*start_ms, *rate, *dq, *dr);
                 let (mut tq, mut tr) = (*q, *r);
-                generate(&mut self.rng, self.skip, &self.ads, out, || {
+                let time = || {
                     let t = start_ms.wrapping_add(tq);
                     tq += dq;
                     tr += dr;
@@ -219,12 +341,33 @@ impl YsbGenerator {
                         tq += 1;
                     }
                     t
-                });
+                };
+                match self.zipf.as_deref() {
+                    None => generate(&mut self.rng, self.skip, out, time, uniform(&self.ads)),
+                    Some(z) => {
+                        let cache = &mut self.shift;
+                        generate(&mut self.rng, self.skip, out, time, |h, t| {
+                            z.ad(h, t, cache)
+                        })
+                    }
+                }
                 (*q, *r) = (tq, tr);
             }
             TimeState::WallClock => {
                 let now = wall_clock_ms();
-                generate(&mut self.rng, self.skip, &self.ads, out, || now);
+                match self.zipf.as_deref() {
+                    None => generate(&mut self.rng, self.skip, out, || now, uniform(&self.ads)),
+                    Some(z) => {
+                        let cache = &mut self.shift;
+                        generate(
+                            &mut self.rng,
+                            self.skip,
+                            out,
+                            || now,
+                            |h, t| z.ad(h, t, cache),
+                        )
+                    }
+                }
             }
         }
         self.generated += n as u64;
@@ -336,22 +479,31 @@ pub const DRAWS_PER_EVENT: u64 = 6;
 /// alike draws another stream).
 const YSB_STREAM: u64 = 0x5953_4200_0000_0000;
 
+/// Uniform ads: the ad of a draw `h`, whatever the time.
+#[inline(always)]
+fn uniform(ads: &[u128]) -> impl FnMut(u64, u64) -> u128 + '_ {
+    let num_ads = ads.len() as u64;
+    move |h, _| ads[below(h, num_ads) as usize]
+}
+
 /// The hot loop: [`DRAWS_PER_EVENT`] 64-bit draws per event, then `skip`
-/// added to the stream's state (the other workers' events).
+/// added to the stream's state (the other workers' events); `ad` gives the
+/// ad of the ad's draw at the event's time.
 #[inline(always)]
 fn generate(
     rng: &mut WyRand,
     skip: u64,
-    ads: &[u128],
     out: &mut [YsbEvent],
     mut time: impl FnMut() -> u64,
+    mut ad: impl FnMut(u64, u64) -> u128,
 ) {
-    let num_ads = ads.len() as u64;
     for e in out {
         let user_id = uuid_v4(rng.next_u128());
         let page_id = uuid_v4(rng.next_u128());
-        let ad_id = ads[below(rng.next_u64(), num_ads) as usize];
+        let draw = rng.next_u64();
         let r = rng.next_u64();
+        let event_time_ms = time();
+        let ad_id = ad(draw, event_time_ms);
         // Low 32 bits: the IP; bits 32..48 and 48..64: the two enums
         // (multiply-shift on 16 bits, bias < 2^-13, far below sampling noise).
         let ad_type = AdType::from_index((((r >> 32) & 0xFFFF) * 5) >> 16);
@@ -360,7 +512,7 @@ fn generate(
             user_id,
             page_id,
             ad_id,
-            event_time_ms: time(),
+            event_time_ms,
             ip: r as u32,
             ad_type,
             event_type,
@@ -382,6 +534,7 @@ mod tests {
         let config = YsbGenConfig {
             seed: 7,
             ads,
+            zipf: None,
             events: Some(3_000),
             event_time: EventTimeMode::Deterministic {
                 start_ms: 1_000,
@@ -404,5 +557,73 @@ mod tests {
             let mut g = YsbGenerator::new(&config, w, 3);
             assert!(g.skip_to(1_001).is_err());
         }
+    }
+
+    /// Zipf campaigns: the same events for any worker count, the hottest
+    /// campaign's share as the law says (s = 1.2 over 100 campaigns:
+    /// 1 / H(100, 1.2) = 0.2745), every ad of a campaign drawn, and with a
+    /// shift the hottest campaign moves by the stride each epoch.
+    #[test]
+    fn zipf_campaigns_follow_the_law_for_any_worker_count() {
+        let campaigns = Campaigns::generate(100, 10, 5);
+        let h: f64 = (1..=100).map(|k| (k as f64).powf(-1.2)).sum();
+        let p0 = 1.0 / h;
+        for shift in [None, Some(1_000)] {
+            let cfg = YsbGenConfig::new(3, &campaigns)
+                .with_events(Some(60_000))
+                .with_event_time(EventTimeMode::Deterministic {
+                    start_ms: 0,
+                    events_per_s: 20_000,
+                })
+                .with_zipf(&campaigns, 1.2, shift)
+                .unwrap();
+            let events = |workers: usize| {
+                let mut all = Vec::new();
+                for w in 0..workers {
+                    let mut g = YsbGenerator::new(&cfg, w, workers);
+                    let mut buf = vec![YsbEvent::default(); 777];
+                    loop {
+                        let n = g.fill(&mut buf);
+                        if n == 0 {
+                            break;
+                        }
+                        all.extend_from_slice(&buf[..n]);
+                    }
+                }
+                all.sort_by_key(|e| (e.event_time_ms, e.user_id));
+                all
+            };
+            let one = events(1);
+            assert_eq!(events(3), one, "shift {shift:?}");
+            // Per second of event time (one epoch when shifting): counts
+            // per campaign.
+            let mut per = vec![[0u64; 100]; 3];
+            let mut ads = std::collections::HashSet::new();
+            for e in &one {
+                per[(e.event_time_ms / 1000) as usize]
+                    [campaigns.campaign_of(e.ad_id).unwrap() as usize] += 1;
+                ads.insert(e.ad_id);
+            }
+            assert_eq!(ads.len(), 1000, "every ad drawn");
+            let stride = ZipfShift::new(100, 1_000).unwrap().offset_at(1_000) as usize;
+            for (sec, counts) in per.iter().enumerate() {
+                let hot = match shift {
+                    None => 0,
+                    Some(_) => sec * stride % 100,
+                };
+                let share = counts[hot] as f64 / 20_000.0;
+                let sigma = (p0 * (1.0 - p0) / 20_000.0).sqrt();
+                assert!(
+                    (share - p0).abs() < 5.0 * sigma,
+                    "{shift:?} s{sec}: {share} vs {p0}"
+                );
+                assert_eq!(counts.iter().max(), Some(&counts[hot]));
+            }
+        }
+        let uniform = YsbGenConfig::new(3, &campaigns).with_zipf(&campaigns, 0.0, None);
+        assert!(uniform.unwrap().zipf.is_none());
+        assert!(YsbGenConfig::new(3, &campaigns)
+            .with_zipf(&campaigns, -1.0, None)
+            .is_err());
     }
 }
