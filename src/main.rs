@@ -113,8 +113,9 @@ enum BenchCommand {
     /// per worker, CPU s, peak RSS, and events per CPU-second beside the
     /// Flink suite's published throughput per core. Table, CSV, PNG, JSON.
     Nexmark(Box<queries::nexbench::BenchNexmarkArgs>),
-    /// Hot keys: `air run wa --shuffle` at Zipf exponents `--zipf` (0, 0.8,
-    /// 1.2, 1.5), `--rebalance off` and `on`, each run a separate process,
+    /// Hot keys: `air run wa --shuffle` and `air run ysb --shuffle`
+    /// (`--query wa|ysb|both`) at Zipf exponents `--zipf` (0, 0.8, 1.2,
+    /// 1.5), `--rebalance off` and `on`, each run a separate process,
     /// interleaved, `--repeats` rounds: median events/s, events per
     /// CPU-second, the keyed stage's load max/mean, % of the events kept at
     /// their senders, and on / off per exponent. Table, CSV, PNG.

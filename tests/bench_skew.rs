@@ -1,12 +1,13 @@
-//! `air bench skew`: one `air run wa --shuffle` per exponent, rebalance
-//! setting and round; a CSV row per run, rebalance evening the load of
-//! Zipf keys, a PNG; bad options refused.
+//! `air bench skew`: one `air run wa --shuffle` and one `air run ysb
+//! --shuffle` per exponent, rebalance setting and round; a CSV row per
+//! run, rebalance evening the load of Zipf keys and campaigns, a PNG; bad
+//! options refused.
 
 use std::process::Command;
 
 const AIR: &str = env!("CARGO_BIN_EXE_air");
 
-const COLUMNS: &str = "round,seq,zipf,rebalance,events,events_per_s,cpu_s,wall_s,\
+const COLUMNS: &str = "query,round,seq,zipf,rebalance,events,events_per_s,cpu_s,wall_s,\
                        events_per_cpu_s,max_over_mean,kept,kept_pct,partials,groups_max,\
                        group_changes";
 
@@ -43,11 +44,20 @@ fn skew_runs_every_exponent_off_and_on_and_rebalance_evens_the_load() {
     let mut lines = text.lines();
     assert_eq!(lines.next().unwrap(), COLUMNS);
     let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
-    // One round: the exponents ascending, off before on.
-    let keys: Vec<(&str, &str)> = rows.iter().map(|r| (r[2], r[3])).collect();
+    // One round: WA then YSB, the exponents ascending, off before on.
+    let keys: Vec<(&str, &str, &str)> = rows.iter().map(|r| (r[0], r[3], r[4])).collect();
     assert_eq!(
         keys,
-        [("0", "off"), ("0", "on"), ("1.2", "off"), ("1.2", "on")],
+        [
+            ("wa", "0", "off"),
+            ("wa", "0", "on"),
+            ("wa", "1.2", "off"),
+            ("wa", "1.2", "on"),
+            ("ysb", "0", "off"),
+            ("ysb", "0", "on"),
+            ("ysb", "1.2", "off"),
+            ("ysb", "1.2", "on")
+        ],
         "{text}"
     );
     let col = |r: &[&str], name: &str| -> f64 {
@@ -62,16 +72,24 @@ fn skew_runs_every_exponent_off_and_on_and_rebalance_evens_the_load() {
             "{text}"
         );
         assert!(col(r, "max_over_mean") >= 1.0, "{text}");
-        if r[3] == "off" {
+        if r[4] == "off" {
             assert_eq!(col(r, "kept"), 0.0, "off keeps nothing: {text}");
         }
     }
-    let (off, on) = (&rows[2], &rows[3]);
-    assert!(
-        col(on, "max_over_mean") <= col(off, "max_over_mean"),
-        "zipf 1.2: max/mean on above off: {text}"
-    );
-    assert!(col(on, "kept") > 0.0, "zipf 1.2: nothing kept: {text}");
+    for (off, on) in [(&rows[2], &rows[3]), (&rows[6], &rows[7])] {
+        assert!(
+            col(on, "max_over_mean") <= col(off, "max_over_mean"),
+            "{} zipf 1.2: max/mean on above off: {text}",
+            on[0]
+        );
+        assert!(
+            col(on, "kept") > 0.0,
+            "{} zipf 1.2: nothing kept: {text}",
+            on[0]
+        );
+    }
+    // YSB's 100 campaigns at Zipf 1.2 load 4 workers unevenly.
+    assert!(col(&rows[6], "max_over_mean") > 1.2, "{text}");
     let png = std::fs::read(&png).unwrap();
     assert!(png.starts_with(b"\x89PNG") && png.len() > 10_000);
 }
@@ -82,6 +100,11 @@ fn skew_refuses_what_it_sets_itself_and_bad_exponents() {
         (&["--zipf", "-1"][..], "--zipf"),
         (&["--zipf", "1.2,,1.5"][..], "an empty exponent"),
         (&["--repeats", "0"][..], "--repeats"),
+        (&["--query", "nexmark"][..], "--query"),
+        (
+            &["--", "--event-time", "wallclock"][..],
+            "may not set --event-time",
+        ),
         (&["--", "--rebalance", "on"][..], "may not set --rebalance"),
     ] {
         let o = Command::new(AIR)

@@ -1,15 +1,18 @@
 //! `air bench skew`: what hot keys cost, and what `--rebalance` wins back
-//! (issue 32). WA with every event sent to its key's owner (`air run wa
-//! --shuffle`), Zipf-distributed keys at several exponents, with the
-//! senders' hot-key aggregation ([`air_runtime::hotkeys`]) off and on.
+//! (issue 32). WA and YSB with every event sent to its key's owner (`air
+//! run wa --shuffle`, `air run ysb --shuffle`), Zipf-distributed keys (WA)
+//! or campaigns (YSB) at several exponents, with the senders' hot-key
+//! aggregation ([`air_runtime::hotkeys`]) off and on.
 //!
 //! Every run is a separate `air run wa --shuffle --keys K --zipf S
 //! --workers W --no-pin --events N --rebalance off|on --report r.json`
-//! process ([`super::child::run_air`]: its CPU time from `wait4`). Runs are
-//! interleaved, `--repeats` rounds: each round runs every configuration
-//! once, (S₀ off, S₀ on, S₁ off, …) in even rounds and the reverse in odd
-//! ones, so neither rebalance setting nor any exponent always runs first
-//! on a drifting machine.
+//! (or `air run ysb --shuffle --event-time synthetic --zipf S …`, over
+//! YSB's 100 campaigns) process ([`super::child::run_air`]: its CPU time
+//! from `wait4`). Runs are interleaved, `--repeats` rounds: each round runs
+//! every configuration once, (WA S₀ off, WA S₀ on, WA S₁ off, …, YSB S₀
+//! off, …) in even rounds and the reverse in odd ones, so neither
+//! rebalance setting, query nor exponent always runs first on a drifting
+//! machine.
 //!
 //! Per run: events/s, events per CPU-second, the keyed stage's load (the
 //! report's `load.max_over_mean`: the busiest worker's records over the
@@ -24,16 +27,41 @@ use super::common::CliError;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+/// Which queries `air bench skew` runs.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SkewQuery {
+    /// `air run wa --shuffle` (`--keys` keys).
+    Wa,
+    /// `air run ysb --shuffle` (100 campaigns).
+    Ysb,
+    /// Both, interleaved.
+    Both,
+}
+
+impl SkewQuery {
+    /// The queries to run, in order.
+    pub fn queries(self) -> &'static [&'static str] {
+        match self {
+            SkewQuery::Wa => &["wa"],
+            SkewQuery::Ysb => &["ysb"],
+            SkewQuery::Both => &["wa", "ysb"],
+        }
+    }
+}
+
 /// `air bench skew`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct BenchSkewArgs {
+    /// The queries: `wa`, `ysb` or `both` (interleaved).
+    #[arg(long, value_enum, default_value_t = SkewQuery::Both)]
+    pub query: SkewQuery,
     /// Workers of every run (one process).
     #[arg(long, default_value_t = 8, value_parser = super::common::parse::workers)]
     pub workers: usize,
     /// Events per run (the generator's, all workers).
     #[arg(long, default_value_t = 20_000_000)]
     pub events: u64,
-    /// Distinct keys.
+    /// Distinct keys of WA (YSB has its 100 campaigns).
     #[arg(long, default_value_t = 100_000, value_parser = super::common::parse::keys)]
     pub keys: u64,
     /// Zipf exponents, e.g. `0,0.8,1.2,1.5` (0: uniform keys).
@@ -50,14 +78,15 @@ pub struct BenchSkewArgs {
     /// exponent, rebalance off and on, as PNG.
     #[arg(long, value_name = "FILE.png")]
     pub plot: Option<PathBuf>,
-    /// More arguments for every `air run wa`, after `--` (e.g. `--
-    /// --rebalance-ms 50`); not those the benchmark sets.
+    /// More arguments for every run (`air run wa` and `air run ysb`), after
+    /// `--` (e.g. `-- --rebalance-ms 50`); not those the benchmark sets.
     #[arg(last = true, value_name = "ARGS")]
     pub extra: Vec<String>,
 }
 
 /// Options `air bench skew` gives every run itself.
-const SETS: [&str; 8] = [
+const SETS: [&str; 9] = [
+    "--event-time",
     "--shuffle",
     "--keys",
     "--zipf",
@@ -71,6 +100,8 @@ const SETS: [&str; 8] = [
 /// One run's figures (a CSV row).
 #[derive(Debug, Clone)]
 pub struct SkewRun {
+    /// The query, `wa` or `ysb`.
+    pub query: &'static str,
     /// The round, from 0.
     pub round: usize,
     /// Its place in the whole sequence of runs, from 0.
@@ -114,6 +145,8 @@ impl SkewRun {
 /// Medians of one configuration's runs.
 #[derive(Debug, Clone, Copy)]
 pub struct SkewRow {
+    /// The query, `wa` or `ysb`.
+    pub query: &'static str,
     /// The Zipf exponent.
     pub zipf: f64,
     /// `--rebalance on`.
@@ -150,12 +183,21 @@ pub fn parse_exponents(s: &str) -> Result<Vec<f64>, String> {
     Ok(v)
 }
 
-/// The configurations, (exponent, rebalance), in the order of round
-/// `round`: ascending with off first in even rounds, the reverse in odd.
-pub fn round_order(exponents: &[f64], round: usize) -> Vec<(f64, bool)> {
-    let mut v: Vec<(f64, bool)> = exponents
+/// The configurations, (query, exponent, rebalance), in the order of round
+/// `round`: the queries in order, each's exponents ascending with off
+/// first in even rounds, the reverse in odd.
+pub fn round_order(
+    queries: &[&'static str],
+    exponents: &[f64],
+    round: usize,
+) -> Vec<(&'static str, f64, bool)> {
+    let mut v: Vec<(&'static str, f64, bool)> = queries
         .iter()
-        .flat_map(|&s| [(s, false), (s, true)])
+        .flat_map(|&q| {
+            exponents
+                .iter()
+                .flat_map(move |&s| [(q, s, false), (q, s, true)])
+        })
         .collect();
     if round % 2 == 1 {
         v.reverse();
@@ -163,14 +205,15 @@ pub fn round_order(exponents: &[f64], round: usize) -> Vec<(f64, bool)> {
     v
 }
 
-/// The medians of the runs of (`zipf`, `rebalance`).
-pub fn row_of(runs: &[SkewRun], zipf: f64, rebalance: bool) -> SkewRow {
+/// The medians of the runs of (`query`, `zipf`, `rebalance`).
+pub fn row_of(runs: &[SkewRun], query: &'static str, zipf: f64, rebalance: bool) -> SkewRow {
     let mine: Vec<&SkewRun> = runs
         .iter()
-        .filter(|r| r.zipf == zipf && r.rebalance == rebalance)
+        .filter(|r| r.query == query && r.zipf == zipf && r.rebalance == rebalance)
         .collect();
     let of = |f: &dyn Fn(&SkewRun) -> f64| median(&mine.iter().map(|r| f(r)).collect::<Vec<_>>());
     SkewRow {
+        query,
         zipf,
         rebalance,
         events_per_s: of(&|r| r.events_per_s),
@@ -215,16 +258,21 @@ pub fn main(a: &BenchSkewArgs) -> Result<(), CliError> {
     let air = std::env::current_exe().map_err(|e| bad(format!("locating air: {e}")))?;
     let dir = scratch_dir("bench-skew")?;
     let report = dir.join("run.json");
-    let total = a.repeats * exponents.len() * 2;
+    let queries = a.query.queries();
+    let total = a.repeats * queries.len() * exponents.len() * 2;
     let mut runs: Vec<SkewRun> = Vec::with_capacity(total);
     let result = (|| -> Result<(), CliError> {
         for round in 0..a.repeats {
-            for (zipf, on) in round_order(&exponents, round) {
-                let mut args: Vec<String> = vec![
-                    "wa".into(),
-                    "--shuffle".into(),
-                    "--keys".into(),
-                    a.keys.to_string(),
+            for (query, zipf, on) in round_order(queries, &exponents, round) {
+                let mut args: Vec<String> = vec![query.into(), "--shuffle".into()];
+                if query == "wa" {
+                    args.extend(["--keys".into(), a.keys.to_string()]);
+                } else {
+                    // Reproducible event times (YSB's default is the wall
+                    // clock).
+                    args.extend(["--event-time".into(), "synthetic".into()]);
+                }
+                args.extend([
                     "--zipf".into(),
                     zipf.to_string(),
                     "--events".into(),
@@ -232,7 +280,7 @@ pub fn main(a: &BenchSkewArgs) -> Result<(), CliError> {
                     "--no-pin".into(),
                     "--rebalance".into(),
                     on_off(on).into(),
-                ];
+                ]);
                 args.extend(a.extra.iter().cloned());
                 let run = run_air(&air, None, &args, a.workers, &report)?;
                 let what = format!("air run {}", args.join(" "));
@@ -243,6 +291,7 @@ pub fn main(a: &BenchSkewArgs) -> Result<(), CliError> {
                         .ok_or_else(|| bad(format!("{what}: no load.rebalance.{f} in its report")))
                 };
                 let r = SkewRun {
+                    query,
                     round,
                     seq: runs.len(),
                     zipf,
@@ -260,8 +309,8 @@ pub fn main(a: &BenchSkewArgs) -> Result<(), CliError> {
                     group_changes: int(hot, "group_changes")?,
                 };
                 eprintln!(
-                    "  [{}/{total}] zipf {zipf} rebalance {}: {:.2} M events/s, max/mean \
-                     {:.2}, {:.1}% kept, {:.2} CPU s",
+                    "  [{}/{total}] {query} zipf {zipf} rebalance {}: {:.2} M events/s, \
+                     max/mean {:.2}, {:.1}% kept, {:.2} CPU s",
                     runs.len() + 1,
                     on_off(on),
                     r.events_per_s / 1e6,
@@ -276,9 +325,14 @@ pub fn main(a: &BenchSkewArgs) -> Result<(), CliError> {
     })();
     let _ = std::fs::remove_dir_all(&dir);
     result?;
-    let rows: Vec<SkewRow> = exponents
+    let rows: Vec<SkewRow> = queries
         .iter()
-        .flat_map(|&s| [row_of(&runs, s, false), row_of(&runs, s, true)])
+        .flat_map(|&q| {
+            let runs = &runs;
+            exponents
+                .iter()
+                .flat_map(move |&s| [row_of(runs, q, s, false), row_of(runs, q, s, true)])
+        })
         .collect();
     print_table(a, &rows, &mut std::io::stdout().lock())?;
     if let Some(path) = &a.csv {
@@ -287,11 +341,15 @@ pub fn main(a: &BenchSkewArgs) -> Result<(), CliError> {
             .map_err(|e| bad(format!("{}: {e}", path.display())))?;
     }
     if let Some(path) = &a.plot {
+        let what = match a.query {
+            SkewQuery::Wa => format!("air run wa --shuffle ({} keys)", a.keys),
+            SkewQuery::Ysb => "air run ysb --shuffle (100 campaigns)".to_string(),
+            SkewQuery::Both => format!("wa ({} keys) and ysb --shuffle", a.keys),
+        };
         let title = format!(
-            "air run wa --shuffle: {} workers, {} M events, {} keys, median of {}",
+            "{what}: {} workers, {} M events, median of {}",
             a.workers,
             a.events as f64 / 1e6,
-            a.keys,
             a.repeats
         );
         write_plot(&rows, &runs, path, &title).map_err(|e| CliError::Other(anyhow::anyhow!(e)))?;
@@ -301,27 +359,33 @@ pub fn main(a: &BenchSkewArgs) -> Result<(), CliError> {
 
 /// The table: medians per configuration, then on ÷ off per exponent.
 fn print_table(a: &BenchSkewArgs, rows: &[SkewRow], out: &mut dyn Write) -> std::io::Result<()> {
+    let extra = a
+        .extra
+        .iter()
+        .fold(String::new(), |s, x| format!("{s} {x}"));
+    for q in a.query.queries() {
+        let how = if *q == "wa" {
+            format!("--keys {}", a.keys)
+        } else {
+            "--event-time synthetic".to_string()
+        };
+        writeln!(
+            out,
+            "air bench skew: air run {q} --shuffle {how} --workers {} --no-pin --events \
+             {}{extra}, median of {}",
+            a.workers, a.events, a.repeats
+        )?;
+    }
     writeln!(
         out,
-        "air bench skew: air run wa --shuffle --keys {} --workers {} --no-pin --events {}{}, \
-         median of {}",
-        a.keys,
-        a.workers,
-        a.events,
-        a.extra
-            .iter()
-            .fold(String::new(), |s, x| format!("{s} {x}")),
-        a.repeats
-    )?;
-    writeln!(
-        out,
-        "{:>6} {:>9} {:>11} {:>11} {:>9} {:>7} {:>10}",
-        "zipf", "rebalance", "M events/s", "M ev/CPU-s", "max/mean", "kept %", "partials"
+        "{:>5} {:>6} {:>9} {:>11} {:>11} {:>9} {:>7} {:>10}",
+        "query", "zipf", "rebalance", "M events/s", "M ev/CPU-s", "max/mean", "kept %", "partials"
     )?;
     for r in rows {
         writeln!(
             out,
-            "{:>6} {:>9} {:>11.2} {:>11.2} {:>9.2} {:>7.1} {:>10.0}",
+            "{:>5} {:>6} {:>9} {:>11.2} {:>11.2} {:>9.2} {:>7.1} {:>10.0}",
+            r.query,
             r.zipf,
             on_off(r.rebalance),
             r.events_per_s / 1e6,
@@ -334,15 +398,16 @@ fn print_table(a: &BenchSkewArgs, rows: &[SkewRow], out: &mut dyn Write) -> std:
     writeln!(out, "on / off:")?;
     writeln!(
         out,
-        "{:>6} {:>11} {:>11} {:>9}",
-        "zipf", "events/s", "ev/CPU-s", "max/mean"
+        "{:>5} {:>6} {:>11} {:>11} {:>9}",
+        "query", "zipf", "events/s", "ev/CPU-s", "max/mean"
     )?;
     for pair in rows.chunks(2) {
         let (off, on) = (&pair[0], &pair[1]);
         let ratio = |x: f64, y: f64| x / y.max(1e-12);
         writeln!(
             out,
-            "{:>6} {:>10.2}x {:>10.2}x {:>8.2}x",
+            "{:>5} {:>6} {:>10.2}x {:>10.2}x {:>8.2}x",
+            off.query,
             off.zipf,
             ratio(on.events_per_s, off.events_per_s),
             ratio(on.events_per_cpu_s, off.events_per_cpu_s),
@@ -357,7 +422,7 @@ fn print_table(a: &BenchSkewArgs, rows: &[SkewRow], out: &mut dyn Write) -> std:
 }
 
 /// The CSV header.
-pub const CSV_COLUMNS: &str = "round,seq,zipf,rebalance,events,events_per_s,cpu_s,wall_s,\
+pub const CSV_COLUMNS: &str = "query,round,seq,zipf,rebalance,events,events_per_s,cpu_s,wall_s,\
                                events_per_cpu_s,max_over_mean,kept,kept_pct,partials,\
                                groups_max,group_changes";
 
@@ -367,7 +432,8 @@ fn write_csv(runs: &[SkewRun], mut f: impl Write) -> std::io::Result<()> {
     for r in runs {
         writeln!(
             f,
-            "{},{},{},{},{},{:.0},{:.3},{:.3},{:.0},{:.4},{},{:.3},{},{},{}",
+            "{},{},{},{},{},{},{:.0},{:.3},{:.3},{:.0},{:.4},{},{:.3},{},{},{}",
+            r.query,
             r.round,
             r.seq,
             r.zipf,
@@ -407,8 +473,15 @@ fn write_plot(rows: &[SkewRow], runs: &[SkewRun], path: &Path, title: &str) -> R
         .titled(title, ("sans-serif", 22).into_font())
         .map_err(|x| e(&x))?;
     let (top, bottom) = root.split_vertically(470);
-    const OFF: RGBColor = RGBColor(214, 39, 40);
-    const ON: RGBColor = RGBColor(31, 119, 180);
+    // Per (query, rebalance): a colour; YSB's points are triangles.
+    let colour = |q: &str, on: bool| match (q, on) {
+        ("wa", false) => RGBColor(214, 39, 40),
+        ("wa", true) => RGBColor(31, 119, 180),
+        (_, false) => RGBColor(255, 127, 14),
+        (_, true) => RGBColor(44, 160, 44),
+    };
+    let mut queries: Vec<&'static str> = rows.iter().map(|r| r.query).collect();
+    queries.dedup();
     // The top panel draws the load, the bottom one M events/s.
     let pick = |load: bool, m: f64, eps: f64| if load { m } else { eps / 1e6 };
     for (area, desc, load) in [
@@ -439,27 +512,40 @@ fn write_plot(rows: &[SkewRow], runs: &[SkewRun], path: &Path, title: &str) -> R
             .axis_desc_style(("sans-serif", 17))
             .draw()
             .map_err(|x| e(&x))?;
-        for (on, col) in [(false, OFF), (true, ON)] {
+        for (q, on) in queries.iter().flat_map(|&q| [(q, false), (q, true)]) {
+            let col = colour(q, on);
             let pts: Vec<(f64, f64)> = rows
                 .iter()
-                .filter(|r| r.rebalance == on)
+                .filter(|r| r.query == q && r.rebalance == on)
                 .map(|r| (r.zipf, pick(load, r.max_over_mean, r.events_per_s)))
                 .collect();
             chart
                 .draw_series(LineSeries::new(pts.clone(), col.stroke_width(2)))
                 .map_err(|x| e(&x))?
-                .label(format!("rebalance {}", on_off(on)))
+                .label(format!("{q} rebalance {}", on_off(on)))
                 .legend(move |(x, y)| {
                     PathElement::new(vec![(x, y), (x + 24, y)], col.stroke_width(3))
                 });
+            let ysb = q == "ysb";
+            let mark = move |p: (f64, f64), size: i32, style: ShapeStyle| {
+                if ysb {
+                    TriangleMarker::new(p, size + 1, style).into_dyn()
+                } else {
+                    Circle::new(p, size, style).into_dyn()
+                }
+            };
             chart
-                .draw_series(pts.iter().map(|p| Circle::new(*p, 5, col.filled())))
+                .draw_series(pts.iter().map(|p| mark(*p, 5, col.filled())))
                 .map_err(|x| e(&x))?;
             chart
-                .draw_series(runs.iter().filter(|r| r.rebalance == on).map(|r| {
-                    let p = (r.zipf, pick(load, r.max_over_mean, r.events_per_s));
-                    Circle::new(p, 2, col.mix(0.6).filled())
-                }))
+                .draw_series(
+                    runs.iter()
+                        .filter(|r| r.query == q && r.rebalance == on)
+                        .map(|r| {
+                            let p = (r.zipf, pick(load, r.max_over_mean, r.events_per_s));
+                            mark(p, 2, col.mix(0.6).filled())
+                        }),
+                )
                 .map_err(|x| e(&x))?;
         }
         chart
@@ -490,11 +576,23 @@ mod tests {
     #[test]
     fn rounds_alternate_their_order() {
         let s = [0.0, 1.2];
-        let even = round_order(&s, 0);
-        assert_eq!(even, [(0.0, false), (0.0, true), (1.2, false), (1.2, true)]);
-        let mut odd = round_order(&s, 1);
+        let even = round_order(&["wa", "ysb"], &s, 0);
+        assert_eq!(
+            even,
+            [
+                ("wa", 0.0, false),
+                ("wa", 0.0, true),
+                ("wa", 1.2, false),
+                ("wa", 1.2, true),
+                ("ysb", 0.0, false),
+                ("ysb", 0.0, true),
+                ("ysb", 1.2, false),
+                ("ysb", 1.2, true)
+            ]
+        );
+        let mut odd = round_order(&["wa", "ysb"], &s, 1);
         odd.reverse();
         assert_eq!(odd, even);
-        assert_eq!(round_order(&s, 2), even);
+        assert_eq!(round_order(&["wa", "ysb"], &s, 2), even);
     }
 }
