@@ -744,3 +744,78 @@ fn paced_rows_stream_to_out_as_windows_fire_and_every_window_is_complete() {
         .collect();
     assert!(t == want, "rows differ from the sequential aggregation");
 }
+
+/// `--zipf-shift-ms`: the hot keys move every 100 ms of event time; the
+/// rows are the same with `--rebalance on` and `off` and at 1 worker, the
+/// hottest key of each epoch is the rotation's, and the report's
+/// `load.periods` counts every record of the keyed stage once.
+#[test]
+fn shifting_hot_keys_keep_the_rows_and_the_load_has_periods() {
+    let dir = common::tmpdir("wa", "shift");
+    let shift = [
+        "--zipf",
+        "1.2",
+        "--zipf-shift-ms",
+        "100",
+        "--window-ms",
+        "100",
+    ];
+    let off = wa_load(&dir, &[&shift[..], &["--rebalance", "off"]].concat());
+    let on = wa_load(&dir, &[&shift[..], &["--rebalance-ms", "20"]].concat());
+    assert_eq!(on.rows, off.rows, "rebalance on against off");
+    // The rows of the generated events' file, at 1 worker and at 4 with
+    // --shuffle.
+    check(
+        &[
+            "--events",
+            "300000",
+            "--keys",
+            "1000",
+            "--zipf",
+            "1.2",
+            "--zipf-shift-ms",
+            "50",
+        ],
+        100,
+        &[&["--workers", "1"], &["--workers", "4", "--shuffle"]],
+    );
+    // Epoch e (100 ms of event time, 100,000 events): its hottest key is
+    // e · stride mod keys, stride = ⌊100000 · 0.618…⌋ = 61803.
+    let mut best: std::collections::BTreeMap<u64, (u64, u64)> = Default::default();
+    for row in &off.rows {
+        let f: Vec<u64> = row.split(',').map(|x| x.parse().unwrap()).collect();
+        let (epoch, key, count) = (f[0] / 100, f[1], f[2]);
+        let b = best.entry(epoch).or_insert((0, 0));
+        if count > b.1 {
+            *b = (key, count);
+        }
+    }
+    assert_eq!(best.len(), 20);
+    for (epoch, (key, _)) in best {
+        assert_eq!(key, epoch * 61_803 % 100_000, "epoch {epoch}");
+    }
+    let r = common::report(&dir.join("r.json"));
+    let p = &r["load"]["periods"];
+    assert_eq!(
+        p["stage"], "window records + window hot-key partials",
+        "{p}"
+    );
+    assert_eq!(p["period_ms"], 20, "{p}");
+    let total: u64 = p["records"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap())
+        .sum();
+    assert_eq!(total, on.per_worker.iter().sum::<u64>(), "{p}");
+    assert_eq!(
+        p["records"].as_array().unwrap().len(),
+        p["max_over_mean"].as_array().unwrap().len()
+    );
+    assert!(
+        on.summary.contains("load per 20 ms period"),
+        "{}",
+        on.summary
+    );
+    assert!(r["per_worker"][0].get("records_in_periods").is_none());
+}

@@ -18,6 +18,7 @@ use super::common::{thousands, CliError, RuntimeArgs};
 use super::dist::{Dist, MpiReport};
 use super::load::{summary_load, HotKeys, LoadPart, LoadReport, RebalanceReport};
 use air_operators::graph::{CollectByWindowExt, Csv, WindowRow};
+use air_runtime::dataflow::PeriodRecords;
 use air_runtime::dataflow::{Head, Pipe, Sink, Stream};
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 use std::io::Write;
@@ -78,6 +79,10 @@ pub struct WorkerFigures {
     /// report's `load.stages[].edges`): its load at each stage.
     #[serde(default)]
     pub records_in_by_edge: Vec<u64>,
+    /// Records it received on each edge per period of wall time (the
+    /// report's `load.periods`; left out of the report's `per_worker`).
+    #[serde(default, skip_serializing_if = "PeriodRecords::is_empty")]
+    pub records_in_periods: PeriodRecords,
     /// Query-specific figures of the worker (e.g. YSB's `filtered`),
     /// fields of the worker's object in the report.
     #[serde(flatten, default)]
@@ -1131,6 +1136,12 @@ fn merge<Q: Query>(
                 period_ms: rt.rebalance_ms,
                 hot,
             },
+        )
+        .with_periods(
+            &per_worker
+                .iter_mut()
+                .map(|w| std::mem::take(&mut w.records_in_periods))
+                .collect::<Vec<_>>(),
         ),
         per_worker,
         extra: serde_json::Map::new(),

@@ -70,6 +70,31 @@ pub struct LoadReport {
     /// Hot keys: `--rebalance` on or off, its period, and what the
     /// senders did.
     pub rebalance: RebalanceReport,
+    /// The busiest stage's load per period of wall time (`null`: no
+    /// stage received a record, or the workers reported no periods).
+    pub periods: Option<PeriodsLoad>,
+}
+
+/// The report's `load.periods`: the load of the busiest stage (the one of
+/// `load.max_over_mean`) in each period of the senders' hot-key judgments
+/// (`--rebalance-ms`, from the workers' start; merged pairwise, the period
+/// doubled, in runs past 4096 periods): how the load changed during the
+/// run, e.g. when hot keys moved (`--zipf-shift-ms`) and how soon the
+/// judgments evened it again.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct PeriodsLoad {
+    /// The stage's name.
+    pub stage: String,
+    /// The period, ms.
+    pub period_ms: u64,
+    /// The first period's start, ms since the Unix epoch (the earliest
+    /// worker's start).
+    pub start_unix_ms: u64,
+    /// Per period: the busiest worker's records at the stage in it over
+    /// the mean over workers (`null`: no record in it).
+    pub max_over_mean: Vec<Option<f64>>,
+    /// Per period: records the stage received in it (every worker).
+    pub records: Vec<u64>,
 }
 
 /// The report's `load.rebalance`.
@@ -130,7 +155,58 @@ impl LoadReport {
             stages,
             max_over_mean,
             rebalance,
+            periods: None,
         }
+    }
+
+    /// Adds the busiest stage's load per period, given each worker's
+    /// records per edge per period (global worker order; a worker whose
+    /// period doubled fewer times is merged to the longest period).
+    pub fn with_periods(mut self, per_worker: &[air_runtime::dataflow::PeriodRecords]) -> Self {
+        let Some(stage) = LoadReport::busiest(&self.stages) else {
+            return self;
+        };
+        let period_ms = per_worker.iter().map(|p| p.period_ms).max().unwrap_or(0);
+        if period_ms == 0 || per_worker.iter().any(|p| p.period_ms == 0) {
+            return self;
+        }
+        let rows: Vec<Vec<u64>> = per_worker
+            .iter()
+            .map(|p| {
+                let factor = (period_ms / p.period_ms) as usize;
+                p.coarsened(factor)
+                    .iter()
+                    .map(|edges| {
+                        stage
+                            .edges
+                            .iter()
+                            .map(|&e| edges.get(e).copied().unwrap_or(0))
+                            .sum()
+                    })
+                    .collect()
+            })
+            .collect();
+        let n = rows.iter().map(Vec::len).max().unwrap_or(0);
+        let at = |k: usize| -> Vec<u64> {
+            rows.iter()
+                .map(|r| r.get(k).copied().unwrap_or(0))
+                .collect()
+        };
+        let periods = PeriodsLoad {
+            stage: stage.name.clone(),
+            period_ms,
+            start_unix_ms: per_worker
+                .iter()
+                .map(|p| p.start_unix_ms)
+                .min()
+                .unwrap_or(0),
+            max_over_mean: (0..n)
+                .map(|k| air_runtime::dataflow::max_over_mean(&at(k)))
+                .collect(),
+            records: (0..n).map(|k| at(k).iter().sum()).collect(),
+        };
+        self.periods = Some(periods);
+        self
     }
 
     /// The stage with the largest `max_over_mean`, of those not
@@ -181,7 +257,24 @@ pub fn summary_load(load: &LoadReport, events: u64, out: &mut dyn Write) -> std:
             } else {
                 "s"
             }
-        ),
-        None => Ok(()),
+        )?,
+        None => return Ok(()),
     }
+    let Some(p) = &load.periods else {
+        return Ok(());
+    };
+    let mut ratios: Vec<f64> = p.max_over_mean.iter().flatten().copied().collect();
+    if ratios.len() < 2 {
+        return Ok(());
+    }
+    let highest = ratios.iter().copied().fold(0.0, f64::max);
+    ratios.sort_by(f64::total_cmp);
+    writeln!(
+        out,
+        "  load per {} ms period ({} periods with records): max/mean median {:.2}, highest {:.2}",
+        p.period_ms,
+        ratios.len(),
+        ratios[ratios.len() / 2],
+        highest
+    )
 }

@@ -346,6 +346,7 @@ impl Query for WaArgs {
                     .map(|us| us as f64 / 1000.0),
                 channels: wr.channels.clone(),
                 records_in_by_edge: wr.records_in.clone(),
+                records_in_periods: wr.records_in_periods.clone(),
                 extra: Default::default(),
             })
             .collect();

@@ -213,6 +213,7 @@ impl Query for WordCountArgs {
                 input_lag_max_ms: None,
                 channels: wr.channels.clone(),
                 records_in_by_edge: wr.records_in.clone(),
+                records_in_periods: wr.records_in_periods.clone(),
                 extra: Default::default(),
             })
             .collect();

@@ -1111,6 +1111,7 @@ fn run_rank(args: &YsbArgs, dist: &Dist, to: &RowsTo) -> Result<RankPart<YsbRow>
                 input_lag_max_ms: st.get_max("input_lag_max_us").map(|us| us as f64 / 1000.0),
                 channels: wr.channels.clone(),
                 records_in_by_edge: wr.records_in.clone(),
+                records_in_periods: wr.records_in_periods.clone(),
                 extra: match extra {
                     Value::Object(m) => m,
                     _ => unreachable!("a JSON object"),

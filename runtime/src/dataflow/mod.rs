@@ -51,6 +51,7 @@ pub mod cx;
 pub mod late;
 pub mod moves;
 mod names;
+pub mod periods;
 pub mod pipe;
 use names::{brief_type_names, short_type_names};
 mod report;
@@ -60,6 +61,7 @@ pub mod stream;
 pub use cut::{input_cuts_barriers, source_barrier};
 pub use cx::{Cx, EdgeConsumer, Outbox};
 pub use late::{LateLog, LateRecords, DISORDER_MAX};
+pub use periods::PeriodRecords;
 pub use pipe::{
     EventTime, Filter, FlatMap, Identity, IngestionTime, Inspect, Map, Pipe, Then,
     INGESTION_CLOCK_EVERY,
@@ -755,6 +757,10 @@ where
     });
     let start = Instant::now();
     let mut last_flush = start;
+    // Records received per edge per period of the hot-key judgments, for
+    // the report's load per period: copied from the edges' counters at
+    // the first tick past each period's end.
+    let mut periods = periods::PeriodCounts::new(start, cfg.rebalance.period, n_edges);
     // With nothing staged, ticks fall on the shared idle grid (see
     // IDLE_TICK): every worker of the machine ticks at the same instants, so
     // a peer's watermark frames find it awake or about to look.
@@ -900,6 +906,7 @@ where
             for t in tx.iter_mut() {
                 t.publish()?;
             }
+            periods.tick(now, |e| rx[e].inputs.metrics.records_in);
             // Everything staged went out with the tick (each tail flushes
             // its outbox in its tick, and ticks run in edge order).
             PENDING.with(|p| p.set(false));
@@ -1001,11 +1008,13 @@ where
     if let Some(e) = SOURCE_ERROR.with(|s| s.borrow_mut().take()) {
         return Err(e);
     }
+    let records_in_periods = periods.finish(&records_in);
     Ok(WorkerReport {
         index: me,
         placement: info.placement.clone(),
         channels,
         records_in,
+        records_in_periods,
         stats,
         elapsed: start.elapsed(),
         stopped,

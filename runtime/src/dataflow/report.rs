@@ -112,6 +112,10 @@ pub struct WorkerReport {
     /// [`GraphOutput::edges`]), records: its share of each edge's
     /// consumer's input, what [`Stage::records_at`] sums.
     pub records_in: Vec<u64>,
+    /// Records it received on each edge in each period of the job's
+    /// hot-key judgments (`JobConfig::rebalance`'s period, from its
+    /// start): the load per period.
+    pub records_in_periods: super::PeriodRecords,
     /// Its operators' counters and latency.
     pub stats: Stats,
     /// Wall time from its start to its end.
