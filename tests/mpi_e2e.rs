@@ -1089,3 +1089,54 @@ fn exchange_bench_runs_across_ranks_on_both_tiers() {
         );
     }
 }
+
+/// Key groups moving with their state across ranks
+/// (`AIR_MOVE_KEY_GROUPS=rotate`: every group to the next worker at every
+/// barrier, so state crosses between ranks at every other one): the rows
+/// of 2 ranks × 2 workers equal the static routing's, on the node tier
+/// and through the network tier's RMA rings.
+#[test]
+fn key_groups_move_with_their_state_between_ranks() {
+    let dir = tmpdir("moves");
+    let out = dir.join("rows.csv");
+    let rep = dir.join("r.json");
+    for (job, events) in [
+        (&["wa", "--shuffle", "--keys", "5000"][..], "20000000"),
+        (&["nexmark", "--query", "q8"][..], "2000000"),
+    ] {
+        let mut args = vec!["run"];
+        args.extend(job);
+        args.extend([
+            "--events",
+            events,
+            "--workers",
+            "2",
+            "--no-pin",
+            "--checkpoint-ms",
+            "20",
+        ]);
+        args.extend([
+            "--out",
+            out.to_str().unwrap(),
+            "--report",
+            rep.to_str().unwrap(),
+        ]);
+        let o = mpirun(2, &args, &[]);
+        assert!(o.status.success(), "{args:?}: {}", text(&o));
+        let rows = common::sorted_rows(&out);
+        assert!(rows.len() > 1, "{args:?}: no rows");
+        for tier in [&[][..], &["--force-network"][..]] {
+            let mut a = args.clone();
+            a.extend(tier);
+            let o = mpirun(2, &a, &[("AIR_MOVE_KEY_GROUPS", "rotate")]);
+            assert!(o.status.success(), "{a:?}: {}", text(&o));
+            let m = report(&rep)["load"]["rebalance"]["moves"].clone();
+            assert!(m["moves"].as_u64().unwrap() >= 4, "{a:?}: {m}");
+            assert_eq!(
+                common::sorted_rows(&out),
+                rows,
+                "{a:?}: rows differ when key groups move ({m})"
+            );
+        }
+    }
+}

@@ -16,7 +16,7 @@
 
 use super::common::{thousands, CliError, RuntimeArgs};
 use super::dist::{Dist, MpiReport};
-use super::load::{summary_load, HotKeys, LoadPart, LoadReport, RebalanceReport};
+use super::load::{summary_load, GroupMoves, HotKeys, LoadPart, LoadReport, RebalanceReport};
 use air_operators::graph::{CollectByWindowExt, Csv, WindowRow};
 use air_runtime::dataflow::PeriodRecords;
 use air_runtime::dataflow::{Head, Pipe, Sink, Stream};
@@ -998,6 +998,7 @@ fn merge<Q: Query>(
     let mut extras = Vec::new();
     let mut stages = Vec::new();
     let mut hot = HotKeys::default();
+    let mut moves = GroupMoves::default();
     let mut late = air_runtime::dataflow::LateLog::default();
     let mut disorder: Option<u64> = None;
     let rt = q.runtime();
@@ -1011,6 +1012,7 @@ fn merge<Q: Query>(
     for p in parts {
         extras.push(p.extra);
         hot.add(&p.load.hot);
+        moves.add(&p.load.moves);
         if stages.is_empty() {
             stages = p.load.stages;
         }
@@ -1135,6 +1137,7 @@ fn merge<Q: Query>(
                 on: rt.rebalance,
                 period_ms: rt.rebalance_ms,
                 hot,
+                moves,
             },
         )
         .with_periods(

@@ -14,6 +14,9 @@ pub struct LoadPart {
     pub stages: Vec<air_runtime::dataflow::Stage>,
     /// Hot keys split at the rank's senders ([`air_runtime::hotkeys`]).
     pub hot: HotKeys,
+    /// Key groups its operators moved with their state.
+    #[serde(default)]
+    pub moves: GroupMoves,
 }
 
 impl LoadPart {
@@ -27,6 +30,12 @@ impl LoadPart {
                 partials: st.get("hot_partials"),
                 groups_max: st.get_max("hot_groups_max").unwrap_or(0),
                 group_changes: st.get("hot_group_changes"),
+            },
+            moves: GroupMoves {
+                moves: st.get("key_group_moves"),
+                key_groups: st.get("key_groups_moved"),
+                bytes: st.get("key_group_bytes_moved"),
+                paused_us_max: st.get_max("key_group_move_paused_us").unwrap_or(0),
             },
         }
     }
@@ -55,6 +64,34 @@ impl HotKeys {
         self.partials += o.partials;
         self.groups_max = self.groups_max.max(o.groups_max);
         self.group_changes += o.group_changes;
+    }
+}
+
+/// Key groups moved from worker to worker with their state at barriers
+/// (runtime/src/dataflow/moves.rs): summed over workers, except
+/// `paused_us_max`.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
+pub struct GroupMoves {
+    /// Moves: one per operator and worker at each barrier whose key group
+    /// table changed.
+    pub moves: u64,
+    /// Key groups given to another worker (each counted once, at its old
+    /// owner).
+    pub key_groups: u64,
+    /// Bytes of state sent from worker to worker.
+    pub bytes: u64,
+    /// The longest time one worker's operators held their input, summed
+    /// over its moves, µs.
+    pub paused_us_max: u64,
+}
+
+impl GroupMoves {
+    /// Adds another rank's figures (`paused_us_max`: the larger).
+    pub fn add(&mut self, o: &GroupMoves) {
+        self.moves += o.moves;
+        self.key_groups += o.key_groups;
+        self.bytes += o.bytes;
+        self.paused_us_max = self.paused_us_max.max(o.paused_us_max);
     }
 }
 
@@ -107,6 +144,8 @@ pub struct RebalanceReport {
     /// What the senders did, over every rank.
     #[serde(flatten)]
     pub hot: HotKeys,
+    /// Key groups moved with their state, over every rank.
+    pub moves: GroupMoves,
 }
 
 /// One stage's load ([`LoadReport`]).
@@ -244,6 +283,20 @@ pub fn summary_load(load: &LoadReport, events: u64, out: &mut dyn Write) -> std:
             hot.groups_max,
             if hot.groups_max == 1 { "" } else { "s" }
         ),
+    };
+    let m = &load.rebalance.moves;
+    let split = if m.moves == 0 {
+        split
+    } else {
+        format!(
+            "{split}; key groups moved: {} in {} move{}, {} of state, input held at most {} ms \
+             per worker",
+            thousands(m.key_groups),
+            thousands(m.moves),
+            if m.moves == 1 { "" } else { "s" },
+            air_runtime::units::binary_bytes(m.bytes),
+            thousands(m.paused_us_max / 1000)
+        )
     };
     match LoadReport::busiest(&load.stages) {
         Some(s) => writeln!(
