@@ -448,6 +448,9 @@ pub(crate) struct SplitTail<T, K, A: AggregateFunction<T>, KF, TF, M: MapKind<K>
     records: WindowTail<T, KF, TF, G, W>,
     partials: PartialTail<T, K, A, KF, TF, M, Judged>,
     hot: HotGroups,
+    /// Key groups may move in this job: a cold record's owner is the
+    /// edge's table's ([`Cx::owner_of_group`]), not the even ranges'.
+    tables_move: bool,
 }
 
 impl<T, K, A: AggregateFunction<T>, KF, TF, M: MapKind<K>, G, W>
@@ -463,6 +466,7 @@ impl<T, K, A: AggregateFunction<T>, KF, TF, M: MapKind<K>, G, W>
             records,
             partials,
             hot,
+            tables_move: air_runtime::dataflow::moves::enabled(),
         }
     }
 }
@@ -505,11 +509,17 @@ where
             return;
         };
         let h = key_hash(&(self.records.key)(&item));
-        match self.hot.group_unless_hot(h) {
-            Some(g) => {
-                let dest = cx.owner_of_group(self.records.out.edge(), g);
-                self.records.out.push(dest, item, cx)
-            }
+        if self.tables_move {
+            return match self.hot.group_unless_hot(h) {
+                Some(g) => {
+                    let dest = cx.owner_of_group(self.records.out.edge(), g);
+                    self.records.out.push(dest, item, cx)
+                }
+                None => self.push_hot(item, cx),
+            };
+        }
+        match self.hot.owner_unless_hot(h) {
+            Some(dest) => self.records.out.push(dest, item, cx),
             None => self.push_hot(item, cx),
         }
     }
