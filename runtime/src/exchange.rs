@@ -560,7 +560,7 @@ impl<'c> Inputs<'c> {
             // barrier at which its groups move.)
             if self.senders.kept_bytes > kept_bytes_max()
                 && self.senders.aligned < self.senders.seen
-                && !crate::dataflow::moves::active()
+                && !self.moves
             {
                 self.senders.give_up();
             }

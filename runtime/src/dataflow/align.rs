@@ -63,6 +63,11 @@ impl<T> TwoInputs<T> {
         self.ended.iter().all(Option::is_some) && !std::mem::replace(&mut self.closed, true)
     }
 
+    /// Whether both inputs ended and the end went on ([`TwoInputs::close`]).
+    pub(crate) fn closed(&self) -> bool {
+        self.closed
+    }
+
     /// The newest barrier both inputs delivered (an ended input counts as
     /// past every barrier), if not passed on yet; it is passed on now.
     pub(crate) fn pass_barrier(&mut self) -> Option<u64> {

@@ -164,8 +164,11 @@ impl<'c> EdgeTx<'c> {
 pub(crate) struct EdgeRx<'c> {
     pub(crate) inputs: Inputs<'c>,
     pub(crate) consumer: Box<dyn EdgeConsumer>,
-    /// `on_end` was delivered.
+    /// `on_end` was delivered and nothing more is read (see `ended`).
     pub(crate) done: bool,
+    /// `on_end` was delivered; the edge is still read while its operator
+    /// awaits state of a move ([`EdgeConsumer::awaits_state`]).
+    pub(crate) ended: bool,
 }
 
 /// What an operator fed by an exchange edge receives (type-erased: the
@@ -194,8 +197,9 @@ pub trait EdgeConsumer {
         ));
     }
 
-    /// Whether it waits for state of a move of its key groups: its end
-    /// waits too (state may follow its senders' End frames).
+    /// Whether it may still get state of a move of its key groups: its
+    /// edge is read on after its end (state may follow its senders' End
+    /// frames).
     fn awaits_state(&self) -> bool {
         false
     }
@@ -628,14 +632,18 @@ pub(crate) fn poll_edge<'c>(
             return Err(e);
         }
     }
-    if r.inputs.all_ended() && !r.consumer.awaits_state() {
-        r.done = true;
-        let final_wm = r.inputs.watermark();
-        let mut cx = Cx::new(tx_later, later, edge + 1, error);
-        r.consumer.on_end(final_wm, &mut cx);
-        if let Some(e) = cx.error.take() {
-            return Err(e);
+    if r.inputs.all_ended() {
+        if !r.ended {
+            r.ended = true;
+            let final_wm = r.inputs.watermark();
+            let mut cx = Cx::new(tx_later, later, edge + 1, error);
+            r.consumer.on_end(final_wm, &mut cx);
+            if let Some(e) = cx.error.take() {
+                return Err(e);
+            }
         }
+        // State of a move may still come (after its senders' End frames).
+        r.done = !r.consumer.awaits_state();
     }
     Ok(frames)
 }

@@ -636,10 +636,19 @@ where
                 .map(|every| (Instant::now(), every, resumed)),
         )
     });
-    // Key groups move only between barriers of a fresh start (a resumed
-    // job would need the tables of the barriers before; not yet).
-    moves::begin(if cfg.barrier_every.is_some() && resumed == 0 {
-        moves::MoveMode::from_env()
+    // Key groups move only between barriers of a job without checkpoints
+    // written (a checkpoint taken after a move holds state laid out by
+    // the tables before; resuming from one is not built yet).
+    let mode = moves::MoveMode::from_env();
+    if mode != moves::MoveMode::Never && checkpoints.is_some() {
+        return Err(RuntimeError::Setup(
+            "AIR_MOVE_KEY_GROUPS moves key groups at barriers, which a job writing checkpoints \
+             cannot resume from yet: unset it, or run without --checkpoint-dir"
+                .into(),
+        ));
+    }
+    moves::begin(if cfg.barrier_every.is_some() {
+        mode
     } else {
         moves::MoveMode::Never
     });
@@ -740,6 +749,7 @@ where
                 .with_moves(plan.moves.is_some()),
             consumer: plan.consumer.expect("checked"),
             done: false,
+            ended: false,
         });
     }
     let mut sources: Vec<(Box<dyn stream::SourceDriver>, bool)> =

@@ -297,6 +297,8 @@ pub(crate) enum Kept {
     Data(usize, rkyv::util::AlignedVec<16>),
     Watermark(u64),
     Barrier(u64),
+    /// Every input ended at this final watermark.
+    End(u64),
 }
 
 /// The moving of one operator's key groups at one worker: the table in
@@ -447,9 +449,10 @@ impl<K> Mover<K> {
             |i: usize| u64::from_le_bytes(frame[i * 8..i * 8 + 8].try_into().expect("8 bytes"));
         let (epoch, total, at) = (word(0), word(1) as usize, word(2) as usize);
         let piece = &frame[STATE_HEADER..];
-        if self.moving.as_ref().is_some_and(|m| epoch < m.epoch) {
+        if let Some(m) = self.moving.as_ref().filter(|m| epoch < m.epoch) {
             return Err(format!(
-                "state of barrier {epoch} from worker {from} after the move at barrier {epoch}"
+                "state of barrier {epoch} from worker {from} after the move at barrier {}",
+                m.epoch
             ));
         }
         let workers = self.groups.workers();

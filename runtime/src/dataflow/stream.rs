@@ -1316,7 +1316,8 @@ impl<O: Operator> Head for OpHead<O> {
     fn install<C: Continuation<O::Out>>(mut self, df: &Dataflow, mut next: C) {
         let me = df.index();
         let what = format!("operator {}", std::any::type_name::<O>());
-        let mut slot = df.state_slot(what.clone(), self.op.save().is_some(), self.op.rescales());
+        let (saves, rescales) = (self.op.save().is_some(), self.op.rescales());
+        let mut slot = df.state_slot(what.clone(), saves, rescales);
         refuse_unsafe_tail(df, &next);
         if let Some(state) = slot.take_restored() {
             if let Err(e) = restore_segment(&state, &mut next, |b| self.op.restore(b)) {
@@ -1333,13 +1334,10 @@ impl<O: Operator> Head for OpHead<O> {
                 ));
             }
         }
+        // (`Pass` keeps nothing: its edge need not stop at a move.)
+        let keeps = std::any::TypeId::of::<O>() != std::any::TypeId::of::<Pass<O::In>>();
         let mover = df
-            .may_move(
-                self.edge,
-                None,
-                self.op.save().is_some(),
-                self.op.rescales(),
-            )
+            .may_move(self.edge, None, saves && keeps, rescales)
             .then(|| super::moves::Mover::new(self.edge, me, df.key_groups()));
         df.set_consumer(
             self.edge,
@@ -1383,6 +1381,7 @@ impl<O: Operator, C: Continuation<O::Out>> OpSeg<O, C> {
                 }
                 super::moves::Kept::Watermark(wm) => self.on_watermark(wm, cx),
                 super::moves::Kept::Barrier(id) => self.on_barrier(id, cx),
+                super::moves::Kept::End(fin) => self.on_end(fin, cx),
             }
         }
     }
@@ -1433,6 +1432,12 @@ where
     }
 
     fn on_end(&mut self, final_wm: u64, cx: &mut Cx<'_, '_>) {
+        if let Some(m) = self.mover.as_mut().filter(|m| m.moving()) {
+            // Applied once every worker's state arrived (its edge is read
+            // on meanwhile: `awaits_state`).
+            m.keep(super::moves::Kept::End(final_wm));
+            return;
+        }
         let OpSeg { op, next, .. } = self;
         op.on_end(final_wm, &mut |o| next.push(o, cx));
         if super::state::enabled() && super::state::ends_for_good() {
@@ -1499,7 +1504,8 @@ impl<O: Operator2> Head for Op2Head<O> {
     type Out = O::Out;
     fn install<C: Continuation<O::Out>>(mut self, df: &Dataflow, mut next: C) {
         let what = format!("two-input operator {}", std::any::type_name::<O>());
-        let mut slot = df.state_slot(what.clone(), self.op.save().is_some(), self.op.rescales());
+        let (saves, rescales) = (self.op.save().is_some(), self.op.rescales());
+        let mut slot = df.state_slot(what.clone(), saves, rescales);
         refuse_unsafe_tail(df, &next);
         let mut wm = [0, 0];
         let mut fired = 0;
@@ -1541,12 +1547,7 @@ impl<O: Operator2> Head for Op2Head<O> {
             }
         }
         let mover = df
-            .may_move(
-                self.edge1,
-                Some(self.edge2),
-                self.op.save().is_some(),
-                self.op.rescales(),
-            )
+            .may_move(self.edge1, Some(self.edge2), saves, rescales)
             .then(|| super::moves::Mover::new(self.edge1, df.index(), df.key_groups()));
         let shared = Rc::new(RefCell::new(Op2Seg {
             op: self.op,
@@ -1674,6 +1675,12 @@ impl<O: Operator2, C: Continuation<O::Out>> Op2Seg<O, C> {
         self.wm[side] = self.wm[side].max(final_wm);
         // The other input may wait at a barrier this one never sent.
         self.pass(cx);
+        if let Some(m) = self.mover.as_mut().filter(|m| m.moving()) {
+            // Passing it started a move: the rest of this end (firing to
+            // the final watermark) waits for it, applied again after.
+            m.keep((side, Early::End(final_wm)));
+            return;
+        }
         if let [Some(a), Some(b)] = self.align.ended {
             if !self.align.close() {
                 return; // ended by the replay of the other input's end
@@ -1849,7 +1856,10 @@ where
     }
 
     fn awaits_state(&self) -> bool {
-        self.side == 0 && self.seg.borrow().moving()
+        // The first input carries the states: read on after its end
+        // while the other input may still pass barriers that move groups.
+        let g = self.seg.borrow();
+        self.side == 0 && g.mover.is_some() && (g.moving() || !g.align.closed())
     }
 
     fn on_state(&mut self, from: usize, bytes: &[u8], cx: &mut Cx<'_, '_>) {
