@@ -286,7 +286,7 @@ mod tests {
 
     #[test]
     fn unknown_kind() {
-        for kind in [0, 5, 0xAA, 0xFF] {
+        for kind in [0, 6, 0xAA, 0xFF] {
             let e = check_frame(&header(0, kind, 0), 0, 64, 64, 0).unwrap_err();
             assert_eq!(e, FrameError::UnknownKind { kind });
         }
