@@ -165,6 +165,12 @@ impl HotGroups {
         }
     }
 
+    /// The worker that owns key group `group` in the even ranges.
+    #[inline(always)]
+    pub fn owner_of_group(&self, group: u32) -> usize {
+        self.groups.owner_of_group(group)
+    }
+
     /// Whether it judges at all.
     pub fn is_on(&self) -> bool {
         !self.counts.is_empty()

@@ -509,17 +509,15 @@ where
             return;
         };
         let h = key_hash(&(self.records.key)(&item));
-        if self.tables_move {
-            return match self.hot.group_unless_hot(h) {
-                Some(g) => {
-                    let dest = cx.owner_of_group(self.records.out.edge(), g);
-                    self.records.out.push(dest, item, cx)
-                }
-                None => self.push_hot(item, cx),
-            };
-        }
-        match self.hot.owner_unless_hot(h) {
-            Some(dest) => self.records.out.push(dest, item, cx),
+        match self.hot.group_unless_hot(h) {
+            Some(g) => {
+                let dest = if self.tables_move {
+                    cx.owner_of_group(self.records.out.edge(), g)
+                } else {
+                    self.hot.owner_of_group(g)
+                };
+                self.records.out.push(dest, item, cx)
+            }
             None => self.push_hot(item, cx),
         }
     }

@@ -608,14 +608,7 @@ pub(crate) fn poll_edge<'c>(
             }
             InputEvent::State { from, bytes } => {
                 let mut cx = Cx::new(&mut *tx_later, &mut *later, edge + 1, &mut *error);
-                if let Some(wm) = advanced.take().filter(|&wm| wm < u64::MAX) {
-                    consumer.on_watermark(wm, &mut cx);
-                }
-                consumer.on_state(from, bytes, &mut cx);
-                return match cx.error.take() {
-                    Some(e) => Err(e),
-                    None => Ok(0),
-                };
+                return state_event(&mut **consumer, advanced.take(), from, bytes, &mut cx);
             }
         };
         let mut cx = Cx::new(&mut *tx_later, &mut *later, edge + 1, &mut *error);
@@ -646,6 +639,27 @@ pub(crate) fn poll_edge<'c>(
         r.done = !r.consumer.awaits_state();
     }
     Ok(frames)
+}
+
+/// A state frame for `consumer` (kept out of the data path: moves are
+/// rare), after the watermark the frames before it made.
+#[cold]
+#[inline(never)]
+fn state_event(
+    consumer: &mut dyn EdgeConsumer,
+    advanced: Option<u64>,
+    from: usize,
+    bytes: &[u8],
+    cx: &mut Cx<'_, '_>,
+) -> Result<usize, RuntimeError> {
+    if let Some(wm) = advanced.filter(|&wm| wm < u64::MAX) {
+        consumer.on_watermark(wm, cx);
+    }
+    consumer.on_state(from, bytes, cx);
+    match cx.error.take() {
+        Some(e) => Err(e),
+        None => Ok(0),
+    }
 }
 
 /// Calls `tick` on edge `rx_base + i`'s operator.
