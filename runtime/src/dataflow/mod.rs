@@ -803,7 +803,7 @@ where
     let mut idler = crate::job::Idler::new(info.doorbell.clone());
     let mut error: Option<RuntimeError> = None;
     SOURCE_ERROR.with(|s| s.borrow_mut().take());
-    let moving = moves::active();
+    let moving = moves::enabled();
     // Loops in which watermark alignment held a source back.
     let mut held = 0u64;
     loop {

@@ -117,11 +117,6 @@ pub(crate) fn begin(mode: MoveMode) {
 /// worker builds its graph): an operator that finds a key's owner itself
 /// must then ask its edge's table ([`super::Cx::owner_of_group`]).
 pub fn enabled() -> bool {
-    active()
-}
-
-/// Whether groups move in this worker's job.
-pub(crate) fn active() -> bool {
     MODE.with(|m| m.get()) != MoveMode::Never
 }
 

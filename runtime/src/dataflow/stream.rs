@@ -933,7 +933,7 @@ impl Dataflow {
     fn may_move(&self, edge: usize, edge2: Option<usize>, saves: bool, rescales: bool) -> bool {
         let mut b = self.b.borrow_mut();
         let gathers = b.edges[edge].gathers || edge2.is_some_and(|e| b.edges[e].gathers);
-        let moves = super::moves::active() && saves && rescales && !gathers;
+        let moves = super::moves::enabled() && saves && rescales && !gathers;
         if moves {
             b.edges[edge].moves = Some(true);
             if let Some(e) = edge2 {
